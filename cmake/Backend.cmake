@@ -1,0 +1,37 @@
+# Selects the device backend and provides apron_device_sources(), which marks sources that hold
+# device code so they compile as CUDA in the cuda backend and as plain C++ in the omp backend.
+add_library(apron_backend INTERFACE)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+if(APRON_BACKEND STREQUAL "cuda")
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+  target_compile_definitions(apron_backend INTERFACE APRON_BACKEND_CUDA=1)
+  target_compile_options(apron_backend INTERFACE
+    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr>)
+  target_link_libraries(apron_backend INTERFACE CUDA::cudart)
+elseif(APRON_BACKEND STREQUAL "omp")
+  # CCCL headers: from the CUDA toolkit when present, else from Debian's libthrust-dev.
+  find_path(APRON_THRUST_INCLUDE thrust/version.h
+    PATHS /usr/local/cuda/include/cccl /usr/local/cuda/include /usr/include
+    NO_DEFAULT_PATH REQUIRED)
+  message(STATUS "apron: OpenMP backend, Thrust from ${APRON_THRUST_INCLUDE}")
+  target_include_directories(apron_backend SYSTEM INTERFACE ${APRON_THRUST_INCLUDE})
+  target_compile_definitions(apron_backend INTERFACE
+    APRON_BACKEND_OMP=1 THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP
+    THRUST_HOST_SYSTEM=THRUST_HOST_SYSTEM_CPP)
+else()
+  message(FATAL_ERROR "APRON_BACKEND must be 'omp' or 'cuda', not '${APRON_BACKEND}'")
+endif()
+target_link_libraries(apron_backend INTERFACE OpenMP::OpenMP_CXX)
+
+function(apron_device_sources)
+  if(APRON_BACKEND STREQUAL "cuda")
+    set_source_files_properties(${ARGN} DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTIES LANGUAGE CUDA)
+  endif()
+endfunction()

@@ -1,0 +1,15 @@
+# apron_warnings: the warning set every target of ours uses; errors when APRON_WERROR (CI).
+add_library(apron_warnings INTERFACE)
+set(_cxx_warn -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unknown-pragmas)
+if(APRON_WERROR)
+  list(APPEND _cxx_warn -Werror)
+endif()
+target_compile_options(apron_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${_cxx_warn}>)
+if(APRON_BACKEND STREQUAL "cuda")
+  string(REPLACE ";" "," _host_warn "-Wall;-Wextra;-Wno-unknown-pragmas")
+  target_compile_options(apron_warnings INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_host_warn}>)
+  if(APRON_WERROR)
+    target_compile_options(apron_warnings INTERFACE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
+  endif()
+endif()

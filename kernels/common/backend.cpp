@@ -1,0 +1,91 @@
+#include "kernels/common/backend.hpp"
+
+#include <map>
+#include <mutex>
+#include <new>
+
+#include <thrust/memory.h>
+
+namespace apron {
+namespace {
+
+struct Cache {
+  std::mutex mutex;
+  std::multimap<std::size_t, char*> free_blocks;  // size -> block
+  std::map<char*, std::size_t> used_blocks;       // block -> size
+  std::size_t cached_bytes = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: blocks may be returned during static teardown
+  return *c;
+}
+
+char* device_allocate(std::size_t bytes) {
+  return thrust::raw_pointer_cast(thrust::malloc<char>(thrust::device, bytes));
+}
+
+void device_free(char* p) { thrust::free(thrust::device, thrust::device_pointer_cast(p)); }
+
+}  // namespace
+
+char* CachingAllocator::allocate(std::ptrdiff_t request) {
+  auto& c = cache();
+  std::lock_guard lock(c.mutex);
+  const auto bytes = static_cast<std::size_t>(request);
+  // Reuse the smallest cached block that fits and is at most twice as large.
+  auto it = c.free_blocks.lower_bound(bytes);
+  char* block = nullptr;
+  std::size_t size = bytes;
+  if (it != c.free_blocks.end() && it->first <= 2 * bytes + 4096) {
+    size = it->first;
+    block = it->second;
+    c.free_blocks.erase(it);
+  } else {
+    block = device_allocate(bytes);
+    c.cached_bytes += bytes;
+  }
+  c.used_blocks[block] = size;
+  return block;
+}
+
+void CachingAllocator::deallocate(char* ptr, std::size_t) {
+  auto& c = cache();
+  std::lock_guard lock(c.mutex);
+  auto it = c.used_blocks.find(ptr);
+  c.free_blocks.emplace(it->second, ptr);
+  c.used_blocks.erase(it);
+}
+
+void CachingAllocator::release_all() {
+  auto& c = cache();
+  std::lock_guard lock(c.mutex);
+  for (auto& [size, block] : c.free_blocks) {
+    device_free(block);
+    c.cached_bytes -= size;
+  }
+  c.free_blocks.clear();
+}
+
+std::size_t CachingAllocator::bytes_cached() const { return cache().cached_bytes; }
+
+CachingAllocator& scratch_allocator() {
+  static CachingAllocator allocator;
+  return allocator;
+}
+
+void device_synchronize() {
+#if defined(APRON_BACKEND_CUDA)
+  cudaDeviceSynchronize();
+#endif
+}
+
+const char* backend_name() {
+#if defined(APRON_BACKEND_CUDA)
+  return "cuda";
+#else
+  return "omp";
+#endif
+}
+
+}  // namespace apron

@@ -1,0 +1,63 @@
+// The one place that knows which device backend is compiled in (ARCHITECTURE.md, "One source, two
+// backends"). Kernels are APRON_HD functors launched through for_each_index(); containers are
+// DeviceVector; temporaries of Thrust algorithms come from the caching allocator via policy().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <thrust/device_vector.h>
+#include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#if defined(__CUDACC__)
+#define APRON_HD __host__ __device__
+#define APRON_DEVICE_CODE 1
+#else
+#define APRON_HD
+#endif
+
+namespace apron {
+
+template <class T>
+using DeviceVector = thrust::device_vector<T>;
+
+template <class T>
+T* raw(DeviceVector<T>& v) {
+  return thrust::raw_pointer_cast(v.data());
+}
+template <class T>
+const T* raw(const DeviceVector<T>& v) {
+  return thrust::raw_pointer_cast(v.data());
+}
+
+// Free-list allocator for Thrust's scratch memory: after the first steps, sorts, scans and
+// reductions reuse blocks instead of calling cudaMalloc in the step loop.
+class CachingAllocator {
+ public:
+  using value_type = char;
+  char* allocate(std::ptrdiff_t bytes);
+  void deallocate(char* ptr, std::size_t bytes);
+  void release_all();  // frees cached blocks (at shutdown, before the runtime goes)
+  std::size_t bytes_cached() const;
+};
+
+CachingAllocator& scratch_allocator();
+
+// Execution policy for Thrust algorithms: the device system with the caching allocator.
+inline auto policy() { return thrust::device(scratch_allocator()); }
+
+// Runs f(i) for i in [0, n) on the device: the portable kernel launch.
+template <class F>
+void for_each_index(std::size_t n, F f) {
+  if (n == 0) return;
+  thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), n, f);
+}
+
+// Waits until queued device work is done (timing phases, before host reads).
+void device_synchronize();
+
+const char* backend_name();
+
+}  // namespace apron

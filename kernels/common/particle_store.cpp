@@ -1,0 +1,99 @@
+#include "kernels/common/particle_store.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <thrust/copy.h>
+#include <thrust/gather.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/scatter.h>
+
+#include "kernels/common/vec.hpp"
+
+namespace apron {
+
+namespace {
+struct NonZero {
+  APRON_HD bool operator()(std::uint8_t v) const { return v != 0; }
+};
+
+// Reinterprets a byte range of a ByteVector as T*. Offsets are multiples of 16 (see pack()).
+template <class T>
+T* typed(ByteVector& bytes, std::size_t offset) {
+  return reinterpret_cast<T*>(raw(bytes) + offset);
+}
+template <class T>
+const T* typed(const ByteVector& bytes, std::size_t offset) {
+  return reinterpret_cast<const T*>(raw(bytes) + offset);
+}
+}  // namespace
+
+template <class T>
+void TypedField<T>::permute(const IndexVector& order) {
+  scratch_.resize(order.size());
+  thrust::gather(policy(), order.begin(), order.end(), data.begin(), scratch_.begin());
+  data.swap(scratch_);
+}
+
+template <class T>
+void TypedField<T>::pack(const IndexVector& indices, ByteVector& out,
+                         std::size_t out_offset) const {
+  T* dst = typed<T>(out, out_offset);
+  thrust::gather(policy(), indices.begin(), indices.end(), data.begin(),
+                 thrust::device_pointer_cast(dst));
+}
+
+template <class T>
+void TypedField<T>::unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
+                           std::size_t count) {
+  const T* src = typed<T>(in, in_offset);
+  thrust::copy_n(policy(), thrust::device_pointer_cast(src), count, data.begin() + first);
+}
+
+template <class T>
+void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
+                            const IndexVector& indices) {
+  const T* src = typed<T>(in, in_offset);
+  thrust::scatter(policy(), thrust::device_pointer_cast(src),
+                  thrust::device_pointer_cast(src) + indices.size(), indices.begin(),
+                  data.begin());
+}
+
+template class TypedField<float>;
+template class TypedField<Vec4>;
+template class TypedField<std::uint8_t>;
+template class TypedField<std::uint32_t>;
+template class TypedField<std::int64_t>;
+
+void ParticleStore::resize(std::size_t n) {
+  for (auto& f : fields_) f->resize(n);
+  size_ = n;
+}
+
+void ParticleStore::permute(const IndexVector& order) {
+  for (auto& f : fields_) f->permute(order);
+  size_ = order.size();
+}
+
+void ParticleStore::keep_if(const DeviceVector<std::uint8_t>& keep) {
+  keep_indices_.resize(size_);
+  auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
+                             thrust::counting_iterator<std::uint32_t>(size_), keep.begin(),
+                             keep_indices_.begin(), NonZero{});
+  keep_indices_.resize(end - keep_indices_.begin());
+  permute(keep_indices_);
+}
+
+ParticleField& ParticleStore::field(const std::string& name) const {
+  for (auto& f : fields_)
+    if (f->name() == name) return *f;
+  throw std::logic_error("ParticleStore has no field '" + name + "'");
+}
+
+std::size_t ParticleStore::bytes_per_particle() const {
+  std::size_t bytes = 0;
+  for (auto& f : fields_) bytes += f->element_size();
+  return bytes;
+}
+
+}  // namespace apron

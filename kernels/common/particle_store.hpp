@@ -1,0 +1,82 @@
+// ParticleStore: a set of named, equally long device arrays (structure of arrays). Workloads
+// register their fields; decomposition/ moves particles between ranks through the type-erased
+// operations below without knowing what the fields mean.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/common/backend.hpp"
+
+namespace apron {
+
+using IndexVector = DeviceVector<std::uint32_t>;
+using ByteVector = DeviceVector<std::byte>;
+
+class ParticleField {
+ public:
+  explicit ParticleField(std::string name) : name_(std::move(name)) {}
+  virtual ~ParticleField() = default;
+  const std::string& name() const { return name_; }
+  virtual std::size_t element_size() const = 0;
+  virtual void resize(std::size_t n) = 0;
+  // this[i] = this[order[i]] for i < order.size(); the field shrinks or grows to order.size().
+  virtual void permute(const IndexVector& order) = 0;
+  // Appends this[indices[k]] for all k to out (raw bytes, one field after another).
+  virtual void pack(const IndexVector& indices, ByteVector& out, std::size_t out_offset) const = 0;
+  // this[first + k] = element k of in, starting at byte in_offset.
+  virtual void unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
+                      std::size_t count) = 0;
+  // this[indices[k]] = element k of in (scatter), starting at byte in_offset.
+  virtual void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) = 0;
+
+ private:
+  std::string name_;
+};
+
+template <class T>
+class TypedField final : public ParticleField {
+ public:
+  using ParticleField::ParticleField;
+  DeviceVector<T> data;
+
+  std::size_t element_size() const override { return sizeof(T); }
+  void resize(std::size_t n) override { data.resize(n); }
+  void permute(const IndexVector& order) override;
+  void pack(const IndexVector& indices, ByteVector& out, std::size_t out_offset) const override;
+  void unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
+              std::size_t count) override;
+  void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) override;
+
+ private:
+  DeviceVector<T> scratch_;  // double buffer for permute(), kept to avoid reallocation
+};
+
+class ParticleStore {
+ public:
+  template <class T>
+  DeviceVector<T>& add(const std::string& name) {
+    auto field = std::make_unique<TypedField<T>>(name);
+    field->data.resize(size_);
+    auto& ref = field->data;
+    fields_.push_back(std::move(field));
+    return ref;
+  }
+  std::size_t size() const { return size_; }
+  void resize(std::size_t n);
+  void permute(const IndexVector& order);
+  // Keeps the particles whose flag is non-zero, in their current order.
+  void keep_if(const DeviceVector<std::uint8_t>& keep);
+
+  const std::vector<std::unique_ptr<ParticleField>>& fields() const { return fields_; }
+  ParticleField& field(const std::string& name) const;
+  std::size_t bytes_per_particle() const;  // of the registered fields
+
+ private:
+  std::size_t size_ = 0;
+  std::vector<std::unique_ptr<ParticleField>> fields_;
+  IndexVector keep_indices_;
+};
+
+}  // namespace apron

@@ -1,0 +1,201 @@
+#include "kernels/sph/sph_kernels.hpp"
+
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+namespace apron::sph {
+namespace {
+
+APRON_HD inline bool is_owned(std::uint8_t flag) { return (flag & kGhost) == 0; }
+
+struct DensityKernel {
+  Params params;
+  FluidArrays fluid;
+  BoundaryArrays wall;
+
+  APRON_HD void operator()(std::size_t a) const {
+    if (!is_owned(fluid.flags[a])) return;
+    const Vec4 pa = fluid.pos[a];
+    const float support2 = params.kernel.support() * params.kernel.support();
+    float fluid_sum = 0, wall_sum = 0;
+    fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+      const float r2 = norm2(xyz(pa) - xyz(fluid.pos[b]));
+      if (r2 < support2) fluid_sum += params.kernel.value(r2);
+    });
+    wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+      const float r2 = norm2(xyz(pa) - xyz(wall.pos[b]));
+      if (r2 < support2) wall_sum += params.kernel.value(r2);
+    });
+    const float rho = params.fluid_mass * fluid_sum + params.boundary_mass * wall_sum;
+    fluid.rho[a] = rho;
+    fluid.pressure[a] = params.pressure(rho);
+  }
+};
+
+// Monaghan (1992) artificial viscosity term Pi_ab (zero for receding pairs).
+APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, Vec3 v_ab,
+                                Vec3 r_ab, float r2) {
+  const float vr = dot(v_ab, r_ab);
+  if (vr >= 0) return 0;
+  const float mu = h * vr / (r2 + 0.01f * h * h);
+  return -alpha * c * mu / rho_mean;
+}
+
+struct AccelerationKernel {
+  Params params;
+  FluidArrays fluid;
+  BoundaryArrays wall;
+
+  APRON_HD void operator()(std::size_t a) const {
+    if (!is_owned(fluid.flags[a])) return;
+    const Vec4 pa = fluid.pos[a];
+    const Vec3 va = xyz(fluid.vel[a]);
+    const float rho_a = fluid.rho[a];
+    const float pa_term = fluid.pressure[a] / (rho_a * rho_a);
+    const float h = params.kernel.h, c = params.sound_speed;
+    const float support2 = params.kernel.support() * params.kernel.support();
+    Vec3 acc = params.gravity;
+
+    fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+      const Vec3 r_ab = xyz(pa) - xyz(fluid.pos[b]);
+      const float r2 = norm2(r_ab);
+      if (r2 >= support2 || b == a) return;
+      const float rho_b = fluid.rho[b];
+      const float pressure_term = pa_term + fluid.pressure[b] / (rho_b * rho_b);
+      const float pi_ab = viscosity(params.alpha, h, c, 0.5f * (rho_a + rho_b),
+                                    va - xyz(fluid.vel[b]), r_ab, r2);
+      const float f = -params.fluid_mass * (pressure_term + pi_ab) *
+                      params.kernel.gradient_factor(r2);
+      acc += f * r_ab;
+    });
+    // Boundary particles mirror the fluid particle's pressure and density (p_b = p_a, rho_b =
+    // rho_a) and are at rest, so they always push back and damp motion towards the wall.
+    wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+      const Vec3 r_ab = xyz(pa) - xyz(wall.pos[b]);
+      const float r2 = norm2(r_ab);
+      if (r2 >= support2) return;
+      const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
+      const float f = -params.boundary_mass * (2 * pa_term + pi_ab) *
+                      params.kernel.gradient_factor(r2);
+      acc += f * r_ab;
+    });
+    fluid.acc[a] = with_w(acc, 0);
+  }
+};
+
+struct IntegrateKernel {
+  Vec4* pos;
+  Vec4* vel;
+  const Vec4* acc;
+  const std::uint8_t* flags;
+  float dt;
+  bool clamp;
+  Box container;
+
+  APRON_HD void operator()(std::size_t i) const {
+    if (!is_owned(flags[i])) return;
+    Vec3 v = xyz(vel[i]) + dt * xyz(acc[i]);
+    Vec3 x = xyz(pos[i]) + dt * v;
+    if (clamp) {  // inelastic wall: stop at the face, drop the normal velocity
+      float* xs = &x.x;
+      float* vs = &v.x;
+      for (int d = 0; d < 3; ++d) {
+        const float lo = static_cast<float>(container.lo[d]);
+        const float hi = static_cast<float>(container.hi[d]);
+        if (xs[d] < lo) xs[d] = lo, vs[d] = vs[d] < 0 ? 0 : vs[d];
+        if (xs[d] > hi) xs[d] = hi, vs[d] = vs[d] > 0 ? 0 : vs[d];
+      }
+    }
+    vel[i] = with_w(v, 0);
+    pos[i] = with_w(x, 0);
+  }
+};
+
+struct ExtremesOf {
+  const Vec4* vel;
+  const Vec4* acc;
+  const std::uint8_t* flags;
+  APRON_HD Extremes operator()(std::size_t i) const {
+    if (!is_owned(flags[i])) return {};
+    return {sqrtf(norm2(xyz(vel[i]))), sqrtf(norm2(xyz(acc[i])))};
+  }
+};
+
+struct MaxExtremes {
+  APRON_HD Extremes operator()(const Extremes& a, const Extremes& b) const {
+    return {a.max_speed > b.max_speed ? a.max_speed : b.max_speed,
+            a.max_acceleration > b.max_acceleration ? a.max_acceleration : b.max_acceleration};
+  }
+};
+
+struct TotalsOf {
+  Params params;
+  const Vec4* pos;
+  const Vec4* vel;
+  const std::uint8_t* flags;
+  Box container;
+  APRON_HD Totals operator()(std::size_t i) const {
+    Totals t;
+    if (!is_owned(flags[i])) return t;
+    const Vec3 x = xyz(pos[i]);
+    const double m = params.fluid_mass;
+    const double v2 = norm2(xyz(vel[i]));
+    t.count = 1;
+    t.kinetic = 0.5 * m * v2;
+    t.potential = -m * dot(params.gravity, x);
+    t.max_speed = sqrt(v2);
+    t.front_x = x.x;
+    t.outside = container.contains(pos[i]) ? 0 : 1;
+    return t;
+  }
+};
+
+struct SumTotals {
+  APRON_HD Totals operator()(const Totals& a, const Totals& b) const {
+    Totals t;
+    t.count = a.count + b.count;
+    t.kinetic = a.kinetic + b.kinetic;
+    t.potential = a.potential + b.potential;
+    t.max_speed = a.max_speed > b.max_speed ? a.max_speed : b.max_speed;
+    t.front_x = a.front_x > b.front_x ? a.front_x : b.front_x;
+    t.outside = a.outside + b.outside;
+    return t;
+  }
+};
+
+}  // namespace
+
+void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall) {
+  for_each_index(fluid.n, DensityKernel{params, fluid, wall});
+}
+
+void compute_acceleration(const Params& params, const FluidArrays& fluid,
+                          const BoundaryArrays& wall) {
+  for_each_index(fluid.n, AccelerationKernel{params, fluid, wall});
+}
+
+void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
+               const DeviceVector<std::uint8_t>& flags, float dt, const Box* container) {
+  IntegrateKernel k{raw(pos), raw(vel), raw(acc), raw(flags), dt, container != nullptr, {}};
+  if (container) k.container = *container;
+  for_each_index(pos.size(), k);
+}
+
+Extremes owned_extremes(const DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
+                        const DeviceVector<std::uint8_t>& flags) {
+  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
+                                  thrust::counting_iterator<std::size_t>(vel.size()),
+                                  ExtremesOf{raw(vel), raw(acc), raw(flags)}, Extremes{},
+                                  MaxExtremes{});
+}
+
+Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
+                    const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,
+                    const Box& container) {
+  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
+                                  thrust::counting_iterator<std::size_t>(pos.size()),
+                                  TotalsOf{params, raw(pos), raw(vel), raw(flags), container},
+                                  Totals{}, SumTotals{});
+}
+
+}  // namespace apron::sph

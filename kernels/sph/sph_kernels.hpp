@@ -1,0 +1,108 @@
+// Weakly-compressible SPH (Becker & Teschner 2007) with ghost boundary particles: the device side.
+// Fluid particles (owned and halo ghosts) and static boundary particles live in two cell lists on
+// the same background grid; boundary particles contribute density and pressure force to fluid
+// particles but are never integrated.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/cell_list.hpp"
+#include "kernels/common/vec.hpp"
+
+namespace apron::sph {
+
+// Per-particle flag bits: the kind in the low bits, GHOST for read-only halo copies.
+enum ParticleFlag : std::uint8_t { kFluid = 0, kGhost = 0x80 };
+
+// Wendland C2 kernel in 3-D with support radius 2h: W(q) = 21/(16 pi h^3) (1-q/2)^4 (2q+1).
+struct Wendland {
+  float h = 1;
+  APRON_HD float support() const { return 2 * h; }
+  APRON_HD float value(float r2) const {
+    const float q = sqrtf(r2) / h;
+    if (q >= 2) return 0;
+    const float t = 1 - 0.5f * q;
+    return 21.0f / (16.0f * 3.14159265358979f * h * h * h) * t * t * t * t * (2 * q + 1);
+  }
+  // grad_a W_ab = gradient_factor(r2) * (x_a - x_b); the factor is negative inside the support.
+  APRON_HD float gradient_factor(float r2) const {
+    const float q = sqrtf(r2) / h;
+    if (q >= 2) return 0;
+    const float t = 1 - 0.5f * q;
+    return -105.0f / (16.0f * 3.14159265358979f * h * h * h * h * h) * t * t * t;
+  }
+};
+
+struct Params {
+  Wendland kernel;
+  float rest_density = 1000;    // rho0 [kg/m^3]
+  float sound_speed = 10;       // c0 [m/s]
+  float tait_b = 0;             // B = rho0 c0^2 / gamma [Pa]
+  float gamma = 7;
+  float fluid_mass = 0;         // [kg]
+  float boundary_mass = 0;      // [kg]
+  float alpha = 0.02f;          // Monaghan artificial viscosity, fluid-fluid
+  float wall_alpha = 0.02f;     // the same against boundary particles (0: free slip)
+  bool clamp_negative_pressure = true;
+  Vec3 gravity{0, 0, -9.81f};
+
+  APRON_HD float pressure(float rho) const {
+    const float r = rho / rest_density;
+    const float r2 = r * r, r4 = r2 * r2;
+    const float p = tait_b * (r4 * r2 * r - 1);  // gamma = 7
+    return clamp_negative_pressure && p < 0 ? 0 : p;
+  }
+};
+
+// Device pointers of the fluid arrays (owned and ghosts, in cell order).
+struct FluidArrays {
+  const Vec4* pos;
+  const Vec4* vel;
+  float* rho;
+  float* pressure;
+  Vec4* acc;
+  const std::uint8_t* flags;
+  std::size_t n;
+  CellListView cells;
+};
+
+struct BoundaryArrays {
+  const Vec4* pos;
+  std::size_t n;
+  CellListView cells;
+};
+
+// rho_a = sum_b m_b W_ab over fluid and boundary neighbours, then p_a from the Tait equation.
+// Only owned particles are computed; ghosts receive their owner's values through the halo.
+void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall);
+
+// Pressure, artificial viscosity and gravity into acc, for owned particles.
+void compute_acceleration(const Params& params, const FluidArrays& fluid,
+                          const BoundaryArrays& wall);
+
+// Symplectic Euler for owned particles: v += dt a; x += dt v. When `container` is non-null the
+// particles are also kept inside it (used only when ghost boundary particles are switched off).
+void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
+               const DeviceVector<std::uint8_t>& flags, float dt, const Box* container);
+
+struct Extremes {
+  float max_speed = 0;
+  float max_acceleration = 0;
+};
+Extremes owned_extremes(const DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
+                        const DeviceVector<std::uint8_t>& flags);
+
+// Sums over owned fluid particles (float64 accumulators).
+struct Totals {
+  double count = 0;
+  double kinetic = 0;        // sum 1/2 m v^2
+  double potential = 0;      // sum -m g.x
+  double max_speed = 0;
+  double front_x = -1e300;   // largest x: the surge front
+  std::size_t outside = 0;   // particles outside the container (should stay 0)
+};
+Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
+                    const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,
+                    const Box& container);
+
+}  // namespace apron::sph
