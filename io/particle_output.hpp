@@ -1,0 +1,53 @@
+// Visual output of particle fields: one parallel-HDF5 file per output step (collective writes,
+// every rank its slice) and one XDMF time series beside them that ParaView and VisIt open directly.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace apron::io {
+
+enum class Dtype { f32, f64, i32, u32, i64, u8 };
+
+// One field of the local particles, in host memory: n_local * components values of `type`,
+// interleaved per particle (x0 y0 z0 x1 ...). A field named "position" with 3 components is the
+// geometry; every other field becomes an XDMF attribute (Scalar for 1 component, Vector for 3).
+struct HostField {
+  std::string name;
+  Dtype type;
+  int components;
+  const void* data;
+};
+
+class ParticleSeriesWriter {
+ public:
+  // Files go to dir/<basename>_<step>.h5 and dir/<basename>.xmf. Collective over comm.
+  ParticleSeriesWriter(MPI_Comm comm, std::filesystem::path dir, std::string basename);
+
+  // Collective. Writes this step's HDF5 file (to a .tmp name, renamed when complete) and rewrites
+  // the XDMF series listing every step written so far (also via .tmp + rename).
+  void write(long step, double time, std::size_t n_local, std::span<const HostField> fields);
+
+  const std::filesystem::path& series_path() const { return xmf_path_; }
+
+ private:
+  MPI_Comm comm_;
+  std::filesystem::path dir_;
+  std::string basename_;
+  std::filesystem::path xmf_path_;
+  struct Entry {
+    long step;
+    double time;
+    std::string file;           // relative to dir_
+    unsigned long long global;  // particle count
+    std::vector<std::pair<std::string, std::pair<Dtype, int>>> fields;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace apron::io
