@@ -1,0 +1,234 @@
+#include "decomposition/particle_exchange.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <thrust/copy.h>
+#include <thrust/gather.h>
+#include <thrust/scatter.h>
+#include <thrust/sequence.h>
+#include <thrust/sort.h>
+
+namespace apron {
+namespace {
+
+// Every message starts with a 16-byte header holding the particle count.
+constexpr std::size_t kHeader = 16;
+constexpr std::size_t pad16(std::size_t bytes) { return (bytes + 15) & ~std::size_t{15}; }
+
+struct OwnerOf {
+  OwnerLookup lookup;
+  const Vec4* pos;
+  int* destination;
+  APRON_HD void operator()(std::size_t i) const { destination[i] = lookup(pos[i]); }
+};
+
+struct NotEqual {
+  const int* values;
+  int rank;
+  APRON_HD bool operator()(std::uint32_t i) const { return values[i] != rank; }
+};
+
+struct Equal {
+  const int* values;
+  int rank;
+  APRON_HD std::uint8_t operator()(std::size_t i) const { return values[i] == rank ? 1 : 0; }
+};
+
+struct Inside {
+  Box box;
+  const Vec4* pos;
+  APRON_HD bool operator()(std::uint32_t i) const { return box.contains(pos[i]); }
+};
+
+std::uint64_t read_count(const ByteVector& bytes, std::size_t offset) {
+  std::uint64_t count = 0;
+  thrust::copy_n(bytes.begin() + offset, sizeof count, reinterpret_cast<std::byte*>(&count));
+  return count;
+}
+
+}  // namespace
+
+std::size_t packed_bytes(const ParticleStore& store, std::span<const std::string> fields,
+                         std::size_t count) {
+  std::size_t bytes = kHeader;
+  for (const auto& name : fields) bytes += pad16(count * store.field(name).element_size());
+  return bytes;
+}
+
+ParticleExchange::ParticleExchange(MPI_Comm comm) : comm_(comm), transport_(comm) {
+  MPI_Comm_rank(comm, &rank_);
+}
+
+void ParticleExchange::set_partition(const Partition& partition, double halo_width) {
+  partition_ = partition;
+  halo_width_ = halo_width;
+  ownership_boxes_ = DeviceVector<Box>(partition.ownership_boxes().begin(),
+                                       partition.ownership_boxes().end());
+  neighbours_ = partition.neighbours(rank_, halo_width);
+}
+
+void ParticleExchange::pack(const ParticleStore& store, std::span<const std::string> fields,
+                            const IndexVector& indices, std::size_t first, std::size_t count,
+                            ByteVector& out) {
+  const std::size_t offset = out.size();
+  out.resize(offset + packed_bytes(store, fields, count));
+  const std::uint64_t header = count;
+  thrust::copy_n(reinterpret_cast<const std::byte*>(&header), sizeof header,
+                 out.begin() + offset);
+  // The field's pack() gathers by a full index vector, so copy this message's slice out.
+  scratch_.assign(indices.begin() + first, indices.begin() + first + count);
+  std::size_t at = offset + kHeader;
+  for (const auto& name : fields) {
+    const auto& field = store.field(name);
+    field.pack(scratch_, out, at);
+    at += pad16(count * field.element_size());
+  }
+}
+
+MigrationStats ParticleExchange::migrate(ParticleStore& store,
+                                         const DeviceVector<Vec4>& positions) {
+  const std::size_t n = store.size();
+  destination_.resize(n);
+  const auto& boxes = ownership_boxes_;
+  for_each_index(n, OwnerOf{{raw(boxes), static_cast<int>(boxes.size())}, raw(positions),
+                            raw(destination_)});
+
+  // Leavers, grouped by destination rank.
+  auto& leavers = selected_;
+  leavers.resize(n);
+  auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
+                             thrust::counting_iterator<std::uint32_t>(n), leavers.begin(),
+                             NotEqual{raw(destination_), rank_});
+  leavers.resize(end - leavers.begin());
+  auto& leaver_rank = leaver_rank_;
+  leaver_rank.resize(leavers.size());
+  thrust::gather(policy(), leavers.begin(), leavers.end(), destination_.begin(),
+                 leaver_rank.begin());
+  thrust::stable_sort_by_key(policy(), leaver_rank.begin(), leaver_rank.end(), leavers.begin());
+
+  // Who sends to whom: counts per destination, then all-to-all (particles may jump to any rank
+  // after a re-partition, so the peers are not just the halo neighbours).
+  const int nranks = partition_.ranks();
+  std::vector<int> host_ranks(leaver_rank.size());
+  thrust::copy(leaver_rank.begin(), leaver_rank.end(), host_ranks.begin());
+  std::vector<int> send_counts(nranks, 0), recv_counts(nranks, 0);
+  for (int r : host_ranks) ++send_counts[r];
+  MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_);
+
+  std::vector<std::string> all_fields;
+  for (const auto& f : store.fields()) all_fields.push_back(f->name());
+  std::vector<int> peers;
+  std::vector<std::size_t> send_offsets{0};
+  send_bytes_.clear();
+  std::size_t first = 0;
+  for (int r = 0; r < nranks; ++r) {
+    if (r == rank_ || (send_counts[r] == 0 && recv_counts[r] == 0)) continue;
+    peers.push_back(r);
+    pack(store, all_fields, leavers, first, send_counts[r], send_bytes_);
+    first += send_counts[r];
+    send_offsets.push_back(send_bytes_.size());
+  }
+  std::vector<std::size_t> recv_offsets;
+  transport_.exchange(peers, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
+
+  // Keep the stayers, then append the arrivals.
+  keep_.resize(n);
+  thrust::transform(policy(), thrust::counting_iterator<std::size_t>(0),
+                    thrust::counting_iterator<std::size_t>(n), keep_.begin(),
+                    Equal{raw(destination_), rank_});
+  store.keep_if(keep_);
+  MigrationStats stats{leavers.size(), 0};
+  for (std::size_t k = 0; k < peers.size(); ++k) {
+    const std::size_t count = read_count(recv_bytes_, recv_offsets[k]);
+    const std::size_t at = store.size();
+    store.resize(at + count);
+    std::size_t offset = recv_offsets[k] + kHeader;
+    for (const auto& f : store.fields()) {
+      f->unpack(recv_bytes_, offset, at, count);
+      offset += pad16(count * f->element_size());
+    }
+    stats.received += count;
+  }
+  return stats;
+}
+
+std::size_t ParticleExchange::send_ghosts(ParticleStore& store,
+                                          const DeviceVector<Vec4>& positions,
+                                          std::span<const std::string> fields) {
+  const std::size_t n_owned = store.size();
+  const std::size_t npeers = neighbours_.size();
+  halo_sources_.clear();
+  halo_counts_.assign(npeers, 0);
+  selected_.resize(n_owned);
+  for (std::size_t k = 0; k < npeers; ++k) {
+    const Box near = partition_.ownership_boxes()[neighbours_[k]].expanded(halo_width_);
+    auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
+                               thrust::counting_iterator<std::uint32_t>(n_owned),
+                               selected_.begin(), Inside{near, raw(positions)});
+    halo_counts_[k] = end - selected_.begin();
+    halo_sources_.insert(halo_sources_.end(), selected_.begin(), end);
+  }
+
+  send_bytes_.clear();
+  std::vector<std::size_t> send_offsets{0};
+  for (std::size_t k = 0, first = 0; k < npeers; first += halo_counts_[k], ++k) {
+    pack(store, fields, halo_sources_, first, halo_counts_[k], send_bytes_);
+    send_offsets.push_back(send_bytes_.size());
+  }
+  std::vector<std::size_t> recv_offsets;
+  transport_.exchange(neighbours_, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
+
+  ghost_counts_.assign(npeers, 0);
+  std::size_t ghosts = 0;
+  for (std::size_t k = 0; k < npeers; ++k)
+    ghosts += ghost_counts_[k] = read_count(recv_bytes_, recv_offsets[k]);
+  store.resize(n_owned + ghosts);
+  for (std::size_t k = 0, at = n_owned; k < npeers; at += ghost_counts_[k], ++k) {
+    std::size_t offset = recv_offsets[k] + kHeader;
+    for (const auto& name : fields) {
+      auto& field = store.field(name);
+      field.unpack(recv_bytes_, offset, at, ghost_counts_[k]);
+      offset += pad16(ghost_counts_[k] * field.element_size());
+    }
+  }
+  ghost_slots_.resize(ghosts);
+  thrust::sequence(policy(), ghost_slots_.begin(), ghost_slots_.end(),
+                   static_cast<std::uint32_t>(n_owned));
+  return n_owned;
+}
+
+void ParticleExchange::follow_permutation(const IndexVector& order) {
+  inverse_.resize(order.size());
+  thrust::scatter(policy(), thrust::counting_iterator<std::uint32_t>(0),
+                  thrust::counting_iterator<std::uint32_t>(order.size()), order.begin(),
+                  inverse_.begin());
+  for (IndexVector* slots : {&halo_sources_, &ghost_slots_}) {
+    scratch_.resize(slots->size());
+    thrust::gather(policy(), slots->begin(), slots->end(), inverse_.begin(), scratch_.begin());
+    slots->swap(scratch_);
+  }
+}
+
+void ParticleExchange::update_ghosts(ParticleStore& store, std::span<const std::string> fields) {
+  const std::size_t npeers = neighbours_.size();
+  send_bytes_.clear();
+  std::vector<std::size_t> send_offsets{0};
+  for (std::size_t k = 0, first = 0; k < npeers; first += halo_counts_[k], ++k) {
+    pack(store, fields, halo_sources_, first, halo_counts_[k], send_bytes_);
+    send_offsets.push_back(send_bytes_.size());
+  }
+  std::vector<std::size_t> recv_offsets;
+  transport_.exchange(neighbours_, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
+  for (std::size_t k = 0, first = 0; k < npeers; first += ghost_counts_[k], ++k) {
+    scratch_.assign(ghost_slots_.begin() + first, ghost_slots_.begin() + first + ghost_counts_[k]);
+    std::size_t offset = recv_offsets[k] + kHeader;
+    for (const auto& name : fields) {
+      auto& field = store.field(name);
+      field.scatter(recv_bytes_, offset, scratch_);
+      offset += pad16(ghost_counts_[k] * field.element_size());
+    }
+  }
+}
+
+}  // namespace apron

@@ -1,0 +1,151 @@
+#include "decomposition/partition.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace apron {
+
+Partition::Partition(const Box& domain, std::vector<Box> subdomains)
+    : domain_(domain), boxes_(std::move(subdomains)), ownership_(boxes_) {
+  constexpr double kFar = std::numeric_limits<double>::max();
+  for (auto& b : ownership_)
+    for (int d = 0; d < 3; ++d) {
+      if (b.lo[d] <= domain.lo[d]) b.lo[d] = -kFar;
+      if (b.hi[d] >= domain.hi[d]) b.hi[d] = kFar;
+    }
+}
+
+std::array<int, 3> process_grid(int ranks, const std::array<double, 3>& extents) {
+  std::array<int, 3> best{ranks, 1, 1};
+  double best_area = std::numeric_limits<double>::max();
+  for (int nx = 1; nx <= ranks; ++nx) {
+    if (ranks % nx) continue;
+    for (int ny = 1; ny <= ranks / nx; ++ny) {
+      if ((ranks / nx) % ny) continue;
+      const int nz = ranks / nx / ny;
+      const double area = (nx - 1) * extents[1] * extents[2] + (ny - 1) * extents[0] * extents[2] +
+                          (nz - 1) * extents[0] * extents[1];
+      if (area < best_area - 1e-12 * area) best_area = area, best = {nx, ny, nz};
+    }
+  }
+  return best;
+}
+
+Partition Partition::cartesian(const Box& domain, int ranks, std::array<int, 3> dims) {
+  if (dims[0] * dims[1] * dims[2] == 0)
+    dims = process_grid(ranks, {domain.extent(0), domain.extent(1), domain.extent(2)});
+  if (dims[0] * dims[1] * dims[2] != ranks)
+    throw std::invalid_argument("process grid " + std::to_string(dims[0]) + "x" +
+                                std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
+                                " does not match " + std::to_string(ranks) + " ranks");
+  std::vector<Box> boxes;
+  // Rank order: x fastest, as MPI_Cart_create with row-major reversed; any fixed order works.
+  for (int k = 0; k < dims[2]; ++k)
+    for (int j = 0; j < dims[1]; ++j)
+      for (int i = 0; i < dims[0]; ++i) {
+        Box b;
+        const int idx[3] = {i, j, k};
+        for (int d = 0; d < 3; ++d) {
+          b.lo[d] = domain.lo[d] + domain.extent(d) * idx[d] / dims[d];
+          b.hi[d] = idx[d] + 1 == dims[d] ? domain.hi[d]
+                                          : domain.lo[d] + domain.extent(d) * (idx[d] + 1) / dims[d];
+        }
+        boxes.push_back(b);
+      }
+  return Partition(domain, std::move(boxes));
+}
+
+namespace {
+
+// One pending RCB node: a box and the contiguous rank range it is split over.
+struct RcbNode {
+  Box box;
+  int first_rank;
+  int ranks;
+};
+
+int longest_axis(const Box& b) {
+  int axis = 0;
+  for (int d = 1; d < 3; ++d)
+    if (b.extent(d) > b.extent(axis)) axis = d;
+  return axis;
+}
+
+}  // namespace
+
+Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4> points) {
+  int nranks = 1;
+  MPI_Comm_size(comm, &nranks);
+  constexpr int kBins = 4096;
+  std::vector<RcbNode> nodes{{domain, 0, nranks}};
+  std::vector<int> node_of(points.size(), 0);  // the node each local point currently falls in
+
+  // Split all nodes with more than one rank, level by level, each cut placed where the cumulative
+  // global count reaches the left child's share of ranks (histograms summed over ranks).
+  while (std::any_of(nodes.begin(), nodes.end(), [](const RcbNode& n) { return n.ranks > 1; })) {
+    const std::size_t count = nodes.size();
+    std::vector<long long> hist(count * kBins, 0);
+    auto bin_of = [&](const Vec4& p, const RcbNode& n) {
+      const int axis = longest_axis(n.box);
+      const double x = (&p.x)[axis];
+      const double f = (x - n.box.lo[axis]) / n.box.extent(axis);
+      return std::clamp(static_cast<int>(f * kBins), 0, kBins - 1);
+    };
+    for (std::size_t i = 0; i < points.size(); ++i)
+      hist[node_of[i] * kBins + bin_of(points[i], nodes[node_of[i]])]++;
+    MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_LONG_LONG,
+                  MPI_SUM, comm);
+
+    std::vector<RcbNode> next;
+    std::vector<int> left_child(count), cut_bin(count, kBins);
+    for (std::size_t n = 0; n < count; ++n) {
+      const RcbNode& node = nodes[n];
+      left_child[n] = static_cast<int>(next.size());
+      if (node.ranks == 1) {
+        next.push_back(node);
+        continue;
+      }
+      const int left_ranks = node.ranks / 2;
+      long long total = 0;
+      for (int b = 0; b < kBins; ++b) total += hist[n * kBins + b];
+      const double target = static_cast<double>(total) * left_ranks / node.ranks;
+      long long cumulative = 0;
+      int cut = kBins / 2;  // an empty node is split in the middle
+      if (total > 0)
+        for (cut = 1; cut < kBins; ++cut) {
+          cumulative += hist[n * kBins + cut - 1];
+          if (cumulative >= target) break;
+        }
+      cut_bin[n] = cut;
+      const int axis = longest_axis(node.box);
+      RcbNode left = node, right = node;
+      left.box.hi[axis] = right.box.lo[axis] = node.box.lo[axis] + node.box.extent(axis) * cut / kBins;
+      left.ranks = left_ranks;
+      right.first_rank = node.first_rank + left_ranks;
+      right.ranks = node.ranks - left_ranks;
+      next.push_back(left);
+      next.push_back(right);
+    }
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const int n = node_of[i];
+      const bool right = nodes[n].ranks > 1 && bin_of(points[i], nodes[n]) >= cut_bin[n];
+      node_of[i] = left_child[n] + (right ? 1 : 0);
+    }
+    nodes = std::move(next);
+  }
+  std::vector<Box> boxes(nranks);
+  for (const auto& n : nodes) boxes[n.first_rank] = n.box;
+  return Partition(domain, std::move(boxes));
+}
+
+std::vector<int> Partition::neighbours(int rank, double halo) const {
+  std::vector<int> result;
+  const Box mine = boxes_[rank].expanded(halo);
+  for (int r = 0; r < ranks(); ++r)
+    if (r != rank && mine.intersects(boxes_[r])) result.push_back(r);
+  return result;
+}
+
+}  // namespace apron

@@ -1,0 +1,44 @@
+// Neighbour-to-neighbour byte transport for device buffers. The CUDA backend stages through
+// pinned host memory (or hands device pointers to CUDA-aware MPI); the OpenMP backend's device
+// memory is host memory and goes to MPI directly.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "kernels/common/particle_store.hpp"
+
+namespace apron {
+
+struct TransportStats {
+  double seconds = 0;
+  std::size_t bytes_sent = 0;
+  std::size_t messages = 0;
+};
+
+class Transport {
+ public:
+  explicit Transport(MPI_Comm comm);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // Sends send[send_offsets[k] .. send_offsets[k+1]) to peers[k] and receives from each peer
+  // into recv (resized; recv_offsets filled). Message sizes are exchanged first; empty
+  // messages are skipped.
+  void exchange(const std::vector<int>& peers, const ByteVector& send,
+                const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                std::vector<std::size_t>& recv_offsets);
+  const TransportStats& stats() const { return stats_; }
+  const char* name() const;
+
+ private:
+  MPI_Comm comm_;
+  TransportStats stats_;
+  std::byte* pinned_send_ = nullptr;
+  std::byte* pinned_recv_ = nullptr;
+  std::size_t pinned_send_size_ = 0, pinned_recv_size_ = 0;
+};
+
+}  // namespace apron

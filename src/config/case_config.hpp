@@ -1,0 +1,74 @@
+// The typed configuration of a run, parsed and validated from YAML before anything is allocated.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "kernels/common/vec.hpp"
+
+namespace apron::config {
+
+using Vec3d = std::array<double, 3>;
+
+struct SphConfig {
+  double spacing = 0;          // particle spacing dx [m]
+  double smoothing_ratio = 1.3;  // h / dx
+  double rest_density = 1000;  // rho0 [kg/m^3]
+  double sound_speed = 0;      // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
+  double alpha = 0.02;         // artificial viscosity (Monaghan)
+  double wall_alpha = 0.02;    // artificial viscosity against boundary particles
+  Vec3d gravity{0, 0, -9.81};
+  double cfl = 0.25;           // dt <= cfl h / (c0 + v_max)
+  double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)
+  bool clamp_negative_pressure = true;
+};
+
+struct BoundaryConfig {
+  bool ghost_particles = true;  // false: no boundary particles, a collision clamp keeps the fluid in
+  int layers = 3;               // layers of boundary particles behind each wall
+  bool has_tank = false;
+  Box tank;                     // the container's interior; walls on all faces but the top
+  bool tank_closed_top = false;
+  std::vector<Box> solids;      // solid obstacles, sampled within `layers` of their surface
+};
+
+struct TimeConfig {
+  double end = 0;
+  long max_steps = 0;  // 0: no limit
+};
+
+struct OutputConfig {
+  std::string dir = "out";
+  double every = 0;             // simulated seconds between particle outputs; 0: none
+  long diagnostics_every = 10;  // steps between diagnostics rows
+  double progress_every = 2.0;  // wall-clock seconds between progress lines
+};
+
+struct DecompositionConfig {
+  std::string method = "rcb";  // cartesian | rcb
+  std::array<int, 3> dims{0, 0, 0};
+  double rebalance_threshold = 1.2;  // re-partition when max/mean particle count exceeds this
+  long rebalance_check_every = 50;   // steps
+};
+
+struct CaseConfig {
+  std::string file;  // where it came from, for messages
+  std::string text;  // the YAML text as given (stored in reports and checkpoints)
+  std::string workload = "sph";
+  std::string name;
+  Box domain;
+  SphConfig sph;
+  std::vector<Box> fluid_blocks;
+  BoundaryConfig boundary;
+  TimeConfig time;
+  OutputConfig output;
+  DecompositionConfig decomposition;
+};
+
+// Parses and validates; throws ConfigError naming file, line, key and what is accepted.
+CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides);
+CaseConfig parse_case_text(const std::string& file, const std::string& text,
+                           const std::vector<std::string>& overrides);
+
+}  // namespace apron::config

@@ -1,0 +1,122 @@
+// apron: command-line entry point.
+#include <yaml-cpp/yaml.h>
+#include <hdf5.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <thrust/version.h>
+
+#include "config/case_config.hpp"
+#include "config/yaml_reader.hpp"
+#include "driver/driver.hpp"
+#include "runtime/runtime.hpp"
+#include "version.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage:
+  apron run CASE.yaml [--set key.path=value ...]   run a case (under mpirun for several ranks)
+  apron validate CASE.yaml [--set key.path=value ...]   check a case file and exit
+  apron info                                        backend, devices, MPI and library versions
+  apron --version | --help
+exit status: 0 success, 1 run-time failure, 2 bad input (case file, command line)
+)";
+
+struct Command {
+  std::string verb;
+  std::string file;
+  std::vector<std::string> overrides;
+};
+
+Command parse_command(int argc, char** argv) {
+  Command c;
+  if (argc < 2) throw apron::config::ConfigError(std::string("no command given\n") + kUsage);
+  c.verb = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--set") {
+      if (i + 1 >= argc) throw apron::config::ConfigError("--set needs key.path=value");
+      c.overrides.push_back(argv[++i]);
+    } else if (arg.rfind("--set=", 0) == 0) {
+      c.overrides.push_back(arg.substr(6));
+    } else if (c.file.empty() && arg[0] != '-') {
+      c.file = arg;
+    } else {
+      throw apron::config::ConfigError("unexpected argument '" + arg + "'\n" + kUsage);
+    }
+  }
+  const bool needs_file = c.verb == "run" || c.verb == "validate";
+  if (needs_file && c.file.empty())
+    throw apron::config::ConfigError("'apron " + c.verb + "' needs a case file\n" + kUsage);
+  if (!needs_file && c.verb != "info")
+    throw apron::config::ConfigError("unknown command '" + c.verb + "'\n" + kUsage);
+  return c;
+}
+
+void print_info(const apron::RankInfo& ranks, const apron::DeviceInfo& device) {
+  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(mpi_version, &len);
+  unsigned h5[3];
+  H5get_libversion(&h5[0], &h5[1], &h5[2]);
+  std::string mpi(mpi_version, len);
+  mpi = mpi.substr(0, mpi.find('\n'));
+  std::cout << "apron " << apron::kVersion << " (" << apron::kGitRevision << ", "
+            << apron::kBuildType << ")\n"
+            << "backend:   " << device.backend << "\n"
+            << "device:    " << device.name << " (" << device.count << " visible, "
+            << device.total_bytes / (1 << 20) << " MiB, " << device.threads
+            << " OpenMP threads)\n"
+            << "MPI:       " << mpi << ", " << ranks.size << " rank(s)\n"
+            << "HDF5:      " << h5[0] << "." << h5[1] << "." << h5[2] << " (parallel)\n"
+            << "Thrust:    " << THRUST_MAJOR_VERSION << "." << THRUST_MINOR_VERSION << "."
+            << THRUST_SUBMINOR_VERSION << "\n"
+            << "yaml-cpp:  linked\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
+    std::cout << "apron " << apron::kVersion << " (" << apron::kGitRevision << ")\n";
+    return 0;
+  }
+  apron::MpiSession mpi(argc, argv);
+  const auto ranks = apron::RankInfo::world();
+  apron::Log::init(ranks.rank);
+  try {
+    const Command cmd = parse_command(argc, argv);
+    if (cmd.verb == "validate") {
+      const auto config = apron::config::parse_case(cmd.file, cmd.overrides);
+      apron::Log::info("%s: valid %s case '%s'", cmd.file.c_str(), config.workload.c_str(),
+                       config.name.c_str());
+      return 0;
+    }
+    // Validate the whole case before any rank allocates anything.
+    const auto config = cmd.verb == "run" ? apron::config::parse_case(cmd.file, cmd.overrides)
+                                          : apron::config::CaseConfig{};
+    const auto device = apron::DeviceInfo::select(ranks);
+    if (cmd.verb == "info") {
+      if (ranks.rank == 0) print_info(ranks, device);
+      return 0;
+    }
+    return apron::run_case(config, ranks, device);
+  } catch (const apron::config::ConfigError& e) {
+    // Every rank parsed the same input and failed the same way: report once.
+    if (ranks.rank == 0) std::cerr << "apron: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    apron::Log::error_all(e.what());
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);  // other ranks may wait in a collective
+    return 1;
+  }
+}

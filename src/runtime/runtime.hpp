@@ -1,0 +1,95 @@
+// Process-wide runtime: MPI, the rank's device, the logger and the phase timers.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace apron {
+
+class MpiSession {
+ public:
+  MpiSession(int& argc, char**& argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+};
+
+struct RankInfo {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;  // rank among those on the same node
+  int local_size = 1;
+  static RankInfo world();
+};
+
+// The device this rank runs on: GPU local_rank % devices (CUDA) or the host's cores (OpenMP).
+struct DeviceInfo {
+  std::string backend;
+  std::string name;
+  int index = 0;
+  int count = 0;
+  std::size_t total_bytes = 0;
+  std::size_t free_bytes = 0;  // free device memory, or this rank's share of available host RAM
+  int threads = 0;             // OpenMP threads
+  static DeviceInfo select(const RankInfo& ranks);
+};
+
+// Rank 0 prints to stdout; every rank prints errors to stderr with its rank.
+class Log {
+ public:
+  static void init(int rank) { rank_ = rank; }
+  template <class... A>
+  static void info(const char* fmt, A... args) {
+    if (rank_ != 0) return;
+    std::printf(fmt, args...);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  template <class... A>
+  static void warn(const char* fmt, A... args) {
+    if (rank_ != 0) return;
+    std::fprintf(stderr, "warning: ");
+    std::fprintf(stderr, fmt, args...);
+    std::fprintf(stderr, "\n");
+  }
+  static void error_all(const std::string& message);  // from any rank, prefixed with the rank
+
+ private:
+  static inline int rank_ = 0;
+};
+
+// Wall-clock time per named phase. Phases are closed after device work completes (the device is
+// synchronised), so the times are what the phase really cost.
+class PhaseTimers {
+ public:
+  class Scope {
+   public:
+    Scope(PhaseTimers& t, const char* phase);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    PhaseTimers& timers_;
+    const char* phase_;
+    std::chrono::steady_clock::time_point start_;
+  };
+  Scope scope(const char* phase) { return Scope(*this, phase); }
+  void add(const std::string& phase, double seconds);
+  const std::vector<std::string>& order() const { return order_; }
+  double seconds(const std::string& phase) const;
+
+ private:
+  std::map<std::string, double> seconds_;
+  std::vector<std::string> order_;
+};
+
+double wall_seconds();  // monotonic
+
+}  // namespace apron

@@ -1,0 +1,118 @@
+#include "sph/case_setup.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/sph/sph_kernels.hpp"
+
+namespace apron::sph {
+namespace {
+
+// A lattice of points lo + (i + 1/2) dx, i in [0, n) per axis.
+struct Lattice {
+  double lo[3];
+  long n[3];
+  double dx;
+
+  static Lattice over(const Box& b, double dx) {
+    Lattice l{{b.lo[0], b.lo[1], b.lo[2]}, {0, 0, 0}, dx};
+    for (int d = 0; d < 3; ++d) l.n[d] = static_cast<long>(std::floor(b.extent(d) / dx + 1e-6));
+    return l;
+  }
+  std::int64_t size() const { return std::int64_t{1} * n[0] * n[1] * n[2]; }
+  double coord(int d, long i) const { return lo[d] + (i + 0.5) * dx; }
+
+  // Calls f(point, linear index) for the lattice points inside `filter`.
+  template <class F>
+  void for_each_in(const Box& filter, F visit) const {
+    long first[3], last[3];
+    for (int d = 0; d < 3; ++d) {  // the index range that can be inside (clamped in double)
+      const double lo_index = std::floor((filter.lo[d] - lo[d]) / dx - 0.5);
+      const double hi_index = std::ceil((filter.hi[d] - lo[d]) / dx) + 1;
+      first[d] = static_cast<long>(std::clamp(lo_index, 0.0, static_cast<double>(n[d])));
+      last[d] = static_cast<long>(std::clamp(hi_index, 0.0, static_cast<double>(n[d])));
+    }
+    for (long k = first[2]; k < last[2]; ++k)
+      for (long j = first[1]; j < last[1]; ++j)
+        for (long i = first[0]; i < last[0]; ++i) {
+          const Vec4 p{static_cast<float>(coord(0, i)), static_cast<float>(coord(1, j)),
+                       static_cast<float>(coord(2, k)), 0};
+          if (filter.contains(p)) visit(p, (k * n[1] + j) * n[0] + i);
+        }
+  }
+};
+
+bool strictly_inside(const Vec4& p, const Box& b) {
+  return p.x > b.lo[0] && p.x < b.hi[0] && p.y > b.lo[1] && p.y < b.hi[1] && p.z > b.lo[2] &&
+         p.z < b.hi[2];
+}
+
+}  // namespace
+
+std::int64_t fluid_count(const config::CaseConfig& c) {
+  std::int64_t n = 0;
+  for (const auto& b : c.fluid_blocks) n += Lattice::over(b, c.sph.spacing).size();
+  return n;
+}
+
+std::int64_t boundary_count_estimate(const config::CaseConfig& c) {
+  if (!c.boundary.ghost_particles) return 0;
+  const double dx = c.sph.spacing, t = c.boundary.layers * dx;
+  double volume = 0;
+  auto shell = [&](const Box& inner) { return inner.expanded(t).volume() - inner.volume(); };
+  if (c.boundary.has_tank) volume += shell(c.boundary.tank);
+  for (const auto& s : c.boundary.solids) volume += s.volume();
+  return static_cast<std::int64_t>(volume / (dx * dx * dx)) + 1;
+}
+
+HostParticles generate_fluid(const config::CaseConfig& c, const Box& filter) {
+  HostParticles out;
+  std::int64_t first_id = 0;
+  for (const auto& block : c.fluid_blocks) {
+    const Lattice lattice = Lattice::over(block, c.sph.spacing);
+    lattice.for_each_in(filter, [&](const Vec4& p, std::int64_t index) {
+      out.pos.push_back(p);
+      out.id.push_back(first_id + index);
+    });
+    first_id += lattice.size();
+  }
+  return out;
+}
+
+std::vector<Vec4> generate_boundary(const config::CaseConfig& c, const Box& filter) {
+  std::vector<Vec4> out;
+  if (!c.boundary.ghost_particles) return out;
+  const double dx = c.sph.spacing, t = c.boundary.layers * dx;
+  if (c.boundary.has_tank) {
+    // Lattice over the tank grown by the wall thickness (not upwards for an open top); keep
+    // the points outside the interior.
+    const Box& tank = c.boundary.tank;
+    Box outer = tank.expanded(t);
+    if (!c.boundary.tank_closed_top) outer.hi[2] = tank.hi[2];
+    Lattice::over(outer, dx).for_each_in(filter, [&](const Vec4& p, std::int64_t) {
+      if (!strictly_inside(p, tank)) out.push_back(p);
+    });
+  }
+  for (const auto& solid : c.boundary.solids) {
+    const Box core = solid.expanded(-t);
+    Lattice::over(solid, dx).for_each_in(filter, [&](const Vec4& p, std::int64_t) {
+      if (!strictly_inside(p, core)) out.push_back(p);
+    });
+  }
+  return out;
+}
+
+double lattice_mass(double rest_density, double spacing, double smoothing_ratio) {
+  const Wendland w{static_cast<float>(smoothing_ratio * spacing)};
+  const int reach = static_cast<int>(std::ceil(2 * smoothing_ratio)) + 1;
+  double sum = 0;
+  for (int i = -reach; i <= reach; ++i)
+    for (int j = -reach; j <= reach; ++j)
+      for (int k = -reach; k <= reach; ++k) {
+        const double r2 = (i * i + j * j + k * k) * spacing * spacing;
+        sum += w.value(static_cast<float>(r2));
+      }
+  return rest_density / sum;
+}
+
+}  // namespace apron::sph

@@ -1,0 +1,31 @@
+// Particle generation from the case geometry: fluid blocks filled on a cubic lattice of spacing
+// dx, and ghost boundary particles in `layers` lattice layers behind every wall. Generation is
+// restricted to a box, so each rank makes only its own particles, and global ids follow from the
+// lattice index, so they do not depend on the rank count.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/case_config.hpp"
+#include "kernels/common/vec.hpp"
+
+namespace apron::sph {
+
+struct HostParticles {
+  std::vector<Vec4> pos;
+  std::vector<std::int64_t> id;
+};
+
+// Number of fluid particles the case generates (exact, all ranks).
+std::int64_t fluid_count(const config::CaseConfig& c);
+// Approximate number of boundary particles (for the memory check).
+std::int64_t boundary_count_estimate(const config::CaseConfig& c);
+
+HostParticles generate_fluid(const config::CaseConfig& c, const Box& filter);
+std::vector<Vec4> generate_boundary(const config::CaseConfig& c, const Box& filter);
+
+// Particle mass that makes the SPH density of a full interior lattice exactly rho0.
+double lattice_mass(double rest_density, double spacing, double smoothing_ratio);
+
+}  // namespace apron::sph

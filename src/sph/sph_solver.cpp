@@ -1,0 +1,371 @@
+#include "sph/sph_solver.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include <thrust/copy.h>
+#include <thrust/fill.h>
+#include <thrust/gather.h>
+#include <thrust/transform.h>
+
+#include "io/atomic_file.hpp"
+#include "runtime/json.hpp"
+#include "sph/case_setup.hpp"
+
+namespace apron::sph {
+namespace {
+
+const std::string kGhostFields[] = {"position", "velocity", "flags"};
+const std::string kGhostUpdateFields[] = {"density", "pressure"};
+
+struct IsOwned {
+  APRON_HD std::uint8_t operator()(std::uint8_t flag) const { return (flag & kGhost) ? 0 : 1; }
+};
+
+Params make_params(const config::CaseConfig& c) {
+  const auto& s = c.sph;
+  Params p;
+  p.kernel.h = static_cast<float>(s.smoothing_ratio * s.spacing);
+  p.rest_density = static_cast<float>(s.rest_density);
+  double c0 = s.sound_speed;
+  if (c0 <= 0) {
+    // c0 = 10 x the free-fall speed sqrt(2 g H) over the fluid's height: density varies ~1%.
+    double top = -1e300, bottom = 1e300;
+    for (const auto& b : c.fluid_blocks) top = std::max(top, b.hi[2]), bottom = std::min(bottom, b.lo[2]);
+    if (c.boundary.has_tank) bottom = std::min(bottom, c.boundary.tank.lo[2]);
+    const double g = std::sqrt(s.gravity[0] * s.gravity[0] + s.gravity[1] * s.gravity[1] +
+                               s.gravity[2] * s.gravity[2]);
+    c0 = 10 * std::sqrt(2 * std::max(g, 1e-12) * (top - bottom));
+  }
+  p.sound_speed = static_cast<float>(c0);
+  p.tait_b = static_cast<float>(s.rest_density * c0 * c0 / 7);
+  p.fluid_mass = static_cast<float>(lattice_mass(s.rest_density, s.spacing, s.smoothing_ratio));
+  p.boundary_mass = p.fluid_mass;
+  p.alpha = static_cast<float>(s.alpha);
+  p.wall_alpha = static_cast<float>(s.wall_alpha);
+  p.clamp_negative_pressure = s.clamp_negative_pressure;
+  p.gravity = {static_cast<float>(s.gravity[0]), static_cast<float>(s.gravity[1]),
+               static_cast<float>(s.gravity[2])};
+  return p;
+}
+
+std::string gib(double bytes) {
+  std::ostringstream s;
+  s.precision(3);
+  s << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return s.str();
+}
+
+// Device bytes one fluid particle needs: its fields, the permutation scratch, the cell list and
+// the exchange's per-particle buffers (measured layout; see bench/NOTES.md).
+constexpr double kBytesPerFluidParticle = 160;
+constexpr double kBytesPerWallParticle = 40;
+
+}  // namespace
+
+SphSolver::SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
+                     PhaseTimers& timers)
+    : config_(std::move(config)),
+      ranks_(ranks),
+      device_(std::move(device)),
+      timers_(timers),
+      params_(make_params(config_)),
+      pos_(store_.add<Vec4>("position")),
+      vel_(store_.add<Vec4>("velocity")),
+      acc_(store_.add<Vec4>("acceleration")),
+      rho_(store_.add<float>("density")),
+      pressure_(store_.add<float>("pressure")),
+      id_(store_.add<std::int64_t>("id")),
+      flags_(store_.add<std::uint8_t>("flags")),
+      exchange_(ranks.comm) {
+  container_ = config_.boundary.has_tank ? config_.boundary.tank : config_.domain;
+}
+
+void SphSolver::check_memory() const {  // collective
+  const double fluid = static_cast<double>(global_fluid_) / ranks_.size;
+  const double wall = static_cast<double>(boundary_count_estimate(config_)) / ranks_.size;
+  const double need = fluid * kBytesPerFluidParticle + wall * kBytesPerWallParticle;
+  // The smallest free memory of any rank decides, so every rank takes the same decision.
+  unsigned long long free_bytes = device_.free_bytes;
+  MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, ranks_.comm);
+  if (need > 0.9 * static_cast<double>(free_bytes)) {
+    std::ostringstream msg;
+    msg << config_.file << ": " << global_fluid_ << " fluid particles (sph.spacing = "
+        << config_.sph.spacing << ") need about " << gib(need) << " per rank on " << ranks_.size
+        << " rank(s), but " << device_.name << " has " << gib(free_bytes)
+        << " available per rank; increase sph.spacing, shrink the fluid blocks or run on more ranks";
+    throw std::runtime_error(msg.str());
+  }
+}
+
+void SphSolver::setup() {
+  global_fluid_ = fluid_count(config_);
+  check_memory();
+  if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
+  MPI_Barrier(ranks_.comm);
+
+  // Start on the cartesian partition, generate each rank's own lattice points, then (for RCB)
+  // re-partition by particle count and migrate.
+  exchange_.set_partition(Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims),
+                          params_.kernel.support());
+  const HostParticles mine =
+      generate_fluid(config_, exchange_.partition().ownership_boxes()[ranks_.rank]);
+  store_.resize(mine.pos.size());
+  thrust::copy(mine.pos.begin(), mine.pos.end(), pos_.begin());
+  thrust::copy(mine.id.begin(), mine.id.end(), id_.begin());
+  thrust::fill(vel_.begin(), vel_.end(), Vec4{0, 0, 0, 0});
+  thrust::fill(acc_.begin(), acc_.end(), Vec4{0, 0, 0, 0});
+  thrust::fill(flags_.begin(), flags_.end(), std::uint8_t{kFluid});
+  if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
+    exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, mine.pos),
+                            params_.kernel.support());
+    exchange_.migrate(store_, pos_);
+  }
+  rebuild_boundary();
+
+  writer_ = std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
+  if (ranks_.rank == 0) {
+    diagnostics_csv_.open(io::temporary_name(diagnostics_path()));
+    diagnostics_csv_ << "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
+                        "outside_tank\n";
+  }
+  Log::info("sph: %lld fluid particles, %zu boundary particles on rank 0, h = %g m, c0 = %g m/s, "
+            "m = %g kg, %d rank(s), %s decomposition",
+            static_cast<long long>(global_fluid_), wall_pos_.size(), params_.kernel.h,
+            params_.sound_speed, params_.fluid_mass, ranks_.size,
+            config_.decomposition.method.c_str());
+}
+
+void SphSolver::rebuild_boundary() {
+  const double support = params_.kernel.support();
+  const Box& mine = exchange_.partition().subdomain(ranks_.rank);
+  grid_ = GridSpec::covering(mine.expanded(support), support);
+  const auto walls = generate_boundary(
+      config_, exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support));
+  DeviceVector<Vec4> unsorted(walls.begin(), walls.end());
+  wall_cells_.build(grid_, unsorted, unsorted.size());
+  wall_pos_.resize(unsorted.size());
+  thrust::gather(policy(), wall_cells_.order().begin(), wall_cells_.order().end(),
+                 unsorted.begin(), wall_pos_.begin());
+}
+
+void SphSolver::maybe_rebalance() {
+  if (ranks_.size == 1 || config_.decomposition.method != "rcb" ||
+      step_ % config_.decomposition.rebalance_check_every != 0)
+    return;
+  long long mine = static_cast<long long>(store_.size()), most = 0, total = 0;
+  MPI_Allreduce(&mine, &most, 1, MPI_LONG_LONG, MPI_MAX, ranks_.comm);
+  MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, ranks_.comm);
+  const double mean = static_cast<double>(total) / ranks_.size;
+  if (mean == 0 || most / mean <= config_.decomposition.rebalance_threshold) return;
+  std::vector<Vec4> host(store_.size());
+  thrust::copy(pos_.begin(), pos_.end(), host.begin());
+  exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, host),
+                          params_.kernel.support());
+  exchange_.migrate(store_, pos_);
+  rebuild_boundary();
+  ++rebalances_;
+  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, most / mean);
+}
+
+FluidArrays SphSolver::fluid_arrays() {
+  return {raw(pos_),   raw(vel_), raw(rho_), raw(pressure_), raw(acc_), raw(flags_),
+          store_.size(), fluid_cells_.view()};
+}
+
+BoundaryArrays SphSolver::wall_arrays() const {
+  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view()};
+}
+
+void SphSolver::build_neighbour_tables() {
+  fluid_cells_.build(grid_, pos_, store_.size());
+  store_.permute(fluid_cells_.order());
+  exchange_.follow_permutation(fluid_cells_.order());
+}
+
+double SphSolver::choose_dt() {
+  const Extremes local = owned_extremes(vel_, acc_, flags_);
+  float extremes[2] = {local.max_speed, local.max_acceleration};
+  MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_FLOAT, MPI_MAX, ranks_.comm);
+  if (!std::isfinite(extremes[0]) || !std::isfinite(extremes[1]))
+    throw std::runtime_error("the simulation became unstable at step " + std::to_string(step_) +
+                             " (t = " + std::to_string(time_) +
+                             " s): non-finite velocity or acceleration; reduce sph.cfl or "
+                             "sph.spacing, or raise sph.sound_speed");
+  const double h = params_.kernel.h;
+  double dt = config_.sph.cfl * h / (params_.sound_speed + extremes[0]);
+  if (extremes[1] > 0) dt = std::min(dt, config_.sph.force_factor * std::sqrt(h / extremes[1]));
+  if (min_dt_ == 0) min_dt_ = 1e-4 * dt;  // a blow-up shows as a collapsing time step
+  if (dt < min_dt_)
+    throw std::runtime_error("the time step collapsed to " + std::to_string(dt) + " s at step " +
+                             std::to_string(step_) + " (max speed " + std::to_string(extremes[0]) +
+                             " m/s): the flow is unstable; raise sph.sound_speed or lower sph.cfl");
+  return std::min(dt, config_.time.end - time_);
+}
+
+void SphSolver::advance() {
+  if (step_ > 0) {
+    auto t = timers_.scope("migrate");
+    exchange_.migrate(store_, pos_);
+    maybe_rebalance();
+  }
+  {
+    auto t = timers_.scope("halo");
+    const std::size_t first_ghost = exchange_.send_ghosts(store_, pos_, kGhostFields);
+    thrust::fill(policy(), flags_.begin() + first_ghost, flags_.end(), std::uint8_t{kGhost});
+  }
+  {
+    auto t = timers_.scope("neighbour search");
+    build_neighbour_tables();
+  }
+  {
+    auto t = timers_.scope("density");
+    compute_density(params_, fluid_arrays(), wall_arrays());
+  }
+  {
+    auto t = timers_.scope("halo");
+    exchange_.update_ghosts(store_, kGhostUpdateFields);
+  }
+  {
+    auto t = timers_.scope("forces");
+    compute_acceleration(params_, fluid_arrays(), wall_arrays());
+  }
+  {
+    auto t = timers_.scope("time step");
+    dt_ = choose_dt();
+  }
+  {
+    auto t = timers_.scope("integrate");
+    const bool clamp = !config_.boundary.ghost_particles;
+    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt_), clamp ? &container_ : nullptr);
+    owned_mask_.resize(store_.size());
+    thrust::transform(policy(), flags_.begin(), flags_.end(), owned_mask_.begin(), IsOwned{});
+    store_.keep_if(owned_mask_);
+  }
+  time_ += dt_;
+  ++step_;
+}
+
+bool SphSolver::done() const {
+  return time_ >= config_.time.end * (1 - 1e-12) ||
+         (config_.time.max_steps > 0 && step_ >= config_.time.max_steps);
+}
+
+Diagnostics SphSolver::diagnostics() const {
+  const Totals t = owned_totals(params_, pos_, vel_, flags_, container_);
+  double sums[4] = {t.count, t.kinetic, t.potential, static_cast<double>(t.outside)};
+  double maxima[2] = {t.max_speed, t.front_x};
+  MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, ranks_.comm);
+  MPI_Allreduce(MPI_IN_PLACE, maxima, 2, MPI_DOUBLE, MPI_MAX, ranks_.comm);
+  Diagnostics d;
+  d.step = step_;
+  d.time = time_;
+  d.particles = static_cast<std::int64_t>(sums[0]);
+  d.mass = static_cast<double>(params_.fluid_mass) * d.particles;
+  d.kinetic = sums[1];
+  d.potential = sums[2];
+  d.outside_tank = static_cast<std::int64_t>(sums[3]);
+  d.max_speed = maxima[0];
+  d.surge_front = maxima[1] + 0.5 * config_.sph.spacing - container_.lo[0];
+  return d;
+}
+
+void SphSolver::write_diagnostics_row(const Diagnostics& d) {
+  if (ranks_.rank != 0) return;
+  char row[512];
+  std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%lld,%.12g,%.12g,%.12g,%.9g,%.9g,%lld\n", d.step,
+                d.time, dt_, static_cast<long long>(d.particles), d.mass, d.kinetic, d.potential,
+                d.max_speed, d.surge_front, static_cast<long long>(d.outside_tank));
+  diagnostics_csv_ << row;
+  diagnostics_csv_.flush();
+}
+
+SphSolver::Snapshot SphSolver::snapshot() const {
+  Snapshot s;
+  const std::size_t n = store_.size();
+  s.pos.resize(n), s.vel.resize(n), s.rho.resize(n), s.pressure.resize(n), s.id.resize(n);
+  thrust::copy(pos_.begin(), pos_.begin() + n, s.pos.begin());
+  thrust::copy(vel_.begin(), vel_.begin() + n, s.vel.begin());
+  thrust::copy(rho_.begin(), rho_.begin() + n, s.rho.begin());
+  thrust::copy(pressure_.begin(), pressure_.begin() + n, s.pressure.begin());
+  thrust::copy(id_.begin(), id_.begin() + n, s.id.begin());
+  return s;
+}
+
+void SphSolver::write_particles() {
+  const Snapshot s = snapshot();
+  const std::vector<std::uint8_t> kind(s.id.size(), kFluid);
+  std::vector<float> position(3 * s.id.size()), velocity(3 * s.id.size());
+  for (std::size_t i = 0; i < s.id.size(); ++i) {
+    const Vec3 x = xyz(s.pos[i]), v = xyz(s.vel[i]);
+    std::copy_n(&x.x, 3, &position[3 * i]);
+    std::copy_n(&v.x, 3, &velocity[3 * i]);
+  }
+  const io::HostField fields[] = {
+      {"position", io::Dtype::f32, 3, position.data()},
+      {"velocity", io::Dtype::f32, 3, velocity.data()},
+      {"density", io::Dtype::f32, 1, s.rho.data()},
+      {"pressure", io::Dtype::f32, 1, s.pressure.data()},
+      {"kind", io::Dtype::u8, 1, kind.data()},
+      {"id", io::Dtype::i64, 1, s.id.data()},
+  };
+  writer_->write(step_, time_, s.id.size(), fields);
+}
+
+void SphSolver::write_outputs(bool final) {
+  const bool diagnostics_due = final || step_ % config_.output.diagnostics_every == 0;
+  if (diagnostics_due) {
+    auto t = timers_.scope("diagnostics");
+    last_ = diagnostics();
+    if (!first_) first_ = last_;
+    write_diagnostics_row(*last_);
+  }
+  const bool particles_due =
+      config_.output.every > 0 && (final || time_ >= next_output_time_ * (1 - 1e-9));
+  if (particles_due) {
+    auto t = timers_.scope("output");
+    write_particles();
+    while (next_output_time_ <= time_ * (1 + 1e-9)) next_output_time_ += config_.output.every;
+  }
+  if (final && ranks_.rank == 0) {
+    diagnostics_csv_.close();
+    std::filesystem::rename(io::temporary_name(diagnostics_path()), diagnostics_path());
+  }
+}
+
+std::size_t SphSolver::device_bytes_per_particle() const {
+  return store_.bytes_per_particle() + 16 /* permute scratch */ + 8 /* cell keys, order */ +
+         9 /* exchange: destination, keep mask, selection */;
+}
+
+void SphSolver::report(Json& json) const {
+  json.begin_object("sph");
+  json.value("fluid_particles", static_cast<long long>(global_fluid_));
+  json.value("smoothing_length", static_cast<double>(params_.kernel.h));
+  json.value("sound_speed", static_cast<double>(params_.sound_speed));
+  json.value("particle_mass", static_cast<double>(params_.fluid_mass));
+  json.value("rebalances", static_cast<long long>(rebalances_));
+  json.value("device_bytes_per_particle", device_bytes_per_particle());
+  json.value("halo_transport", "mpi");
+  json.value("halo_bytes_sent", exchange_.transport_stats().bytes_sent);
+  json.value("halo_seconds", exchange_.transport_stats().seconds);
+  if (last_) {
+    json.begin_object("final_diagnostics");
+    json.value("step", static_cast<long long>(last_->step));
+    json.value("time", last_->time);
+    json.value("particles", static_cast<long long>(last_->particles));
+    json.value("mass", last_->mass);
+    json.value("kinetic_energy", last_->kinetic);
+    json.value("potential_energy", last_->potential);
+    json.value("max_speed", last_->max_speed);
+    json.value("surge_front", last_->surge_front);
+    json.value("outside_tank", static_cast<long long>(last_->outside_tank));
+    json.end_object();
+  }
+  json.end_object();
+}
+
+}  // namespace apron::sph

@@ -1,0 +1,111 @@
+// The SPH workload: owns the particles of this rank's subdomain, advances them one step at a time
+// and exchanges migrating particles and the ghost halo with neighbouring ranks.
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "config/case_config.hpp"
+#include "decomposition/particle_exchange.hpp"
+#include "io/particle_output.hpp"
+#include "kernels/common/cell_list.hpp"
+#include "kernels/sph/sph_kernels.hpp"
+#include "runtime/runtime.hpp"
+#include "workload.hpp"
+
+namespace apron::sph {
+
+// Global diagnostics at one instant (sums in float64 over all ranks).
+struct Diagnostics {
+  long step = 0;
+  double time = 0;
+  std::int64_t particles = 0;
+  double mass = 0;
+  double kinetic = 0;
+  double potential = 0;
+  double max_speed = 0;
+  double surge_front = 0;  // foremost particle's front edge, from the tank's left wall [m]
+  std::int64_t outside_tank = 0;
+};
+
+class SphSolver final : public Workload {
+ public:
+  SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo device, PhaseTimers& timers);
+
+  void setup() override;
+  void advance() override;
+  bool done() const override;
+  long step() const override { return step_; }
+  double time() const override { return time_; }
+  double end_time() const override { return config_.time.end; }
+  double last_dt() const override { return dt_; }
+  std::size_t global_items() const override { return static_cast<std::size_t>(global_fluid_); }
+  void write_outputs(bool final) override;
+  void report(Json& json) const override;
+  std::string output_dir() const override { return config_.output.dir; }
+
+  Diagnostics diagnostics() const;  // collective
+  const Params& params() const { return params_; }
+  const config::CaseConfig& config() const { return config_; }
+
+  // Host copies of this rank's owned particles (tests and output).
+  struct Snapshot {
+    std::vector<Vec4> pos, vel;
+    std::vector<float> rho, pressure;
+    std::vector<std::int64_t> id;
+  };
+  Snapshot snapshot() const;
+  std::size_t owned_count() const { return store_.size(); }
+  std::size_t boundary_count() const { return wall_pos_.size(); }
+  std::size_t device_bytes_per_particle() const;
+
+ private:
+  void check_memory() const;
+  void partition_domain();
+  void rebuild_boundary();
+  void maybe_rebalance();
+  void build_neighbour_tables();
+  FluidArrays fluid_arrays();
+  BoundaryArrays wall_arrays() const;
+  double choose_dt();
+  void write_particles();
+  void write_diagnostics_row(const Diagnostics& d);
+  std::string diagnostics_path() const { return config_.output.dir + "/diagnostics.csv"; }
+
+  config::CaseConfig config_;
+  RankInfo ranks_;
+  DeviceInfo device_;
+  PhaseTimers& timers_;
+  Params params_;
+  Box container_;  // the tank interior (or the domain when there is no tank)
+
+  ParticleStore store_;
+  DeviceVector<Vec4>& pos_;
+  DeviceVector<Vec4>& vel_;
+  DeviceVector<Vec4>& acc_;
+  DeviceVector<float>& rho_;
+  DeviceVector<float>& pressure_;
+  DeviceVector<std::int64_t>& id_;
+  DeviceVector<std::uint8_t>& flags_;
+  DeviceVector<std::uint8_t> owned_mask_;
+
+  DeviceVector<Vec4> wall_pos_;
+  CellList fluid_cells_, wall_cells_;
+  GridSpec grid_;
+  ParticleExchange exchange_;
+
+  std::int64_t global_fluid_ = 0;
+  long step_ = 0;
+  double time_ = 0;
+  double dt_ = 0;
+  double next_output_time_ = 0;
+  long rebalances_ = 0;
+  double min_dt_ = 0;
+
+  std::unique_ptr<io::ParticleSeriesWriter> writer_;
+  std::ofstream diagnostics_csv_;  // rank 0
+  std::optional<Diagnostics> first_, last_;
+};
+
+}  // namespace apron::sph
