@@ -1,0 +1,162 @@
+// Partition, migration and halo exchange on however many ranks the test is launched with,
+// checked against a brute-force answer computed from all ranks' particles.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include <thrust/copy.h>
+
+#include "decomposition/particle_exchange.hpp"
+
+namespace apron {
+namespace {
+
+Box unit_box(double extent = 1.0) {
+  Box b;
+  for (int d = 0; d < 3; ++d) b.lo[d] = 0, b.hi[d] = extent;
+  return b;
+}
+
+int rank_of(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+int size_of(MPI_Comm comm) {
+  int s = 1;
+  MPI_Comm_size(comm, &s);
+  return s;
+}
+
+// Particles given to ranks without regard to position: a clustered half (so RCB matters), a
+// uniform half, points on the domain faces, edges and corners, and strays just outside.
+std::vector<Vec4> scattered_points(int rank, std::size_t n) {
+  std::mt19937 rng(100 + rank);
+  std::uniform_real_distribution<float> u(0, 1), cluster(0, 0.3f);
+  std::vector<Vec4> p;
+  for (std::size_t i = 0; i < n / 2; ++i) p.push_back({cluster(rng), cluster(rng), u(rng), 0});
+  for (std::size_t i = n / 2; i < n; ++i) p.push_back({u(rng), u(rng), u(rng), 0});
+  p.push_back({0, 0, 0, 0});
+  p.push_back({1, 1, 1, 0});
+  p.push_back({0.5f, 1, 0, 0});
+  p.push_back({-0.01f, 0.5f, 1.01f, 0});
+  return p;
+}
+
+std::vector<Vec4> all_gather(const std::vector<Vec4>& mine, MPI_Comm comm) {
+  const int n = static_cast<int>(mine.size() * 4), size = size_of(comm);
+  std::vector<int> counts(size), displs(size);
+  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm);
+  std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
+  std::vector<Vec4> all((displs.back() + counts.back()) / 4);
+  MPI_Allgatherv(mine.data(), n, MPI_FLOAT, all.data(), counts.data(), displs.data(), MPI_FLOAT,
+                 comm);
+  return all;
+}
+
+class ExchangeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  const int rank = rank_of(comm), size = size_of(comm);
+  // Rank 1 starts empty: ranks without particles must work.
+  const auto initial = rank == 1 ? std::vector<Vec4>{} : scattered_points(rank, 2000);
+
+  ParticleStore store;
+  auto& pos = store.add<Vec4>("position");
+  auto& id = store.add<std::int64_t>("id");
+  auto& value = store.add<float>("value");
+  store.resize(initial.size());
+  thrust::copy(initial.begin(), initial.end(), pos.begin());
+  std::vector<std::int64_t> ids(initial.size());
+  std::iota(ids.begin(), ids.end(), std::int64_t{rank} << 32);
+  thrust::copy(ids.begin(), ids.end(), id.begin());
+
+  const double halo = 0.07;
+  const Box domain = unit_box();
+  const std::string method = GetParam();
+  const Partition partition = method == "rcb" ? Partition::rcb(domain, comm, initial)
+                                              : Partition::cartesian(domain, size);
+  ParticleExchange exchange(comm);
+  exchange.set_partition(partition, halo);
+  exchange.migrate(store, pos);
+
+  // Every particle is now on its owner, none lost or duplicated.
+  std::vector<Vec4> owned(store.size());
+  thrust::copy(pos.begin(), pos.end(), owned.begin());
+  const Box& own = partition.ownership_boxes()[rank];
+  for (const auto& p : owned) ASSERT_TRUE(own.contains(p)) << p.x << " " << p.y << " " << p.z;
+  long long local = store.size(), total = 0, expected = initial.size(), expected_total = 0;
+  MPI_Allreduce(&local, &total, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  MPI_Allreduce(&expected, &expected_total, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  EXPECT_EQ(total, expected_total);
+  if (method == "rcb") {  // balanced to within a histogram bin's worth of particles
+    long long most = 0;
+    MPI_Allreduce(&local, &most, 1, MPI_LONG_LONG, MPI_MAX, comm);
+    EXPECT_LT(most, 1.1 * total / size + 20);
+  }
+
+  // Ghosts: exactly the other ranks' particles inside this rank's subdomain grown by the halo.
+  const std::size_t n_owned = store.size();
+  std::vector<float> values(n_owned);
+  for (std::size_t i = 0; i < n_owned; ++i) values[i] = owned[i].x + 10 * owned[i].y + 100 * owned[i].z;
+  thrust::copy(values.begin(), values.end(), value.begin());
+  const std::string ghost_fields[] = {"position"};
+  const std::size_t first = exchange.send_ghosts(store, pos, ghost_fields);
+  EXPECT_EQ(first, n_owned);
+  std::vector<Vec4> ghosts(store.size() - first);
+  thrust::copy(pos.begin() + first, pos.end(), ghosts.begin());
+  const auto everyone = all_gather(owned, comm);
+  const Box near = own.expanded(halo);
+  std::multiset<std::tuple<float, float, float>> expect_ghosts, got_ghosts;
+  for (const auto& p : everyone)
+    if (near.contains(p) && !own.contains(p)) expect_ghosts.insert({p.x, p.y, p.z});
+  for (const auto& p : ghosts) got_ghosts.insert({p.x, p.y, p.z});
+  EXPECT_EQ(got_ghosts, expect_ghosts);
+
+  // Shuffle the store as the cell list does, then refresh a ghost field from its owners.
+  IndexVector order(store.size());
+  std::vector<std::uint32_t> host_order(store.size());
+  std::iota(host_order.begin(), host_order.end(), 0u);
+  std::shuffle(host_order.begin(), host_order.end(), std::mt19937(rank));
+  thrust::copy(host_order.begin(), host_order.end(), order.begin());
+  store.permute(order);
+  exchange.follow_permutation(order);
+  const std::string update_fields[] = {"value"};
+  exchange.update_ghosts(store, update_fields);
+  std::vector<Vec4> after(store.size());
+  std::vector<float> got(store.size());
+  thrust::copy(pos.begin(), pos.end(), after.begin());
+  thrust::copy(value.begin(), value.end(), got.begin());
+  for (std::size_t i = 0; i < after.size(); ++i)
+    ASSERT_FLOAT_EQ(got[i], after[i].x + 10 * after[i].y + 100 * after[i].z) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, ExchangeTest, ::testing::Values("cartesian", "rcb"));
+
+TEST(Partition, ProcessGridFollowsTheBoxShape) {
+  EXPECT_EQ(process_grid(4, {4, 1, 1}), (std::array<int, 3>{4, 1, 1}));
+  EXPECT_EQ(process_grid(4, {1, 1, 1}), (std::array<int, 3>{1, 2, 2}));
+  EXPECT_EQ(process_grid(6, {3, 2, 0.1}), (std::array<int, 3>{3, 2, 1}));
+  EXPECT_EQ(process_grid(3, {1, 1, 5}), (std::array<int, 3>{1, 1, 3}));
+}
+
+TEST(Partition, CartesianTilesTheDomain) {
+  for (int ranks : {1, 2, 3, 4, 6, 7}) {
+    const auto p = Partition::cartesian(unit_box(2.0), ranks);
+    double volume = 0;
+    for (const auto& b : p.subdomains()) volume += b.volume();
+    EXPECT_NEAR(volume, 8.0, 1e-12) << ranks;
+    for (int a = 0; a < ranks; ++a)
+      for (int b = a + 1; b < ranks; ++b)
+        EXPECT_FALSE(p.subdomain(a).intersects(p.subdomain(b))) << ranks << ": " << a << "," << b;
+  }
+  EXPECT_THROW(Partition::cartesian(unit_box(), 4, {3, 1, 1}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace apron
