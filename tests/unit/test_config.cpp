@@ -1,0 +1,110 @@
+// Case files: a valid case parses; every kind of bad input is refused with a message that names
+// the file, the line, the key and what is accepted.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/case_config.hpp"
+#include "config/yaml_reader.hpp"
+
+namespace apron::config {
+namespace {
+
+const std::string kValid = R"(workload: sph
+name: t
+domain: {lo: [-0.1, -0.1, -0.1], hi: [1.1, 0.2, 1]}
+sph:
+  spacing: 0.02
+fluid:
+  - {lo: [0, 0, 0], hi: [0.2, 0.1, 0.4]}
+boundary:
+  tank: {lo: [0, 0, 0], hi: [1, 0.1, 0.8]}
+time:
+  end: 0.1
+)";
+
+std::string error_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    parse_case_text("case.yaml", text, sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const std::string& text, std::vector<std::string> parts,
+                  const std::vector<std::string>& sets = {}) {
+  const std::string msg = error_of(text, sets);
+  ASSERT_FALSE(msg.empty()) << "accepted:\n" << text;
+  for (const auto& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg << "\n  lacks: " << part;
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(Config, ValidCaseParsesWithDefaults) {
+  const auto c = parse_case_text("case.yaml", kValid, {});
+  EXPECT_EQ(c.sph.spacing, 0.02);
+  EXPECT_EQ(c.sph.smoothing_ratio, 1.3);
+  EXPECT_EQ(c.fluid_blocks.size(), 1u);
+  EXPECT_TRUE(c.boundary.has_tank);
+  EXPECT_EQ(c.boundary.layers, 3);
+  EXPECT_EQ(c.decomposition.method, "rcb");
+  EXPECT_EQ(c.text, kValid);
+}
+
+TEST(Config, UnknownKeyNamesLineAndSuggestion) {
+  expect_error(replace(kValid, "  spacing: 0.02", "  spacing: 0.02\n  spcing: 3"),
+               {"case.yaml:6:", "unknown key 'sph.spcing'", "did you mean 'spacing'", "accepted"});
+  expect_error(kValid + "colour: blue\n", {"case.yaml:12:1:", "unknown key 'colour'"});
+}
+
+TEST(Config, NegativeSpacing) {
+  expect_error(replace(kValid, "spacing: 0.02", "spacing: -0.02"),
+               {"case.yaml:5:", "sph.spacing", "greater than 0"});
+}
+
+TEST(Config, WrongType) {
+  expect_error(replace(kValid, "end: 0.1", "end: soon"), {"case.yaml:11:8:", "time.end", "a number", "soon"});
+  expect_error(replace(kValid, "hi: [0.2, 0.1, 0.4]", "hi: [0.2, 0.1]"), {"fluid[0].hi", "3 numbers"});
+}
+
+TEST(Config, FluidOutsideDomain) {
+  expect_error(replace(kValid, "hi: [0.2, 0.1, 0.4]", "hi: [0.2, 0.1, 1.5]"),
+               {"case.yaml", "fluid", "not inside the domain", "enlarge 'domain'"});
+}
+
+TEST(Config, FluidOutsideTankAndTankOutsideDomain) {
+  expect_error(replace(kValid, "tank: {lo: [0, 0, 0]", "tank: {lo: [0.3, 0, 0]"),
+               {"not inside boundary.tank"});
+  expect_error(replace(kValid, "lo: [-0.1, -0.1, -0.1]", "lo: [0, -0.1, -0.1]"),
+               {"wall layers", "enlarge 'domain'"});
+}
+
+TEST(Config, ChoiceListsAcceptedValues) {
+  expect_error(kValid + "decomposition: {method: slices}\n",
+               {"decomposition.method", "'slices' is not one of: cartesian, rcb"});
+}
+
+TEST(Config, MissingRequiredKeyAndBadYaml) {
+  expect_error(replace(kValid, "time:\n  end: 0.1\n", ""), {"time.end", "required"});
+  expect_error("a: [1, 2\n", {"case.yaml:", "YAML syntax error"});
+  EXPECT_THROW(parse_case("/nonexistent/case.yaml", {}), ConfigError);
+}
+
+TEST(Config, SetOverridesAndErrors) {
+  const auto c = parse_case_text("case.yaml", kValid, {"time.end=0.5", "output.dir=elsewhere",
+                                                       "decomposition.dims=[2, 1, 1]"});
+  EXPECT_EQ(c.time.end, 0.5);
+  EXPECT_EQ(c.output.dir, "elsewhere");
+  EXPECT_EQ(c.decomposition.dims[0], 2);
+  expect_error(kValid, {"--set", "key.path=value"}, {"time.end"});
+  expect_error(kValid, {"unknown key 'time.ends'"}, {"time.ends=3"});
+  expect_error(kValid, {"sph.spacing", "greater than 0"}, {"sph.spacing=0"});
+}
+
+}  // namespace
+}  // namespace apron::config
