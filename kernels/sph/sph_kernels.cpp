@@ -22,10 +22,11 @@ struct DensityKernel {
       const float r2 = norm2(xyz(pa) - xyz(fluid.pos[b]));
       if (r2 < support2) fluid_sum += params.kernel.value(r2);
     });
-    wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      const float r2 = norm2(xyz(pa) - xyz(wall.pos[b]));
-      if (r2 < support2) wall_sum += params.kernel.value(r2);
-    });
+    if (params.ghost_boundary)
+      wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+        const float r2 = norm2(xyz(pa) - xyz(wall.pos[b]));
+        if (r2 < support2) wall_sum += params.kernel.value(r2);
+      });
     const float rho = params.fluid_mass * fluid_sum + params.boundary_mass * wall_sum;
     fluid.rho[a] = rho;
     fluid.pressure[a] = params.pressure(rho);
@@ -39,6 +40,22 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
   if (vr >= 0) return 0;
   const float mu = h * vr / (r2 + 0.01f * h * h);
   return -alpha * c * mu / rho_mean;
+}
+
+// Monaghan (1994) boundary force, D ((r0/r)^12 - (r0/r)^4) r_ab / r^2 for r < r0: the wall
+// model used when ghost boundary particles are switched off (for the comparison of the paper).
+APRON_HD inline Vec3 wall_repulsion(const Params& params, const BoundaryArrays& wall,
+                                    const Vec4& pa) {
+  Vec3 acc{0, 0, 0};
+  const float r0 = params.spacing;
+  wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+    const Vec3 r_ab = xyz(pa) - xyz(wall.pos[b]);
+    const float r2 = norm2(r_ab);
+    if (r2 >= r0 * r0 || r2 == 0) return;
+    const float s2 = r0 * r0 / r2, s4 = s2 * s2;
+    acc += (params.repulsion * (s4 * s4 * s4 - s4) / r2) * r_ab;
+  });
+  return acc;
 }
 
 struct AccelerationKernel {
@@ -68,14 +85,21 @@ struct AccelerationKernel {
                       params.kernel.gradient_factor(r2);
       acc += f * r_ab;
     });
-    // Boundary particles mirror the fluid particle's pressure and density (p_b = p_a, rho_b =
-    // rho_a) and are at rest, so they always push back and damp motion towards the wall.
+    // Boundary particles take the fluid particle's density and its pressure extrapolated
+    // hydrostatically to their position, p_b = p_a + rho_a g.(x_b - x_a) (a pairwise form of
+    // Adami et al. 2012), and are at rest. Without the hydrostatic term a wall would carry no
+    // pressure gradient and the fluid beside it would sag.
+    if (!params.ghost_boundary) {
+      fluid.acc[a] = with_w(acc + wall_repulsion(params, wall, pa), 0);
+      return;
+    }
     wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
       const Vec3 r_ab = xyz(pa) - xyz(wall.pos[b]);
       const float r2 = norm2(r_ab);
       if (r2 >= support2) return;
+      const float pb_term = params.wall_pressure(fluid.pressure[a], rho_a, r_ab) / (rho_a * rho_a);
       const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
-      const float f = -params.boundary_mass * (2 * pa_term + pi_ab) *
+      const float f = -params.boundary_mass * (pa_term + pb_term + pi_ab) *
                       params.kernel.gradient_factor(r2);
       acc += f * r_ab;
     });

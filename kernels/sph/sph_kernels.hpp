@@ -45,11 +45,21 @@ struct Params {
   float wall_alpha = 0.02f;     // the same against boundary particles (0: free slip)
   bool clamp_negative_pressure = true;
   Vec3 gravity{0, 0, -9.81f};
+  // false: boundary particles add nothing to density or pressure and only repel fluid particles
+  // with Monaghan's (1994) Lennard-Jones force, strength repulsion [m^2/s^2] within spacing [m].
+  bool ghost_boundary = true;
+  float repulsion = 0;
+  float spacing = 0;
 
   APRON_HD float pressure(float rho) const {
     const float r = rho / rest_density;
     const float r2 = r * r, r4 = r2 * r2;
     const float p = tait_b * (r4 * r2 * r - 1);  // gamma = 7
+    return clamp_negative_pressure && p < 0 ? 0 : p;
+  }
+  // Pressure of a boundary particle at x_b = x_a - r_ab as seen from fluid particle a.
+  APRON_HD float wall_pressure(float p_a, float rho_a, Vec3 r_ab) const {
+    const float p = p_a - rho_a * dot(gravity, r_ab);
     return clamp_negative_pressure && p < 0 ? 0 : p;
   }
 };

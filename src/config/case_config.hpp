@@ -25,7 +25,7 @@ struct SphConfig {
 };
 
 struct BoundaryConfig {
-  bool ghost_particles = true;  // false: no boundary particles, a collision clamp keeps the fluid in
+  bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
   int layers = 3;               // layers of boundary particles behind each wall
   bool has_tank = false;
   Box tank;                     // the container's interior; walls on all faces but the top

@@ -56,7 +56,6 @@ std::int64_t fluid_count(const config::CaseConfig& c) {
 }
 
 std::int64_t boundary_count_estimate(const config::CaseConfig& c) {
-  if (!c.boundary.ghost_particles) return 0;
   const double dx = c.sph.spacing, t = c.boundary.layers * dx;
   double volume = 0;
   auto shell = [&](const Box& inner) { return inner.expanded(t).volume() - inner.volume(); };
@@ -81,7 +80,6 @@ HostParticles generate_fluid(const config::CaseConfig& c, const Box& filter) {
 
 std::vector<Vec4> generate_boundary(const config::CaseConfig& c, const Box& filter) {
   std::vector<Vec4> out;
-  if (!c.boundary.ghost_particles) return out;
   const double dx = c.sph.spacing, t = c.boundary.layers * dx;
   if (c.boundary.has_tank) {
     // Lattice over the tank grown by the wall thickness (not upwards for an open top); keep

@@ -11,6 +11,7 @@
 #include <thrust/gather.h>
 #include <thrust/transform.h>
 
+#include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
 #include "runtime/json.hpp"
 #include "sph/case_setup.hpp"
@@ -47,6 +48,9 @@ Params make_params(const config::CaseConfig& c) {
   p.alpha = static_cast<float>(s.alpha);
   p.wall_alpha = static_cast<float>(s.wall_alpha);
   p.clamp_negative_pressure = s.clamp_negative_pressure;
+  p.ghost_boundary = c.boundary.ghost_particles;
+  p.repulsion = static_cast<float>(c0 * c0 / 40);  // Monaghan's D = 5 g H with c0^2 = 200 g H
+  p.spacing = static_cast<float>(s.spacing);
   p.gravity = {static_cast<float>(s.gravity[0]), static_cast<float>(s.gravity[1]),
                static_cast<float>(s.gravity[2])};
   return p;
@@ -97,7 +101,7 @@ void SphSolver::check_memory() const {  // collective
         << config_.sph.spacing << ") need about " << gib(need) << " per rank on " << ranks_.size
         << " rank(s), but " << device_.name << " has " << gib(free_bytes)
         << " available per rank; increase sph.spacing, shrink the fluid blocks or run on more ranks";
-    throw std::runtime_error(msg.str());
+    throw config::ConfigError(msg.str());  // bad input: every rank reports it the same way
   }
 }
 

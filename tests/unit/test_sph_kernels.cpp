@@ -180,8 +180,12 @@ TEST(SphPasses, MatchBruteForce) {
     for (std::size_t b = 0; b < fs.size(); ++b)
       add(xyz(fs[a]) - xyz(fs[b]), xyz(vs[a]) - xyz(vs[b]), p.fluid_mass,
           ta + pr[b] / (rho[b] * rho[b]), p.alpha, 0.5 * (rho[a] + rho[b]));
-    for (const auto& b : ws)
-      add(xyz(fs[a]) - xyz(b), xyz(vs[a]), p.boundary_mass, 2 * ta, p.wall_alpha, rho[a]);
+    for (const auto& b : ws) {
+      // Wall pressure: p_a extrapolated hydrostatically to the wall particle.
+      const double pb = pr[a] + rho[a] * dot(p.gravity, xyz(b) - xyz(fs[a]));
+      add(xyz(fs[a]) - xyz(b), xyz(vs[a]), p.boundary_mass, ta + pb / (rho[a] * rho[a]),
+          p.wall_alpha, rho[a]);
+    }
     const double scale = std::sqrt(ax * ax + ay * ay + az * az) + 1;
     ASSERT_NEAR(acc[a].x, ax, 2e-4 * scale) << a;
     ASSERT_NEAR(acc[a].y, ay, 2e-4 * scale) << a;

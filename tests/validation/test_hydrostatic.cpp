@@ -1,0 +1,152 @@
+// Hydrostatic tank (inputs/hydrostatic.yaml): after settling, p(depth d) = rho0 g d within 5%,
+// no particle leaves the tank, mass is exactly conserved, and the ghost boundary particles keep
+// the density deficit next to the walls under 2% (without them it is much larger: the paper's
+// Fig. 6 comparison).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "config/case_config.hpp"
+#include "sph/sph_solver.hpp"
+
+namespace apron::sph {
+namespace {
+
+struct Settled {
+  SphSolver::Snapshot particles;
+  Diagnostics initial, final;
+  config::CaseConfig config;
+};
+
+Settled run_to_rest(bool ghost_particles) {
+  const auto config = config::parse_case(
+      APRON_SOURCE_DIR "/inputs/hydrostatic.yaml",
+      {"output.every=0", "output.dir=" APRON_BINARY_DIR "/out/hydrostatic_test",
+       std::string("boundary.ghost_particles=") + (ghost_particles ? "true" : "false")});
+  const auto ranks = RankInfo::world();
+  PhaseTimers timers;
+  SphSolver solver(config, ranks, DeviceInfo::select(ranks), timers);
+  solver.setup();
+  Settled s;
+  s.config = config;
+  s.initial = solver.diagnostics();
+  while (!solver.done()) solver.advance();
+  s.final = solver.diagnostics();
+  s.particles = solver.snapshot();
+  return s;
+}
+
+// The first particle layer at the walls, below `min_depth` from the free surface: its mean
+// relative density deficit 1 - rho/rho0 and its particle count.
+struct WallLayer {
+  double deficit = 0;
+  int count = 0;
+};
+
+enum class Wall { floor, sides };
+
+WallLayer wall_layer(const Settled& s, Wall wall, double surface, double min_depth) {
+  const double dx = s.config.sph.spacing, rho0 = s.config.sph.rest_density;
+  const Box& tank = s.config.boundary.tank;
+  WallLayer layer;
+  for (std::size_t i = 0; i < s.particles.id.size(); ++i) {
+    const Vec4& p = s.particles.pos[i];
+    const bool next_to_wall = wall == Wall::floor
+                                  ? p.z - tank.lo[2] < dx
+                                  : (p.x - tank.lo[0] < dx || tank.hi[0] - p.x < dx) &&
+                                        p.z - tank.lo[2] >= dx;
+    if (!next_to_wall || surface - p.z < min_depth) continue;
+    layer.deficit += 1 - s.particles.rho[i] / rho0;
+    ++layer.count;
+  }
+  EXPECT_GT(layer.count, 20);
+  layer.deficit /= layer.count;
+  return layer;
+}
+
+// Each configuration runs once per process; the tests share the results.
+const Settled& settle(bool ghost_particles) {
+  static std::map<bool, Settled> cache;
+  auto it = cache.find(ghost_particles);
+  if (it == cache.end()) it = cache.emplace(ghost_particles, run_to_rest(ghost_particles)).first;
+  return it->second;
+}
+
+// The free surface: the median height of the top layer's particles plus half a spacing (robust
+// against a few particles jumping above it).
+double free_surface(const Settled& s) {
+  std::vector<float> z;
+  for (const auto& p : s.particles.pos) z.push_back(p.z);
+  std::sort(z.begin(), z.end());
+  const Box& tank = s.config.boundary.tank;
+  const double dx = s.config.sph.spacing;
+  const auto per_layer = static_cast<std::size_t>(tank.extent(0) / dx * tank.extent(1) / dx);
+  return z[z.size() - per_layer / 2] + 0.5 * dx;
+}
+
+TEST(Hydrostatic, PressureMassAndWallDensity) {
+  const Settled& s = settle(true);
+  EXPECT_EQ(s.final.particles, s.initial.particles);
+  EXPECT_EQ(s.final.mass, s.initial.mass);
+  EXPECT_EQ(s.final.outside_tank, 0);
+  EXPECT_LT(s.final.max_speed, 0.05) << "not settled";
+
+  // Pressure against depth, binned by 2 dx, over the lower 80% of the column.
+  const double surface = free_surface(s), dx = s.config.sph.spacing;
+  const double g = -s.config.sph.gravity[2], rho0 = s.config.sph.rest_density;
+  std::map<int, std::pair<double, int>> bins;
+  for (std::size_t i = 0; i < s.particles.id.size(); ++i) {
+    const double depth = surface - s.particles.pos[i].z;
+    auto& [sum, n] = bins[static_cast<int>(depth / (2 * dx))];
+    sum += s.particles.pressure[i] / (rho0 * g * depth);
+    ++n;
+  }
+  const double height = surface - s.config.boundary.tank.lo[2];
+  int checked = 0;
+  for (const auto& [bin, acc] : bins) {
+    const double depth = (bin + 0.5) * 2 * dx;
+    if (depth < 0.2 * height) continue;
+    const double ratio = acc.first / acc.second;
+    std::printf("depth %.4f m: p / (rho0 g d) = %.4f\n", depth, ratio);
+    EXPECT_NEAR(ratio, 1.0, 0.05) << "depth " << depth << " m";
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
+
+  // The lattice layer holds this many particles; ghost particles keep it there.
+  for (Wall wall : {Wall::floor, Wall::sides}) {
+    const WallLayer layer = wall_layer(s, wall, surface, 0.25 * height);
+    std::printf("%s layer with ghost particles: density deficit %.4f, %d particles\n",
+                wall == Wall::floor ? "floor" : "side-wall", layer.deficit, layer.count);
+    EXPECT_LT(std::abs(layer.deficit), 0.02);
+  }
+}
+
+// Without ghost particles (walls only repel) the kernel sums next to a wall miss their far
+// half: the side-wall layer loses density, and gravity crowds extra particles into the floor
+// layer to make up for it (the paper's Fig. 6 shows the same distortion).
+TEST(Hydrostatic, WithoutGhostParticlesTheWallLayersAreDistorted) {
+  const Settled& with = settle(true);
+  const Settled& without = settle(false);
+  EXPECT_EQ(without.final.particles, without.initial.particles);
+  EXPECT_EQ(without.final.outside_tank, 0);
+  const auto height = [](const Settled& s) { return free_surface(s) - s.config.boundary.tank.lo[2]; };
+  const WallLayer sides_with = wall_layer(with, Wall::sides, free_surface(with), 0.25 * height(with));
+  const WallLayer sides_without =
+      wall_layer(without, Wall::sides, free_surface(without), 0.25 * height(without));
+  const WallLayer floor_with = wall_layer(with, Wall::floor, free_surface(with), 0.25 * height(with));
+  const WallLayer floor_without =
+      wall_layer(without, Wall::floor, free_surface(without), 0.25 * height(without));
+  std::printf("side-wall deficit: %.4f with ghost particles, %.4f without\n", sides_with.deficit,
+              sides_without.deficit);
+  std::printf("floor layer: %d particles with ghost particles, %d without\n", floor_with.count,
+              floor_without.count);
+  EXPECT_GT(sides_without.deficit, 0.015);
+  EXPECT_GT(sides_without.deficit, sides_with.deficit + 0.015);
+  EXPECT_GT(floor_without.count, 1.3 * floor_with.count);
+}
+
+}  // namespace
+}  // namespace apron::sph
