@@ -8,9 +8,17 @@ if(APRON_BACKEND STREQUAL "cuda")
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
   enable_language(CUDA)
+  # CMake 3.25 predates nvcc's C++20 support: tell it the flag.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
+  # The toolkit's own CCCL must win over Debian's older /usr/include/thrust (libthrust-dev).
+  find_path(APRON_CCCL_INCLUDE thrust/version.h
+    PATHS ${CUDAToolkit_INCLUDE_DIRS}/cccl ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH REQUIRED)
+  target_include_directories(apron_backend SYSTEM BEFORE INTERFACE ${APRON_CCCL_INCLUDE})
   target_compile_definitions(apron_backend INTERFACE APRON_BACKEND_CUDA=1)
   target_compile_options(apron_backend INTERFACE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr>)
@@ -32,6 +40,6 @@ target_link_libraries(apron_backend INTERFACE OpenMP::OpenMP_CXX)
 
 function(apron_device_sources)
   if(APRON_BACKEND STREQUAL "cuda")
-    set_source_files_properties(${ARGN} DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTIES LANGUAGE CUDA)
+    set_source_files_properties(${ARGN} PROPERTIES LANGUAGE CUDA)
   endif()
 endfunction()

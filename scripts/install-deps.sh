@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages apron needs to build and test, skipping what is present.
+# Runs apt-get as root, through sudo otherwise.
+set -euo pipefail
+packages=(build-essential cmake git pkg-config python3
+          libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libyaml-cpp-dev
+          libgtest-dev libbenchmark-dev libthrust-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+((${#missing[@]})) || exit 0
+echo "apron: installing ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "apron: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
