@@ -198,6 +198,14 @@ std::size_t ParticleExchange::send_ghosts(ParticleStore& store,
   return n_owned;
 }
 
+std::size_t ParticleExchange::device_bytes() const {
+  const std::size_t indices = halo_sources_.capacity() + ghost_slots_.capacity() +
+                              inverse_.capacity() + scratch_.capacity() + selected_.capacity();
+  return indices * sizeof(std::uint32_t) +
+         (destination_.capacity() + leaver_rank_.capacity()) * sizeof(int) + keep_.capacity() +
+         send_bytes_.capacity() + recv_bytes_.capacity();
+}
+
 void ParticleExchange::follow_permutation(const IndexVector& order) {
   inverse_.resize(order.size());
   thrust::scatter(policy(), thrust::counting_iterator<std::uint32_t>(0),

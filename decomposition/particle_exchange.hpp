@@ -46,6 +46,7 @@ class ParticleExchange {
   void update_ghosts(ParticleStore& store, std::span<const std::string> fields);
 
   std::size_t ghost_count() const { return ghost_slots_.size(); }
+  std::size_t device_bytes() const;  // exchange buffers and bookkeeping
   const TransportStats& transport_stats() const { return transport_.stats(); }
 
  private:

@@ -22,7 +22,7 @@ class Workload {
   virtual std::size_t global_items() const = 0;  // particles (or samples, bricks...) in the run
   // Writes what is due at the current step: diagnostics rows, visual output. `final` forces both.
   virtual void write_outputs(bool final) = 0;
-  virtual void report(Json& json) const = 0;  // the workload's part of the run report
+  virtual void report(Json& json) const = 0;  // its part of the run report (collective)
   virtual std::string output_dir() const = 0;
 };
 

@@ -90,6 +90,12 @@ ParticleField& ParticleStore::field(const std::string& name) const {
   throw std::logic_error("ParticleStore has no field '" + name + "'");
 }
 
+std::size_t ParticleStore::device_bytes() const {
+  std::size_t bytes = keep_indices_.capacity() * sizeof(std::uint32_t);
+  for (auto& f : fields_) bytes += f->device_bytes();
+  return bytes;
+}
+
 std::size_t ParticleStore::bytes_per_particle() const {
   std::size_t bytes = 0;
   for (auto& f : fields_) bytes += f->element_size();

@@ -30,6 +30,7 @@ class ParticleField {
                       std::size_t count) = 0;
   // this[indices[k]] = element k of in (scatter), starting at byte in_offset.
   virtual void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) = 0;
+  virtual std::size_t device_bytes() const = 0;  // allocated, including the scratch buffer
 
  private:
   std::string name_;
@@ -48,6 +49,9 @@ class TypedField final : public ParticleField {
   void unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
               std::size_t count) override;
   void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) override;
+  std::size_t device_bytes() const override {
+    return (data.capacity() + scratch_.capacity()) * sizeof(T);
+  }
 
  private:
   DeviceVector<T> scratch_;  // double buffer for permute(), kept to avoid reallocation
@@ -72,6 +76,7 @@ class ParticleStore {
   const std::vector<std::unique_ptr<ParticleField>>& fields() const { return fields_; }
   ParticleField& field(const std::string& name) const;
   std::size_t bytes_per_particle() const;  // of the registered fields
+  std::size_t device_bytes() const;         // allocated by the fields and their scratch
 
  private:
   std::size_t size_ = 0;

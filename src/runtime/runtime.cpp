@@ -32,6 +32,7 @@ RankInfo RankInfo::world() {
   return r;
 }
 
+#if !defined(APRON_BACKEND_CUDA)
 namespace {
 std::size_t host_available_bytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -44,6 +45,7 @@ std::size_t host_available_bytes() {
   return 0;
 }
 }  // namespace
+#endif
 
 DeviceInfo DeviceInfo::select(const RankInfo& ranks) {
   DeviceInfo d;

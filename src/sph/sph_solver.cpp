@@ -340,9 +340,10 @@ void SphSolver::write_outputs(bool final) {
   }
 }
 
-std::size_t SphSolver::device_bytes_per_particle() const {
-  return store_.bytes_per_particle() + 16 /* permute scratch */ + 8 /* cell keys, order */ +
-         9 /* exchange: destination, keep mask, selection */;
+std::size_t SphSolver::device_bytes() const {
+  return store_.device_bytes() + owned_mask_.capacity() + wall_pos_.capacity() * sizeof(Vec4) +
+         fluid_cells_.device_bytes() + wall_cells_.device_bytes() + exchange_.device_bytes() +
+         scratch_allocator().bytes_cached();
 }
 
 void SphSolver::report(Json& json) const {
@@ -352,7 +353,11 @@ void SphSolver::report(Json& json) const {
   json.value("sound_speed", static_cast<double>(params_.sound_speed));
   json.value("particle_mass", static_cast<double>(params_.fluid_mass));
   json.value("rebalances", static_cast<long long>(rebalances_));
-  json.value("device_bytes_per_particle", device_bytes_per_particle());
+  // Everything this rank holds on the device, per owned fluid particle (wall particles, cell
+  // lists, halo buffers and Thrust scratch included), the largest over ranks.
+  double per_particle = static_cast<double>(device_bytes()) / std::max<std::size_t>(store_.size(), 1);
+  MPI_Allreduce(MPI_IN_PLACE, &per_particle, 1, MPI_DOUBLE, MPI_MAX, ranks_.comm);
+  json.value("device_bytes_per_particle", per_particle);
   json.value("halo_transport", "mpi");
   json.value("halo_bytes_sent", exchange_.transport_stats().bytes_sent);
   json.value("halo_seconds", exchange_.transport_stats().seconds);

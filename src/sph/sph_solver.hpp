@@ -58,7 +58,7 @@ class SphSolver final : public Workload {
   Snapshot snapshot() const;
   std::size_t owned_count() const { return store_.size(); }
   std::size_t boundary_count() const { return wall_pos_.size(); }
-  std::size_t device_bytes_per_particle() const;
+  std::size_t device_bytes() const;  // held by this rank's particles, tables and buffers
 
  private:
   void check_memory() const;

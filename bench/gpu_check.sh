@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the checkout root, after ../shared/gpu/bundle.sh put the CUDA build in
+# .device/: runs the unit, MPI and validation tests and the short dam break on 1-2 ranks with the
+# CUDA backend. Results go to $OUT (or ./gpu-out).
+set -uo pipefail
+source .device/env.sh
+out=${OUT:-gpu-out}; mkdir -p "$out"
+nvidia-smi -L | tee "$out/gpus.txt"
+export APRON_SOURCE_DIR=$PWD APRON_BINARY_DIR=$out
+status=0
+run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+run .device/test_sph_kernels
+run .device/test_config
+for n in 1 2 3 4; do run mpirun -n $n .device/test_exchange; done
+for n in 1 2 3; do run mpirun -n $n .device/test_particle_output; done
+run .device/test_hydrostatic
+run mpirun -n 2 .device/apron run inputs/dam_break.yaml --set output.dir=$out/dam_break \
+    --set output.every=0.05 --set output.progress_every=10
+run python3 tests/validation/surge_front.py $out/dam_break/diagnostics.csv --a 0.146 --tolerance 0.10
+for n in 1 2 3 4; do
+  run mpirun -n $n .device/apron run inputs/dam_break.yaml --set time.end=0.06 --set output.every=0 \
+      --set output.dir=$out/np$n --set output.progress_every=100
+done
+run python3 tests/mpi/compare_runs.py $out/np1 $out/np2 $out/np3 $out/np4
+exit $status
