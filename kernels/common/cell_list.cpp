@@ -10,9 +10,13 @@
 
 namespace apron {
 
-GridSpec GridSpec::covering(const Box& box, double cell) {
+GridSpec GridSpec::covering(const Box& box, double radius, int divisions) {
   GridSpec g;
+  // A hair larger than radius / divisions, so that rounding never puts a neighbour one cell
+  // beyond the reach.
+  const double cell = radius / divisions * (1 + 1e-6);
   g.cell = static_cast<float>(cell);
+  g.reach = divisions;
   double cells = 1;
   for (int d = 0; d < 3; ++d) {
     g.origin[d] = static_cast<float>(box.lo[d]);

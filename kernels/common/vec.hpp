@@ -16,6 +16,25 @@ struct Vec3 {
   float x, y, z;
 };
 
+// Read-only loads through the GPU's non-coherent data cache (__ldg): the neighbour loops read
+// each particle's data from many threads and never write it during the pass.
+APRON_HD inline Vec4 load(const Vec4* p) {
+#if defined(__CUDA_ARCH__)
+  const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+  return {v.x, v.y, v.z, v.w};
+#else
+  return *p;
+#endif
+}
+template <class T>
+APRON_HD inline T load(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 APRON_HD inline Vec3 xyz(const Vec4& v) { return {v.x, v.y, v.z}; }
 APRON_HD inline Vec4 with_w(const Vec3& v, float w) { return {v.x, v.y, v.z, w}; }
 APRON_HD inline Vec3 operator+(Vec3 a, Vec3 b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }

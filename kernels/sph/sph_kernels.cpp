@@ -19,12 +19,12 @@ struct DensityKernel {
     const float support2 = params.kernel.support() * params.kernel.support();
     float fluid_sum = 0, wall_sum = 0;
     fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      const float r2 = norm2(xyz(pa) - xyz(fluid.pos[b]));
+      const float r2 = norm2(xyz(pa) - xyz(load(fluid.pos + b)));
       if (r2 < support2) fluid_sum += params.kernel.value(r2);
     });
     if (params.ghost_boundary)
       wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-        const float r2 = norm2(xyz(pa) - xyz(wall.pos[b]));
+        const float r2 = norm2(xyz(pa) - xyz(load(wall.pos + b)));
         if (r2 < support2) wall_sum += params.kernel.value(r2);
       });
     const float rho = params.fluid_mass * fluid_sum + params.boundary_mass * wall_sum;
@@ -49,7 +49,7 @@ APRON_HD inline Vec3 wall_repulsion(const Params& params, const BoundaryArrays& 
   Vec3 acc{0, 0, 0};
   const float r0 = params.spacing;
   wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-    const Vec3 r_ab = xyz(pa) - xyz(wall.pos[b]);
+    const Vec3 r_ab = xyz(pa) - xyz(load(wall.pos + b));
     const float r2 = norm2(r_ab);
     if (r2 >= r0 * r0 || r2 == 0) return;
     const float s2 = r0 * r0 / r2, s4 = s2 * s2;
@@ -74,13 +74,13 @@ struct AccelerationKernel {
     Vec3 acc = params.gravity;
 
     fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      const Vec3 r_ab = xyz(pa) - xyz(fluid.pos[b]);
+      const Vec3 r_ab = xyz(pa) - xyz(load(fluid.pos + b));
       const float r2 = norm2(r_ab);
       if (r2 >= support2 || b == a) return;
-      const float rho_b = fluid.rho[b];
-      const float pressure_term = pa_term + fluid.pressure[b] / (rho_b * rho_b);
+      const float rho_b = load(fluid.rho + b);
+      const float pressure_term = pa_term + load(fluid.pressure + b) / (rho_b * rho_b);
       const float pi_ab = viscosity(params.alpha, h, c, 0.5f * (rho_a + rho_b),
-                                    va - xyz(fluid.vel[b]), r_ab, r2);
+                                    va - xyz(load(fluid.vel + b)), r_ab, r2);
       const float f = -params.fluid_mass * (pressure_term + pi_ab) *
                       params.kernel.gradient_factor(r2);
       acc += f * r_ab;
@@ -94,7 +94,7 @@ struct AccelerationKernel {
       return;
     }
     wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      const Vec3 r_ab = xyz(pa) - xyz(wall.pos[b]);
+      const Vec3 r_ab = xyz(pa) - xyz(load(wall.pos + b));
       const float r2 = norm2(r_ab);
       if (r2 >= support2) return;
       const float pb_term = params.wall_pressure(fluid.pressure[a], rho_a, r_ab) / (rho_a * rho_a);

@@ -48,6 +48,8 @@ SphConfig read_sph(MapReader r) {
   c.cfl = r.in_range("cfl", 1e-3, 0.5, c.cfl);
   c.force_factor = r.in_range("force_factor", 1e-3, 0.5, c.force_factor);
   c.clamp_negative_pressure = r.get<bool>("clamp_negative_pressure", true);
+  c.cell_divisions = r.get<int>("cell_divisions", c.cell_divisions);
+  if (c.cell_divisions < 1 || c.cell_divisions > 3) r.fail("cell_divisions", "must be 1, 2 or 3");
   r.finish();
   return c;
 }

@@ -22,6 +22,7 @@ struct SphConfig {
   double cfl = 0.25;           // dt <= cfl h / (c0 + v_max)
   double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)
   bool clamp_negative_pressure = true;
+  int cell_divisions = 2;      // cells per interaction radius: 1 is the paper's 27-cell search
 };
 
 struct BoundaryConfig {

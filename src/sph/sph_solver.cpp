@@ -146,7 +146,7 @@ void SphSolver::setup() {
 void SphSolver::rebuild_boundary() {
   const double support = params_.kernel.support();
   const Box& mine = exchange_.partition().subdomain(ranks_.rank);
-  grid_ = GridSpec::covering(mine.expanded(support), support);
+  grid_ = GridSpec::covering(mine.expanded(support), support, config_.sph.cell_divisions);
   const auto walls = generate_boundary(
       config_, exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support));
   DeviceVector<Vec4> unsorted(walls.begin(), walls.end());

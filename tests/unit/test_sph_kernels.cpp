@@ -65,14 +65,16 @@ std::vector<Vec4> random_points(std::size_t n, unsigned seed, float extent) {
   return p;
 }
 
-TEST(CellList, CandidatesContainEveryNeighbourExactlyOnce) {
+class CellListTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CellListTest, CandidatesContainEveryNeighbourExactlyOnce) {
   const float support = 0.1f;
   const auto host = random_points(3000, 1, 0.73f);
   DeviceVector<Vec4> pos(host.begin(), host.end());
   Box box;
   for (int d = 0; d < 3; ++d) box.lo[d] = 0, box.hi[d] = 0.73;
   CellList cells;
-  cells.build(GridSpec::covering(box, support), pos, pos.size());
+  cells.build(GridSpec::covering(box, support, GetParam()), pos, pos.size());
   std::vector<std::uint32_t> order(pos.size());
   thrust::copy(cells.order().begin(), cells.order().end(), order.begin());
   std::vector<std::uint32_t> start(cells.grid().cell_count() + 1);
@@ -94,6 +96,8 @@ TEST(CellList, CandidatesContainEveryNeighbourExactlyOnce) {
     ASSERT_EQ(found, expected) << "particle " << a;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(CellsPerRadius, CellListTest, ::testing::Values(1, 2, 3));
 
 // The density and acceleration passes against an O(N^2) loop over all fluid and wall particles.
 TEST(SphPasses, MatchBruteForce) {
@@ -120,7 +124,7 @@ TEST(SphPasses, MatchBruteForce) {
 
   Box box;
   for (int d = 0; d < 3; ++d) box.lo[d] = 0, box.hi[d] = 0.2;
-  const GridSpec grid = GridSpec::covering(box, support);
+  const GridSpec grid = GridSpec::covering(box, support, 2);
   DeviceVector<Vec4> pos(fluid_host.begin(), fluid_host.end()), wall(wall_host.begin(), wall_host.end());
   CellList fluid_cells, wall_cells;
   fluid_cells.build(grid, pos, pos.size());
