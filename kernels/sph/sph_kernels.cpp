@@ -38,8 +38,8 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
                                 Vec3 r_ab, float r2) {
   const float vr = dot(v_ab, r_ab);
   if (vr >= 0) return 0;
-  const float mu = h * vr / (r2 + 0.01f * h * h);
-  return -alpha * c * mu / rho_mean;
+  const float mu = fast_divide(h * vr, r2 + 0.01f * h * h);
+  return fast_divide(-alpha * c * mu, rho_mean);
 }
 
 // Monaghan (1994) boundary force, D ((r0/r)^12 - (r0/r)^4) r_ab / r^2 for r < r0: the wall
@@ -78,7 +78,7 @@ struct AccelerationKernel {
       const float r2 = norm2(r_ab);
       if (r2 >= support2 || b == a) return;
       const float rho_b = load(fluid.rho + b);
-      const float pressure_term = pa_term + load(fluid.pressure + b) / (rho_b * rho_b);
+      const float pressure_term = pa_term + fast_divide(load(fluid.pressure + b), rho_b * rho_b);
       const float pi_ab = viscosity(params.alpha, h, c, 0.5f * (rho_a + rho_b),
                                     va - xyz(load(fluid.vel + b)), r_ab, r2);
       const float f = -params.fluid_mass * (pressure_term + pi_ab) *

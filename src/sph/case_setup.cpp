@@ -101,7 +101,7 @@ std::vector<Vec4> generate_boundary(const config::CaseConfig& c, const Box& filt
 }
 
 double lattice_mass(double rest_density, double spacing, double smoothing_ratio) {
-  const Wendland w{static_cast<float>(smoothing_ratio * spacing)};
+  const Wendland w(static_cast<float>(smoothing_ratio * spacing));
   const int reach = static_cast<int>(std::ceil(2 * smoothing_ratio)) + 1;
   double sum = 0;
   for (int i = -reach; i <= reach; ++i)

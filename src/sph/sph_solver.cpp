@@ -29,7 +29,7 @@ struct IsOwned {
 Params make_params(const config::CaseConfig& c) {
   const auto& s = c.sph;
   Params p;
-  p.kernel.h = static_cast<float>(s.smoothing_ratio * s.spacing);
+  p.kernel = Wendland(static_cast<float>(s.smoothing_ratio * s.spacing));
   p.rest_density = static_cast<float>(s.rest_density);
   double c0 = s.sound_speed;
   if (c0 <= 0) {
