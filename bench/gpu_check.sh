@@ -22,4 +22,11 @@ for n in 1 2 3 4; do
       --set output.dir=$out/np$n --set output.progress_every=100
 done
 run python3 tests/mpi/compare_runs.py $out/np1 $out/np2 $out/np3 $out/np4
+# The OpenMP build of the same source (bundled as apron-omp), on the same case: the backends
+# agree within round-off.
+if [[ -x .device/apron-omp ]]; then
+  run mpirun -n 1 .device/apron-omp run inputs/dam_break.yaml --set time.end=0.06 --set output.every=0 \
+      --set output.dir=$out/omp_np1 --set output.progress_every=100
+  run python3 tests/mpi/compare_runs.py $out/np1 $out/omp_np1
+fi
 exit $status
