@@ -111,23 +111,24 @@ void SphSolver::setup() {
   if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
   MPI_Barrier(ranks_.comm);
 
-  // Start on the cartesian partition, generate each rank's own lattice points, then (for RCB)
-  // re-partition by particle count and migrate.
-  exchange_.set_partition(Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims),
-                          params_.kernel.support());
-  const HostParticles mine =
-      generate_fluid(config_, exchange_.partition().ownership_boxes()[ranks_.rank]);
+  // For RCB, balance the cut on the lattice points (each rank holds those of a cartesian
+  // subdomain while cutting), then every rank generates only its own points: no rank ever holds
+  // more than its share on the device.
+  Partition partition =
+      Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims);
+  if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
+    const HostParticles provisional =
+        generate_fluid(config_, partition.ownership_boxes()[ranks_.rank]);
+    partition = Partition::rcb(config_.domain, ranks_.comm, provisional.pos);
+  }
+  exchange_.set_partition(partition, params_.kernel.support());
+  const HostParticles mine = generate_fluid(config_, partition.ownership_boxes()[ranks_.rank]);
   store_.resize(mine.pos.size());
   thrust::copy(mine.pos.begin(), mine.pos.end(), pos_.begin());
   thrust::copy(mine.id.begin(), mine.id.end(), id_.begin());
   thrust::fill(vel_.begin(), vel_.end(), Vec4{0, 0, 0, 0});
   thrust::fill(acc_.begin(), acc_.end(), Vec4{0, 0, 0, 0});
   thrust::fill(flags_.begin(), flags_.end(), std::uint8_t{kFluid});
-  if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
-    exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, mine.pos),
-                            params_.kernel.support());
-    exchange_.migrate(store_, pos_);
-  }
   rebuild_boundary();
 
   writer_ = std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
