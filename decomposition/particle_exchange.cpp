@@ -14,7 +14,9 @@ namespace {
 
 // Every message starts with a 16-byte header holding the particle count.
 constexpr std::size_t kHeader = 16;
-constexpr std::size_t pad16(std::size_t bytes) { return (bytes + 15) & ~std::size_t{15}; }
+constexpr std::size_t pad16(std::size_t bytes) {
+  return (bytes + 15) & ~std::size_t{15};
+}
 
 struct OwnerOf {
   OwnerLookup lookup;
@@ -63,8 +65,8 @@ ParticleExchange::ParticleExchange(MPI_Comm comm) : comm_(comm), transport_(comm
 void ParticleExchange::set_partition(const Partition& partition, double halo_width) {
   partition_ = partition;
   halo_width_ = halo_width;
-  ownership_boxes_ = DeviceVector<Box>(partition.ownership_boxes().begin(),
-                                       partition.ownership_boxes().end());
+  ownership_boxes_ =
+      DeviceVector<Box>(partition.ownership_boxes().begin(), partition.ownership_boxes().end());
   neighbours_ = partition.neighbours(rank_, halo_width);
 }
 
@@ -74,8 +76,7 @@ void ParticleExchange::pack(const ParticleStore& store, std::span<const std::str
   const std::size_t offset = out.size();
   out.resize(offset + packed_bytes(store, fields, count));
   const std::uint64_t header = count;
-  thrust::copy_n(reinterpret_cast<const std::byte*>(&header), sizeof header,
-                 out.begin() + offset);
+  thrust::copy_n(reinterpret_cast<const std::byte*>(&header), sizeof header, out.begin() + offset);
   // The field's pack() gathers by a full index vector, so copy this message's slice out.
   scratch_.assign(indices.begin() + first, indices.begin() + first + count);
   std::size_t at = offset + kHeader;
@@ -91,8 +92,8 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
   const std::size_t n = store.size();
   destination_.resize(n);
   const auto& boxes = ownership_boxes_;
-  for_each_index(n, OwnerOf{{raw(boxes), static_cast<int>(boxes.size())}, raw(positions),
-                            raw(destination_)});
+  for_each_index(
+      n, OwnerOf{{raw(boxes), static_cast<int>(boxes.size())}, raw(positions), raw(destination_)});
 
   // Leavers, grouped by destination rank.
   auto& leavers = selected_;
@@ -153,8 +154,7 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
   return stats;
 }
 
-std::size_t ParticleExchange::send_ghosts(ParticleStore& store,
-                                          const DeviceVector<Vec4>& positions,
+std::size_t ParticleExchange::send_ghosts(ParticleStore& store, const DeviceVector<Vec4>& positions,
                                           std::span<const std::string> fields) {
   const std::size_t n_owned = store.size();
   const std::size_t npeers = neighbours_.size();
@@ -164,8 +164,8 @@ std::size_t ParticleExchange::send_ghosts(ParticleStore& store,
   for (std::size_t k = 0; k < npeers; ++k) {
     const Box near = partition_.ownership_boxes()[neighbours_[k]].expanded(halo_width_);
     auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
-                               thrust::counting_iterator<std::uint32_t>(n_owned),
-                               selected_.begin(), Inside{near, raw(positions)});
+                               thrust::counting_iterator<std::uint32_t>(n_owned), selected_.begin(),
+                               Inside{near, raw(positions)});
     halo_counts_[k] = end - selected_.begin();
     halo_sources_.insert(halo_sources_.end(), selected_.begin(), end);
   }

@@ -62,11 +62,11 @@ class ParticleExchange {
   Transport transport_;
 
   // Halo bookkeeping, valid from send_ghosts() until the ghosts are dropped.
-  IndexVector halo_sources_;              // owned slots sent, neighbour after neighbour
-  std::vector<std::size_t> halo_counts_;  // per neighbour, into halo_sources_
-  std::vector<std::size_t> ghost_counts_; // received per neighbour
-  IndexVector ghost_slots_;               // where each received ghost now sits
-  IndexVector inverse_;                   // scratch for follow_permutation
+  IndexVector halo_sources_;               // owned slots sent, neighbour after neighbour
+  std::vector<std::size_t> halo_counts_;   // per neighbour, into halo_sources_
+  std::vector<std::size_t> ghost_counts_;  // received per neighbour
+  IndexVector ghost_slots_;                // where each received ghost now sits
+  IndexVector inverse_;                    // scratch for follow_permutation
   IndexVector scratch_;
   IndexVector selected_;  // leavers, or particles near one neighbour
   DeviceVector<int> destination_, leaver_rank_;

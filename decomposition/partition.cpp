@@ -49,8 +49,9 @@ Partition Partition::cartesian(const Box& domain, int ranks, std::array<int, 3> 
         const int idx[3] = {i, j, k};
         for (int d = 0; d < 3; ++d) {
           b.lo[d] = domain.lo[d] + domain.extent(d) * idx[d] / dims[d];
-          b.hi[d] = idx[d] + 1 == dims[d] ? domain.hi[d]
-                                          : domain.lo[d] + domain.extent(d) * (idx[d] + 1) / dims[d];
+          b.hi[d] = idx[d] + 1 == dims[d]
+                        ? domain.hi[d]
+                        : domain.lo[d] + domain.extent(d) * (idx[d] + 1) / dims[d];
         }
         boxes.push_back(b);
       }
@@ -95,8 +96,8 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
     };
     for (std::size_t i = 0; i < points.size(); ++i)
       hist[node_of[i] * kBins + bin_of(points[i], nodes[node_of[i]])]++;
-    MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_LONG_LONG,
-                  MPI_SUM, comm);
+    MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_LONG_LONG, MPI_SUM,
+                  comm);
 
     std::vector<RcbNode> next;
     std::vector<int> left_child(count), cut_bin(count, kBins);
@@ -121,7 +122,8 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
       cut_bin[n] = cut;
       const int axis = longest_axis(node.box);
       RcbNode left = node, right = node;
-      left.box.hi[axis] = right.box.lo[axis] = node.box.lo[axis] + node.box.extent(axis) * cut / kBins;
+      left.box.hi[axis] = right.box.lo[axis] =
+          node.box.lo[axis] + node.box.extent(axis) * cut / kBins;
       left.ranks = left_ranks;
       right.first_rank = node.first_rank + left_ranks;
       right.ranks = node.ranks - left_ranks;

@@ -36,7 +36,6 @@ class ParticleSeriesWriter {
   const std::filesystem::path& series_path() const { return xmf_path_; }
 
  private:
-
   MPI_Comm comm_;
   std::filesystem::path dir_;
   std::string basename_;

@@ -1,6 +1,6 @@
 // apron: command-line entry point.
-#include <yaml-cpp/yaml.h>
 #include <hdf5.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstring>
 #include <iostream>
@@ -68,8 +68,7 @@ void print_info(const apron::RankInfo& ranks, const apron::DeviceInfo& device) {
             << apron::kBuildType << ")\n"
             << "backend:   " << device.backend << "\n"
             << "device:    " << device.name << " (" << device.count << " visible, "
-            << device.total_bytes / (1 << 20) << " MiB, " << device.threads
-            << " OpenMP threads)\n"
+            << device.total_bytes / (1 << 20) << " MiB, " << device.threads << " OpenMP threads)\n"
             << "MPI:       " << mpi << ", " << ranks.size << " rank(s)\n"
             << "HDF5:      " << h5[0] << "." << h5[1] << "." << h5[2] << " (parallel)\n"
             << "Thrust:    " << THRUST_MAJOR_VERSION << "." << THRUST_MINOR_VERSION << "."

@@ -25,7 +25,9 @@ char* device_allocate(std::size_t bytes) {
   return thrust::raw_pointer_cast(thrust::malloc<char>(thrust::device, bytes));
 }
 
-void device_free(char* p) { thrust::free(thrust::device, thrust::device_pointer_cast(p)); }
+void device_free(char* p) {
+  thrust::free(thrust::device, thrust::device_pointer_cast(p));
+}
 
 }  // namespace
 
@@ -67,7 +69,9 @@ void CachingAllocator::release_all() {
   c.free_blocks.clear();
 }
 
-std::size_t CachingAllocator::bytes_cached() const { return cache().cached_bytes; }
+std::size_t CachingAllocator::bytes_cached() const {
+  return cache().cached_bytes;
+}
 
 CachingAllocator& scratch_allocator() {
   static CachingAllocator allocator;

@@ -46,7 +46,9 @@ class CachingAllocator {
 CachingAllocator& scratch_allocator();
 
 // Execution policy for Thrust algorithms: the device system with the caching allocator.
-inline auto policy() { return thrust::device(scratch_allocator()); }
+inline auto policy() {
+  return thrust::device(scratch_allocator());
+}
 
 // Runs f(i) for i in [0, n) on the device: the portable kernel launch.
 template <class F>

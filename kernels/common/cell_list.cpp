@@ -46,10 +46,9 @@ void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, 
   thrust::sort_by_key(policy(), keys_.begin(), keys_.end(), order_.begin());
   // start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n).
   cell_start_.resize(grid.cell_count() + 1);
-  thrust::lower_bound(policy(), keys_.begin(), keys_.end(),
-                      thrust::counting_iterator<std::uint32_t>(0),
-                      thrust::counting_iterator<std::uint32_t>(grid.cell_count() + 1),
-                      cell_start_.begin());
+  thrust::lower_bound(
+      policy(), keys_.begin(), keys_.end(), thrust::counting_iterator<std::uint32_t>(0),
+      thrust::counting_iterator<std::uint32_t>(grid.cell_count() + 1), cell_start_.begin());
 }
 
 std::size_t CellList::device_bytes() const {

@@ -19,9 +19,7 @@ struct GridSpec {
 
   // A grid covering `box` for neighbours within `radius`, with cells of edge radius / divisions.
   static GridSpec covering(const Box& box, double radius, int divisions = 1);
-  std::size_t cell_count() const {
-    return static_cast<std::size_t>(dims[0]) * dims[1] * dims[2];
-  }
+  std::size_t cell_count() const { return static_cast<std::size_t>(dims[0]) * dims[1] * dims[2]; }
 
   APRON_HD int coord(float x, int d) const {
     int c = static_cast<int>(floorf((x - origin[d]) / cell));

@@ -55,8 +55,7 @@ void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
                             const IndexVector& indices) {
   const T* src = typed<T>(in, in_offset);
   thrust::scatter(policy(), thrust::device_pointer_cast(src),
-                  thrust::device_pointer_cast(src) + indices.size(), indices.begin(),
-                  data.begin());
+                  thrust::device_pointer_cast(src) + indices.size(), indices.begin(), data.begin());
 }
 
 template class TypedField<float>;

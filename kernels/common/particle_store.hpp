@@ -76,7 +76,7 @@ class ParticleStore {
   const std::vector<std::unique_ptr<ParticleField>>& fields() const { return fields_; }
   ParticleField& field(const std::string& name) const;
   std::size_t bytes_per_particle() const;  // of the registered fields
-  std::size_t device_bytes() const;         // allocated by the fields and their scratch
+  std::size_t device_bytes() const;        // allocated by the fields and their scratch
 
  private:
   std::size_t size_ = 0;

@@ -35,19 +35,33 @@ APRON_HD inline T load(const T* p) {
 #endif
 }
 
-APRON_HD inline Vec3 xyz(const Vec4& v) { return {v.x, v.y, v.z}; }
-APRON_HD inline Vec4 with_w(const Vec3& v, float w) { return {v.x, v.y, v.z, w}; }
-APRON_HD inline Vec3 operator+(Vec3 a, Vec3 b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }
-APRON_HD inline Vec3 operator-(Vec3 a, Vec3 b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
-APRON_HD inline Vec3 operator*(float s, Vec3 a) { return {s * a.x, s * a.y, s * a.z}; }
+APRON_HD inline Vec3 xyz(const Vec4& v) {
+  return {v.x, v.y, v.z};
+}
+APRON_HD inline Vec4 with_w(const Vec3& v, float w) {
+  return {v.x, v.y, v.z, w};
+}
+APRON_HD inline Vec3 operator+(Vec3 a, Vec3 b) {
+  return {a.x + b.x, a.y + b.y, a.z + b.z};
+}
+APRON_HD inline Vec3 operator-(Vec3 a, Vec3 b) {
+  return {a.x - b.x, a.y - b.y, a.z - b.z};
+}
+APRON_HD inline Vec3 operator*(float s, Vec3 a) {
+  return {s * a.x, s * a.y, s * a.z};
+}
 APRON_HD inline Vec3& operator+=(Vec3& a, Vec3 b) {
   a.x += b.x;
   a.y += b.y;
   a.z += b.z;
   return a;
 }
-APRON_HD inline float dot(Vec3 a, Vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-APRON_HD inline float norm2(Vec3 a) { return dot(a, a); }
+APRON_HD inline float dot(Vec3 a, Vec3 b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z;
+}
+APRON_HD inline float norm2(Vec3 a) {
+  return dot(a, a);
+}
 
 // Axis-aligned box [lo, hi), in double so that subdomain edges computed on different ranks agree.
 struct Box {

@@ -6,7 +6,9 @@
 namespace apron::sph {
 namespace {
 
-APRON_HD inline bool is_owned(std::uint8_t flag) { return (flag & kGhost) == 0; }
+APRON_HD inline bool is_owned(std::uint8_t flag) {
+  return (flag & kGhost) == 0;
+}
 
 struct DensityKernel {
   Params params;
@@ -34,8 +36,8 @@ struct DensityKernel {
 };
 
 // Monaghan (1992) artificial viscosity term Pi_ab (zero for receding pairs).
-APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, Vec3 v_ab,
-                                Vec3 r_ab, float r2) {
+APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, Vec3 v_ab, Vec3 r_ab,
+                                float r2) {
   const float vr = dot(v_ab, r_ab);
   if (vr >= 0) return 0;
   const float mu = fast_divide(h * vr, r2 + 0.01f * h * h);
@@ -81,8 +83,8 @@ struct AccelerationKernel {
       const float pressure_term = pa_term + fast_divide(load(fluid.pressure + b), rho_b * rho_b);
       const float pi_ab = viscosity(params.alpha, h, c, 0.5f * (rho_a + rho_b),
                                     va - xyz(load(fluid.vel + b)), r_ab, r2);
-      const float f = -params.fluid_mass * (pressure_term + pi_ab) *
-                      params.kernel.gradient_factor(r2);
+      const float f =
+          -params.fluid_mass * (pressure_term + pi_ab) * params.kernel.gradient_factor(r2);
       acc += f * r_ab;
     });
     // Boundary particles take the fluid particle's density and its pressure extrapolated
@@ -99,8 +101,8 @@ struct AccelerationKernel {
       if (r2 >= support2) return;
       const float pb_term = params.wall_pressure(fluid.pressure[a], rho_a, r_ab) / (rho_a * rho_a);
       const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
-      const float f = -params.boundary_mass * (pa_term + pb_term + pi_ab) *
-                      params.kernel.gradient_factor(r2);
+      const float f =
+          -params.boundary_mass * (pa_term + pb_term + pi_ab) * params.kernel.gradient_factor(r2);
       acc += f * r_ab;
     });
     fluid.acc[a] = with_w(acc, 0);

@@ -57,14 +57,14 @@ APRON_HD inline float fast_divide(float a, float b) {
 
 struct Params {
   Wendland kernel;
-  float rest_density = 1000;    // rho0 [kg/m^3]
-  float sound_speed = 10;       // c0 [m/s]
-  float tait_b = 0;             // B = rho0 c0^2 / gamma [Pa]
+  float rest_density = 1000;  // rho0 [kg/m^3]
+  float sound_speed = 10;     // c0 [m/s]
+  float tait_b = 0;           // B = rho0 c0^2 / gamma [Pa]
   float gamma = 7;
-  float fluid_mass = 0;         // [kg]
-  float boundary_mass = 0;      // [kg]
-  float alpha = 0.02f;          // Monaghan artificial viscosity, fluid-fluid
-  float wall_alpha = 0.02f;     // the same against boundary particles (0: free slip)
+  float fluid_mass = 0;      // [kg]
+  float boundary_mass = 0;   // [kg]
+  float alpha = 0.02f;       // Monaghan artificial viscosity, fluid-fluid
+  float wall_alpha = 0.02f;  // the same against boundary particles (0: free slip)
   bool clamp_negative_pressure = true;
   Vec3 gravity{0, 0, -9.81f};
   // false: boundary particles add nothing to density or pressure and only repel fluid particles
@@ -127,11 +127,11 @@ Extremes owned_extremes(const DeviceVector<Vec4>& vel, const DeviceVector<Vec4>&
 // Sums over owned fluid particles (float64 accumulators).
 struct Totals {
   double count = 0;
-  double kinetic = 0;        // sum 1/2 m v^2
-  double potential = 0;      // sum -m g.x
+  double kinetic = 0;    // sum 1/2 m v^2
+  double potential = 0;  // sum -m g.x
   double max_speed = 0;
-  double front_x = -1e300;   // largest x: the surge front
-  std::size_t outside = 0;   // particles outside the container (should stay 0)
+  double front_x = -1e300;  // largest x: the surge front
+  std::size_t outside = 0;  // particles outside the container (should stay 0)
 };
 Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
                     const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,

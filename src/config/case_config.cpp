@@ -40,8 +40,10 @@ SphConfig read_sph(MapReader r) {
   c.spacing = r.positive("spacing");
   c.smoothing_ratio = r.in_range("smoothing_ratio", 1.0, 2.5, c.smoothing_ratio);
   c.rest_density = r.positive("rest_density", c.rest_density);
-  if (r.has("sound_speed")) c.sound_speed = r.positive("sound_speed");
-  else r.optional<double>("sound_speed");
+  if (r.has("sound_speed"))
+    c.sound_speed = r.positive("sound_speed");
+  else
+    r.optional<double>("sound_speed");
   c.alpha = r.in_range("alpha", 0, 1, c.alpha);
   c.wall_alpha = r.in_range("wall_alpha", 0, 1, c.wall_alpha);
   c.gravity = r.vec3("gravity", c.gravity);
@@ -105,8 +107,8 @@ void check_geometry(CaseConfig& c, MapReader& root) {
   }
   for (int d = 0; d < 3; ++d)
     if (c.domain.extent(d) < support)
-      root.fail("domain", "is smaller than the interaction radius 2h = " +
-                              std::to_string(support) + " in axis " + std::to_string(d));
+      root.fail("domain", "is smaller than the interaction radius 2h = " + std::to_string(support) +
+                              " in axis " + std::to_string(d));
 }
 
 }  // namespace
@@ -173,7 +175,8 @@ CaseConfig parse_case_text(const std::string& file, const std::string& text,
 
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides) {
   std::ifstream in(file);
-  if (!in) throw ConfigError(file + ": cannot open the case file (does it exist and is it readable?)");
+  if (!in)
+    throw ConfigError(file + ": cannot open the case file (does it exist and is it readable?)");
   std::stringstream text;
   text << in.rdbuf();
   return parse_case_text(file, text.str(), overrides);

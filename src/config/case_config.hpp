@@ -12,26 +12,26 @@ namespace apron::config {
 using Vec3d = std::array<double, 3>;
 
 struct SphConfig {
-  double spacing = 0;          // particle spacing dx [m]
+  double spacing = 0;            // particle spacing dx [m]
   double smoothing_ratio = 1.3;  // h / dx
-  double rest_density = 1000;  // rho0 [kg/m^3]
-  double sound_speed = 0;      // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
-  double alpha = 0.02;         // artificial viscosity (Monaghan)
-  double wall_alpha = 0.02;    // artificial viscosity against boundary particles
+  double rest_density = 1000;    // rho0 [kg/m^3]
+  double sound_speed = 0;        // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
+  double alpha = 0.02;           // artificial viscosity (Monaghan)
+  double wall_alpha = 0.02;      // artificial viscosity against boundary particles
   Vec3d gravity{0, 0, -9.81};
   double cfl = 0.25;           // dt <= cfl h / (c0 + v_max)
   double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)
   bool clamp_negative_pressure = true;
-  int cell_divisions = 2;      // cells per interaction radius: 1 is the paper's 27-cell search
+  int cell_divisions = 2;  // cells per interaction radius: 1 is the paper's 27-cell search
 };
 
 struct BoundaryConfig {
   bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
   int layers = 3;               // layers of boundary particles behind each wall
   bool has_tank = false;
-  Box tank;                     // the container's interior; walls on all faces but the top
+  Box tank;  // the container's interior; walls on all faces but the top
   bool tank_closed_top = false;
-  std::vector<Box> solids;      // solid obstacles, sampled within `layers` of their surface
+  std::vector<Box> solids;  // solid obstacles, sampled within `layers` of their surface
 };
 
 struct TimeConfig {

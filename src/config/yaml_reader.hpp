@@ -36,7 +36,7 @@ class MapReader {
   std::array<double, 3> vec3(const std::string& key,
                              std::optional<std::array<double, 3>> fallback = std::nullopt);
   bool has(const std::string& key) const;
-  MapReader child(const std::string& key);  // a nested mapping (empty if absent)
+  MapReader child(const std::string& key);              // a nested mapping (empty if absent)
   std::vector<MapReader> list(const std::string& key);  // a sequence of mappings
 
   void finish();

@@ -22,9 +22,12 @@ std::unique_ptr<Workload> make_workload(const config::CaseConfig& c, const RankI
 std::string duration_text(double seconds) {
   char buf[64];
   if (!std::isfinite(seconds) || seconds < 0) return "?";
-  if (seconds < 120) std::snprintf(buf, sizeof buf, "%.0f s", seconds);
-  else if (seconds < 7200) std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
-  else std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
+  if (seconds < 120)
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  else if (seconds < 7200)
+    std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
   return buf;
 }
 
@@ -42,10 +45,11 @@ class Progress {
                         std::max(now - last_, 1e-9);
     const double fraction = (w_.time() - t0_) / std::max(w_.end_time() - t0_, 1e-300);
     const double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : -1;
-    Log::info("step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu particles  %.3g particle-steps/s"
-              "  ETA %s",
-              w_.step(), w_.time(), 100 * w_.time() / w_.end_time(), w_.last_dt(),
-              w_.global_items(), rate, duration_text(eta).c_str());
+    Log::info(
+        "step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu particles  %.3g particle-steps/s"
+        "  ETA %s",
+        w_.step(), w_.time(), 100 * w_.time() / w_.end_time(), w_.last_dt(), w_.global_items(),
+        rate, duration_text(eta).c_str());
     last_ = now;
     steps_at_last_ = w_.step();
   }
@@ -73,8 +77,7 @@ std::vector<PhaseRow> gather_phases(const PhaseTimers& timers, const RankInfo& r
   return rows;
 }
 
-void print_summary(const std::vector<PhaseRow>& rows, double total, long steps,
-                   std::size_t items) {
+void print_summary(const std::vector<PhaseRow>& rows, double total, long steps, std::size_t items) {
   Log::info("\nphase                 max s    mean s   share");
   for (const auto& r : rows)
     Log::info("%-18s %9.3f %9.3f %6.1f%%", r.name.c_str(), r.max, r.mean, 100 * r.max / total);

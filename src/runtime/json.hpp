@@ -29,7 +29,9 @@ class Json {
   Json& value(const std::string& key, long long v) { return prefix(key), out_ << v, *this; }
   Json& value(const std::string& key, int v) { return value(key, static_cast<long long>(v)); }
   Json& value(const std::string& key, std::size_t v) { return prefix(key), out_ << v, *this; }
-  Json& value(const std::string& key, bool v) { return prefix(key), out_ << (v ? "true" : "false"), *this; }
+  Json& value(const std::string& key, bool v) {
+    return prefix(key), out_ << (v ? "true" : "false"), *this;
+  }
   Json& value(const std::string& key, const std::string& v) {
     prefix(key);
     quote(v);
@@ -65,10 +67,18 @@ class Json {
     out_ << '"';
     for (char c : s) {
       switch (c) {
-        case '"': out_ << "\\\""; break;
-        case '\\': out_ << "\\\\"; break;
-        case '\n': out_ << "\\n"; break;
-        case '\t': out_ << "\\t"; break;
+        case '"':
+          out_ << "\\\"";
+          break;
+        case '\\':
+          out_ << "\\\\";
+          break;
+        case '\n':
+          out_ << "\\n";
+          break;
+        case '\t':
+          out_ << "\\t";
+          break;
         default:
           if (static_cast<unsigned char>(c) < 0x20) {
             char buf[8];

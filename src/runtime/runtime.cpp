@@ -14,7 +14,9 @@
 
 namespace apron {
 
-MpiSession::MpiSession(int& argc, char**& argv) { MPI_Init(&argc, &argv); }
+MpiSession::MpiSession(int& argc, char**& argv) {
+  MPI_Init(&argc, &argv);
+}
 MpiSession::~MpiSession() {
   scratch_allocator().release_all();
   MPI_Finalize();
@@ -53,8 +55,9 @@ DeviceInfo DeviceInfo::select(const RankInfo& ranks) {
   d.threads = omp_get_max_threads();
 #if defined(APRON_BACKEND_CUDA)
   if (cudaGetDeviceCount(&d.count) != cudaSuccess || d.count == 0)
-    throw std::runtime_error("no CUDA device found (this is the CUDA build; use the omp build "
-                             "on machines without a GPU)");
+    throw std::runtime_error(
+        "no CUDA device found (this is the CUDA build; use the omp build "
+        "on machines without a GPU)");
   d.index = ranks.local_rank % d.count;
   cudaSetDevice(d.index);
   cudaDeviceProp prop{};

@@ -35,7 +35,8 @@ Params make_params(const config::CaseConfig& c) {
   if (c0 <= 0) {
     // c0 = 10 x the free-fall speed sqrt(2 g H) over the fluid's height: density varies ~1%.
     double top = -1e300, bottom = 1e300;
-    for (const auto& b : c.fluid_blocks) top = std::max(top, b.hi[2]), bottom = std::min(bottom, b.lo[2]);
+    for (const auto& b : c.fluid_blocks)
+      top = std::max(top, b.hi[2]), bottom = std::min(bottom, b.lo[2]);
     if (c.boundary.has_tank) bottom = std::min(bottom, c.boundary.tank.lo[2]);
     const double g = std::sqrt(s.gravity[0] * s.gravity[0] + s.gravity[1] * s.gravity[1] +
                                s.gravity[2] * s.gravity[2]);
@@ -97,10 +98,12 @@ void SphSolver::check_memory() const {  // collective
   MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, ranks_.comm);
   if (need > 0.9 * static_cast<double>(free_bytes)) {
     std::ostringstream msg;
-    msg << config_.file << ": " << global_fluid_ << " fluid particles (sph.spacing = "
-        << config_.sph.spacing << ") need about " << gib(need) << " per rank on " << ranks_.size
-        << " rank(s), but " << device_.name << " has " << gib(free_bytes)
-        << " available per rank; increase sph.spacing, shrink the fluid blocks or run on more ranks";
+    msg << config_.file << ": " << global_fluid_
+        << " fluid particles (sph.spacing = " << config_.sph.spacing << ") need about " << gib(need)
+        << " per rank on " << ranks_.size << " rank(s), but " << device_.name << " has "
+        << gib(free_bytes)
+        << " available per rank; increase sph.spacing, shrink the fluid blocks or run on more "
+           "ranks";
     throw config::ConfigError(msg.str());  // bad input: every rank reports it the same way
   }
 }
@@ -131,17 +134,18 @@ void SphSolver::setup() {
   thrust::fill(flags_.begin(), flags_.end(), std::uint8_t{kFluid});
   rebuild_boundary();
 
-  writer_ = std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
+  writer_ =
+      std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
   if (ranks_.rank == 0) {
     diagnostics_csv_.open(io::temporary_name(diagnostics_path()));
     diagnostics_csv_ << "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
                         "outside_tank\n";
   }
-  Log::info("sph: %lld fluid particles, %zu boundary particles on rank 0, h = %g m, c0 = %g m/s, "
-            "m = %g kg, %d rank(s), %s decomposition",
-            static_cast<long long>(global_fluid_), wall_pos_.size(), params_.kernel.h,
-            params_.sound_speed, params_.fluid_mass, ranks_.size,
-            config_.decomposition.method.c_str());
+  Log::info(
+      "sph: %lld fluid particles, %zu boundary particles on rank 0, h = %g m, c0 = %g m/s, "
+      "m = %g kg, %d rank(s), %s decomposition",
+      static_cast<long long>(global_fluid_), wall_pos_.size(), params_.kernel.h,
+      params_.sound_speed, params_.fluid_mass, ranks_.size, config_.decomposition.method.c_str());
 }
 
 void SphSolver::rebuild_boundary() {
@@ -153,8 +157,8 @@ void SphSolver::rebuild_boundary() {
   DeviceVector<Vec4> unsorted(walls.begin(), walls.end());
   wall_cells_.build(grid_, unsorted, unsorted.size());
   wall_pos_.resize(unsorted.size());
-  thrust::gather(policy(), wall_cells_.order().begin(), wall_cells_.order().end(),
-                 unsorted.begin(), wall_pos_.begin());
+  thrust::gather(policy(), wall_cells_.order().begin(), wall_cells_.order().end(), unsorted.begin(),
+                 wall_pos_.begin());
 }
 
 void SphSolver::maybe_rebalance() {
@@ -177,8 +181,8 @@ void SphSolver::maybe_rebalance() {
 }
 
 FluidArrays SphSolver::fluid_arrays() {
-  return {raw(pos_),   raw(vel_), raw(rho_), raw(pressure_), raw(acc_), raw(flags_),
-          store_.size(), fluid_cells_.view()};
+  return {raw(pos_), raw(vel_),   raw(rho_),     raw(pressure_),
+          raw(acc_), raw(flags_), store_.size(), fluid_cells_.view()};
 }
 
 BoundaryArrays SphSolver::wall_arrays() const {
@@ -356,7 +360,8 @@ void SphSolver::report(Json& json) const {
   json.value("rebalances", static_cast<long long>(rebalances_));
   // Everything this rank holds on the device, per owned fluid particle (wall particles, cell
   // lists, halo buffers and Thrust scratch included), the largest over ranks.
-  double per_particle = static_cast<double>(device_bytes()) / std::max<std::size_t>(store_.size(), 1);
+  double per_particle =
+      static_cast<double>(device_bytes()) / std::max<std::size_t>(store_.size(), 1);
   MPI_Allreduce(MPI_IN_PLACE, &per_particle, 1, MPI_DOUBLE, MPI_MAX, ranks_.comm);
   json.value("device_bytes_per_particle", per_particle);
   json.value("halo_transport", "mpi");

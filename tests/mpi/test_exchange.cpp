@@ -79,8 +79,8 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   const double halo = 0.07;
   const Box domain = unit_box();
   const std::string method = GetParam();
-  const Partition partition = method == "rcb" ? Partition::rcb(domain, comm, initial)
-                                              : Partition::cartesian(domain, size);
+  const Partition partition =
+      method == "rcb" ? Partition::rcb(domain, comm, initial) : Partition::cartesian(domain, size);
   ParticleExchange exchange(comm);
   exchange.set_partition(partition, halo);
   exchange.migrate(store, pos);
@@ -103,7 +103,8 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   // Ghosts: exactly the other ranks' particles inside this rank's subdomain grown by the halo.
   const std::size_t n_owned = store.size();
   std::vector<float> values(n_owned);
-  for (std::size_t i = 0; i < n_owned; ++i) values[i] = owned[i].x + 10 * owned[i].y + 100 * owned[i].z;
+  for (std::size_t i = 0; i < n_owned; ++i)
+    values[i] = owned[i].x + 10 * owned[i].y + 100 * owned[i].z;
   thrust::copy(values.begin(), values.end(), value.begin());
   const std::string ghost_fields[] = {"position"};
   const std::size_t first = exchange.send_ghosts(store, pos, ghost_fields);

@@ -36,7 +36,8 @@ void expect_error(const std::string& text, std::vector<std::string> parts,
                   const std::vector<std::string>& sets = {}) {
   const std::string msg = error_of(text, sets);
   ASSERT_FALSE(msg.empty()) << "accepted:\n" << text;
-  for (const auto& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << msg << "\n  lacks: " << part;
+  for (const auto& part : parts)
+    EXPECT_NE(msg.find(part), std::string::npos) << msg << "\n  lacks: " << part;
 }
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {
@@ -68,8 +69,10 @@ TEST(Config, NegativeSpacing) {
 }
 
 TEST(Config, WrongType) {
-  expect_error(replace(kValid, "end: 0.1", "end: soon"), {"case.yaml:11:8:", "time.end", "a number", "soon"});
-  expect_error(replace(kValid, "hi: [0.2, 0.1, 0.4]", "hi: [0.2, 0.1]"), {"fluid[0].hi", "3 numbers"});
+  expect_error(replace(kValid, "end: 0.1", "end: soon"),
+               {"case.yaml:11:8:", "time.end", "a number", "soon"});
+  expect_error(replace(kValid, "hi: [0.2, 0.1, 0.4]", "hi: [0.2, 0.1]"),
+               {"fluid[0].hi", "3 numbers"});
 }
 
 TEST(Config, FluidOutsideDomain) {
@@ -96,8 +99,9 @@ TEST(Config, MissingRequiredKeyAndBadYaml) {
 }
 
 TEST(Config, SetOverridesAndErrors) {
-  const auto c = parse_case_text("case.yaml", kValid, {"time.end=0.5", "output.dir=elsewhere",
-                                                       "decomposition.dims=[2, 1, 1]"});
+  const auto c =
+      parse_case_text("case.yaml", kValid,
+                      {"time.end=0.5", "output.dir=elsewhere", "decomposition.dims=[2, 1, 1]"});
   EXPECT_EQ(c.time.end, 0.5);
   EXPECT_EQ(c.output.dir, "elsewhere");
   EXPECT_EQ(c.decomposition.dims[0], 2);

@@ -33,7 +33,8 @@ TEST(Wendland, GradientMatchesFiniteDifference) {
   for (double r = 0.005; r < 0.1; r += 0.0071) {
     const double e = 1e-4;
     const double dw = (w.value(static_cast<float>((r + e) * (r + e))) -
-                       w.value(static_cast<float>((r - e) * (r - e)))) / (2 * e);
+                       w.value(static_cast<float>((r - e) * (r - e)))) /
+                      (2 * e);
     // grad W = factor * r_vec, so dW/dr = factor * r.
     EXPECT_NEAR(w.gradient_factor(static_cast<float>(r * r)) * r, dw, 2e-3 * std::abs(dw) + 1e-2)
         << "r = " << r;
@@ -49,7 +50,8 @@ TEST(LatticeMass, InteriorLatticeHasRestDensity) {
   double sum = 0;
   for (int i = -4; i <= 4; ++i)
     for (int j = -4; j <= 4; ++j)
-      for (int k = -4; k <= 4; ++k) sum += w.value(static_cast<float>((i * i + j * j + k * k) * dx * dx));
+      for (int k = -4; k <= 4; ++k)
+        sum += w.value(static_cast<float>((i * i + j * j + k * k) * dx * dx));
   EXPECT_NEAR(m * sum, rho0, 1e-3);
   EXPECT_NEAR(m, rho0 * dx * dx * dx, 0.05 * rho0 * dx * dx * dx);  // close to rho0 dx^3
 }
@@ -125,7 +127,8 @@ TEST(SphPasses, MatchBruteForce) {
   Box box;
   for (int d = 0; d < 3; ++d) box.lo[d] = 0, box.hi[d] = 0.2;
   const GridSpec grid = GridSpec::covering(box, support, 2);
-  DeviceVector<Vec4> pos(fluid_host.begin(), fluid_host.end()), wall(wall_host.begin(), wall_host.end());
+  DeviceVector<Vec4> pos(fluid_host.begin(), fluid_host.end()),
+      wall(wall_host.begin(), wall_host.end());
   CellList fluid_cells, wall_cells;
   fluid_cells.build(grid, pos, pos.size());
   wall_cells.build(grid, wall, wall.size());
@@ -142,8 +145,8 @@ TEST(SphPasses, MatchBruteForce) {
       d_wall(ws.begin(), ws.end()), d_acc(fs.size());
   DeviceVector<float> d_rho(fs.size()), d_p(fs.size());
   DeviceVector<std::uint8_t> d_flags(flags_sorted.begin(), flags_sorted.end());
-  FluidArrays f{raw(d_pos), raw(d_vel), raw(d_rho), raw(d_p), raw(d_acc), raw(d_flags), fs.size(),
-                fluid_cells.view()};
+  FluidArrays f{raw(d_pos), raw(d_vel),   raw(d_rho), raw(d_p),
+                raw(d_acc), raw(d_flags), fs.size(),  fluid_cells.view()};
   BoundaryArrays w{raw(d_wall), ws.size(), wall_cells.view()};
   compute_density(p, f, w);
   // Ghost values come from their owners in a real run; here give them the reference values.

@@ -61,10 +61,10 @@ WallLayer wall_layer(const Settled& s, Wall wall, double surface, double min_dep
   WallLayer layer;
   for (std::size_t i = 0; i < s.particles.id.size(); ++i) {
     const Vec4& p = s.particles.pos[i];
-    const bool next_to_wall = wall == Wall::floor
-                                  ? p.z - tank.lo[2] < dx
-                                  : (p.x - tank.lo[0] < dx || tank.hi[0] - p.x < dx) &&
-                                        p.z - tank.lo[2] >= dx;
+    const bool next_to_wall =
+        wall == Wall::floor
+            ? p.z - tank.lo[2] < dx
+            : (p.x - tank.lo[0] < dx || tank.hi[0] - p.x < dx) && p.z - tank.lo[2] >= dx;
     if (!next_to_wall || surface - p.z < min_depth) continue;
     layer.deficit += 1 - s.particles.rho[i] / rho0;
     ++layer.count;
@@ -140,11 +140,15 @@ TEST(Hydrostatic, WithoutGhostParticlesTheWallLayersAreDistorted) {
   const Settled& without = settle(false);
   EXPECT_EQ(without.final.particles, without.initial.particles);
   EXPECT_EQ(without.final.outside_tank, 0);
-  const auto height = [](const Settled& s) { return free_surface(s) - s.config.boundary.tank.lo[2]; };
-  const WallLayer sides_with = wall_layer(with, Wall::sides, free_surface(with), 0.25 * height(with));
+  const auto height = [](const Settled& s) {
+    return free_surface(s) - s.config.boundary.tank.lo[2];
+  };
+  const WallLayer sides_with =
+      wall_layer(with, Wall::sides, free_surface(with), 0.25 * height(with));
   const WallLayer sides_without =
       wall_layer(without, Wall::sides, free_surface(without), 0.25 * height(without));
-  const WallLayer floor_with = wall_layer(with, Wall::floor, free_surface(with), 0.25 * height(with));
+  const WallLayer floor_with =
+      wall_layer(with, Wall::floor, free_surface(with), 0.25 * height(with));
   const WallLayer floor_without =
       wall_layer(without, Wall::floor, free_surface(without), 0.25 * height(without));
   std::printf("side-wall deficit: %.4f with ghost particles, %.4f without\n", sides_with.deficit,
