@@ -49,6 +49,18 @@ std::uint64_t read_count(const ByteVector& bytes, std::size_t offset) {
   return count;
 }
 
+// Calls f(field, byte offset of its block) for the named fields of a message of `count`
+// particles whose field blocks start at `offset`.
+template <class F>
+void for_each_block(const ParticleStore& store, std::span<const std::string> fields,
+                    std::size_t count, std::size_t offset, F f) {
+  for (const auto& name : fields) {
+    auto& field = store.field(name);
+    f(field, offset);
+    offset += pad16(count * field.element_size());
+  }
+}
+
 }  // namespace
 
 std::size_t packed_bytes(const ParticleStore& store, std::span<const std::string> fields,
@@ -79,12 +91,21 @@ void ParticleExchange::pack(const ParticleStore& store, std::span<const std::str
   thrust::copy_n(reinterpret_cast<const std::byte*>(&header), sizeof header, out.begin() + offset);
   // The field's pack() gathers by a full index vector, so copy this message's slice out.
   scratch_.assign(indices.begin() + first, indices.begin() + first + count);
-  std::size_t at = offset + kHeader;
-  for (const auto& name : fields) {
-    const auto& field = store.field(name);
-    field.pack(scratch_, out, at);
-    at += pad16(count * field.element_size());
+  for_each_block(
+      store, fields, count, offset + kHeader,
+      [&](const ParticleField& field, std::size_t at) { field.pack(scratch_, out, at); });
+}
+
+std::vector<std::size_t> ParticleExchange::exchange_halo(const ParticleStore& store,
+                                                         std::span<const std::string> fields) {
+  send_bytes_.clear();
+  std::vector<std::size_t> send_offsets{0}, recv_offsets;
+  for (std::size_t k = 0, first = 0; k < neighbours_.size(); first += halo_counts_[k], ++k) {
+    pack(store, fields, halo_sources_, first, halo_counts_[k], send_bytes_);
+    send_offsets.push_back(send_bytes_.size());
   }
+  transport_.exchange(neighbours_, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
+  return recv_offsets;
 }
 
 MigrationStats ParticleExchange::migrate(ParticleStore& store,
@@ -144,11 +165,10 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
     const std::size_t count = read_count(recv_bytes_, recv_offsets[k]);
     const std::size_t at = store.size();
     store.resize(at + count);
-    std::size_t offset = recv_offsets[k] + kHeader;
-    for (const auto& f : store.fields()) {
-      f->unpack(recv_bytes_, offset, at, count);
-      offset += pad16(count * f->element_size());
-    }
+    for_each_block(store, all_fields, count, recv_offsets[k] + kHeader,
+                   [&](ParticleField& field, std::size_t offset) {
+                     field.unpack(recv_bytes_, offset, at, count);
+                   });
     stats.received += count;
   }
   return stats;
@@ -170,28 +190,17 @@ std::size_t ParticleExchange::send_ghosts(ParticleStore& store, const DeviceVect
     halo_sources_.insert(halo_sources_.end(), selected_.begin(), end);
   }
 
-  send_bytes_.clear();
-  std::vector<std::size_t> send_offsets{0};
-  for (std::size_t k = 0, first = 0; k < npeers; first += halo_counts_[k], ++k) {
-    pack(store, fields, halo_sources_, first, halo_counts_[k], send_bytes_);
-    send_offsets.push_back(send_bytes_.size());
-  }
-  std::vector<std::size_t> recv_offsets;
-  transport_.exchange(neighbours_, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
-
+  const auto recv_offsets = exchange_halo(store, fields);
   ghost_counts_.assign(npeers, 0);
   std::size_t ghosts = 0;
   for (std::size_t k = 0; k < npeers; ++k)
     ghosts += ghost_counts_[k] = read_count(recv_bytes_, recv_offsets[k]);
   store.resize(n_owned + ghosts);
-  for (std::size_t k = 0, at = n_owned; k < npeers; at += ghost_counts_[k], ++k) {
-    std::size_t offset = recv_offsets[k] + kHeader;
-    for (const auto& name : fields) {
-      auto& field = store.field(name);
-      field.unpack(recv_bytes_, offset, at, ghost_counts_[k]);
-      offset += pad16(ghost_counts_[k] * field.element_size());
-    }
-  }
+  for (std::size_t k = 0, at = n_owned; k < npeers; at += ghost_counts_[k], ++k)
+    for_each_block(store, fields, ghost_counts_[k], recv_offsets[k] + kHeader,
+                   [&](ParticleField& field, std::size_t offset) {
+                     field.unpack(recv_bytes_, offset, at, ghost_counts_[k]);
+                   });
   ghost_slots_.resize(ghosts);
   thrust::sequence(policy(), ghost_slots_.begin(), ghost_slots_.end(),
                    static_cast<std::uint32_t>(n_owned));
@@ -219,23 +228,13 @@ void ParticleExchange::follow_permutation(const IndexVector& order) {
 }
 
 void ParticleExchange::update_ghosts(ParticleStore& store, std::span<const std::string> fields) {
-  const std::size_t npeers = neighbours_.size();
-  send_bytes_.clear();
-  std::vector<std::size_t> send_offsets{0};
-  for (std::size_t k = 0, first = 0; k < npeers; first += halo_counts_[k], ++k) {
-    pack(store, fields, halo_sources_, first, halo_counts_[k], send_bytes_);
-    send_offsets.push_back(send_bytes_.size());
-  }
-  std::vector<std::size_t> recv_offsets;
-  transport_.exchange(neighbours_, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
-  for (std::size_t k = 0, first = 0; k < npeers; first += ghost_counts_[k], ++k) {
+  const auto recv_offsets = exchange_halo(store, fields);
+  for (std::size_t k = 0, first = 0; k < neighbours_.size(); first += ghost_counts_[k], ++k) {
     scratch_.assign(ghost_slots_.begin() + first, ghost_slots_.begin() + first + ghost_counts_[k]);
-    std::size_t offset = recv_offsets[k] + kHeader;
-    for (const auto& name : fields) {
-      auto& field = store.field(name);
-      field.scatter(recv_bytes_, offset, scratch_);
-      offset += pad16(ghost_counts_[k] * field.element_size());
-    }
+    for_each_block(store, fields, ghost_counts_[k], recv_offsets[k] + kHeader,
+                   [&](ParticleField& field, std::size_t offset) {
+                     field.scatter(recv_bytes_, offset, scratch_);
+                   });
   }
 }
 
