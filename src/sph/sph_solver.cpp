@@ -66,7 +66,7 @@ std::string gib(double bytes) {
 
 // Device bytes one fluid particle needs: its fields, the permutation scratch, the cell list and
 // the exchange's per-particle buffers (measured layout; see bench/NOTES.md).
-constexpr double kBytesPerFluidParticle = 160;
+constexpr double kBytesPerFluidParticle = 200;
 constexpr double kBytesPerWallParticle = 40;
 
 }  // namespace
@@ -329,7 +329,6 @@ void SphSolver::write_outputs(bool final) {
   if (diagnostics_due) {
     auto t = timers_.scope("diagnostics");
     last_ = diagnostics();
-    if (!first_) first_ = last_;
     write_diagnostics_row(*last_);
   }
   const bool particles_due =

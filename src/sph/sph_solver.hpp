@@ -105,7 +105,7 @@ class SphSolver final : public Workload {
 
   std::unique_ptr<io::ParticleSeriesWriter> writer_;
   std::ofstream diagnostics_csv_;  // rank 0
-  std::optional<Diagnostics> first_, last_;
+  std::optional<Diagnostics> last_;  // the latest diagnostics row, for the run report
 };
 
 }  // namespace apron::sph
