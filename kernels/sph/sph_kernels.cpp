@@ -18,16 +18,13 @@ struct DensityKernel {
   APRON_HD void operator()(std::size_t a) const {
     if (!is_owned(fluid.flags[a])) return;
     const Vec4 pa = fluid.pos[a];
-    const float support2 = params.kernel.support() * params.kernel.support();
     float fluid_sum = 0, wall_sum = 0;
     fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      const float r2 = norm2(xyz(pa) - xyz(load(fluid.pos + b)));
-      if (r2 < support2) fluid_sum += params.kernel.value(r2);
+      fluid_sum += params.kernel.value(norm2(xyz(pa) - xyz(load(fluid.pos + b))));
     });
     if (params.ghost_boundary)
       wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-        const float r2 = norm2(xyz(pa) - xyz(load(wall.pos + b)));
-        if (r2 < support2) wall_sum += params.kernel.value(r2);
+        wall_sum += params.kernel.value(norm2(xyz(pa) - xyz(load(wall.pos + b))));
       });
     const float rho = params.fluid_mass * fluid_sum + params.boundary_mass * wall_sum;
     fluid.rho[a] = rho;
@@ -68,21 +65,22 @@ struct AccelerationKernel {
   APRON_HD void operator()(std::size_t a) const {
     if (!is_owned(fluid.flags[a])) return;
     const Vec4 pa = fluid.pos[a];
-    const Vec3 va = xyz(fluid.vel[a]);
-    const float rho_a = fluid.rho[a];
-    const float pa_term = fluid.pressure[a] / (rho_a * rho_a);
+    const Vec4 va4 = fluid.vel[a];
+    const Vec3 va = xyz(va4);
+    const float rho_a = va4.w, pa_term = pa.w;
     const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
     Vec3 acc = params.gravity;
 
     fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      const Vec3 r_ab = xyz(pa) - xyz(load(fluid.pos + b));
+      const Vec4 pb = load(fluid.pos + b);
+      const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);
       if (r2 >= support2 || b == a) return;
-      const float rho_b = load(fluid.rho + b);
-      const float pressure_term = pa_term + fast_divide(load(fluid.pressure + b), rho_b * rho_b);
-      const float pi_ab = viscosity(params.alpha, h, c, 0.5f * (rho_a + rho_b),
-                                    va - xyz(load(fluid.vel + b)), r_ab, r2);
+      const Vec4 vb = load(fluid.vel + b);
+      const float pressure_term = pa_term + pb.w;
+      const float pi_ab =
+          viscosity(params.alpha, h, c, 0.5f * (rho_a + vb.w), va - xyz(vb), r_ab, r2);
       const float f =
           -params.fluid_mass * (pressure_term + pi_ab) * params.kernel.gradient_factor(r2);
       acc += f * r_ab;
@@ -99,13 +97,25 @@ struct AccelerationKernel {
       const Vec3 r_ab = xyz(pa) - xyz(load(wall.pos + b));
       const float r2 = norm2(r_ab);
       if (r2 >= support2) return;
-      const float pb_term = params.wall_pressure(fluid.pressure[a], rho_a, r_ab) / (rho_a * rho_a);
+      const float pb_term =
+          fast_divide(params.wall_pressure(fluid.pressure[a], rho_a, r_ab), rho_a * rho_a);
       const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
       const float f =
           -params.boundary_mass * (pa_term + pb_term + pi_ab) * params.kernel.gradient_factor(r2);
       acc += f * r_ab;
     });
     fluid.acc[a] = with_w(acc, 0);
+  }
+};
+
+struct StagePairTerms {
+  Vec4* pos;
+  Vec4* vel;
+  const float* rho;
+  const float* pressure;
+  APRON_HD void operator()(std::size_t i) const {
+    pos[i].w = pressure[i] / (rho[i] * rho[i]);
+    vel[i].w = rho[i];
   }
 };
 
@@ -193,6 +203,12 @@ struct SumTotals {
 
 void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall) {
   for_each_index(fluid.n, DensityKernel{params, fluid, wall});
+}
+
+void stage_pair_terms(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
+                      const DeviceVector<float>& rho, const DeviceVector<float>& pressure,
+                      std::size_t n) {
+  for_each_index(n, StagePairTerms{raw(pos), raw(vel), raw(rho), raw(pressure)});
 }
 
 void compute_acceleration(const Params& params, const FluidArrays& fluid,

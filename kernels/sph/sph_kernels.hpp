@@ -31,10 +31,10 @@ struct Wendland {
         gradient_norm(-105.0f / (16.0f * 3.14159265358979f * h * h * h * h * h)) {}
 
   APRON_HD float support() const { return 2 * h; }
+  // Branch-free (zero beyond the support), so the lanes of a GPU warp do not diverge.
   APRON_HD float value(float r2) const {
     const float q = sqrtf(r2) * inv_h;
-    if (q >= 2) return 0;
-    const float t = 1 - 0.5f * q;
+    const float t = fmaxf(0.0f, 1 - 0.5f * q);
     return value_norm * t * t * t * t * (2 * q + 1);
   }
   // grad_a W_ab = gradient_factor(r2) * (x_a - x_b); the factor is negative inside the support.
@@ -86,7 +86,9 @@ struct Params {
   }
 };
 
-// Device pointers of the fluid arrays (owned and ghosts, in cell order).
+// Device pointers of the fluid arrays (owned and ghosts, in cell order). Between the density and
+// the acceleration pass, pos.w holds p/rho^2 and vel.w holds rho (stage_pair_terms), so the
+// acceleration pass gets all it needs of a neighbour in two 16-byte loads.
 struct FluidArrays {
   const Vec4* pos;
   const Vec4* vel;
@@ -108,7 +110,14 @@ struct BoundaryArrays {
 // Only owned particles are computed; ghosts receive their owner's values through the halo.
 void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall);
 
-// Pressure, artificial viscosity and gravity into acc, for owned particles.
+// pos.w = p / rho^2 and vel.w = rho for all n particles (owned and ghosts), after the ghosts
+// received their owners' density and pressure.
+void stage_pair_terms(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
+                      const DeviceVector<float>& rho, const DeviceVector<float>& pressure,
+                      std::size_t n);
+
+// Pressure, artificial viscosity and gravity into acc, for owned particles (after
+// stage_pair_terms).
 void compute_acceleration(const Params& params, const FluidArrays& fluid,
                           const BoundaryArrays& wall);
 

@@ -240,6 +240,7 @@ void SphSolver::advance() {
   }
   {
     auto t = timers_.scope("forces");
+    stage_pair_terms(pos_, vel_, rho_, pressure_, store_.size());
     compute_acceleration(params_, fluid_arrays(), wall_arrays());
   }
   {

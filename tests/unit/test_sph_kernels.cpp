@@ -167,6 +167,7 @@ TEST(SphPasses, MatchBruteForce) {
 
   thrust::copy(rho.begin(), rho.end(), d_rho.begin());
   thrust::copy(pr.begin(), pr.end(), d_p.begin());
+  stage_pair_terms(d_pos, d_vel, d_rho, d_p, fs.size());
   compute_acceleration(p, f, w);
   std::vector<Vec4> acc(fs.size());
   thrust::copy(d_acc.begin(), d_acc.end(), acc.begin());
