@@ -23,6 +23,15 @@ if(APRON_BACKEND STREQUAL "cuda")
   target_compile_options(apron_backend INTERFACE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr>)
   target_link_libraries(apron_backend INTERFACE CUDA::cudart)
+  # NCCL (optional): halo messages go GPU to GPU over NVLink instead of through host memory.
+  find_path(APRON_NCCL_INCLUDE nccl.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/include)
+  find_library(APRON_NCCL_LIBRARY nccl PATHS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
+  if(APRON_NCCL_INCLUDE AND APRON_NCCL_LIBRARY)
+    message(STATUS "apron: NCCL transport (${APRON_NCCL_LIBRARY})")
+    target_compile_definitions(apron_backend INTERFACE APRON_HAVE_NCCL=1)
+    target_include_directories(apron_backend SYSTEM INTERFACE ${APRON_NCCL_INCLUDE})
+    target_link_libraries(apron_backend INTERFACE ${APRON_NCCL_LIBRARY})
+  endif()
 elseif(APRON_BACKEND STREQUAL "omp")
   # CCCL headers: from the CUDA toolkit when present, else from Debian's libthrust-dev.
   find_path(APRON_THRUST_INCLUDE thrust/version.h

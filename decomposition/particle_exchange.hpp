@@ -48,6 +48,7 @@ class ParticleExchange {
   std::size_t ghost_count() const { return ghost_slots_.size(); }
   std::size_t device_bytes() const;  // exchange buffers and bookkeeping
   const TransportStats& transport_stats() const { return transport_.stats(); }
+  const char* transport_name() const { return transport_.name(); }
 
  private:
   void pack(const ParticleStore& store, std::span<const std::string> fields,

@@ -3,10 +3,16 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #if defined(APRON_BACKEND_CUDA)
 #include <cuda_runtime.h>
+#endif
+#if defined(APRON_HAVE_NCCL)
+#include <nccl.h>
 #endif
 
 namespace apron {
@@ -17,7 +23,7 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 // Grows a pinned host buffer to at least `bytes` (pinned memory makes the staging copies run at
-// full PCIe/NVLink-C2C speed and lets them overlap).
+// full PCIe/NVLink-C2C speed).
 void reserve_pinned(std::byte*& buffer, std::size_t& size, std::size_t bytes) {
   if (bytes <= size) return;
   if (buffer) cudaFreeHost(buffer);
@@ -26,11 +32,56 @@ void reserve_pinned(std::byte*& buffer, std::size_t& size, std::size_t bytes) {
 }
 #endif
 
+#if defined(APRON_HAVE_NCCL)
+void check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
+}
+
+// NCCL needs a GPU of its own per rank; ranks sharing a GPU (tests, oversubscribed runs) stay on
+// MPI. APRON_TRANSPORT=mpi forces MPI. Every rank takes the same decision.
+bool nccl_usable(MPI_Comm comm) {
+  const char* forced = std::getenv("APRON_TRANSPORT");
+  int ok = !(forced && std::string(forced) == "mpi");
+  MPI_Comm node;
+  int rank = 0, local_size = 1, device = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &local_size);
+  if (cudaGetDevice(&device) != cudaSuccess) ok = 0;
+  std::vector<int> devices(local_size);
+  MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, node);
+  MPI_Comm_free(&node);
+  for (int a = 0; a < local_size; ++a)
+    for (int b = a + 1; b < local_size; ++b)
+      if (devices[a] == devices[b]) ok = 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  return ok && size > 1;
+}
+#endif
+
 }  // namespace
 
-Transport::Transport(MPI_Comm comm) : comm_(comm) {}
+Transport::Transport(MPI_Comm comm) : comm_(comm) {
+#if defined(APRON_HAVE_NCCL)
+  if (!nccl_usable(comm)) return;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  ncclUniqueId id;
+  if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+  ncclComm_t nccl = nullptr;
+  check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  nccl_ = nccl;
+#endif
+}
 
 Transport::~Transport() {
+#if defined(APRON_HAVE_NCCL)
+  if (nccl_) ncclCommDestroy(static_cast<ncclComm_t>(nccl_));
+#endif
 #if defined(APRON_BACKEND_CUDA)
   if (pinned_send_) cudaFreeHost(pinned_send_);
   if (pinned_recv_) cudaFreeHost(pinned_recv_);
@@ -38,6 +89,7 @@ Transport::~Transport() {
 }
 
 const char* Transport::name() const {
+  if (nccl_) return "nccl";
 #if defined(APRON_BACKEND_CUDA)
   return "mpi-pinned-host-staging";
 #else
@@ -45,66 +97,103 @@ const char* Transport::name() const {
 #endif
 }
 
+std::vector<unsigned long long> Transport::exchange_sizes(
+    const std::vector<int>& peers, const std::vector<std::size_t>& send_offsets) {
+  constexpr int kSizeTag = 701;
+  const std::size_t npeers = peers.size();
+  std::vector<unsigned long long> send_sizes(npeers), recv_sizes(npeers);
+  std::vector<MPI_Request> requests(2 * npeers);
+  for (std::size_t k = 0; k < npeers; ++k) {
+    send_sizes[k] = send_offsets[k + 1] - send_offsets[k];
+    MPI_Irecv(&recv_sizes[k], 1, MPI_UNSIGNED_LONG_LONG, peers[k], kSizeTag, comm_,
+              &requests[2 * k]);
+    MPI_Isend(&send_sizes[k], 1, MPI_UNSIGNED_LONG_LONG, peers[k], kSizeTag, comm_,
+              &requests[2 * k + 1]);
+  }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  return recv_sizes;
+}
+
 void Transport::exchange(const std::vector<int>& peers, const ByteVector& send,
                          const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                          std::vector<std::size_t>& recv_offsets) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t npeers = peers.size();
-  constexpr int kSizeTag = 701, kDataTag = 702;
-
-  // 1. Message sizes.
-  std::vector<unsigned long long> send_sizes(npeers), recv_sizes(npeers);
-  std::vector<MPI_Request> requests;
-  requests.reserve(2 * npeers);
-  for (std::size_t k = 0; k < npeers; ++k) {
-    send_sizes[k] = send_offsets[k + 1] - send_offsets[k];
-    requests.emplace_back();
-    MPI_Irecv(&recv_sizes[k], 1, MPI_UNSIGNED_LONG_LONG, peers[k], kSizeTag, comm_,
-              &requests.back());
-    requests.emplace_back();
-    MPI_Isend(&send_sizes[k], 1, MPI_UNSIGNED_LONG_LONG, peers[k], kSizeTag, comm_,
-              &requests.back());
-  }
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-
+  const auto recv_sizes = exchange_sizes(peers, send_offsets);
   recv_offsets.assign(npeers + 1, 0);
   for (std::size_t k = 0; k < npeers; ++k) recv_offsets[k + 1] = recv_offsets[k] + recv_sizes[k];
   recv.resize(recv_offsets[npeers]);
-  const std::size_t send_total = send_offsets[npeers];
+  if (nccl_) {
+    exchange_nccl(peers, send, send_offsets, recv, recv_offsets);
+  } else {
+    exchange_mpi(peers, send, send_offsets, recv, recv_offsets);
+  }
+  for (std::size_t k = 0; k < npeers; ++k)
+    if (send_offsets[k + 1] > send_offsets[k]) ++stats_.messages;
+  stats_.bytes_sent += send_offsets[npeers];
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
-  // 2. Payloads, staged through host memory where device memory is not host memory.
+// Device buffers straight from GPU to GPU (NVLink where present), all peers in one group.
+void Transport::exchange_nccl([[maybe_unused]] const std::vector<int>& peers,
+                              [[maybe_unused]] const ByteVector& send,
+                              [[maybe_unused]] const std::vector<std::size_t>& send_offsets,
+                              [[maybe_unused]] ByteVector& recv,
+                              [[maybe_unused]] const std::vector<std::size_t>& recv_offsets) {
+#if defined(APRON_HAVE_NCCL)
+  auto comm = static_cast<ncclComm_t>(nccl_);
+  check(ncclGroupStart(), "ncclGroupStart");
+  for (std::size_t k = 0; k < peers.size(); ++k) {
+    const std::size_t out = send_offsets[k + 1] - send_offsets[k];
+    const std::size_t in = recv_offsets[k + 1] - recv_offsets[k];
+    if (in)
+      check(ncclRecv(raw(recv) + recv_offsets[k], in, ncclUint8, peers[k], comm, 0), "ncclRecv");
+    if (out)
+      check(ncclSend(raw(send) + send_offsets[k], out, ncclUint8, peers[k], comm, 0), "ncclSend");
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd");
+  check(cudaStreamSynchronize(0), "halo exchange");
+#endif
+}
+
+// MPI point-to-point, staged through pinned host memory where device memory is not host memory.
+void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& send,
+                             const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                             const std::vector<std::size_t>& recv_offsets) {
+  constexpr int kDataTag = 702;
+  const std::size_t npeers = peers.size();
   const std::byte* send_host = raw(send);
   std::byte* recv_host = raw(recv);
 #if defined(APRON_BACKEND_CUDA)
+  const std::size_t send_total = send_offsets[npeers], recv_total = recv_offsets[npeers];
   reserve_pinned(pinned_send_, pinned_send_size_, send_total);
-  reserve_pinned(pinned_recv_, pinned_recv_size_, recv_offsets[npeers]);
+  reserve_pinned(pinned_recv_, pinned_recv_size_, recv_total);
   if (send_total)
     check(cudaMemcpy(pinned_send_, raw(send), send_total, cudaMemcpyDeviceToHost), "stage send");
   send_host = pinned_send_;
   recv_host = pinned_recv_;
 #endif
-  requests.clear();
+  std::vector<MPI_Request> requests;
+  requests.reserve(2 * npeers);
   for (std::size_t k = 0; k < npeers; ++k) {
-    if (recv_sizes[k]) {
+    const std::size_t in = recv_offsets[k + 1] - recv_offsets[k];
+    const std::size_t out = send_offsets[k + 1] - send_offsets[k];
+    if (in) {
       requests.emplace_back();
-      MPI_Irecv(recv_host + recv_offsets[k], static_cast<int>(recv_sizes[k]), MPI_BYTE, peers[k],
-                kDataTag, comm_, &requests.back());
+      MPI_Irecv(recv_host + recv_offsets[k], static_cast<int>(in), MPI_BYTE, peers[k], kDataTag,
+                comm_, &requests.back());
     }
-    if (send_sizes[k]) {
+    if (out) {
       requests.emplace_back();
-      MPI_Isend(send_host + send_offsets[k], static_cast<int>(send_sizes[k]), MPI_BYTE, peers[k],
-                kDataTag, comm_, &requests.back());
-      ++stats_.messages;
+      MPI_Isend(send_host + send_offsets[k], static_cast<int>(out), MPI_BYTE, peers[k], kDataTag,
+                comm_, &requests.back());
     }
   }
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
 #if defined(APRON_BACKEND_CUDA)
-  if (recv_offsets[npeers])
-    check(cudaMemcpy(raw(recv), pinned_recv_, recv_offsets[npeers], cudaMemcpyHostToDevice),
-          "stage receive");
+  if (recv_total)
+    check(cudaMemcpy(raw(recv), pinned_recv_, recv_total, cudaMemcpyHostToDevice), "stage receive");
 #endif
-  stats_.bytes_sent += send_total;
-  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace apron

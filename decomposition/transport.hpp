@@ -1,6 +1,7 @@
-// Neighbour-to-neighbour byte transport for device buffers. The CUDA backend stages through
-// pinned host memory (or hands device pointers to CUDA-aware MPI); the OpenMP backend's device
-// memory is host memory and goes to MPI directly.
+// Neighbour-to-neighbour byte transport for device buffers. With the CUDA backend and one GPU
+// per rank, NCCL sends device buffers GPU to GPU (set APRON_TRANSPORT=mpi to force MPI);
+// otherwise MPI staged through pinned host memory. The OpenMP backend's device memory is host
+// memory and goes to MPI directly.
 #pragma once
 
 #include <mpi.h>
@@ -34,7 +35,17 @@ class Transport {
   const char* name() const;
 
  private:
+  std::vector<unsigned long long> exchange_sizes(const std::vector<int>& peers,
+                                                 const std::vector<std::size_t>& send_offsets);
+  void exchange_nccl(const std::vector<int>& peers, const ByteVector& send,
+                     const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                     const std::vector<std::size_t>& recv_offsets);
+  void exchange_mpi(const std::vector<int>& peers, const ByteVector& send,
+                    const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                    const std::vector<std::size_t>& recv_offsets);
+
   MPI_Comm comm_;
+  void* nccl_ = nullptr;  // ncclComm_t when NCCL carries the messages
   TransportStats stats_;
   std::byte* pinned_send_ = nullptr;
   std::byte* pinned_recv_ = nullptr;

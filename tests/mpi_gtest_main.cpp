@@ -4,10 +4,12 @@
 #include <mpi.h>
 
 #include "kernels/common/backend.hpp"
+#include "runtime/runtime.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
+  apron::DeviceInfo::select(apron::RankInfo::world());  // one GPU per rank, as apron does
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) {

@@ -364,7 +364,7 @@ void SphSolver::report(Json& json) const {
       static_cast<double>(device_bytes()) / std::max<std::size_t>(store_.size(), 1);
   MPI_Allreduce(MPI_IN_PLACE, &per_particle, 1, MPI_DOUBLE, MPI_MAX, ranks_.comm);
   json.value("device_bytes_per_particle", per_particle);
-  json.value("halo_transport", "mpi");
+  json.value("halo_transport", exchange_.transport_name());
   json.value("halo_bytes_sent", exchange_.transport_stats().bytes_sent);
   json.value("halo_seconds", exchange_.transport_stats().seconds);
   if (last_) {
