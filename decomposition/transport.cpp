@@ -37,11 +37,12 @@ void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
-// NCCL needs a GPU of its own per rank; ranks sharing a GPU (tests, oversubscribed runs) stay on
-// MPI. APRON_TRANSPORT=mpi forces MPI. Every rank takes the same decision.
+// NCCL is opt-in (APRON_TRANSPORT=nccl): on the H200 machines measured so far it was slower than
+// pinned MPI staging (bench/NOTES.md). It needs a GPU of its own per rank; ranks sharing a GPU
+// stay on MPI. Every rank takes the same decision.
 bool nccl_usable(MPI_Comm comm) {
-  const char* forced = std::getenv("APRON_TRANSPORT");
-  int ok = !(forced && std::string(forced) == "mpi");
+  const char* chosen = std::getenv("APRON_TRANSPORT");
+  int ok = chosen && std::string(chosen) == "nccl";
   MPI_Comm node;
   int rank = 0, local_size = 1, device = 0;
   MPI_Comm_rank(comm, &rank);
