@@ -45,7 +45,11 @@ SphConfig read_sph(MapReader r) {
   else
     r.optional<double>("sound_speed");
   c.alpha = r.in_range("alpha", 0, 1, c.alpha);
+  if (r.has("wall_viscosity") && r.has("wall_alpha"))
+    r.fail("wall_viscosity", "give either wall_alpha or wall_viscosity, not both");
   c.wall_alpha = r.in_range("wall_alpha", 0, 1, c.wall_alpha);
+  c.wall_viscosity = r.get<double>("wall_viscosity", 0.0);
+  if (c.wall_viscosity < 0) r.fail("wall_viscosity", "must be 0 (use wall_alpha) or positive");
   c.gravity = r.vec3("gravity", c.gravity);
   c.cfl = r.in_range("cfl", 1e-3, 0.5, c.cfl);
   c.force_factor = r.in_range("force_factor", 1e-3, 0.5, c.force_factor);

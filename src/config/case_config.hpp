@@ -18,6 +18,7 @@ struct SphConfig {
   double sound_speed = 0;        // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
   double alpha = 0.02;           // artificial viscosity (Monaghan)
   double wall_alpha = 0.02;      // artificial viscosity against boundary particles
+  double wall_viscosity = 0;     // [m^2/s]; > 0 sets wall_alpha = 10 nu / (h c0) at any spacing
   Vec3d gravity{0, 0, -9.81};
   double cfl = 0.25;           // dt <= cfl h / (c0 + v_max)
   double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)

@@ -108,6 +108,8 @@ TEST(Config, SetOverridesAndErrors) {
   expect_error(kValid, {"--set", "key.path=value"}, {"time.end"});
   expect_error(kValid, {"unknown key 'time.ends'"}, {"time.ends=3"});
   expect_error(kValid, {"sph.spacing", "greater than 0"}, {"sph.spacing=0"});
+  expect_error(kValid, {"sph.wall_viscosity", "not both"},
+               {"sph.wall_alpha=0.3", "sph.wall_viscosity=0.01"});
 }
 
 }  // namespace
