@@ -49,8 +49,8 @@ Params make_params(const config::CaseConfig& c) {
   p.alpha = static_cast<float>(s.alpha);
   // A wall viscosity in physical units keeps the wall friction the same at every resolution
   // (Monaghan's term acts like nu = alpha h c0 / 10 in 3-D).
-  p.wall_alpha = static_cast<float>(
-      s.wall_viscosity > 0 ? 10 * s.wall_viscosity / (p.kernel.h * c0) : s.wall_alpha);
+  p.wall_alpha = static_cast<float>(s.wall_viscosity > 0 ? 10 * s.wall_viscosity / (p.kernel.h * c0)
+                                                         : s.wall_alpha);
   p.clamp_negative_pressure = s.clamp_negative_pressure;
   p.ghost_boundary = c.boundary.ghost_particles;
   p.repulsion = static_cast<float>(c0 * c0 / 40);  // Monaghan's D = 5 g H with c0^2 = 200 g H

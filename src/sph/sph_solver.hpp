@@ -104,7 +104,7 @@ class SphSolver final : public Workload {
   double min_dt_ = 0;
 
   std::unique_ptr<io::ParticleSeriesWriter> writer_;
-  std::ofstream diagnostics_csv_;  // rank 0
+  std::ofstream diagnostics_csv_;    // rank 0
   std::optional<Diagnostics> last_;  // the latest diagnostics row, for the run report
 };
 
