@@ -2,7 +2,7 @@
 """SPH throughput benchmark: particle-steps per second of the dam break at given particle counts.
 
 usage: sph_throughput.py --apron PATH [--ranks 1] [--particles 1e6 10e6] [--steps 100]
-                         [--repeat 3] [--json OUT.json] [--mpirun "mpirun -n"]
+                         [--repeat 3] [--json OUT.json] [--mpirun "mpirun -n"] [--set K=V ...]
 
 Runs inputs/dam_break_large.yaml with the spacing that gives each fluid particle count, for a
 fixed number of steps without particle output, `repeat` times, and reports the median of the
@@ -33,6 +33,8 @@ def run_once(args, particles, out_dir):
             "--set", f"time.max_steps={args.steps}",
             "--set", "output.every=0", "--set", f"output.diagnostics_every={args.steps}",
             "--set", f"output.dir={out_dir}", "--set", "output.progress_every=1000"]
+    for extra in args.set:
+        cmd += ["--set", extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(out_dir, "run_report.json")) as f:
         return json.load(f)
@@ -48,6 +50,8 @@ def main():
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra case override, passed on to apron (repeatable)")
     args = p.parse_args()
 
     rows = []
