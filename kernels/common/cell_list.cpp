@@ -17,10 +17,6 @@ GridSpec GridSpec::covering(const Box& box, double radius, int divisions) {
   const double cell = radius / divisions * (1 + 1e-6);
   g.cell = static_cast<float>(cell);
   g.reach = divisions;
-  // Cell coordinates and slab bounds are computed in float: a slack of 1e-3 cell keeps every
-  // true neighbour inside the clipped rows (pairs in the slack lie beyond the radius and are
-  // rejected by the caller's distance test).
-  g.radius = static_cast<float>(radius + 1e-3 * cell);
   double cells = 1;
   for (int d = 0; d < 3; ++d) {
     g.origin[d] = static_cast<float>(box.lo[d]);

@@ -2,8 +2,7 @@
 // sort of (cell, particle) pairs, and a cell-start array of length cells+1. With a cell edge equal
 // to the interaction radius all neighbours lie in the 27 cells around a particle's own (the
 // paper's choice); with half that edge they lie in 125 smaller cells whose volume is 42% less, so
-// fewer candidates are tested. Each row of cells along x is further clipped to the part that can
-// reach the interaction sphere (bench/NOTES.md).
+// fewer candidates are tested (bench/NOTES.md).
 #pragma once
 
 #include "kernels/common/backend.hpp"
@@ -16,8 +15,7 @@ struct GridSpec {
   float origin[3] = {0, 0, 0};
   float cell = 1;
   int dims[3] = {1, 1, 1};
-  int reach = 1;     // cells searched on each side: ceil(radius / cell)
-  float radius = 1;  // the interaction radius, with a slack that covers rounding
+  int reach = 1;  // cells searched on each side: ceil(radius / cell)
 
   // A grid covering `box` for neighbours within `radius`, with cells of edge radius / divisions.
   static GridSpec covering(const Box& box, double radius, int divisions = 1);
@@ -33,14 +31,6 @@ struct GridSpec {
   APRON_HD std::uint32_t cell_of(const Vec4& p) const {
     return linear(coord(p.x, 0), coord(p.y, 1), coord(p.z, 2));
   }
-  // Distance from coordinate x to the slab of cell c along axis d (0 inside it). The edge cells
-  // also hold the strays clamped into them, so they reach to infinity.
-  APRON_HD float gap(int c, float x, int d) const {
-    const float lo = origin[d] + c * cell, hi = lo + cell;
-    if (x < lo && c > 0) return lo - x;
-    if (x > hi && c < dims[d] - 1) return x - hi;
-    return 0;
-  }
 };
 
 // Read-only device view of a built cell list: particles of cell c are [start[c], start[c+1]).
@@ -48,25 +38,18 @@ struct CellListView {
   GridSpec grid;
   const std::uint32_t* start = nullptr;
 
-  // Calls f(j) for every particle j that may lie within grid.radius of p: the (2 reach + 1)^2
-  // rows of cells around p's cell, each clipped along x to the chord of the interaction sphere
-  // through the row's nearest point (rows beyond the sphere are skipped). Cells along x are
-  // contiguous in the linear index, so each row is one contiguous index range.
+  // Calls f(j) for every particle j in the (2 reach + 1)^3 cells around p. Cells along x are
+  // contiguous in the linear index, so each row of cells is one contiguous index range.
   template <class F>
   APRON_HD void for_each_candidate(const Vec4& p, F&& f) const {
-    const int cy = grid.coord(p.y, 1), cz = grid.coord(p.z, 2);
+    const int cx = grid.coord(p.x, 0), cy = grid.coord(p.y, 1), cz = grid.coord(p.z, 2);
     const int r = grid.reach;
-    const float radius2 = grid.radius * grid.radius;
+    const int x0 = cx - r > 0 ? cx - r : 0;
+    const int x1 = cx + r < grid.dims[0] ? cx + r : grid.dims[0] - 1;
     for (int z = cz - r; z <= cz + r; ++z) {
       if (z < 0 || z >= grid.dims[2]) continue;
-      const float gz = grid.gap(z, p.z, 2);
       for (int y = cy - r; y <= cy + r; ++y) {
         if (y < 0 || y >= grid.dims[1]) continue;
-        const float gy = grid.gap(y, p.y, 1);
-        const float rest = radius2 - gy * gy - gz * gz;
-        if (rest < 0) continue;
-        const float half_chord = sqrtf(rest);
-        const int x0 = grid.coord(p.x - half_chord, 0), x1 = grid.coord(p.x + half_chord, 0);
         const std::uint32_t first = load(start + grid.linear(x0, y, z));
         const std::uint32_t last = load(start + grid.linear(x1, y, z) + 1);
         for (std::uint32_t j = first; j < last; ++j) f(j);
