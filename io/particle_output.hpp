@@ -10,19 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "io/hdf5_file.hpp"
+
 namespace apron::io {
 
-enum class Dtype { f32, f64, i32, u32, i64, u8 };
-
-// One field of the local particles, in host memory: n_local * components values of `type`,
-// interleaved per particle (x0 y0 z0 x1 ...). A field named "position" with 3 components is the
-// geometry; every other field becomes an XDMF attribute (Scalar for 1 component, Vector for 3).
-struct HostField {
-  std::string name;
-  Dtype type;
-  int components;
-  const void* data;
-};
+// A field named "position" with 3 components is the geometry; every other HostField becomes an
+// XDMF attribute (Scalar for 1 component, Vector for 3).
 
 class ParticleSeriesWriter {
  public:
@@ -32,6 +25,11 @@ class ParticleSeriesWriter {
   // Collective. Writes this step's HDF5 file (to a .tmp name, renamed when complete) and rewrites
   // the XDMF series listing every step written so far (also via .tmp + rename).
   void write(long step, double time, std::size_t n_local, std::span<const HostField> fields);
+
+  // Collective. On restart from a checkpoint at `step`: lists the step files already in the
+  // folder up to that step (reading only their metadata), so the series index keeps the whole
+  // run; later files belong to the abandoned continuation and are left out of it.
+  void resume(long step);
 
   const std::filesystem::path& series_path() const { return xmf_path_; }
 

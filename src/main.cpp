@@ -2,6 +2,7 @@
 #include <hdf5.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -12,6 +13,7 @@
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 #include "driver/driver.hpp"
+#include "io/checkpoint.hpp"
 #include "runtime/runtime.hpp"
 #include "version.hpp"
 
@@ -19,17 +21,46 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   apron run CASE.yaml [--set key.path=value ...]   run a case (under mpirun for several ranks)
+      [--restart latest|auto|FILE.h5]   continue from a checkpoint (auto: if there is one)
+      [--max-wall-time SECONDS|HH:MM:SS]   stop with a checkpoint before this much wall time
   apron validate CASE.yaml [--set key.path=value ...]   check a case file and exit
+  apron inspect FILE.h5 [--verify]                 what a checkpoint or output file holds
   apron info                                        backend, devices, MPI and library versions
   apron --version | --help
-exit status: 0 success, 1 run-time failure, 2 bad input (case file, command line)
+exit status: 0 success, 1 run-time failure, 2 bad input (case file, command line, checkpoint),
+3 stopped early (SIGTERM, SIGUSR1, SIGINT or --max-wall-time) after writing a checkpoint
 )";
 
 struct Command {
   std::string verb;
   std::string file;
   std::vector<std::string> overrides;
+  apron::RunOptions run;
+  bool verify = false;
 };
+
+// "3600", "90.5" or "HH:MM:SS" (as SLURM's --time prints it) -> seconds.
+double parse_wall_time(const std::string& text) {
+  int h = 0, m = 0, s = 0;
+  char end = 0;
+  if (std::sscanf(text.c_str(), "%d:%d:%d%c", &h, &m, &s, &end) == 3 && h >= 0 && m >= 0 && s >= 0)
+    return 3600.0 * h + 60.0 * m + s;
+  try {
+    std::size_t used = 0;
+    const double seconds = std::stod(text, &used);
+    if (used == text.size() && seconds > 0) return seconds;
+  } catch (const std::exception&) {
+  }
+  throw apron::config::ConfigError("--max-wall-time '" + text +
+                                   "': give seconds (3600) or HH:MM:SS (01:00:00)");
+}
+
+// The value after an option, which must be there.
+std::string option_value(int argc, char** argv, int& i) {
+  if (i + 1 >= argc || argv[i + 1][0] == '-')
+    throw apron::config::ConfigError(std::string(argv[i]) + " needs a value\n" + kUsage);
+  return argv[++i];
+}
 
 Command parse_command(int argc, char** argv) {
   Command c;
@@ -40,6 +71,12 @@ Command parse_command(int argc, char** argv) {
     if (arg == "--set") {
       if (i + 1 >= argc) throw apron::config::ConfigError("--set needs key.path=value");
       c.overrides.push_back(argv[++i]);
+    } else if (arg == "--restart" && c.verb == "run") {
+      c.run.restart = option_value(argc, argv, i);
+    } else if (arg == "--max-wall-time" && c.verb == "run") {
+      c.run.max_wall_seconds = parse_wall_time(option_value(argc, argv, i));
+    } else if (arg == "--verify" && c.verb == "inspect") {
+      c.verify = true;
     } else if (arg.rfind("--set=", 0) == 0) {
       c.overrides.push_back(arg.substr(6));
     } else if (c.file.empty() && arg[0] != '-') {
@@ -48,7 +85,7 @@ Command parse_command(int argc, char** argv) {
       throw apron::config::ConfigError("unexpected argument '" + arg + "'\n" + kUsage);
     }
   }
-  const bool needs_file = c.verb == "run" || c.verb == "validate";
+  const bool needs_file = c.verb == "run" || c.verb == "validate" || c.verb == "inspect";
   if (needs_file && c.file.empty())
     throw apron::config::ConfigError("'apron " + c.verb + "' needs a case file\n" + kUsage);
   if (!needs_file && c.verb != "info")
@@ -92,6 +129,18 @@ int main(int argc, char** argv) {
   apron::Log::init(ranks.rank);
   try {
     const Command cmd = parse_command(argc, argv);
+    if (cmd.verb == "inspect") {
+      if (ranks.rank != 0) return 0;
+      try {
+        const auto [text, ok] = apron::io::inspect(cmd.file, cmd.verify);
+        std::cout << text;
+        if (!ok) std::cerr << "apron: error: " << cmd.file << ": checksum verification failed\n";
+        return ok ? 0 : 2;
+      } catch (const std::runtime_error& e) {
+        std::cerr << "apron: error: " << e.what() << "\n";
+        return 2;
+      }
+    }
     if (cmd.verb == "validate") {
       const auto config = apron::config::parse_case(cmd.file, cmd.overrides);
       apron::Log::info("%s: valid %s case '%s'", cmd.file.c_str(), config.workload.c_str(),
@@ -106,7 +155,7 @@ int main(int argc, char** argv) {
       if (ranks.rank == 0) print_info(ranks, device);
       return 0;
     }
-    return apron::run_case(config, ranks, device);
+    return apron::run_case(config, ranks, device, cmd.run);
   } catch (const apron::config::ConfigError& e) {
     // Every rank parsed the same input and failed the same way: report once.
     if (ranks.rank == 0) std::cerr << "apron: error: " << e.what() << "\n";

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <string>
 
 namespace apron {
 
 class Json;
+namespace io {
+class CheckpointReader;
+}
 
 class Workload {
  public:
@@ -24,6 +28,10 @@ class Workload {
   virtual void write_outputs(bool final) = 0;
   virtual void report(Json& json) const = 0;  // its part of the run report (collective)
   virtual std::string output_dir() const = 0;
+  // Checkpoints (io/checkpoint.hpp), collective. load() replaces setup(): it continues the run
+  // from the checkpoint, on this run's rank count, and resumes the output series.
+  virtual void save(const std::filesystem::path& file) const = 0;
+  virtual void load(const io::CheckpointReader& checkpoint) = 0;
 };
 
 }  // namespace apron

@@ -46,7 +46,8 @@ inline std::uint64_t rows_checksum(const void* data, std::size_t row_bytes, std:
   const auto* bytes = static_cast<const unsigned char*>(data);
   std::uint64_t sum = 0;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
-  for (std::size_t i = 0; i < rows; ++i) sum += row_hash(bytes + i * row_bytes, row_bytes, first + i);
+  for (std::size_t i = 0; i < rows; ++i)
+    sum += row_hash(bytes + i * row_bytes, row_bytes, first + i);
   return sum;
 }
 

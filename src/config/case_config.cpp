@@ -1,7 +1,9 @@
 #include "config/case_config.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "config/yaml_reader.hpp"
@@ -80,6 +82,53 @@ BoundaryConfig read_boundary(MapReader r) {
   }
   r.finish();
   return c;
+}
+
+CheckpointConfig read_checkpoint(MapReader r) {
+  CheckpointConfig c;
+  c.every_steps = r.get<long>("every_steps", 0L);
+  if (c.every_steps < 0) r.fail("every_steps", "must be 0 (off) or positive");
+  c.every_time = r.get<double>("every_time", 0.0);
+  if (c.every_time < 0) r.fail("every_time", "must be 0 (off) or positive [simulated s]");
+  c.every_wall_minutes = r.get<double>("every_wall_minutes", 0.0);
+  if (c.every_wall_minutes < 0) r.fail("every_wall_minutes", "must be 0 (off) or positive");
+  c.keep = r.get<int>("keep", c.keep);
+  if (c.keep < 1) r.fail("keep", "must be at least 1");
+  c.at_end = r.get<bool>("at_end", true);
+  r.finish();
+  return c;
+}
+
+// "a.b[2].c" -> scalar text, for every scalar of a YAML document.
+void flatten(const YAML::Node& node, const std::string& path,
+             std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& item : node)
+      flatten(
+          item.second,
+          path.empty() ? item.first.as<std::string>() : path + "." + item.first.as<std::string>(),
+          out);
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      flatten(node[i], path + "[" + std::to_string(i) + "]", out);
+  } else if (node.IsScalar()) {
+    out[path] = node.Scalar();
+  }
+}
+
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
+bool may_change_on_restart(const std::string& key) {
+  for (const char* prefix : {"time.", "checkpoint.", "decomposition.", "output.every",
+                             "output.diagnostics_every", "output.progress_every"})
+    if (key.rfind(prefix, 0) == 0) return true;
+  return false;
 }
 
 void check_geometry(CaseConfig& c, MapReader& root) {
@@ -172,9 +221,32 @@ CaseConfig parse_case_text(const std::string& file, const std::string& text,
       d.fail("rebalance_check_every", "must be at least 1");
     d.finish();
   }
+  c.checkpoint = read_checkpoint(root.child("checkpoint"));
   root.finish();
   check_geometry(c, root);
+  c.effective_text = YAML::Dump(yaml) + "\n";
   return c;
+}
+
+void check_restart_compatible(const CaseConfig& now, const std::string& checkpoint_file,
+                              const std::string& checkpoint_text) {
+  std::map<std::string, std::string> before, after;
+  flatten(YAML::Load(checkpoint_text), "", before);
+  flatten(YAML::Load(now.effective_text), "", after);
+  for (const auto& [key, value] : after)
+    if (!before.count(key)) before[key] = "(not set)";
+  std::string differences;
+  for (const auto& [key, value] : before) {
+    const std::string now_value = after.count(key) ? after[key] : "(not set)";
+    if (!may_change_on_restart(key) && !same_value(value, now_value))
+      differences += "\n  " + key + ": " + value + " in the checkpoint, " + now_value + " now";
+  }
+  if (!differences.empty())
+    throw ConfigError(now.file + ": the case differs from the one " + checkpoint_file +
+                      " was written by, in keys a restart cannot change:" + differences +
+                      "\nOn restart only time.*, output.every, output.diagnostics_every, "
+                      "output.progress_every, checkpoint.* and decomposition.* (and the rank "
+                      "count) may change; start a new run (a new output.dir) for the others");
 }
 
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides) {

@@ -54,9 +54,20 @@ struct DecompositionConfig {
   long rebalance_check_every = 50;   // steps
 };
 
+// When checkpoints are written (any trigger that is due writes one). A run stopped by SIGTERM or
+// SIGUSR1, or by --max-wall-time, always writes one before it exits.
+struct CheckpointConfig {
+  long every_steps = 0;           // 0: not by step count
+  double every_time = 0;          // simulated seconds; 0: not by simulated time
+  double every_wall_minutes = 0;  // wall-clock minutes; 0: not by wall clock
+  int keep = 3;                   // the newest `keep` checkpoints are kept, older ones deleted
+  bool at_end = true;             // one when the run reaches its end
+};
+
 struct CaseConfig {
-  std::string file;  // where it came from, for messages
-  std::string text;  // the YAML text as given (stored in reports and checkpoints)
+  std::string file;            // where it came from, for messages
+  std::string text;            // the YAML text as given (stored in reports)
+  std::string effective_text;  // the YAML with --set overrides applied (stored in checkpoints)
   std::string workload = "sph";
   std::string name;
   Box domain;
@@ -66,11 +77,18 @@ struct CaseConfig {
   TimeConfig time;
   OutputConfig output;
   DecompositionConfig decomposition;
+  CheckpointConfig checkpoint;
 };
 
 // Parses and validates; throws ConfigError naming file, line, key and what is accepted.
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides);
 CaseConfig parse_case_text(const std::string& file, const std::string& text,
                            const std::vector<std::string>& overrides);
+
+// A restart may change the end, the output and checkpoint cadence and the decomposition (so the
+// rank count), nothing else: throws ConfigError naming each key whose value differs between the
+// case as given now and the case the checkpoint was written by.
+void check_restart_compatible(const CaseConfig& now, const std::string& checkpoint_file,
+                              const std::string& checkpoint_text);
 
 }  // namespace apron::config

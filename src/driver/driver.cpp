@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
+#include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
+#include "io/checkpoint.hpp"
 #include "runtime/json.hpp"
+#include "runtime/stop_signals.hpp"
 #include "sph/sph_solver.hpp"
 #include "version.hpp"
 
@@ -36,6 +40,7 @@ class Progress {
   Progress(const Workload& w, double every) : w_(w), every_(every), start_(wall_seconds()) {
     last_ = start_;
     t0_ = w.time();
+    steps_at_last_ = w.step();
   }
   void maybe_print(bool force = false) {
     const double now = wall_seconds();
@@ -134,37 +139,178 @@ void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo
   if (ranks.rank == 0) io::write_file_atomically(w.output_dir() + "/run_report.json", j.str());
 }
 
+// When checkpoints are due (config.checkpoint), and the stop decision every rank takes together.
+class CheckpointPolicy {
+ public:
+  CheckpointPolicy(const config::CaseConfig& c, const RankInfo& ranks, const Workload& w,
+                   double max_wall_seconds)
+      : c_(c.checkpoint), ranks_(ranks), max_wall_(max_wall_seconds), start_(wall_seconds()) {
+    last_step_ = w.step();
+    next_time_ =
+        c_.every_time > 0 ? (std::floor(w.time() / c_.every_time + 1e-9) + 1) * c_.every_time : 0;
+    last_wall_ = start_;
+  }
+
+  // Collective: every rank learns whether any rank got a stop signal or the wall-time limit is
+  // near (rank 0's clock decides), and whether a wall-clock checkpoint is due.
+  void poll(double step_seconds) {
+    slowest_step_ = std::max(slowest_step_, step_seconds);
+    const double now = wall_seconds();
+    const double margin = 2 * slowest_step_ + 1.5 * checkpoint_seconds_ + 1;
+    int flags[3] = {stop_signal(), 0, 0};
+    if (ranks_.rank == 0) {
+      flags[1] = max_wall_ > 0 && now - start_ + margin >= max_wall_;
+      flags[2] = c_.every_wall_minutes > 0 && now - last_wall_ >= 60 * c_.every_wall_minutes;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, ranks_.comm);
+    signal_ = flags[0];
+    wall_limit_ = flags[1];
+    wall_due_ = flags[2];
+  }
+  bool stop() const { return signal_ != 0 || wall_limit_; }
+  std::string stop_reason() const {
+    if (signal_) return "signal " + std::to_string(signal_);
+    return "the wall-time limit (--max-wall-time " + std::to_string(max_wall_) + " s)";
+  }
+  bool due(const Workload& w) const {
+    return wall_due_ || (c_.every_steps > 0 && w.step() - last_step_ >= c_.every_steps) ||
+           (c_.every_time > 0 && w.time() >= next_time_ * (1 - 1e-9));
+  }
+  void written(const Workload& w, double seconds) {
+    last_step_ = w.step();
+    last_wall_ = wall_seconds();
+    checkpoint_seconds_ = std::max(checkpoint_seconds_, seconds);
+    if (c_.every_time > 0)
+      while (next_time_ <= w.time() * (1 + 1e-9)) next_time_ += c_.every_time;
+  }
+
+ private:
+  const config::CheckpointConfig& c_;
+  RankInfo ranks_;
+  double max_wall_, start_;
+  long last_step_ = 0;
+  double next_time_ = 0, last_wall_ = 0;
+  double slowest_step_ = 0, checkpoint_seconds_ = 0;
+  int signal_ = 0;
+  bool wall_limit_ = false, wall_due_ = false;
+};
+
+void write_checkpoint(const config::CaseConfig& c, const Workload& w, const RankInfo& ranks,
+                      PhaseTimers& timers, CheckpointPolicy& policy) {
+  const double start = wall_seconds();
+  {
+    auto t = timers.scope("checkpoint");
+    const auto path = io::checkpoint_path(w.output_dir(), w.step());
+    w.save(path);
+    if (ranks.rank == 0) io::prune_checkpoints(w.output_dir(), c.checkpoint.keep);
+    Log::info("checkpoint: %s (step %ld, t = %.6g s, %.2f s)", path.string().c_str(), w.step(),
+              w.time(), wall_seconds() - start);
+  }
+  policy.written(w, wall_seconds() - start);
+}
+
+// The checkpoint to continue from, decided by rank 0 (all ranks see the same answer).
+std::optional<std::filesystem::path> restart_file(const config::CaseConfig& c,
+                                                  const RankInfo& ranks,
+                                                  const std::string& restart) {
+  if (restart.empty()) return std::nullopt;
+  std::string path;
+  if (ranks.rank == 0) {
+    if (restart == "latest" || restart == "auto") {
+      if (const auto latest = io::latest_checkpoint(c.output.dir)) path = latest->string();
+    } else {
+      path = restart;
+    }
+  }
+  unsigned long length = path.size();
+  MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, 0, ranks.comm);
+  path.resize(length);
+  MPI_Bcast(path.data(), static_cast<int>(length), MPI_CHAR, 0, ranks.comm);
+  if (!path.empty()) return path;
+  if (restart == "latest")
+    throw config::ConfigError("--restart latest: no checkpoint in " +
+                              io::checkpoint_dir(c.output.dir).string() +
+                              " (run without --restart, or with --restart auto, to start anew)");
+  Log::info("--restart auto: no checkpoint in %s; starting from the beginning",
+            io::checkpoint_dir(c.output.dir).string().c_str());
+  return std::nullopt;
+}
+
+// Collective. A checkpoint that cannot be used is bad input: every rank reports the same error
+// and nothing of the earlier run has been touched yet.
+void continue_from(const std::filesystem::path& file, const config::CaseConfig& c, Workload& w,
+                   const RankInfo& ranks) {
+  try {
+    const io::CheckpointReader checkpoint(ranks.comm, file, c.workload);
+    config::check_restart_compatible(c, file.string(), checkpoint.header().config_text);
+    w.load(checkpoint);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw config::ConfigError(std::string(e.what()) + "\n(cannot restart from " + file.string() +
+                              "; no output of the earlier run was changed)");
+  }
+  Log::info("restarted from %s: step %ld, t = %.6g s, on %d rank(s)", file.string().c_str(),
+            w.step(), w.time(), ranks.size);
+}
+
 }  // namespace
 
-int run_case(const config::CaseConfig& config, const RankInfo& ranks, const DeviceInfo& device) {
+int run_case(const config::CaseConfig& config, const RankInfo& ranks, const DeviceInfo& device,
+             const RunOptions& options) {
   PhaseTimers timers;
   const double start = wall_seconds();
+  install_stop_signals();
   auto workload = make_workload(config, ranks, device, timers);
-  {
+  const auto from = restart_file(config, ranks, options.restart);
+  if (from) {
+    auto t = timers.scope("restart");
+    continue_from(*from, config, *workload, ranks);
+  } else {
     auto t = timers.scope("setup");
     workload->setup();
   }
-  workload->write_outputs(false);
+  if (!from) workload->write_outputs(false);
   Progress progress(*workload, config.output.progress_every);
+  CheckpointPolicy checkpoints(config, ranks, *workload, options.max_wall_seconds);
+  const long first_step = workload->step();
   const double loop_start = wall_seconds();
+  bool stopped = false;
   while (!workload->done()) {
+    const double step_start = wall_seconds();
     workload->advance();
     if (!workload->done()) workload->write_outputs(false);
+    checkpoints.poll(wall_seconds() - step_start);
+    if (checkpoints.stop() && !workload->done()) {
+      stopped = true;
+      Log::info("step %ld: stopping on %s", workload->step(), checkpoints.stop_reason().c_str());
+      break;
+    }
+    if (!workload->done() && checkpoints.due(*workload))
+      write_checkpoint(config, *workload, ranks, timers, checkpoints);
     progress.maybe_print();
   }
   const double loop_seconds = wall_seconds() - loop_start;
   workload->write_outputs(true);
   progress.maybe_print(true);
+  if (stopped || config.checkpoint.at_end)
+    write_checkpoint(config, *workload, ranks, timers, checkpoints);
 
   const double total = wall_seconds() - start;
+  const long steps = workload->step() - first_step;
   const auto phases = gather_phases(timers, ranks);
-  print_summary(phases, total, workload->step(), workload->global_items());
+  print_summary(phases, total, steps, workload->global_items());
   Log::info("step loop: %.3f s, %.4g particle-steps/s", loop_seconds,
-            workload->step() * static_cast<double>(workload->global_items()) / loop_seconds);
-  write_report(config, *workload, ranks, device, phases, total, loop_seconds, workload->step());
+            steps * static_cast<double>(workload->global_items()) / loop_seconds);
+  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps);
   Log::info("output: %s (particles.xmf opens in ParaView; diagnostics.csv; run_report.json)",
             workload->output_dir().c_str());
-  return 0;
+  if (stopped)
+    Log::info(
+        "stopped early at step %ld with a checkpoint; continue with: apron run %s "
+        "--restart latest",
+        workload->step(), config.file.c_str());
+  return stopped ? kExitStoppedEarly : 0;
 }
 
 }  // namespace apron

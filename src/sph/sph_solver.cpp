@@ -13,8 +13,10 @@
 
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
+#include "kernels/common/checksum.hpp"
 #include "runtime/json.hpp"
 #include "sph/case_setup.hpp"
+#include "version.hpp"
 
 namespace apron::sph {
 namespace {
@@ -127,28 +129,157 @@ void SphSolver::setup() {
         generate_fluid(config_, partition.ownership_boxes()[ranks_.rank]);
     partition = Partition::rcb(config_.domain, ranks_.comm, provisional.pos);
   }
-  exchange_.set_partition(partition, params_.kernel.support());
   const HostParticles mine = generate_fluid(config_, partition.ownership_boxes()[ranks_.rank]);
-  store_.resize(mine.pos.size());
-  thrust::copy(mine.pos.begin(), mine.pos.end(), pos_.begin());
-  thrust::copy(mine.id.begin(), mine.id.end(), id_.begin());
-  thrust::fill(vel_.begin(), vel_.end(), Vec4{0, 0, 0, 0});
+  const std::vector<Vec4> still(mine.pos.size(), Vec4{0, 0, 0, 0});
+  adopt_particles(partition, mine.pos, still, mine.id);
+  open_outputs(std::nullopt);
+}
+
+// Puts this rank's particles on the device under `partition` and builds what depends on it.
+// Particles outside this rank's subdomain (after a restart on another rank count) migrate to
+// their owners.
+void SphSolver::adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
+                                const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id) {
+  exchange_.set_partition(partition, params_.kernel.support());
+  store_.resize(pos.size());
+  thrust::copy(pos.begin(), pos.end(), pos_.begin());
+  thrust::copy(vel.begin(), vel.end(), vel_.begin());
+  thrust::copy(id.begin(), id.end(), id_.begin());
   thrust::fill(acc_.begin(), acc_.end(), Vec4{0, 0, 0, 0});
   thrust::fill(flags_.begin(), flags_.end(), std::uint8_t{kFluid});
+  exchange_.migrate(store_, pos_);
   rebuild_boundary();
+}
 
+// The particle series and the diagnostics table; on restart both continue the earlier run's.
+void SphSolver::open_outputs(std::optional<long> resume_step) {
   writer_ =
       std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
+  if (resume_step) {
+    writer_->resume(*resume_step);
+    resume_diagnostics(*resume_step);
+  }
   if (ranks_.rank == 0) {
-    diagnostics_csv_.open(io::temporary_name(diagnostics_path()));
-    diagnostics_csv_ << "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
-                        "outside_tank\n";
+    diagnostics_csv_.open(io::temporary_name(diagnostics_path()), std::ios::app);
+    if (!resume_step)
+      diagnostics_csv_ << "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
+                          "outside_tank\n";
   }
   Log::info(
       "sph: %lld fluid particles, %zu boundary particles on rank 0, h = %g m, c0 = %g m/s, "
       "m = %g kg, %d rank(s), %s decomposition",
       static_cast<long long>(global_fluid_), wall_pos_.size(), params_.kernel.h,
       params_.sound_speed, params_.fluid_mass, ranks_.size, config_.decomposition.method.c_str());
+}
+
+// Rank 0: the diagnostics table up to the checkpoint's step (from the finished table, or from
+// the .tmp one a killed run left), to be continued.
+void SphSolver::resume_diagnostics(long step) const {
+  if (ranks_.rank != 0) return;
+  const std::filesystem::path finished = diagnostics_path();
+  const std::filesystem::path partial = io::temporary_name(finished);
+  std::ifstream in(std::filesystem::exists(finished) ? finished : partial);
+  std::string kept, line;
+  for (bool header = true; std::getline(in, line); header = false)
+    if (header || (!line.empty() && std::stol(line) <= step)) kept += line + "\n";
+  if (kept.empty())
+    kept = "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,outside_tank\n";
+  std::ofstream(partial, std::ios::trunc) << kept;
+}
+
+// ---- checkpoints -------------------------------------------------------------------------------
+// A checkpoint holds the owned particles' positions, velocities and ids in each rank's order, the
+// partition and every rank's particle count, and the counters of the run. Everything else
+// (densities, pressures, accelerations, ghosts, walls, cell lists) is rebuilt by the next step, so
+// continuing on the same rank count repeats the uninterrupted run bit for bit.
+
+void SphSolver::save(const std::filesystem::path& file) const {
+  const std::size_t n = store_.size();
+  io::CheckpointWriter out(ranks_.comm, n);
+  std::vector<Vec4> pos(n), vel(n);
+  std::vector<std::int64_t> id(n);
+  thrust::copy(pos_.begin(), pos_.begin() + n, pos.begin());
+  thrust::copy(vel_.begin(), vel_.begin() + n, vel.begin());
+  thrust::copy(id_.begin(), id_.begin() + n, id.begin());
+  out.distributed({"position", io::Dtype::f32, 4, pos.data()},
+                  device_checksum(pos_, n, out.first_row()));
+  out.distributed({"velocity", io::Dtype::f32, 4, vel.data()},
+                  device_checksum(vel_, n, out.first_row()));
+  out.distributed({"id", io::Dtype::i64, 1, id.data()}, device_checksum(id_, n, out.first_row()));
+
+  std::vector<std::int64_t> counts(ranks_.size);
+  const auto mine = static_cast<std::int64_t>(n);
+  MPI_Allgather(&mine, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, ranks_.comm);
+  std::vector<double> boxes;
+  for (const Box& b : exchange_.partition().subdomains())
+    boxes.insert(boxes.end(), {b.lo[0], b.lo[1], b.lo[2], b.hi[0], b.hi[1], b.hi[2]});
+  out.replicated({"rank_counts", io::Dtype::i64, 1, counts.data()}, counts.size());
+  out.replicated({"partition", io::Dtype::f64, 6, boxes.data()}, counts.size());
+
+  io::CheckpointHeader h;
+  h.workload = "sph";
+  h.case_name = config_.name;
+  h.config_text = config_.effective_text;
+  h.step = step_;
+  h.time = time_;
+  h.dt = dt_;
+  h.ranks = ranks_.size;
+  h.build = std::string(kVersion) + " " + kGitRevision + " " + device_.backend;
+  h.scalars = {{"next_output_time", next_output_time_},
+               {"min_dt", min_dt_},
+               {"rebalances", static_cast<double>(rebalances_)},
+               {"fluid_particles", static_cast<double>(global_fluid_)}};
+  out.write(file, h);
+}
+
+void SphSolver::load(const io::CheckpointReader& checkpoint) {
+  const io::CheckpointHeader& h = checkpoint.header();
+  const auto total = checkpoint.rows("position");
+  const auto counts_rows = checkpoint.rows("rank_counts");
+  std::vector<std::int64_t> counts(counts_rows);
+  std::vector<double> boxes(6 * counts_rows);
+  checkpoint.read_all("rank_counts", io::Dtype::i64, counts.data());
+  checkpoint.read_all("partition", io::Dtype::f64, boxes.data());
+
+  // The same rank count reads each rank's own rows under the saved partition (bitwise
+  // continuation); another rank count reads an even share and redistributes by position.
+  const bool same_ranks = static_cast<int>(counts_rows) == ranks_.size;
+  std::uint64_t first = 0, count = 0;
+  if (same_ranks) {
+    for (int r = 0; r < ranks_.rank; ++r) first += counts[r];
+    count = counts[ranks_.rank];
+  } else {
+    first = total * ranks_.rank / ranks_.size;
+    count = total * (ranks_.rank + 1) / ranks_.size - first;
+  }
+  std::vector<Vec4> pos(count), vel(count);
+  std::vector<std::int64_t> id(count);
+  checkpoint.read("position", io::Dtype::f32, first, count, pos.data());
+  checkpoint.read("velocity", io::Dtype::f32, first, count, vel.data());
+  checkpoint.read("id", io::Dtype::i64, first, count, id.data());
+
+  Partition partition;
+  if (same_ranks) {
+    std::vector<Box> subdomains(counts_rows);
+    for (std::size_t r = 0; r < counts_rows; ++r)
+      for (int d = 0; d < 3; ++d)
+        subdomains[r].lo[d] = boxes[6 * r + d], subdomains[r].hi[d] = boxes[6 * r + 3 + d];
+    partition = Partition(config_.domain, subdomains);
+  } else if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
+    partition = Partition::rcb(config_.domain, ranks_.comm, pos);
+  } else {
+    partition = Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims);
+  }
+  global_fluid_ = static_cast<std::int64_t>(total);
+  check_memory();
+  step_ = h.step;
+  time_ = h.time;
+  dt_ = h.dt;
+  next_output_time_ = h.scalars.at("next_output_time");
+  min_dt_ = h.scalars.at("min_dt");
+  rebalances_ = static_cast<long>(h.scalars.at("rebalances"));
+  adopt_particles(partition, pos, vel, id);
+  open_outputs(step_);
 }
 
 void SphSolver::rebuild_boundary() {

@@ -8,6 +8,7 @@
 
 #include "config/case_config.hpp"
 #include "decomposition/particle_exchange.hpp"
+#include "io/checkpoint.hpp"
 #include "io/particle_output.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/sph/sph_kernels.hpp"
@@ -44,6 +45,8 @@ class SphSolver final : public Workload {
   void write_outputs(bool final) override;
   void report(Json& json) const override;
   std::string output_dir() const override { return config_.output.dir; }
+  void save(const std::filesystem::path& file) const override;
+  void load(const io::CheckpointReader& checkpoint) override;
 
   Diagnostics diagnostics() const;  // collective
   const Params& params() const { return params_; }
@@ -62,7 +65,10 @@ class SphSolver final : public Workload {
 
  private:
   void check_memory() const;
-  void partition_domain();
+  void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
+                       const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
+  void open_outputs(std::optional<long> resume_step);
+  void resume_diagnostics(long step) const;
   void rebuild_boundary();
   void maybe_rebalance();
   void build_neighbour_tables();

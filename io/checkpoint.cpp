@@ -1,0 +1,306 @@
+#include "io/checkpoint.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+
+#include "kernels/common/element_hash.hpp"
+
+namespace apron::io {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kStateGroup = "/state";
+constexpr const char* kArraysGroup = "/arrays";
+
+std::string array_path(const std::string& name) {
+  return std::string(kArraysGroup) + "/" + name;
+}
+
+std::size_t row_bytes(Dtype type, int components) {
+  return dtype_size(type) * static_cast<std::size_t>(components);
+}
+
+std::uint64_t sum_over_ranks(MPI_Comm comm, std::uint64_t mine) {
+  std::uint64_t total = 0;
+  MPI_Allreduce(&mine, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
+  return total;
+}
+
+std::string hex(std::uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016" PRIx64, value);
+  return text;
+}
+
+// "checkpoint_000000120.h5" -> 120; anything else -> nullopt.
+std::optional<std::int64_t> step_of(const fs::path& file) {
+  const std::string name = file.filename().string();
+  long long step = -1;
+  char tail = 0;
+  if (std::sscanf(name.c_str(), "checkpoint_%lld.h%c", &step, &tail) != 2 || tail != '5' ||
+      file.extension() != ".h5")
+    return std::nullopt;
+  return step;
+}
+
+std::vector<std::pair<std::int64_t, fs::path>> checkpoints_in(const fs::path& output_dir) {
+  std::vector<std::pair<std::int64_t, fs::path>> found;
+  std::error_code ec;
+  for (const auto& item : fs::directory_iterator(checkpoint_dir(output_dir), ec))
+    if (const auto step = step_of(item.path())) found.emplace_back(*step, item.path());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+void write_header(Hdf5File& file, const CheckpointHeader& h) {
+  file.attribute("format", std::string(kCheckpointMagic));
+  file.attribute("format_version", kCheckpointFormat);
+  file.attribute("workload", h.workload);
+  file.attribute("case", h.case_name);
+  file.attribute("config", h.config_text);
+  file.attribute("step", h.step);
+  file.attribute("time", h.time);
+  file.attribute("dt", h.dt);
+  file.attribute("ranks", h.ranks);
+  file.attribute("seed", h.seed);
+  file.attribute("build", h.build);
+  file.group(kStateGroup);
+  for (const auto& [name, value] : h.scalars) file.attribute(name, value, kStateGroup);
+}
+
+CheckpointHeader read_header(const Hdf5File& file) {
+  CheckpointHeader h;
+  h.workload = file.text("workload");
+  h.case_name = file.text("case");
+  h.config_text = file.text("config");
+  h.step = file.integer("step");
+  h.time = file.real("time");
+  h.dt = file.real("dt");
+  h.ranks = file.integer("ranks");
+  h.seed = file.unsigned_integer("seed");
+  h.build = file.text("build");
+  for (const auto& name : file.attribute_names(kStateGroup))
+    h.scalars[name] = file.real(name, kStateGroup);
+  return h;
+}
+
+// Refuses what is not an apron checkpoint of a format this build reads.
+void check_format(const Hdf5File& file) {
+  if (!file.has_attribute("format") || file.text("format") != kCheckpointMagic)
+    throw std::runtime_error(file.path() +
+                             ": not an apron checkpoint (an HDF5 file without apron's "
+                             "'format' attribute; is it a particle output file?)");
+  const auto version = file.integer("format_version");
+  if (version != kCheckpointFormat)
+    throw std::runtime_error(file.path() + ": checkpoint format version " +
+                             std::to_string(version) + ", but this build reads version " +
+                             std::to_string(kCheckpointFormat));
+}
+
+std::runtime_error checksum_mismatch(const std::string& path, const std::string& name,
+                                     std::uint64_t stored, std::uint64_t computed) {
+  return std::runtime_error(path + ": dataset '" + name + "' fails its checksum (stored " +
+                            hex(stored) + ", computed " + hex(computed) +
+                            "): the file was altered or damaged after it was written; restart "
+                            "from an earlier checkpoint");
+}
+
+}  // namespace
+
+// ---- writing ---------------------------------------------------------------------------------
+
+CheckpointWriter::CheckpointWriter(MPI_Comm comm, std::size_t n_local)
+    : comm_(comm), slab_(slab_of(comm, n_local)) {}
+
+void CheckpointWriter::distributed(const HostField& field, std::uint64_t partial_checksum) {
+  arrays_.push_back({field, slab_, sum_over_ranks(comm_, partial_checksum)});
+}
+
+void CheckpointWriter::replicated(const HostField& field, std::size_t rows) {
+  const bool root = rank_of(comm_) == 0;
+  const Slab slab{0, root ? rows : 0, rows};
+  const std::uint64_t checksum =
+      rows_checksum(field.data, row_bytes(field.type, field.components), rows, 0);
+  arrays_.push_back({field, slab, checksum});
+}
+
+void CheckpointWriter::write(const fs::path& path, const CheckpointHeader& header) const {
+  on_root(comm_, [&] { make_output_directory(path.parent_path()); });
+  write_atomically(comm_, path, [&](Hdf5File& file) {
+    write_header(file, header);
+    file.group(kArraysGroup);
+    for (const Array& a : arrays_) {
+      HostField named = a.field;
+      named.name = array_path(a.field.name);
+      file.dataset(named, a.slab);
+      file.attribute("checksum", a.checksum, named.name);
+    }
+  });
+}
+
+// ---- reading ---------------------------------------------------------------------------------
+
+CheckpointReader::CheckpointReader(MPI_Comm comm, const fs::path& path,
+                                   const std::string& expected_workload)
+    : comm_(comm), path_(path) {
+  const QuietHdf5Errors quiet;
+  agree(comm, capture([&] {
+          file_.emplace(Hdf5File::open(comm, path));
+          check_format(*file_);
+          header_ = read_header(*file_);
+        }));
+  if (header_.workload != expected_workload)
+    throw std::runtime_error(path.string() + ": a checkpoint of the '" + header_.workload +
+                             "' workload (case '" + header_.case_name + "'); this case runs the '" +
+                             expected_workload + "' workload and cannot continue from it");
+}
+
+std::uint64_t CheckpointReader::rows(const std::string& name) const {
+  const QuietHdf5Errors quiet;
+  std::uint64_t n = 0;
+  agree(comm_, capture([&] {
+          if (!file_->has_dataset(array_path(name)))
+            throw std::runtime_error(path_.string() + ": the checkpoint has no array '" + name +
+                                     "' (written by an incompatible version?)");
+          n = file_->info(array_path(name)).rows;
+        }));
+  return n;
+}
+
+void CheckpointReader::read(const std::string& name, Dtype type, std::uint64_t first,
+                            std::uint64_t count, void* out) const {
+  const QuietHdf5Errors quiet;
+  const std::string set = array_path(name);
+  std::uint64_t stored = 0, mine = 0;
+  agree(comm_, capture([&] {
+          const DatasetInfo info = file_->info(set);
+          if (info.type != type)
+            throw std::runtime_error(path_.string() + ": array '" + name + "' holds " +
+                                     dtype_name(info.type) + ", expected " + dtype_name(type));
+          file_->read(set, type, first, count, out);
+          stored = file_->unsigned_integer("checksum", set);
+          mine = rows_checksum(out, row_bytes(type, info.components), count, first);
+        }));
+  const std::uint64_t computed = sum_over_ranks(comm_, mine);
+  if (computed != stored) throw checksum_mismatch(path_.string(), name, stored, computed);
+}
+
+void CheckpointReader::read_all(const std::string& name, Dtype type, void* out) const {
+  const QuietHdf5Errors quiet;
+  const std::string set = array_path(name);
+  agree(comm_, capture([&] {
+          const DatasetInfo info = file_->info(set);
+          file_->read(set, type, 0, info.rows, out);
+          const std::uint64_t stored = file_->unsigned_integer("checksum", set);
+          const std::uint64_t computed =
+              rows_checksum(out, row_bytes(type, info.components), info.rows, 0);
+          if (computed != stored) throw checksum_mismatch(path_.string(), name, stored, computed);
+        }));
+}
+
+// ---- files -------------------------------------------------------------------------------------
+
+fs::path checkpoint_dir(const fs::path& output_dir) {
+  return output_dir / "checkpoints";
+}
+
+fs::path checkpoint_path(const fs::path& output_dir, std::int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof name, "checkpoint_%09lld.h5", static_cast<long long>(step));
+  return checkpoint_dir(output_dir) / name;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& output_dir) {
+  const auto found = checkpoints_in(output_dir);
+  if (found.empty()) return std::nullopt;
+  return found.back().second;
+}
+
+void prune_checkpoints(const fs::path& output_dir, int keep) {
+  const auto found = checkpoints_in(output_dir);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < found.size(); ++i) {
+    std::error_code ignored;
+    fs::remove(found[i].second, ignored);
+  }
+}
+
+// ---- inspect
+// -------------------------------------------------------------------------------------
+
+namespace {
+
+std::string size_text(double bytes) {
+  char text[32];
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) bytes /= 1000, ++u;
+  std::snprintf(text, sizeof text, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return text;
+}
+
+// Reads a dataset in blocks and returns its checksum.
+std::uint64_t checksum_of(const Hdf5File& file, const DatasetInfo& info) {
+  const std::size_t bytes = row_bytes(info.type, info.components);
+  const std::uint64_t block = std::max<std::uint64_t>(1, (64u << 20) / bytes);
+  std::vector<unsigned char> buffer(block * bytes);
+  std::uint64_t sum = 0;
+  for (std::uint64_t first = 0; first < info.rows; first += block) {
+    const std::uint64_t count = std::min<std::uint64_t>(block, info.rows - first);
+    file.read(info.name, info.type, first, count, buffer.data());
+    sum += rows_checksum(buffer.data(), bytes, count, first);
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
+  const QuietHdf5Errors quiet;
+  std::ostringstream out;
+  bool ok = true;
+  const Hdf5File file = Hdf5File::open_serial(path);
+  const bool is_checkpoint =
+      file.has_attribute("format") && file.text("format") == kCheckpointMagic;
+  std::vector<std::string> sets;
+  if (is_checkpoint) {
+    check_format(file);
+    const CheckpointHeader h = read_header(file);
+    out << path.string() << ": apron checkpoint, format " << kCheckpointFormat << "\n"
+        << "  workload " << h.workload << ", case '" << h.case_name << "', step " << h.step
+        << ", time " << h.time << " s, dt " << h.dt << " s\n"
+        << "  written by " << h.ranks << " rank(s), build " << h.build << ", seed " << h.seed
+        << "\n  state:";
+    for (const auto& [name, value] : h.scalars) out << " " << name << "=" << value;
+    out << "\n  case file: " << h.config_text.size() << " bytes of YAML\n";
+    sets = file.datasets(kArraysGroup);
+  } else if (file.has_attribute("step") && file.has_attribute("time")) {
+    out << path.string() << ": apron particle output, step " << file.integer("step") << ", time "
+        << file.real("time") << " s, written by " << file.integer("ranks")
+        << " rank(s); no checksums (visual output)\n";
+    sets = file.datasets("/");
+  } else {
+    throw std::runtime_error(path.string() + ": an HDF5 file, but not one apron wrote");
+  }
+  for (const auto& name : sets) {
+    const DatasetInfo info = file.info(name);
+    out << "  " << name << "  " << dtype_name(info.type) << " [" << info.rows;
+    if (info.components != 1) out << " x " << info.components;
+    out << "]  "
+        << size_text(static_cast<double>(info.rows * row_bytes(info.type, info.components)));
+    if (is_checkpoint) {
+      const std::uint64_t stored = file.unsigned_integer("checksum", name);
+      out << "  checksum " << hex(stored);
+      if (verify) {
+        const bool good = checksum_of(file, info) == stored;
+        ok = ok && good;
+        out << (good ? " (verified)" : " (MISMATCH: altered or damaged)");
+      }
+    }
+    out << "\n";
+  }
+  return {out.str(), ok};
+}
+
+}  // namespace apron::io
