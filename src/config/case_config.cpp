@@ -125,8 +125,7 @@ bool same_value(const std::string& a, const std::string& b) {
 }
 
 bool may_change_on_restart(const std::string& key) {
-  for (const char* prefix : {"time.", "checkpoint.", "decomposition.", "output.every",
-                             "output.diagnostics_every", "output.progress_every"})
+  for (const char* prefix : {"time.", "output.", "checkpoint.", "decomposition."})
     if (key.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -242,11 +241,11 @@ void check_restart_compatible(const CaseConfig& now, const std::string& checkpoi
       differences += "\n  " + key + ": " + value + " in the checkpoint, " + now_value + " now";
   }
   if (!differences.empty())
-    throw ConfigError(now.file + ": the case differs from the one " + checkpoint_file +
-                      " was written by, in keys a restart cannot change:" + differences +
-                      "\nOn restart only time.*, output.every, output.diagnostics_every, "
-                      "output.progress_every, checkpoint.* and decomposition.* (and the rank "
-                      "count) may change; start a new run (a new output.dir) for the others");
+    throw ConfigError(
+        now.file + ": the case differs from the one " + checkpoint_file +
+        " was written by, in keys a restart cannot change:" + differences +
+        "\nOn restart only time.*, output.*, checkpoint.* and decomposition.* (and the "
+        "rank count) may change; start a new run for the others");
 }
 
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides) {

@@ -26,18 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int rank_of() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int size_of() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
 void barrier() {
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -55,7 +43,7 @@ class SharedTempDir {
  public:
   SharedTempDir() {
     std::string name;
-    if (rank_of() == 0) {
+    if (rank_of(MPI_COMM_WORLD) == 0) {
       name = (fs::temp_directory_path() / "apron_io_test_XXXXXX").string();
       if (mkdtemp(name.data()) == nullptr) name.clear();
     }
@@ -65,7 +53,7 @@ class SharedTempDir {
   ~SharedTempDir() {
     barrier();
     std::error_code ignored;
-    if (rank_of() == 0) fs::remove_all(path_, ignored);
+    if (rank_of(MPI_COMM_WORLD) == 0) fs::remove_all(path_, ignored);
   }
   SharedTempDir(const SharedTempDir&) = delete;
   SharedTempDir& operator=(const SharedTempDir&) = delete;
@@ -79,10 +67,11 @@ class SharedTempDir {
 template <class T>
 std::vector<T> gather_on_root(const std::vector<T>& mine) {
   const int bytes = static_cast<int>(mine.size() * sizeof(T));
-  std::vector<int> counts(size_of()), displs(size_of());
+  std::vector<int> counts(size_of(MPI_COMM_WORLD)), displs(size_of(MPI_COMM_WORLD));
   MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
-  std::vector<T> all(rank_of() == 0 ? (displs.back() + counts.back()) / sizeof(T) : 0);
+  std::vector<T> all(rank_of(MPI_COMM_WORLD) == 0 ? (displs.back() + counts.back()) / sizeof(T)
+                                                  : 0);
   MPI_Gatherv(mine.data(), bytes, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0,
               MPI_COMM_WORLD);
   return all;
@@ -112,21 +101,23 @@ struct Particles {
 Particles make_particles(std::size_t n, long step) {
   Particles p;
   for (std::size_t i = 0; i < n; ++i) {
-    const float base = static_cast<float>(100000 * step + 1000 * rank_of() + static_cast<long>(i));
+    const float base =
+        static_cast<float>(100000 * step + 1000 * rank_of(MPI_COMM_WORLD) + static_cast<long>(i));
     for (int c = 0; c < 3; ++c) {
       p.position.push_back(base + 0.25f * static_cast<float>(c));
       p.velocity.push_back(-base - 0.5f * static_cast<float>(c));
     }
     p.density.push_back(1000.0f + base / 8);
     p.id.push_back(5'000'000'000LL + static_cast<std::int64_t>(base));
-    p.kind.push_back(static_cast<std::uint8_t>(200 + 17 * rank_of() + static_cast<int>(i)));
+    p.kind.push_back(
+        static_cast<std::uint8_t>(200 + 17 * rank_of(MPI_COMM_WORLD) + static_cast<int>(i)));
   }
   return p;
 }
 
 // Uneven counts; with more than one rank, one rank (a different one per step) has none.
 std::size_t count_for(int step_index) {
-  const int rank = rank_of(), size = size_of();
+  const int rank = rank_of(MPI_COMM_WORLD), size = size_of(MPI_COMM_WORLD);
   const int empty_rank = step_index == 0 ? size - 1 : 0;
   if (size > 1 && rank == empty_rank) return 0;
   return static_cast<std::size_t>(step_index == 0 ? 5 + 3 * rank : 2 + rank);
@@ -196,7 +187,8 @@ void expect_step_file(const fs::path& path, const Written& w) {
   ASSERT_GE(file.id, 0);
   EXPECT_EQ(read_attribute<std::int64_t>(file.id, "step", H5T_NATIVE_INT64, H5T_STD_I64LE), w.step);
   EXPECT_EQ(read_attribute<double>(file.id, "time", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE), w.time);
-  EXPECT_EQ(read_attribute<int>(file.id, "ranks", H5T_NATIVE_INT, H5T_STD_I32LE), size_of());
+  EXPECT_EQ(read_attribute<std::int64_t>(file.id, "ranks", H5T_NATIVE_INT64, H5T_STD_I64LE),
+            size_of(MPI_COMM_WORLD));
   const hsize_t n = w.all.size();
   expect_dataset(file.id, "position", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {n, 3}, w.all.position);
   expect_dataset(file.id, "velocity", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {n, 3}, w.all.velocity);
@@ -302,7 +294,7 @@ TEST(ParticleOutput, TwoStepsWithUnevenCountsReadBackOnRankZero) {
     writer.write(steps[k], times[k], mine.size(), mine.fields());
     written.push_back({steps[k], times[k], mine.gathered()});
   }
-  if (rank_of() != 0) return;
+  if (rank_of(MPI_COMM_WORLD) != 0) return;
   for (const Written& w : written) expect_step_file(dir / step_file("out", w.step), w);
   EXPECT_EQ(files_in(dir), (std::set<std::string>{"out_000003.h5", "out_000007.h5", "out.xmf"}))
       << "no .tmp may remain";
@@ -318,7 +310,7 @@ TEST(ParticleOutput, AllRanksEmpty) {
   ParticleSeriesWriter writer(MPI_COMM_WORLD, tmp.path(), "empty");
   const Particles none;  // data pointers are null
   writer.write(0, 0.0, 0, none.fields());
-  if (rank_of() != 0) return;
+  if (rank_of(MPI_COMM_WORLD) != 0) return;
   expect_step_file(tmp.path() / "empty_000000.h5", {0, 0.0, none});
   const std::string xml = compact(read_text(tmp.path() / "empty.xmf"));
   expect_series_header(xml, tmp.path(), 1);
@@ -332,7 +324,7 @@ TEST(ParticleOutput, SameStepWrittenTwiceKeepsOneEntry) {
   writer.write(5, 1.0, first.size(), first.fields());
   writer.write(5, 1.5, second.size(), second.fields());
   const Particles all = second.gathered();
-  if (rank_of() != 0) return;
+  if (rank_of(MPI_COMM_WORLD) != 0) return;
   expect_step_file(tmp.path() / "p_000005.h5", {5, 1.5, all});
   const std::string xml = compact(read_text(tmp.path() / "p.xmf"));
   expect_series_header(xml, tmp.path(), 1);
@@ -358,24 +350,25 @@ void expect_throw_on_every_rank(F&& write, const std::string& needle) {
     threw = 1;
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "rank " << rank_of() << " threw the wrong type: " << e.what();
+    ADD_FAILURE() << "rank " << rank_of(MPI_COMM_WORLD) << " threw the wrong type: " << e.what();
   }
-  EXPECT_EQ(threw, 1) << "rank " << rank_of() << " did not throw";
+  EXPECT_EQ(threw, 1) << "rank " << rank_of(MPI_COMM_WORLD) << " did not throw";
   int ranks_that_threw = 0;
   MPI_Allreduce(&threw, &ranks_that_threw, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_EQ(ranks_that_threw, size_of());
+  EXPECT_EQ(ranks_that_threw, size_of(MPI_COMM_WORLD));
   EXPECT_EQ(open_hdf5_ids(), ids_before) << "HDF5 handles leaked on the error path";
 }
 
 // Something in the way of a name the writer needs, made by rank 0 and seen by all ranks.
 void block_with_directory(const fs::path& path) {
-  if (rank_of() == 0) fs::create_directories(path / "in_the_way");
+  if (rank_of(MPI_COMM_WORLD) == 0) fs::create_directories(path / "in_the_way");
   barrier();
 }
 
 TEST(ParticleOutput, DirectoryUnderARegularFileThrowsOnEveryRank) {
   const SharedTempDir tmp;
-  if (rank_of() == 0) std::ofstream(tmp.path() / "regular_file") << "not a directory\n";
+  if (rank_of(MPI_COMM_WORLD) == 0)
+    std::ofstream(tmp.path() / "regular_file") << "not a directory\n";
   barrier();
   const fs::path dir = tmp.path() / "regular_file" / "out";
   ParticleSeriesWriter writer(MPI_COMM_WORLD, dir, "p");
@@ -392,11 +385,11 @@ TEST(ParticleOutput, UncreatableStepFileThrowsOnEveryRankAndWriterRecovers) {
   expect_throw_on_every_rank<std::runtime_error>(
       [&] { writer.write(1, 0.5, mine.size(), mine.fields()); },
       (tmp.path() / "p_000001.h5").string());
-  if (rank_of() == 0) fs::remove_all(tmp.path() / "p_000001.h5.tmp");
+  if (rank_of(MPI_COMM_WORLD) == 0) fs::remove_all(tmp.path() / "p_000001.h5.tmp");
   barrier();
   writer.write(1, 0.5, mine.size(), mine.fields());
   const Particles all = mine.gathered();
-  if (rank_of() != 0) return;
+  if (rank_of(MPI_COMM_WORLD) != 0) return;
   expect_step_file(tmp.path() / "p_000001.h5", {1, 0.5, all});
   EXPECT_EQ(files_in(tmp.path()), (std::set<std::string>{"p_000001.h5", "p.xmf"}));
 }
@@ -418,7 +411,7 @@ TEST(ParticleOutput, UnwritableSeriesIndexThrowsOnEveryRank) {
   const Particles mine = make_particles(count_for(0), 4);
   expect_throw_on_every_rank<std::runtime_error>(
       [&] { writer.write(4, 0.5, mine.size(), mine.fields()); }, (tmp.path() / "p.xmf").string());
-  if (rank_of() == 0) {
+  if (rank_of(MPI_COMM_WORLD) == 0) {
     EXPECT_TRUE(fs::exists(tmp.path() / "p_000004.h5"));
   }
 }
@@ -428,18 +421,18 @@ TEST(ParticleOutput, MissingDataOnOneRankThrowsOnEveryRank) {
   ParticleSeriesWriter writer(MPI_COMM_WORLD, tmp.path(), "p");
   Particles mine = make_particles(3, 1);
   std::vector<HostField> fields = mine.fields();
-  if (rank_of() == size_of() - 1) fields[2].data = nullptr;
+  if (rank_of(MPI_COMM_WORLD) == size_of(MPI_COMM_WORLD) - 1) fields[2].data = nullptr;
   expect_throw_on_every_rank<std::runtime_error>([&] { writer.write(1, 0.5, mine.size(), fields); },
                                                  "density");
 }
 
 TEST(ParticleOutput, DifferentFieldListsThrowOnEveryRank) {
-  if (size_of() == 1) GTEST_SKIP() << "needs two ranks";
+  if (size_of(MPI_COMM_WORLD) == 1) GTEST_SKIP() << "needs two ranks";
   const SharedTempDir tmp;
   ParticleSeriesWriter writer(MPI_COMM_WORLD, tmp.path(), "p");
   const Particles mine = make_particles(2, 1);
   std::vector<HostField> fields = mine.fields();
-  if (rank_of() == 1) fields.pop_back();
+  if (rank_of(MPI_COMM_WORLD) == 1) fields.pop_back();
   expect_throw_on_every_rank<std::logic_error>([&] { writer.write(1, 0.5, mine.size(), fields); },
                                                "field lists");
 }
@@ -480,7 +473,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
-  const int rank = apron::io::rank_of();
+  const int rank = apron::io::rank_of(MPI_COMM_WORLD);
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

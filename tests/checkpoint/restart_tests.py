@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Checkpoint/restart tests of the apron executable (issue 3), one scenario per ctest.
+
+usage: restart_tests.py SCENARIO --apron EXE --case CASE.yaml --work DIR [--mpiexec "mpirun ..."]
+
+Scenarios:
+  bitwise      2N steps straight and N steps + restart + N steps on 2 ranks: identical ids,
+               positions, velocities and densities (sorted by id), and the output series holds
+               every step of the whole run.
+  ranks        checkpoint on 4 ranks, continue on 2 and on 3: same particle count and mass,
+               diagnostics within the multi-rank tolerances of the 4-rank run (compare_runs.py).
+  signal       SIGTERM to mpirun mid-run (and SIGUSR1): a complete, verified checkpoint, no .tmp
+               file, exit status 3 with SIGUSR1, and the run continues from it.
+  bad          truncated, altered, non-HDF5 and foreign-workload checkpoints and a changed physics
+               key are refused (exit 2, a clear message) and no earlier output changes.
+"""
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHORT = ["--set", "output.every=0.004", "--set", "output.progress_every=100",
+         "--set", "output.diagnostics_every=10"]
+
+
+class Runner:
+    def __init__(self, args):
+        self.apron, self.case, self.mpiexec = args.apron, args.case, args.mpiexec.split()
+        self.env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    def command(self, ranks, out_dir, *extra):
+        return self.mpiexec + ["-n", str(ranks), self.apron, "run", self.case, *SHORT,
+                               "--set", f"output.dir={out_dir}", *extra]
+
+    def run(self, ranks, out_dir, *extra, expect=0):
+        done = subprocess.run(self.command(ranks, out_dir, *extra), env=self.env,
+                              capture_output=True, text=True)
+        output = done.stdout + done.stderr
+        if expect is not None and done.returncode != expect:
+            sys.exit(f"FAIL: exit status {done.returncode}, expected {expect}:\n{output}")
+        return output
+
+
+def particles(path):
+    """Every field of a particle output file, rows sorted by id."""
+    with h5py.File(path, "r") as f:
+        order = np.argsort(f["id"][...])
+        return {name: f[name][...][order] for name in f}
+
+
+def check(condition, message):
+    print(("ok    " if condition else "FAIL  ") + message)
+    if not condition:
+        sys.exit(1)
+
+
+def steps_in_series(xmf):
+    with open(xmf) as f:
+        return f.read().count("<Grid Name=\"particles_")
+
+
+def scenario_bitwise(r, work):
+    n = 40
+    r.run(2, f"{work}/straight", "--set", f"time.max_steps={2 * n}")
+    r.run(2, f"{work}/split", "--set", f"time.max_steps={n}")
+    log = r.run(2, f"{work}/split", "--set", f"time.max_steps={2 * n}", "--restart", "latest")
+    check("restarted from" in log, "the second part restarted from the checkpoint")
+    final = f"particles_{2 * n:06d}.h5"
+    a, b = particles(f"{work}/straight/{final}"), particles(f"{work}/split/{final}")
+    for name in ("id", "position", "velocity", "density", "pressure"):
+        check(np.array_equal(a[name], b[name]), f"{name}: bitwise identical after restart")
+    straight_steps = steps_in_series(f"{work}/straight/particles.xmf")
+    split_steps = steps_in_series(f"{work}/split/particles.xmf")
+    # The split run has one more output: the final one of its first part, at step n.
+    check(split_steps == straight_steps + 1,
+          f"the restarted series lists the whole run ({split_steps} steps, {straight_steps} + 1)")
+    with open(f"{work}/straight/diagnostics.csv") as f1, open(f"{work}/split/diagnostics.csv") as f2:
+        check(f1.read() == f2.read(), "diagnostics.csv identical, no duplicated rows")
+
+
+def scenario_ranks(r, work):
+    end = ["--set", "time.end=0.06"]
+    r.run(4, f"{work}/np4", *end)
+    r.run(4, f"{work}/np4_half", "--set", "time.end=0.03")
+    for ranks in (2, 3):
+        target = f"{work}/np4_to_{ranks}"
+        shutil.copytree(f"{work}/np4_half", target)
+        log = r.run(ranks, target, *end, "--restart", "latest")
+        check(f"on {ranks} rank(s)" in log, f"4 ranks -> {ranks}: continued on {ranks} ranks")
+    compare = subprocess.run([sys.executable, os.path.join(HERE, "..", "mpi", "compare_runs.py"),
+                              f"{work}/np4", f"{work}/np4_to_2", f"{work}/np4_to_3"],
+                             capture_output=True, text=True)
+    print(compare.stdout)
+    check(compare.returncode == 0, "counts and mass exact, diagnostics within tolerance")
+
+
+def wait_for_steps(out_dir, rows, timeout=120):
+    table = f"{out_dir}/diagnostics.csv.tmp"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(table) and sum(1 for _ in open(table)) > rows:
+            return
+        time.sleep(0.2)
+    sys.exit(f"FAIL: no progress in {out_dir}")
+
+
+def interrupt(r, out_dir, sig):
+    process = subprocess.Popen(r.command(2, out_dir, "--set", "time.end=10"), env=r.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for_steps(out_dir, 3)
+    process.send_signal(sig)
+    output, _ = process.communicate(timeout=120)
+    return process.returncode, output
+
+
+def verified_checkpoint(r, out_dir):
+    files = os.listdir(f"{out_dir}/checkpoints")
+    check(not [f for f in files if f.endswith(".tmp")], f"{out_dir}: no .tmp file left")
+    check(len(files) == 1, f"{out_dir}: one checkpoint written ({files})")
+    inspect = subprocess.run([r.apron, "inspect", f"{out_dir}/checkpoints/{files[0]}", "--verify"],
+                             capture_output=True, text=True)
+    print(inspect.stdout)
+    check(inspect.returncode == 0 and "MISMATCH" not in inspect.stdout,
+          "the checkpoint is complete and its checksums verify")
+
+
+def scenario_signal(r, work):
+    status, output = interrupt(r, f"{work}/usr1", signal.SIGUSR1)
+    check("stopping on signal 10" in output, "SIGUSR1: every rank stopped after its step")
+    check(status == 3, f"SIGUSR1: exit status 3 (stopped early with a checkpoint), got {status}")
+    verified_checkpoint(r, f"{work}/usr1")
+    # Open MPI forwards SIGTERM to the ranks and kills them odls_base_sigkill_timeout (1 s) later.
+    status, output = interrupt(r, f"{work}/term", signal.SIGTERM)
+    check(status != 0, f"SIGTERM: non-zero exit ({status})")
+    verified_checkpoint(r, f"{work}/term")
+    log = r.run(2, f"{work}/term", "--set", "time.max_steps=400", "--restart", "latest")
+    check("restarted from" in log, "the interrupted run continues from its checkpoint")
+
+
+def snapshot(out_dir):
+    digests = {}
+    for root, _, files in os.walk(out_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digests[path] = hashlib.sha256(f.read()).hexdigest()
+    return digests
+
+
+def scenario_bad(r, work):
+    out = f"{work}/good"
+    r.run(1, out, "--set", "time.max_steps=20")
+    good = f"{out}/checkpoints/checkpoint_000000020.h5"
+    bad_dir = f"{work}/bad"
+    os.makedirs(bad_dir, exist_ok=True)
+    truncated, altered, foreign, text = (f"{bad_dir}/{n}" for n in
+                                         ("truncated.h5", "altered.h5", "foreign.h5", "text.h5"))
+    data = open(good, "rb").read()
+    open(truncated, "wb").write(data[: len(data) // 2])
+    shutil.copy(good, altered)
+    with h5py.File(altered, "r+") as f:
+        f["arrays/position"][5, 2] += 1e-3
+    shutil.copy(good, foreign)
+    with h5py.File(foreign, "r+") as f:
+        f.attrs["workload"] = np.bytes_("flip")
+    open(text, "w").write("step: 20\n")
+    before = snapshot(out)
+    cases = [
+        (truncated, "truncated or damaged|not an HDF5 file|cannot"),
+        (altered, "dataset 'position' fails its checksum"),
+        (foreign, "a checkpoint of the 'flip' workload"),
+        (text, "not an HDF5 file"),
+        (f"{bad_dir}/missing.h5", "no such file"),
+    ]
+    for path, pattern in cases:
+        output = r.run(2, out, "--set", "time.max_steps=40", "--restart", path, expect=2)
+        check(re.search(pattern, output) is not None,
+              f"{os.path.basename(path)} refused: {pattern}")
+    output = r.run(1, out, "--set", "time.max_steps=40", "--set", "sph.alpha=0.05",
+                   "--restart", "latest", expect=2)
+    check("sph.alpha: 0.02 in the checkpoint, 0.05 now" in output,
+          "a physics key changed on restart is refused, naming the key")
+    check(snapshot(out) == before, "no output of the earlier run changed")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", choices=["bitwise", "ranks", "signal", "bad"])
+    p.add_argument("--apron", required=True)
+    p.add_argument("--case", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--mpiexec", default="mpirun --oversubscribe")
+    args = p.parse_args()
+    work = os.path.join(args.work, args.scenario)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    globals()["scenario_" + args.scenario](Runner(args), work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
