@@ -4,17 +4,24 @@
 set -euo pipefail
 packages=(build-essential cmake git pkg-config python3
           libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libyaml-cpp-dev
-          libgtest-dev libbenchmark-dev libthrust-dev)
+          libgtest-dev libbenchmark-dev libthrust-dev
+          python3-h5py python3-numpy python3-paraview)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-((${#missing[@]})) || exit 0
-echo "apron: installing ${missing[*]}"
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "apron: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  sudo=sudo
+if ((${#missing[@]})); then
+  echo "apron: installing ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "apron: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The tests' Python (the first python3 on PATH, which CMake also finds) reads HDF5 with h5py.
+if ! python3 -c "import h5py, numpy" 2>/dev/null; then
+  echo "apron: installing h5py and numpy for $(command -v python3)"
+  python3 -m pip install --quiet h5py numpy
+fi
