@@ -254,9 +254,12 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
   }
   std::vector<Vec4> pos(count), vel(count);
   std::vector<std::int64_t> id(count);
-  checkpoint.read("position", io::Dtype::f32, first, count, pos.data());
-  checkpoint.read("velocity", io::Dtype::f32, first, count, vel.data());
-  checkpoint.read("id", io::Dtype::i64, first, count, id.data());
+  {
+    auto t = timers_.scope("checkpoint read");
+    checkpoint.read("position", io::Dtype::f32, first, count, pos.data());
+    checkpoint.read("velocity", io::Dtype::f32, first, count, vel.data());
+    checkpoint.read("id", io::Dtype::i64, first, count, id.data());
+  }
 
   Partition partition;
   if (same_ranks) {
