@@ -71,7 +71,8 @@ def main():
             writes.append(count * nbytes / r["phases"]["checkpoint"]["max_seconds"])
             back = run(args.apron, n, args.steps + 1, out, "--restart", "latest",
                        "--set", "checkpoint.at_end=false")
-            reads.append(nbytes / back["phases"]["checkpoint read"]["max_seconds"])
+            phase = back["phases"].get("checkpoint read", back["phases"]["restart"])
+            reads.append(nbytes / phase["max_seconds"])
         disk = dd_bandwidth(args.dir, nbytes)
         base = statistics.median(x["loop_seconds"] for x in plain)
         loaded = statistics.median(x["loop_seconds"] for x in with_ck)
