@@ -189,7 +189,8 @@ TriangleMesh read_off(const fs::path& file) {
   auto next_words = [&](const char* what) {
     if (r >= rows.size())
       throw MeshReadError(file.string() + ": the file ends before " + what + " (truncated?)");
-    return std::pair{rows[r].first, split_words(rows[r++].second)};
+    const auto& row = rows[r++];
+    return std::pair{row.first, split_words(row.second)};
   };
   auto [header_line, header] = next_words("the OFF header");
   const std::string_view magic = header[0];

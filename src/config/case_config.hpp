@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/meshdist_config.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron::config {
@@ -66,6 +67,7 @@ struct CaseConfig {
   TimeConfig time;
   OutputConfig output;
   DecompositionConfig decomposition;
+  MeshdistConfig meshdist;  // workload: meshdist
 };
 
 // Parses and validates; throws ConfigError naming file, line, key and what is accepted.

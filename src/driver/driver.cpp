@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "io/atomic_file.hpp"
+#include "meshdist/meshdist_workload.hpp"
 #include "runtime/json.hpp"
 #include "sph/sph_solver.hpp"
 #include "version.hpp"
@@ -16,6 +17,8 @@ namespace {
 std::unique_ptr<Workload> make_workload(const config::CaseConfig& c, const RankInfo& ranks,
                                         const DeviceInfo& device, PhaseTimers& timers) {
   if (c.workload == "sph") return std::make_unique<sph::SphSolver>(c, ranks, device, timers);
+  if (c.workload == "meshdist")
+    return std::make_unique<meshdist::MeshDistance>(c, ranks, device, timers);
   throw std::logic_error("no workload '" + c.workload + "'");
 }
 
