@@ -18,9 +18,8 @@ namespace fs = std::filesystem;
 
 void check_sizes(const TriangleMesh& mesh, std::span<const float> values) {
   if (values.size() != mesh.vertices.size())
-    throw std::invalid_argument("mesh output: " + std::to_string(values.size()) +
-                                " values for " + std::to_string(mesh.vertices.size()) +
-                                " vertices");
+    throw std::invalid_argument("mesh output: " + std::to_string(values.size()) + " values for " +
+                                std::to_string(mesh.vertices.size()) + " vertices");
 }
 
 template <class T>
@@ -32,8 +31,9 @@ void put_le(std::string& out, T value) {
 void rename_into_place(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
-  if (ec) throw std::runtime_error(to.string() + ": cannot rename " + from.string() + ": " +
-                                   ec.message());
+  if (ec)
+    throw std::runtime_error(to.string() + ": cannot rename " + from.string() + ": " +
+                             ec.message());
 }
 
 // Closes an HDF5 identifier on every way out of a scope.
@@ -53,13 +53,13 @@ hid_t checked(hid_t id, const std::string& what, const fs::path& file) {
 void write_dataset(hid_t file_id, const char* name, hid_t file_type, hid_t memory_type,
                    hsize_t rows, hsize_t columns, const void* data, const fs::path& file) {
   const hsize_t dims[2] = {rows, columns};
-  H5Handle space{checked(H5Screate_simple(columns > 1 ? 2 : 1, dims, nullptr),
-                         "create a dataspace", file),
-                 H5Sclose};
-  H5Handle set{checked(H5Dcreate2(file_id, name, file_type, space.id, H5P_DEFAULT, H5P_DEFAULT,
-                                  H5P_DEFAULT),
-                       std::string("create dataset ") + name, file),
-               H5Dclose};
+  H5Handle space{
+      checked(H5Screate_simple(columns > 1 ? 2 : 1, dims, nullptr), "create a dataspace", file),
+      H5Sclose};
+  H5Handle set{
+      checked(H5Dcreate2(file_id, name, file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+              std::string("create dataset ") + name, file),
+      H5Dclose};
   if (H5Dwrite(set.id, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw std::runtime_error(file.string() + ": HDF5 failed to write " + name);
 }
@@ -116,10 +116,10 @@ void write_hdf5_xdmf_with_scalar(const fs::path& stem, const TriangleMesh& mesh,
                   H5Fclose};
     write_dataset(file.id, "vertices", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, mesh.vertices.size(), 3,
                   mesh.vertices.data(), tmp);
-    write_dataset(file.id, "triangles", H5T_STD_U32LE, H5T_NATIVE_UINT32, mesh.triangles.size(),
-                  3, mesh.triangles.data(), tmp);
-    write_dataset(file.id, scalar_name.c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, values.size(),
-                  1, values.data(), tmp);
+    write_dataset(file.id, "triangles", H5T_STD_U32LE, H5T_NATIVE_UINT32, mesh.triangles.size(), 3,
+                  mesh.triangles.data(), tmp);
+    write_dataset(file.id, scalar_name.c_str(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, values.size(), 1,
+                  values.data(), tmp);
   }
   rename_into_place(tmp, h5);
   write_file_atomically(stem.string() + ".xmf",

@@ -202,14 +202,13 @@ TriangleMesh read_off(const fs::path& file) {
   std::size_t counts_line = header_line;
   if (counts.empty()) std::tie(counts_line, counts) = next_words("the vertex and face counts");
   long long nv = -1, nf = -1;
-  if (counts.size() < 2 || !parse_number(counts[0], nv) || !parse_number(counts[1], nf) ||
-      nv < 0 || nf < 0)
+  if (counts.size() < 2 || !parse_number(counts[0], nv) || !parse_number(counts[1], nf) || nv < 0 ||
+      nf < 0)
     throw MeshReadError(line_place(file, counts_line) +
                         ": expected the counts 'vertices faces [edges]' as non-negative integers");
   for (long long v = 0; v < nv; ++v) {
-    auto [line, words] = next_words(("vertex " + std::to_string(v) + " of " +
-                                     std::to_string(nv) + " declared")
-                                        .c_str());
+    auto [line, words] = next_words(
+        ("vertex " + std::to_string(v) + " of " + std::to_string(nv) + " declared").c_str());
     const std::string place = line_place(file, line);
     double xyz[3];
     if (words.size() < 3)
@@ -234,8 +233,7 @@ TriangleMesh read_off(const fs::path& file) {
     std::vector<long long> indices(static_cast<std::size_t>(n));
     for (long long k = 0; k < n; ++k)
       if (!parse_number(words[k + 1], indices[k]))
-        throw MeshReadError(place + ": '" + std::string(words[k + 1]) +
-                            "' is not a vertex index");
+        throw MeshReadError(place + ": '" + std::string(words[k + 1]) + "' is not a vertex index");
     mesh.add_polygon(indices, place, mesh.vertex_count());
   }
   return mesh.finish();
@@ -269,11 +267,11 @@ struct PlyHeader {
 
 PlyType ply_type(std::string_view name, const std::string& place) {
   static const std::pair<const char*, PlyType> names[] = {
-      {"char", PlyType::i8},     {"int8", PlyType::i8},      {"uchar", PlyType::u8},
-      {"uint8", PlyType::u8},    {"short", PlyType::i16},    {"int16", PlyType::i16},
-      {"ushort", PlyType::u16},  {"uint16", PlyType::u16},   {"int", PlyType::i32},
-      {"int32", PlyType::i32},   {"uint", PlyType::u32},     {"uint32", PlyType::u32},
-      {"float", PlyType::f32},   {"float32", PlyType::f32},  {"double", PlyType::f64},
+      {"char", PlyType::i8},    {"int8", PlyType::i8},     {"uchar", PlyType::u8},
+      {"uint8", PlyType::u8},   {"short", PlyType::i16},   {"int16", PlyType::i16},
+      {"ushort", PlyType::u16}, {"uint16", PlyType::u16},  {"int", PlyType::i32},
+      {"int32", PlyType::i32},  {"uint", PlyType::u32},    {"uint32", PlyType::u32},
+      {"float", PlyType::f32},  {"float32", PlyType::f32}, {"double", PlyType::f64},
       {"float64", PlyType::f64}};
   for (const auto& [n, t] : names)
     if (name == n) return t;
@@ -313,15 +311,17 @@ PlyHeader read_ply_header(const std::string& text, const fs::path& file) {
     const std::string place = line_place(file, h.lines);
     const auto words = split_words(row);
     if (h.lines == 1) {
-      if (row != "ply") throw MeshReadError(place + ": not a PLY file (the first line is not 'ply')");
+      if (row != "ply")
+        throw MeshReadError(place + ": not a PLY file (the first line is not 'ply')");
       continue;
     }
     if (words.empty() || words[0] == "comment" || words[0] == "obj_info") continue;
     if (words[0] == "end_header") break;
     if (words[0] == "format") {
       if (words.size() != 3)
-        throw MeshReadError(place + ": expected 'format <ascii|binary_little_endian|"
-                                    "binary_big_endian> 1.0'");
+        throw MeshReadError(place +
+                            ": expected 'format <ascii|binary_little_endian|"
+                            "binary_big_endian> 1.0'");
       if (words[1] == "ascii")
         h.format = PlyHeader::Format::ascii;
       else if (words[1] == "binary_little_endian")
@@ -339,8 +339,7 @@ PlyHeader read_ply_header(const std::string& text, const fs::path& file) {
       e.name = words[1];
       h.elements.push_back(e);
     } else if (words[0] == "property") {
-      if (h.elements.empty())
-        throw MeshReadError(place + ": a property before any 'element' line");
+      if (h.elements.empty()) throw MeshReadError(place + ": a property before any 'element' line");
       PlyProperty p;
       if (words.size() == 5 && words[1] == "list") {
         p.is_list = true;
@@ -351,8 +350,9 @@ PlyHeader read_ply_header(const std::string& text, const fs::path& file) {
         p.type = ply_type(words[1], place);
         p.name = words[2];
       } else {
-        throw MeshReadError(place + ": expected 'property <type> <name>' or "
-                                    "'property list <count type> <type> <name>'");
+        throw MeshReadError(place +
+                            ": expected 'property <type> <name>' or "
+                            "'property list <count type> <type> <name>'");
       }
       h.elements.back().properties.push_back(p);
     } else {
@@ -368,7 +368,10 @@ PlyHeader read_ply_header(const std::string& text, const fs::path& file) {
 class PlyValues {
  public:
   PlyValues(const std::string& text, const PlyHeader& h, fs::path file)
-      : text_(text), format_(h.format), file_(std::move(file)), pos_(h.data_offset),
+      : text_(text),
+        format_(h.format),
+        file_(std::move(file)),
+        pos_(h.data_offset),
         line_(h.lines + 1) {}
 
   double next(PlyType t) {
@@ -384,8 +387,9 @@ class PlyValues {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])))
       if (text_[pos_++] == '\n') ++line_;
     if (pos_ >= text_.size())
-      throw MeshReadError(place() + ": the file ends early (truncated, or the element counts "
-                                    "in the header are too large)");
+      throw MeshReadError(place() +
+                          ": the file ends early (truncated, or the element counts "
+                          "in the header are too large)");
     const std::size_t start = pos_;
     while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
     const std::string_view word(text_.data() + start, pos_ - start);
@@ -404,8 +408,9 @@ class PlyValues {
     const std::size_t n = ply_size(t);
     value_offset_ = pos_;
     if (pos_ + n > text_.size())
-      throw MeshReadError(place() + ": the file ends early (truncated, or the element counts "
-                                    "in the header are too large)");
+      throw MeshReadError(place() +
+                          ": the file ends early (truncated, or the element counts "
+                          "in the header are too large)");
     unsigned char bytes[8];
     std::memcpy(bytes, text_.data() + pos_, n);
     pos_ += n;
@@ -480,7 +485,8 @@ TriangleMesh read_ply(const fs::path& file) {
   PlyValues values(text, header, file);
   for (const PlyElement& e : header.elements) {
     const bool is_vertex = e.name == "vertex", is_face = e.name == "face";
-    const int coord[3] = {find_property(e, {"x"}), find_property(e, {"y"}), find_property(e, {"z"})};
+    const int coord[3] = {find_property(e, {"x"}), find_property(e, {"y"}),
+                          find_property(e, {"z"})};
     const int corners = find_property(e, {"vertex_indices", "vertex_index"});
     if (is_vertex && (coord[0] < 0 || coord[1] < 0 || coord[2] < 0))
       throw MeshReadError(file.string() + ": the PLY vertex element lacks x, y or z");
@@ -518,7 +524,8 @@ TriangleMesh read_ply(const fs::path& file) {
 
 TriangleMesh read_mesh(const fs::path& file) {
   std::string ext = file.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (ext == ".obj") return read_obj(file);
   if (ext == ".ply") return read_ply(file);
   if (ext == ".off") return read_off(file);

@@ -41,8 +41,8 @@ struct CountCells {
   APRON_HD void operator()(std::size_t t) const {
     int lo[3], hi[3];
     cell_range(g, corners, t, lo, hi);
-    count[t] = static_cast<std::uint32_t>((hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) *
-                                          (hi[2] - lo[2] + 1));
+    count[t] =
+        static_cast<std::uint32_t>((hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1));
   }
 };
 
@@ -307,9 +307,8 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
   const double n = static_cast<double>(std::max<std::size_t>(triangles, 1));
   double cell = options.cell_factor * std::sqrt(total_area / n);
   if (!(cell > 0) || !std::isfinite(cell)) cell = largest > 0 ? largest / std::cbrt(n) : 1.0;
-  const double limit = static_cast<double>(
-      std::min(options.max_cells, std::max<std::size_t>(4096, options.max_cells_per_triangle *
-                                                                  triangles)));
+  const double limit = static_cast<double>(std::min(
+      options.max_cells, std::max<std::size_t>(4096, options.max_cells_per_triangle * triangles)));
   for (;;) {
     double cells = 1;
     for (int d = 0; d < 3; ++d) {
@@ -331,9 +330,9 @@ void TriangleGrid::build(const TriangleSoup& mesh, const GridGeometry& geometry)
   const std::size_t n = mesh.size();
   DeviceVector<std::uint32_t> count(n), offset(n);
   for_each_index(n, CountCells{geometry_, raw(mesh.corners), raw(count)});
-  const std::uint64_t total = thrust::transform_reduce(policy(), count.begin(), count.end(),
-                                                       WidenCount{}, std::uint64_t(0),
-                                                       thrust::plus<std::uint64_t>());
+  const std::uint64_t total =
+      thrust::transform_reduce(policy(), count.begin(), count.end(), WidenCount{}, std::uint64_t(0),
+                               thrust::plus<std::uint64_t>());
   if (total >= (std::uint64_t(1) << 32))
     throw std::runtime_error("meshdist grid: " + std::to_string(total) +
                              " (cell, triangle) pairs exceed 32-bit indices");
@@ -347,8 +346,8 @@ void TriangleGrid::build(const TriangleSoup& mesh, const GridGeometry& geometry)
   cell_end_.resize(geometry_.cells());
   thrust::fill(policy(), cell_begin_.begin(), cell_begin_.end(), 0u);
   thrust::fill(policy(), cell_end_.begin(), cell_end_.end(), 0u);
-  for_each_index(total, MarkCellBoundaries{raw(pair_cell_), total, raw(cell_begin_),
-                                           raw(cell_end_)});
+  for_each_index(total,
+                 MarkCellBoundaries{raw(pair_cell_), total, raw(cell_begin_), raw(cell_end_)});
 }
 
 void TriangleGrid::nearest(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,
@@ -363,8 +362,8 @@ void TriangleGrid::nearest(const TriangleSoup& mesh, const DeviceVector<Vec4>& s
   thrust::sort_by_key(policy(), sample_cell_.begin(), sample_cell_.end(), sample_order_.begin());
   const ShellSearch search{geometry_, raw(mesh.corners), raw(cell_begin_), raw(cell_end_),
                            raw(pair_triangle_)};
-  for_each_index(n, SearchSorted{search, raw(samples), raw(sample_order_), raw(distance),
-                                 raw(triangle)});
+  for_each_index(
+      n, SearchSorted{search, raw(samples), raw(sample_order_), raw(distance), raw(triangle)});
 }
 
 std::size_t TriangleGrid::device_bytes() const {
@@ -385,15 +384,14 @@ void make_samples(const DeviceVector<Vec4>& vertices, const TriangleSoup& mesh,
                   std::uint64_t first, std::size_t count, DeviceVector<Vec4>& samples) {
   samples.resize(count);
   for_each_index(count, MakeSamples{raw(vertices), vertices.size(), raw(mesh.corners),
-                                    raw(cumulative_area), mesh.size(), seed, first,
-                                    raw(samples)});
+                                    raw(cumulative_area), mesh.size(), seed, first, raw(samples)});
 }
 
 DistanceStats reduce_distances(const DeviceVector<float>& distance, std::uint64_t first) {
-  return thrust::transform_reduce(
-      policy(), thrust::counting_iterator<std::size_t>(0),
-      thrust::counting_iterator<std::size_t>(distance.size()),
-      StatsOfSample{raw(distance), first}, DistanceStats{}, CombineStats{});
+  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
+                                  thrust::counting_iterator<std::size_t>(distance.size()),
+                                  StatsOfSample{raw(distance), first}, DistanceStats{},
+                                  CombineStats{});
 }
 
 }  // namespace apron::meshdist

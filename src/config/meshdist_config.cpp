@@ -21,8 +21,8 @@ std::string resolve_mesh_path(MapReader& r, const std::string& key, const std::s
   const fs::path beside = fs::path(r.file()).parent_path() / path;
   if (fs::exists(beside)) return beside.string();
   r.fail(key, "mesh file '" + given + "' does not exist (looked in the working directory " +
-                  fs::current_path().string() + " and beside the case file, as " +
-                  beside.string() + ")");
+                  fs::current_path().string() + " and beside the case file, as " + beside.string() +
+                  ")");
 }
 
 MeshInput read_mesh_input(MapReader r) {

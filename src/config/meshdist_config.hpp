@@ -11,7 +11,7 @@ struct CaseConfig;
 class MapReader;
 
 struct MeshInput {
-  std::string file;  // as resolved: relative to the working directory, else to the case file
+  std::string file;   // as resolved: relative to the working directory, else to the case file
   int subdivide = 1;  // split every edge into this many parts (k^2 triangles per triangle)
 };
 

@@ -41,8 +41,7 @@ io::TriangleMesh subdivide(const io::TriangleMesh& mesh, int k) {
     for (int j = 0; j <= k; ++j)
       for (int i = 0; i + j <= k; ++i) {
         std::array<double, 3> p;
-        for (int d = 0; d < 3; ++d)
-          p[d] = a[d] + (b[d] - a[d]) * i / k + (c[d] - a[d]) * j / k;
+        for (int d = 0; d < 3; ++d) p[d] = a[d] + (b[d] - a[d]) * i / k + (c[d] - a[d]) * j / k;
         out.vertices.push_back(p);
       }
     for (int j = 0; j < k; ++j)

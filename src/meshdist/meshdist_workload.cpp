@@ -64,7 +64,8 @@ void MeshDistance::setup() {
 
 std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {
   const auto& md = config_.meshdist;
-  if (md.area_density > 0) return static_cast<std::uint64_t>(std::llround(md.area_density * mesh.area));
+  if (md.area_density > 0)
+    return static_cast<std::uint64_t>(std::llround(md.area_density * mesh.area));
   return static_cast<std::uint64_t>(md.area_samples);
 }
 
@@ -160,8 +161,8 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, ranks_.comm);
   for (int k = 1; k < ranks_.size; ++k) offsets[k] = offsets[k - 1] + counts[k - 1];
   if (ranks_.rank == 0) r.vertex_error.resize(source.host.vertices.size());
-  MPI_Gatherv(local.data(), mine, MPI_FLOAT, r.vertex_error.data(), counts.data(),
-              offsets.data(), MPI_FLOAT, 0, ranks_.comm);
+  MPI_Gatherv(local.data(), mine, MPI_FLOAT, r.vertex_error.data(), counts.data(), offsets.data(),
+              MPI_FLOAT, 0, ranks_.comm);
 }
 
 void MeshDistance::advance() {
@@ -215,13 +216,15 @@ void MeshDistance::print_table() const {
   row("mean", [](const DirectionResult& r) { return r.mean(); });
   row("RMS", [](const DirectionResult& r) { return std::sqrt(r.mean_squared()); });
   row("mean squared (d_sw)", [](const DirectionResult& r) { return r.mean_squared(); });
-  Log::info("(symmetric: the larger direction; for the mean squared error that is the paper's d_hw)");
+  Log::info(
+      "(symmetric: the larger direction; for the mean squared error that is the paper's d_hw)");
   for (const auto& r : results_)
-    Log::info("%s: maximum at sample %llu (%.7g, %.7g, %.7g), closest point (%.7g, %.7g, %.7g) on "
-              "triangle %lld",
-              r.name.c_str(), static_cast<unsigned long long>(r.argmax), r.max_sample[0],
-              r.max_sample[1], r.max_sample[2], r.closest_point[0], r.closest_point[1],
-              r.closest_point[2], r.closest_triangle);
+    Log::info(
+        "%s: maximum at sample %llu (%.7g, %.7g, %.7g), closest point (%.7g, %.7g, %.7g) on "
+        "triangle %lld",
+        r.name.c_str(), static_cast<unsigned long long>(r.argmax), r.max_sample[0], r.max_sample[1],
+        r.max_sample[2], r.closest_point[0], r.closest_point[1], r.closest_point[2],
+        r.closest_triangle);
 }
 
 void MeshDistance::write_vertex_errors() const {

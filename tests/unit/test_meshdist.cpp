@@ -19,8 +19,8 @@ namespace {
 io::TriangleMesh icosphere(int levels, double radius = 1.0) {
   const double t = (1 + std::sqrt(5.0)) / 2;
   io::TriangleMesh m;
-  m.vertices = {{-1, t, 0}, {1, t, 0}, {-1, -t, 0}, {1, -t, 0}, {0, -1, t}, {0, 1, t},
-                {0, -1, -t}, {0, 1, -t}, {t, 0, -1}, {t, 0, 1}, {-t, 0, -1}, {-t, 0, 1}};
+  m.vertices = {{-1, t, 0},  {1, t, 0},  {-1, -t, 0}, {1, -t, 0}, {0, -1, t},  {0, 1, t},
+                {0, -1, -t}, {0, 1, -t}, {t, 0, -1},  {t, 0, 1},  {-t, 0, -1}, {-t, 0, 1}};
   m.triangles = {{0, 11, 5}, {0, 5, 1},  {0, 1, 7},   {0, 7, 10}, {0, 10, 11},
                  {1, 5, 9},  {5, 11, 4}, {11, 10, 2}, {10, 7, 6}, {7, 1, 8},
                  {3, 9, 4},  {3, 4, 2},  {3, 2, 6},   {3, 6, 8},  {3, 8, 9},
@@ -94,8 +94,8 @@ DeviceVector<Vec4> sample(PreparedMesh& source, std::uint64_t area_samples, bool
   DeviceVector<Vec4> samples;
   static const DeviceVector<Vec4> none;
   const std::uint64_t total = (vertices ? source.host.vertices.size() : 0) + area_samples;
-  make_samples(vertices ? source.vertices : none, source.soup, source.device_cumulative_area, 42,
-               0, total, samples);
+  make_samples(vertices ? source.vertices : none, source.soup, source.device_cumulative_area, 42, 0,
+               total, samples);
   return samples;
 }
 
@@ -140,13 +140,13 @@ TEST(MeshDistance, ClosestPointRegions) {
     EXPECT_NEAR(q.y, expected.y, 1e-7);
     EXPECT_NEAR(q.z, expected.z, 1e-7);
   };
-  check({0.2f, 0.2f, 3}, {0.2f, 0.2f, 0});   // face: the projection
-  check({-1, -1, 1}, {0, 0, 0});             // vertex a
-  check({2, -0.5f, 0}, {1, 0, 0});           // vertex b
-  check({-0.5f, 3, 0}, {0, 1, 0});           // vertex c
-  check({0.5f, -1, 0}, {0.5f, 0, 0});        // edge ab
-  check({-1, 0.25f, 0}, {0, 0.25f, 0});      // edge ac
-  check({1, 1, 0}, {0.5f, 0.5f, 0});         // edge bc
+  check({0.2f, 0.2f, 3}, {0.2f, 0.2f, 0});  // face: the projection
+  check({-1, -1, 1}, {0, 0, 0});            // vertex a
+  check({2, -0.5f, 0}, {1, 0, 0});          // vertex b
+  check({-0.5f, 3, 0}, {0, 1, 0});          // vertex c
+  check({0.5f, -1, 0}, {0.5f, 0, 0});       // edge ab
+  check({-1, 0.25f, 0}, {0, 0.25f, 0});     // edge ac
+  check({1, 1, 0}, {0.5f, 0.5f, 0});        // edge bc
   EXPECT_FLOAT_EQ(distance2_to_triangle({0.2f, 0.2f, 3}, a, b, c), 9.0f);
 }
 
@@ -160,8 +160,8 @@ void expect_grid_matches_brute_force(PreparedMesh& source, PreparedMesh& target,
     const double tolerance = 1e-6 * std::max<double>(brute.distance[i], 1e-30);
     if (std::abs(double(grid.distance[i]) - brute.distance[i]) > tolerance && mismatches++ < 5)
       ADD_FAILURE() << "sample " << i << ": grid " << grid.distance[i] << " (triangle "
-                    << grid.triangle[i] << "), brute force " << brute.distance[i]
-                    << " (triangle " << brute.triangle[i] << ")";
+                    << grid.triangle[i] << "), brute force " << brute.distance[i] << " (triangle "
+                    << brute.triangle[i] << ")";
   }
   EXPECT_EQ(mismatches, 0u);
   // Ties go to the lowest triangle index in both, so even the triangles agree.
@@ -253,7 +253,8 @@ double sagitta(const io::TriangleMesh& m) {
     for (int d = 0; d < 3; ++d) e1[d] = b[d] - a[d], e2[d] = c[d] - a[d];
     const double nx = e1[1] * e2[2] - e1[2] * e2[1], ny = e1[2] * e2[0] - e1[0] * e2[2],
                  nz = e1[0] * e2[1] - e1[1] * e2[0];
-    const double h = std::abs(nx * a[0] + ny * a[1] + nz * a[2]) / std::sqrt(nx * nx + ny * ny + nz * nz);
+    const double h =
+        std::abs(nx * a[0] + ny * a[1] + nz * a[2]) / std::sqrt(nx * nx + ny * ny + nz * nz);
     smallest = std::min(smallest, h);
   }
   return 1 - smallest;
