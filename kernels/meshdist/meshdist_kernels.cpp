@@ -6,6 +6,7 @@
 #include <string>
 
 #include <thrust/fill.h>
+#include <thrust/functional.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
 #include <thrust/sequence.h>

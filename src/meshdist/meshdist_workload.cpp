@@ -81,7 +81,7 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
   const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
   {
     auto t = timers_.scope("sample");
-    static const DeviceVector<Vec4> no_vertices;
+    const DeviceVector<Vec4> no_vertices;  // empty: area samples only
     make_samples(md.sample_vertices ? source.vertices : no_vertices, source.soup,
                  source.device_cumulative_area, md.seed, first, last - first, samples_);
   }

@@ -92,7 +92,7 @@ struct Distances {
 
 DeviceVector<Vec4> sample(PreparedMesh& source, std::uint64_t area_samples, bool vertices = true) {
   DeviceVector<Vec4> samples;
-  static const DeviceVector<Vec4> none;
+  const DeviceVector<Vec4> none;
   const std::uint64_t total = (vertices ? source.host.vertices.size() : 0) + area_samples;
   make_samples(vertices ? source.vertices : none, source.soup, source.device_cumulative_area, 42, 0,
                total, samples);
