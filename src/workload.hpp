@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace apron {
@@ -28,10 +29,17 @@ class Workload {
   virtual void write_outputs(bool final) = 0;
   virtual void report(Json& json) const = 0;  // its part of the run report (collective)
   virtual std::string output_dir() const = 0;
-  // Checkpoints (io/checkpoint.hpp), collective. load() replaces setup(): it continues the run
-  // from the checkpoint, on this run's rank count, and resumes the output series.
-  virtual void save(const std::filesystem::path& file) const = 0;
-  virtual void load(const io::CheckpointReader& checkpoint) = 0;
+  // Checkpoints (io/checkpoint.hpp), collective, for time-stepping workloads; one-shot analyses
+  // have nothing to continue and keep these defaults (the driver never calls save/load then).
+  // load() replaces setup(): it continues the run from the checkpoint, on this run's rank
+  // count, and resumes the output series.
+  virtual bool checkpointable() const { return false; }
+  virtual void save(const std::filesystem::path&) const {
+    throw std::logic_error("this workload writes no checkpoints");
+  }
+  virtual void load(const io::CheckpointReader&) {
+    throw std::logic_error("this workload reads no checkpoints");
+  }
 };
 
 }  // namespace apron

@@ -172,8 +172,12 @@ CaseConfig parse_case_text(const std::string& file, const std::string& text,
   c.text = text;
   YAML::Node yaml = load_with_overrides(file, text, overrides);
   MapReader root(yaml, file, "");
-  c.workload = root.choice("workload", {"sph"}, std::string("sph"));
+  c.workload = root.choice("workload", {"sph", "meshdist"}, std::string("sph"));
   c.name = root.get<std::string>("name", std::string("case"));
+  if (c.workload == "meshdist") {  // an analysis of two meshes: none of the SPH sections
+    read_meshdist_case(c, root);
+    return c;
+  }
   {
     auto d = root.child("domain");
     c.domain = read_box(d);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/meshdist_config.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron::config {
@@ -78,6 +79,7 @@ struct CaseConfig {
   OutputConfig output;
   DecompositionConfig decomposition;
   CheckpointConfig checkpoint;
+  MeshdistConfig meshdist;  // workload: meshdist
 };
 
 // Parses and validates; throws ConfigError naming file, line, key and what is accepted.

@@ -9,6 +9,7 @@
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
 #include "io/checkpoint.hpp"
+#include "meshdist/meshdist_workload.hpp"
 #include "runtime/json.hpp"
 #include "runtime/stop_signals.hpp"
 #include "sph/sph_solver.hpp"
@@ -20,6 +21,8 @@ namespace {
 std::unique_ptr<Workload> make_workload(const config::CaseConfig& c, const RankInfo& ranks,
                                         const DeviceInfo& device, PhaseTimers& timers) {
   if (c.workload == "sph") return std::make_unique<sph::SphSolver>(c, ranks, device, timers);
+  if (c.workload == "meshdist")
+    return std::make_unique<meshdist::MeshDistance>(c, ranks, device, timers);
   throw std::logic_error("no workload '" + c.workload + "'");
 }
 
@@ -262,6 +265,10 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   const double start = wall_seconds();
   install_stop_signals();
   auto workload = make_workload(config, ranks, device, timers);
+  if (!options.restart.empty() && !workload->checkpointable())
+    throw config::ConfigError("--restart: the " + config.workload +
+                              " workload is a one-shot analysis without checkpoints; run it "
+                              "without --restart");
   const auto from = restart_file(config, ranks, options.restart);
   if (from) {
     auto t = timers.scope("restart");
@@ -286,14 +293,14 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
       Log::info("step %ld: stopping on %s", workload->step(), checkpoints.stop_reason().c_str());
       break;
     }
-    if (!workload->done() && checkpoints.due(*workload))
+    if (!workload->done() && workload->checkpointable() && checkpoints.due(*workload))
       write_checkpoint(config, *workload, ranks, timers, checkpoints);
     progress.maybe_print();
   }
   const double loop_seconds = wall_seconds() - loop_start;
   workload->write_outputs(true);
   progress.maybe_print(true);
-  if (stopped || config.checkpoint.at_end)
+  if (workload->checkpointable() && (stopped || config.checkpoint.at_end))
     write_checkpoint(config, *workload, ranks, timers, checkpoints);
 
   const double total = wall_seconds() - start;

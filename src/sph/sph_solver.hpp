@@ -45,6 +45,7 @@ class SphSolver final : public Workload {
   void write_outputs(bool final) override;
   void report(Json& json) const override;
   std::string output_dir() const override { return config_.output.dir; }
+  bool checkpointable() const override { return true; }
   void save(const std::filesystem::path& file) const override;
   void load(const io::CheckpointReader& checkpoint) override;
 

@@ -1,0 +1,536 @@
+#include "io/mesh_reader.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string_view>
+
+namespace apron::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_whole_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw MeshReadError(file.string() + ": cannot open the mesh file (does it exist?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string line_place(const fs::path& file, std::size_t line) {
+  return file.string() + ":" + std::to_string(line);
+}
+
+std::string byte_place(const fs::path& file, std::size_t offset) {
+  return file.string() + ": byte offset " + std::to_string(offset);
+}
+
+std::vector<std::string_view> split_words(std::string_view line) {
+  std::vector<std::string_view> words;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > start) words.push_back(line.substr(start, i - start));
+  }
+  return words;
+}
+
+// Text split into lines, each with its 1-based number; '#' comments removed when asked.
+struct Lines {
+  std::vector<std::pair<std::size_t, std::string_view>> rows;  // (line number, content)
+  static Lines of(std::string_view text, bool strip_comments) {
+    Lines out;
+    std::size_t number = 0, start = 0;
+    while (start <= text.size()) {
+      std::size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      ++number;
+      std::string_view row = text.substr(start, end - start);
+      if (strip_comments) row = row.substr(0, row.find('#'));
+      if (!split_words(row).empty()) out.rows.emplace_back(number, row);
+      start = end + 1;
+    }
+    return out;
+  }
+};
+
+template <class T>
+bool parse_number(std::string_view word, T& out) {
+  const char* end = word.data() + word.size();
+  auto [ptr, ec] = std::from_chars(word.data(), end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+// Collects vertices and polygons, checking each against what a mesh must be.
+class MeshBuilder {
+ public:
+  explicit MeshBuilder(fs::path file) : file_(std::move(file)) {}
+
+  void add_vertex(double x, double y, double z, const std::string& place) {
+    if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z))
+      throw MeshReadError(place + ": vertex " + std::to_string(mesh_.vertices.size()) +
+                          " has a coordinate that is not a finite number (NaN or infinity)");
+    mesh_.vertices.push_back({x, y, z});
+  }
+
+  // Indices are 0-based; they must name vertices read so far (or, with `vertex_total`, the
+  // vertices the file declares).
+  void add_polygon(const std::vector<long long>& indices, const std::string& place,
+                   std::size_t vertex_total) {
+    if (indices.size() < 3)
+      throw MeshReadError(place + ": a face needs at least 3 vertices, this one has " +
+                          std::to_string(indices.size()));
+    for (long long i : indices)
+      if (i < 0 || static_cast<unsigned long long>(i) >= vertex_total)
+        throw MeshReadError(place + ": vertex index " + std::to_string(i) +
+                            " is out of range (the mesh has " + std::to_string(vertex_total) +
+                            " vertices, indices from 0)");
+    ++mesh_.polygons;
+    for (std::size_t k = 1; k + 1 < indices.size(); ++k)  // fan from the first corner
+      add_triangle(static_cast<std::uint32_t>(indices[0]), static_cast<std::uint32_t>(indices[k]),
+                   static_cast<std::uint32_t>(indices[k + 1]));
+  }
+
+  std::size_t vertex_count() const { return mesh_.vertices.size(); }
+
+  TriangleMesh finish() {
+    if (mesh_.triangles.empty())
+      throw MeshReadError(file_.string() + ": the mesh is empty (" +
+                          std::to_string(mesh_.vertices.size()) + " vertices, " +
+                          std::to_string(mesh_.polygons) + " faces, " +
+                          std::to_string(mesh_.degenerate_skipped) +
+                          " zero-area triangles skipped): no triangle to measure against");
+    return std::move(mesh_);
+  }
+
+ private:
+  void add_triangle(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+    if (zero_area(a, b, c)) {
+      ++mesh_.degenerate_skipped;
+      return;
+    }
+    mesh_.triangles.push_back({a, b, c});
+  }
+
+  // Zero area in the float32 geometry the device uses (then it is zero in double as well).
+  bool zero_area(std::uint32_t a, std::uint32_t b, std::uint32_t c) const {
+    if (a == b || b == c || a == c) return true;
+    double e1[3], e2[3];
+    for (int d = 0; d < 3; ++d) {
+      const double pa = static_cast<float>(mesh_.vertices[a][d]);
+      e1[d] = static_cast<float>(mesh_.vertices[b][d]) - pa;
+      e2[d] = static_cast<float>(mesh_.vertices[c][d]) - pa;
+    }
+    const double cx = e1[1] * e2[2] - e1[2] * e2[1];
+    const double cy = e1[2] * e2[0] - e1[0] * e2[2];
+    const double cz = e1[0] * e2[1] - e1[1] * e2[0];
+    return cx == 0 && cy == 0 && cz == 0;
+  }
+
+  fs::path file_;
+  TriangleMesh mesh_;
+};
+
+// ---- OBJ -------------------------------------------------------------------------------------
+
+// "7", "7/2", "7//3", "-1/2/3": the vertex index, resolved to 0-based (negative counts back).
+long long obj_index(std::string_view word, std::size_t vertices, const std::string& place) {
+  const std::string_view first = word.substr(0, word.find('/'));
+  long long i = 0;
+  if (!parse_number(first, i) || i == 0)
+    throw MeshReadError(place + ": '" + std::string(word) +
+                        "' is not a vertex index (1-based, or negative to count back)");
+  return i > 0 ? i - 1 : static_cast<long long>(vertices) + i;
+}
+
+}  // namespace
+
+TriangleMesh read_obj(const fs::path& file) {
+  const std::string text = read_whole_file(file);
+  MeshBuilder mesh(file);
+  for (const auto& [number, row] : Lines::of(text, true).rows) {
+    const auto words = split_words(row);
+    const std::string place = line_place(file, number);
+    if (words[0] == "v") {
+      double xyz[3];
+      if (words.size() < 4)
+        throw MeshReadError(place + ": a vertex needs 3 coordinates, found " +
+                            std::to_string(words.size() - 1));
+      for (int d = 0; d < 3; ++d)
+        if (!parse_number(words[d + 1], xyz[d]))
+          throw MeshReadError(place + ": '" + std::string(words[d + 1]) + "' is not a number");
+      mesh.add_vertex(xyz[0], xyz[1], xyz[2], place);
+    } else if (words[0] == "f") {
+      std::vector<long long> indices;
+      for (std::size_t k = 1; k < words.size(); ++k)
+        indices.push_back(obj_index(words[k], mesh.vertex_count(), place));
+      mesh.add_polygon(indices, place, mesh.vertex_count());
+    }
+    // Normals, texture coordinates, groups, materials, lines: not part of the surface.
+  }
+  return mesh.finish();
+}
+
+// ---- OFF -------------------------------------------------------------------------------------
+
+TriangleMesh read_off(const fs::path& file) {
+  const std::string text = read_whole_file(file);
+  const auto rows = Lines::of(text, true).rows;
+  MeshBuilder mesh(file);
+  std::size_t r = 0;
+  auto next_words = [&](const char* what) {
+    if (r >= rows.size())
+      throw MeshReadError(file.string() + ": the file ends before " + what + " (truncated?)");
+    const auto& row = rows[r++];
+    return std::pair{row.first, split_words(row.second)};
+  };
+  auto [header_line, header] = next_words("the OFF header");
+  const std::string_view magic = header[0];
+  if (magic.size() < 3 || magic.substr(magic.size() - 3) != "OFF")
+    throw MeshReadError(line_place(file, header_line) + ": expected the keyword 'OFF', found '" +
+                        std::string(magic) + "'");
+  // The counts may follow the keyword on the same line.
+  std::vector<std::string_view> counts(header.begin() + 1, header.end());
+  std::size_t counts_line = header_line;
+  if (counts.empty()) std::tie(counts_line, counts) = next_words("the vertex and face counts");
+  long long nv = -1, nf = -1;
+  if (counts.size() < 2 || !parse_number(counts[0], nv) || !parse_number(counts[1], nf) || nv < 0 ||
+      nf < 0)
+    throw MeshReadError(line_place(file, counts_line) +
+                        ": expected the counts 'vertices faces [edges]' as non-negative integers");
+  for (long long v = 0; v < nv; ++v) {
+    auto [line, words] = next_words(
+        ("vertex " + std::to_string(v) + " of " + std::to_string(nv) + " declared").c_str());
+    const std::string place = line_place(file, line);
+    double xyz[3];
+    if (words.size() < 3)
+      throw MeshReadError(place + ": a vertex needs 3 coordinates, found " +
+                          std::to_string(words.size()));
+    for (int d = 0; d < 3; ++d)
+      if (!parse_number(words[d], xyz[d]))
+        throw MeshReadError(place + ": '" + std::string(words[d]) + "' is not a number");
+    mesh.add_vertex(xyz[0], xyz[1], xyz[2], place);
+  }
+  for (long long f = 0; f < nf; ++f) {
+    auto [line, words] = next_words(
+        ("face " + std::to_string(f) + " of " + std::to_string(nf) + " declared").c_str());
+    const std::string place = line_place(file, line);
+    long long n = 0;
+    if (!parse_number(words[0], n) || n < 0)
+      throw MeshReadError(place + ": expected the face's vertex count, found '" +
+                          std::string(words[0]) + "'");
+    if (words.size() < static_cast<std::size_t>(n) + 1)
+      throw MeshReadError(place + ": the face declares " + std::to_string(n) +
+                          " vertices but lists " + std::to_string(words.size() - 1));
+    std::vector<long long> indices(static_cast<std::size_t>(n));
+    for (long long k = 0; k < n; ++k)
+      if (!parse_number(words[k + 1], indices[k]))
+        throw MeshReadError(place + ": '" + std::string(words[k + 1]) + "' is not a vertex index");
+    mesh.add_polygon(indices, place, mesh.vertex_count());
+  }
+  return mesh.finish();
+}
+
+// ---- PLY -------------------------------------------------------------------------------------
+
+namespace {
+
+enum class PlyType { i8, u8, i16, u16, i32, u32, f32, f64 };
+
+struct PlyProperty {
+  std::string name;
+  PlyType type = PlyType::f32;
+  bool is_list = false;
+  PlyType count_type = PlyType::u8;
+};
+
+struct PlyElement {
+  std::string name;
+  long long count = 0;
+  std::vector<PlyProperty> properties;
+};
+
+struct PlyHeader {
+  enum class Format { ascii, little, big } format = Format::ascii;
+  std::vector<PlyElement> elements;
+  std::size_t data_offset = 0;  // first byte after "end_header\n"
+  std::size_t lines = 0;        // header lines (for ascii line numbers)
+};
+
+PlyType ply_type(std::string_view name, const std::string& place) {
+  static const std::pair<const char*, PlyType> names[] = {
+      {"char", PlyType::i8},    {"int8", PlyType::i8},     {"uchar", PlyType::u8},
+      {"uint8", PlyType::u8},   {"short", PlyType::i16},   {"int16", PlyType::i16},
+      {"ushort", PlyType::u16}, {"uint16", PlyType::u16},  {"int", PlyType::i32},
+      {"int32", PlyType::i32},  {"uint", PlyType::u32},    {"uint32", PlyType::u32},
+      {"float", PlyType::f32},  {"float32", PlyType::f32}, {"double", PlyType::f64},
+      {"float64", PlyType::f64}};
+  for (const auto& [n, t] : names)
+    if (name == n) return t;
+  throw MeshReadError(place + ": unknown PLY property type '" + std::string(name) + "'");
+}
+
+std::size_t ply_size(PlyType t) {
+  switch (t) {
+    case PlyType::i8:
+    case PlyType::u8:
+      return 1;
+    case PlyType::i16:
+    case PlyType::u16:
+      return 2;
+    case PlyType::i32:
+    case PlyType::u32:
+    case PlyType::f32:
+      return 4;
+    case PlyType::f64:
+      return 8;
+  }
+  return 0;
+}
+
+PlyHeader read_ply_header(const std::string& text, const fs::path& file) {
+  PlyHeader h;
+  std::size_t pos = 0;
+  bool saw_format = false;
+  while (true) {
+    const std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos)
+      throw MeshReadError(file.string() + ": the PLY header has no 'end_header' line (truncated?)");
+    ++h.lines;
+    std::string_view row(text.data() + pos, end - pos);
+    if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
+    pos = end + 1;
+    const std::string place = line_place(file, h.lines);
+    const auto words = split_words(row);
+    if (h.lines == 1) {
+      if (row != "ply")
+        throw MeshReadError(place + ": not a PLY file (the first line is not 'ply')");
+      continue;
+    }
+    if (words.empty() || words[0] == "comment" || words[0] == "obj_info") continue;
+    if (words[0] == "end_header") break;
+    if (words[0] == "format") {
+      if (words.size() != 3)
+        throw MeshReadError(place +
+                            ": expected 'format <ascii|binary_little_endian|"
+                            "binary_big_endian> 1.0'");
+      if (words[1] == "ascii")
+        h.format = PlyHeader::Format::ascii;
+      else if (words[1] == "binary_little_endian")
+        h.format = PlyHeader::Format::little;
+      else if (words[1] == "binary_big_endian")
+        h.format = PlyHeader::Format::big;
+      else
+        throw MeshReadError(place + ": unknown PLY format '" + std::string(words[1]) +
+                            "' (accepted: ascii, binary_little_endian, binary_big_endian)");
+      saw_format = true;
+    } else if (words[0] == "element") {
+      PlyElement e;
+      if (words.size() != 3 || !parse_number(words[2], e.count) || e.count < 0)
+        throw MeshReadError(place + ": expected 'element <name> <count>' with a count >= 0");
+      e.name = words[1];
+      h.elements.push_back(e);
+    } else if (words[0] == "property") {
+      if (h.elements.empty()) throw MeshReadError(place + ": a property before any 'element' line");
+      PlyProperty p;
+      if (words.size() == 5 && words[1] == "list") {
+        p.is_list = true;
+        p.count_type = ply_type(words[2], place);
+        p.type = ply_type(words[3], place);
+        p.name = words[4];
+      } else if (words.size() == 3) {
+        p.type = ply_type(words[1], place);
+        p.name = words[2];
+      } else {
+        throw MeshReadError(place +
+                            ": expected 'property <type> <name>' or "
+                            "'property list <count type> <type> <name>'");
+      }
+      h.elements.back().properties.push_back(p);
+    } else {
+      throw MeshReadError(place + ": unknown PLY header line '" + std::string(words[0]) + "'");
+    }
+  }
+  if (!saw_format) throw MeshReadError(file.string() + ": the PLY header has no 'format' line");
+  h.data_offset = pos;
+  return h;
+}
+
+// Values of the PLY body, one at a time, with the place of the last one for messages.
+class PlyValues {
+ public:
+  PlyValues(const std::string& text, const PlyHeader& h, fs::path file)
+      : text_(text),
+        format_(h.format),
+        file_(std::move(file)),
+        pos_(h.data_offset),
+        line_(h.lines + 1) {}
+
+  double next(PlyType t) {
+    return format_ == PlyHeader::Format::ascii ? next_word(t) : next_binary(t);
+  }
+  std::string place() const {
+    return format_ == PlyHeader::Format::ascii ? line_place(file_, line_)
+                                               : byte_place(file_, value_offset_);
+  }
+
+ private:
+  double next_word(PlyType t) {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])))
+      if (text_[pos_++] == '\n') ++line_;
+    if (pos_ >= text_.size())
+      throw MeshReadError(place() +
+                          ": the file ends early (truncated, or the element counts "
+                          "in the header are too large)");
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    const std::string_view word(text_.data() + start, pos_ - start);
+    double v = 0;
+    if (t == PlyType::f32 || t == PlyType::f64) {
+      if (parse_number(word, v)) return v;
+    } else {
+      long long i = 0;
+      if (parse_number(word, i)) return static_cast<double>(i);
+    }
+    throw MeshReadError(place() + ": '" + std::string(word) + "' is not a valid " +
+                        (t == PlyType::f32 || t == PlyType::f64 ? "number" : "integer"));
+  }
+
+  double next_binary(PlyType t) {
+    const std::size_t n = ply_size(t);
+    value_offset_ = pos_;
+    if (pos_ + n > text_.size())
+      throw MeshReadError(place() +
+                          ": the file ends early (truncated, or the element counts "
+                          "in the header are too large)");
+    unsigned char bytes[8];
+    std::memcpy(bytes, text_.data() + pos_, n);
+    pos_ += n;
+    const bool file_big = format_ == PlyHeader::Format::big;
+    if (file_big != (std::endian::native == std::endian::big)) std::reverse(bytes, bytes + n);
+    return decode(t, bytes);
+  }
+
+  static double decode(PlyType t, const unsigned char* b) {
+    switch (t) {
+      case PlyType::i8:
+        return static_cast<double>(static_cast<std::int8_t>(b[0]));
+      case PlyType::u8:
+        return b[0];
+      case PlyType::i16:
+        return as<std::int16_t>(b);
+      case PlyType::u16:
+        return as<std::uint16_t>(b);
+      case PlyType::i32:
+        return as<std::int32_t>(b);
+      case PlyType::u32:
+        return as<std::uint32_t>(b);
+      case PlyType::f32:
+        return as<float>(b);
+      case PlyType::f64:
+        return as<double>(b);
+    }
+    return 0;
+  }
+  template <class T>
+  static double as(const unsigned char* b) {
+    T v;
+    std::memcpy(&v, b, sizeof v);
+    return static_cast<double>(v);
+  }
+
+  const std::string& text_;
+  PlyHeader::Format format_;
+  fs::path file_;
+  std::size_t pos_;
+  std::size_t line_;
+  std::size_t value_offset_ = 0;
+};
+
+long long as_index(double v, const std::string& place) {
+  if (v != std::floor(v) || !std::isfinite(v))
+    throw MeshReadError(place + ": a list count or index must be an integer");
+  return static_cast<long long>(v);
+}
+
+int find_property(const PlyElement& e, std::initializer_list<const char*> names) {
+  for (std::size_t i = 0; i < e.properties.size(); ++i)
+    for (const char* n : names)
+      if (e.properties[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+TriangleMesh read_ply(const fs::path& file) {
+  const std::string text = read_whole_file(file);
+  const PlyHeader header = read_ply_header(text, file);
+  auto vertex_element = std::find_if(header.elements.begin(), header.elements.end(),
+                                     [](const PlyElement& e) { return e.name == "vertex"; });
+  if (vertex_element == header.elements.end())
+    throw MeshReadError(file.string() + ": the PLY header declares no 'vertex' element");
+  const auto vertex_total = static_cast<std::size_t>(vertex_element->count);
+  for (auto e = header.elements.begin(); e != vertex_element; ++e)
+    if (e->name == "face")  // indices are checked against vertices already read
+      throw MeshReadError(file.string() + ": the PLY 'face' element must follow 'vertex'");
+  MeshBuilder mesh(file);
+  PlyValues values(text, header, file);
+  for (const PlyElement& e : header.elements) {
+    const bool is_vertex = e.name == "vertex", is_face = e.name == "face";
+    const int coord[3] = {find_property(e, {"x"}), find_property(e, {"y"}),
+                          find_property(e, {"z"})};
+    const int corners = find_property(e, {"vertex_indices", "vertex_index"});
+    if (is_vertex && (coord[0] < 0 || coord[1] < 0 || coord[2] < 0))
+      throw MeshReadError(file.string() + ": the PLY vertex element lacks x, y or z");
+    if (is_face && (corners < 0 || !e.properties[corners].is_list))
+      throw MeshReadError(file.string() +
+                          ": the PLY face element lacks a 'vertex_indices' list property");
+    for (long long item = 0; item < e.count; ++item) {
+      double xyz[3] = {0, 0, 0};
+      std::vector<long long> indices;
+      std::string place;
+      for (std::size_t p = 0; p < e.properties.size(); ++p) {
+        const PlyProperty& prop = e.properties[p];
+        if (!prop.is_list) {
+          const double v = values.next(prop.type);
+          if (p == 0) place = values.place();
+          for (int d = 0; d < 3; ++d)
+            if (static_cast<int>(p) == coord[d]) xyz[d] = v;
+          continue;
+        }
+        const long long n = as_index(values.next(prop.count_type), values.place());
+        if (p == 0) place = values.place();
+        if (n < 0) throw MeshReadError(values.place() + ": a negative list length");
+        for (long long k = 0; k < n; ++k) {
+          const double v = values.next(prop.type);
+          if (is_face && static_cast<int>(p) == corners)
+            indices.push_back(as_index(v, values.place()));
+        }
+      }
+      if (is_vertex) mesh.add_vertex(xyz[0], xyz[1], xyz[2], place);
+      if (is_face) mesh.add_polygon(indices, place, vertex_total);
+    }
+  }
+  return mesh.finish();
+}
+
+TriangleMesh read_mesh(const fs::path& file) {
+  std::string ext = file.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".obj") return read_obj(file);
+  if (ext == ".ply") return read_ply(file);
+  if (ext == ".off") return read_off(file);
+  throw MeshReadError(file.string() + ": unknown mesh format '" + ext +
+                      "' (accepted: .obj, .ply, .off)");
+}
+
+}  // namespace apron::io

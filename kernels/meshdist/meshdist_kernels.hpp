@@ -1,0 +1,95 @@
+// Device side of the mesh-to-mesh distance (Zhang, Tang, Wu 2011): a uniform grid over the
+// triangles of the target mesh built in parallel, the per-sample search in growing shells of
+// cells, a brute-force reference, and area-uniform surface sampling from a counter-based RNG.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/backend.hpp"
+#include "kernels/common/vec.hpp"
+
+namespace apron::meshdist {
+
+// Triangles as three corners each: corners[3t], corners[3t+1], corners[3t+2] (w unused). One
+// gathered array keeps a triangle's data in one 48-byte read.
+struct TriangleSoup {
+  DeviceVector<Vec4> corners;
+  std::size_t size() const { return corners.size() / 3; }
+};
+
+// The grid's placement: cell (i, j, k) covers lo + [i, i+1) * cell along each axis.
+struct GridGeometry {
+  float lo[3] = {0, 0, 0};
+  float cell = 1;
+  float inv_cell = 1;
+  int dims[3] = {1, 1, 1};
+  float margin = 0;  // slack on cell boundaries that absorbs float rounding in cell assignment
+
+  APRON_HD int coordinate(float x, int axis) const {
+    float f = (x - lo[axis]) * inv_cell;
+    const float top = static_cast<float>(dims[axis] - 1);
+    f = f < 0 ? 0.0f : (f > top ? top : f);  // clamp before converting: no overflow
+    return static_cast<int>(f);
+  }
+  APRON_HD std::uint32_t linear(int i, int j, int k) const {
+    return static_cast<std::uint32_t>((k * dims[1] + j) * dims[0] + i);
+  }
+  std::size_t cells() const { return std::size_t(dims[0]) * dims[1] * dims[2]; }
+};
+
+struct GridOptions {
+  double cell_factor = 2.0;  // cell edge = cell_factor * sqrt(total area / triangles)
+  std::size_t max_cells_per_triangle = 8;
+  std::size_t max_cells = std::size_t(1) << 26;  // 512 MiB of cell ranges at most
+};
+
+// Geometry of the grid for a mesh with bounding box [lo, hi] and the given total area.
+GridGeometry choose_grid(const double lo[3], const double hi[3], double total_area,
+                         std::size_t triangles, const GridOptions& options = {});
+
+class TriangleGrid {
+ public:
+  // Count cells per triangle, exclusive scan, write (cell, triangle) pairs, sort by cell, mark
+  // cell boundaries (the paper's construction).
+  void build(const TriangleSoup& mesh, const GridGeometry& geometry);
+
+  // Distance (not squared) and nearest triangle for every sample, searched shell by shell.
+  // Samples are visited in cell order for coherent memory access.
+  void nearest(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,
+               DeviceVector<float>& distance, DeviceVector<int>& triangle);
+
+  const GridGeometry& geometry() const { return geometry_; }
+  std::size_t pairs() const { return pair_triangle_.size(); }
+  std::size_t device_bytes() const;
+
+ private:
+  GridGeometry geometry_;
+  DeviceVector<std::uint32_t> cell_begin_, cell_end_;
+  DeviceVector<std::uint32_t> pair_cell_, pair_triangle_;
+  DeviceVector<std::uint32_t> sample_cell_, sample_order_;
+};
+
+// The reference: every sample against every triangle.
+void nearest_brute_force(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,
+                         DeviceVector<float>& distance, DeviceVector<int>& triangle);
+
+// Samples with global indices [first, first + count): index g < vertices.size() is vertex g; the
+// others are area-uniform points on the surface, point g - vertices.size() of the sequence that
+// `seed` determines. `cumulative_area` is the inclusive prefix sum of triangle areas (float64,
+// computed once on the host so every rank sees the same bits). A sample depends only on its
+// global index, so any split over ranks yields the same samples.
+void make_samples(const DeviceVector<Vec4>& vertices, const TriangleSoup& mesh,
+                  const DeviceVector<double>& cumulative_area, std::uint64_t seed,
+                  std::uint64_t first, std::size_t count, DeviceVector<Vec4>& samples);
+
+// Float64 sums and the maximum with the lowest global index attaining it.
+struct DistanceStats {
+  double sum = 0;
+  double sum_squares = 0;
+  float max = -1;
+  std::uint64_t argmax = ~std::uint64_t(0);  // global sample index
+};
+DistanceStats reduce_distances(const DeviceVector<float>& distance, std::uint64_t first);
+
+}  // namespace apron::meshdist

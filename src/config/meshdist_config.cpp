@@ -1,0 +1,78 @@
+#include "config/meshdist_config.hpp"
+
+#include <filesystem>
+
+#include "config/case_config.hpp"
+#include "config/yaml_reader.hpp"
+
+namespace apron::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A relative path names a file under the working directory (cases are run from the repository
+// root) or, failing that, beside the case file.
+std::string resolve_mesh_path(MapReader& r, const std::string& key, const std::string& given) {
+  const fs::path path(given);
+  if (path.is_absolute() || fs::exists(path)) {
+    if (!fs::exists(path)) r.fail(key, "mesh file '" + given + "' does not exist");
+    return given;
+  }
+  const fs::path beside = fs::path(r.file()).parent_path() / path;
+  if (fs::exists(beside)) return beside.string();
+  r.fail(key, "mesh file '" + given + "' does not exist (looked in the working directory " +
+                  fs::current_path().string() + " and beside the case file, as " + beside.string() +
+                  ")");
+}
+
+MeshInput read_mesh_input(MapReader r) {
+  MeshInput m;
+  m.file = resolve_mesh_path(r, "file", r.get<std::string>("file"));
+  m.subdivide = r.get<int>("subdivide", 1);
+  if (m.subdivide < 1 || m.subdivide > 64) r.fail("subdivide", "must be between 1 and 64");
+  r.finish();
+  return m;
+}
+
+void read_sampling(MapReader r, MeshdistConfig& c) {
+  c.sample_vertices = r.get<bool>("vertices", true);
+  if (r.has("count") && r.has("density"))
+    r.fail("density", "give either an area sample 'count' or a 'density', not both");
+  c.area_samples = r.get<long>("count", 0L);
+  if (c.area_samples < 0) r.fail("count", "must be 0 (vertices only) or positive");
+  c.area_density = r.get<double>("density", 0.0);
+  if (c.area_density < 0) r.fail("density", "must be 0 or a positive number of samples per area");
+  const long seed = r.get<long>("seed", 1L);
+  if (seed < 0) r.fail("seed", "must be a non-negative integer");
+  c.seed = static_cast<std::uint64_t>(seed);
+  if (!c.sample_vertices && c.area_samples == 0 && c.area_density == 0)
+    r.fail("vertices", "with vertices: false, give an area sample 'count' or 'density'");
+  r.finish();
+}
+
+}  // namespace
+
+void read_meshdist_case(CaseConfig& c, MapReader& root) {
+  auto m = root.child("meshdist");
+  MeshdistConfig& md = c.meshdist;
+  md.a = read_mesh_input(m.child("a"));
+  md.b = read_mesh_input(m.child("b"));
+  read_sampling(m.child("sampling"), md);
+  md.directions = m.choice("directions", {"both", "a_to_b", "b_to_a"}, md.directions);
+  md.search = m.choice("search", {"grid", "brute_force"}, md.search);
+  md.cell_factor = m.in_range("cell_factor", 0.1, 100, md.cell_factor);
+  md.histogram_bins = m.get<int>("histogram_bins", md.histogram_bins);
+  if (md.histogram_bins < 1 || md.histogram_bins > 10000)
+    m.fail("histogram_bins", "must be between 1 and 10000");
+  md.per_vertex_output = m.get<bool>("per_vertex_output", md.per_vertex_output);
+  md.repeat = m.get<int>("repeat", md.repeat);
+  if (md.repeat < 1 || md.repeat > 1000) m.fail("repeat", "must be between 1 and 1000");
+  m.finish();
+  auto o = root.child("output");
+  c.output.dir = o.get<std::string>("dir", c.output.dir);
+  c.output.progress_every = o.positive("progress_every", c.output.progress_every);
+  o.finish();
+  root.finish();
+}
+
+}  // namespace apron::config

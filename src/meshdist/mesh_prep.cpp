@@ -1,0 +1,92 @@
+#include "meshdist/mesh_prep.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace apron::meshdist {
+namespace {
+
+Vec4 as_vec4(const std::array<double, 3>& v) {
+  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]), 0};
+}
+
+double triangle_area(const Vec4& a, const Vec4& b, const Vec4& c) {
+  const double e1[3] = {double(b.x) - a.x, double(b.y) - a.y, double(b.z) - a.z};
+  const double e2[3] = {double(c.x) - a.x, double(c.y) - a.y, double(c.z) - a.z};
+  const double cx = e1[1] * e2[2] - e1[2] * e2[1], cy = e1[2] * e2[0] - e1[0] * e2[2],
+               cz = e1[0] * e2[1] - e1[1] * e2[0];
+  return 0.5 * std::sqrt(cx * cx + cy * cy + cz * cz);
+}
+
+}  // namespace
+
+io::TriangleMesh subdivide(const io::TriangleMesh& mesh, int k) {
+  if (k <= 1) return mesh;
+  io::TriangleMesh out;
+  out.polygons = mesh.polygons;
+  out.degenerate_skipped = mesh.degenerate_skipped;
+  const std::size_t per_triangle = static_cast<std::size_t>((k + 1) * (k + 2) / 2);
+  out.vertices.reserve(mesh.triangles.size() * per_triangle);
+  out.triangles.reserve(mesh.triangles.size() * k * k);
+  for (const auto& t : mesh.triangles) {
+    const auto& a = mesh.vertices[t[0]];
+    const auto& b = mesh.vertices[t[1]];
+    const auto& c = mesh.vertices[t[2]];
+    const auto base = static_cast<std::uint32_t>(out.vertices.size());
+    // Lattice point (i, j) = a + i/k (b - a) + j/k (c - a), i + j <= k, row by row in j.
+    auto index = [&](int i, int j) {
+      return base + static_cast<std::uint32_t>(j * (k + 1) - j * (j - 1) / 2 + i);
+    };
+    for (int j = 0; j <= k; ++j)
+      for (int i = 0; i + j <= k; ++i) {
+        std::array<double, 3> p;
+        for (int d = 0; d < 3; ++d) p[d] = a[d] + (b[d] - a[d]) * i / k + (c[d] - a[d]) * j / k;
+        out.vertices.push_back(p);
+      }
+    for (int j = 0; j < k; ++j)
+      for (int i = 0; i + j < k; ++i) {
+        out.triangles.push_back({index(i, j), index(i + 1, j), index(i, j + 1)});
+        if (i + j + 1 < k)
+          out.triangles.push_back({index(i + 1, j), index(i + 1, j + 1), index(i, j + 1)});
+      }
+  }
+  return out;
+}
+
+PreparedMesh::PreparedMesh(io::TriangleMesh mesh) : host(std::move(mesh)) {
+  for (int d = 0; d < 3; ++d) {
+    lo[d] = std::numeric_limits<double>::infinity();
+    hi[d] = -lo[d];
+  }
+  for (const auto& v : host.vertices)
+    for (int d = 0; d < 3; ++d) {
+      const double f = static_cast<float>(v[d]);
+      lo[d] = std::min(lo[d], f);
+      hi[d] = std::max(hi[d], f);
+    }
+  cumulative_area.reserve(host.triangles.size());
+  for (const auto& t : host.triangles) {
+    area += triangle_area(as_vec4(host.vertices[t[0]]), as_vec4(host.vertices[t[1]]),
+                          as_vec4(host.vertices[t[2]]));
+    cumulative_area.push_back(area);
+  }
+}
+
+void PreparedMesh::upload() {
+  std::vector<Vec4> corners(3 * host.triangles.size()), verts(host.vertices.size());
+  for (std::size_t t = 0; t < host.triangles.size(); ++t)
+    for (int k = 0; k < 3; ++k) corners[3 * t + k] = as_vec4(host.vertices[host.triangles[t][k]]);
+  std::transform(host.vertices.begin(), host.vertices.end(), verts.begin(), as_vec4);
+  soup.corners.assign(corners.begin(), corners.end());
+  vertices.assign(verts.begin(), verts.end());
+  device_cumulative_area.assign(cumulative_area.begin(), cumulative_area.end());
+}
+
+GridGeometry PreparedMesh::grid_geometry(double cell_factor) const {
+  GridOptions options;
+  options.cell_factor = cell_factor;
+  return choose_grid(lo, hi, area, host.triangles.size(), options);
+}
+
+}  // namespace apron::meshdist

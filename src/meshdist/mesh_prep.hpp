@@ -1,0 +1,33 @@
+// Host-side preparation of a mesh for the distance kernels: optional subdivision, its area,
+// bounding box and cumulative area (for sampling), and the device copies.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "io/mesh_reader.hpp"
+#include "kernels/meshdist/meshdist_kernels.hpp"
+
+namespace apron::meshdist {
+
+// Splits every edge into k parts: k^2 triangles per triangle, the same surface. Vertices are not
+// shared between input triangles (the distance only needs the triangles).
+io::TriangleMesh subdivide(const io::TriangleMesh& mesh, int k);
+
+// A mesh as the analysis uses it. Everything is derived from `host` in the same order on every
+// rank, so all ranks hold bit-identical copies.
+struct PreparedMesh {
+  io::TriangleMesh host;
+  double area = 0;
+  double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};  // of the float32 coordinates
+  std::vector<double> cumulative_area;          // inclusive prefix sum, sequential float64
+  TriangleSoup soup;
+  DeviceVector<Vec4> vertices;
+  DeviceVector<double> device_cumulative_area;
+
+  explicit PreparedMesh(io::TriangleMesh mesh);  // host-side quantities
+  void upload();                                 // device copies
+  GridGeometry grid_geometry(double cell_factor) const;
+};
+
+}  // namespace apron::meshdist

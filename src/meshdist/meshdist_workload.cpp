@@ -1,0 +1,321 @@
+#include "meshdist/meshdist_workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <thrust/copy.h>
+
+#include "config/yaml_reader.hpp"
+#include "io/mesh_output.hpp"
+#include "kernels/meshdist/geometry.hpp"
+#include "runtime/json.hpp"
+
+namespace apron::meshdist {
+namespace {
+
+// Samples [first, last) of `total` on this rank: contiguous, in rank order.
+std::pair<std::uint64_t, std::uint64_t> rank_range(std::uint64_t total, int rank, int size) {
+  return {total * rank / size, total * (rank + 1) / size};
+}
+
+std::vector<float> to_host(const DeviceVector<float>& v) {
+  std::vector<float> out(v.size());
+  thrust::copy(v.begin(), v.end(), out.begin());
+  return out;
+}
+
+void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
+  j.begin_array(key);
+  for (double x : v) j.value("", x);
+  j.end_array();
+}
+
+}  // namespace
+
+MeshDistance::MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
+                           PhaseTimers& timers)
+    : config_(std::move(config)), ranks_(ranks), device_(std::move(device)), timers_(timers) {}
+
+std::unique_ptr<PreparedMesh> MeshDistance::load_mesh(const config::MeshInput& input,
+                                                      const char* key) const {
+  try {
+    return std::make_unique<PreparedMesh>(subdivide(io::read_mesh(input.file), input.subdivide));
+  } catch (const io::MeshReadError& e) {
+    // Every rank reads the same file and fails the same way: bad input, reported once.
+    throw config::ConfigError(std::string("meshdist.") + key + ".file: " + e.what());
+  }
+}
+
+void MeshDistance::setup() {
+  const auto& md = config_.meshdist;
+  {
+    auto t = timers_.scope("read");
+    a_ = load_mesh(md.a, "a");
+    b_ = load_mesh(md.b, "b");
+  }
+  for (const auto* m : {a_.get(), b_.get()})
+    Log::info("mesh %s: %zu vertices, %zu triangles (%zu zero-area skipped), area %.6g",
+              m == a_.get() ? "a" : "b", m->host.vertices.size(), m->host.triangles.size(),
+              m->host.degenerate_skipped, m->area);
+  if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
+}
+
+std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {
+  const auto& md = config_.meshdist;
+  if (md.area_density > 0)
+    return static_cast<std::uint64_t>(std::llround(md.area_density * mesh.area));
+  return static_cast<std::uint64_t>(md.area_samples);
+}
+
+DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
+                                      PreparedMesh& target) {
+  const auto& md = config_.meshdist;
+  const double start = wall_seconds();
+  DirectionResult r;
+  r.name = name;
+  r.vertex_samples = md.sample_vertices ? source.host.vertices.size() : 0;
+  r.area_samples = area_sample_count(source);
+  r.samples = r.vertex_samples + r.area_samples;
+  const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
+  {
+    auto t = timers_.scope("sample");
+    const DeviceVector<Vec4> no_vertices;  // empty: area samples only
+    make_samples(md.sample_vertices ? source.vertices : no_vertices, source.soup,
+                 source.device_cumulative_area, md.seed, first, last - first, samples_);
+  }
+  if (md.search == "grid") {
+    {
+      auto t = timers_.scope("grid");
+      r.grid = target.grid_geometry(md.cell_factor);
+      grid_.build(target.soup, r.grid);
+      r.grid_pairs = grid_.pairs();
+    }
+    auto t = timers_.scope("search");
+    grid_.nearest(target.soup, samples_, distance_, triangle_);
+  } else {
+    auto t = timers_.scope("search");
+    nearest_brute_force(target.soup, samples_, distance_, triangle_);
+  }
+  auto t = timers_.scope("reduce");
+  const DistanceStats local = reduce_distances(distance_, first);
+  double sums[2] = {local.sum, local.sum_squares};
+  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, ranks_.comm);
+  r.sum = sums[0];
+  r.sum_squares = sums[1];
+  // The maximum, then the lowest sample index attaining it: the same bits on any rank count.
+  float max = local.max;
+  MPI_Allreduce(MPI_IN_PLACE, &max, 1, MPI_FLOAT, MPI_MAX, ranks_.comm);
+  std::uint64_t argmax = local.max == max ? local.argmax : ~std::uint64_t(0);
+  MPI_Allreduce(MPI_IN_PLACE, &argmax, 1, MPI_UINT64_T, MPI_MIN, ranks_.comm);
+  r.max = max;
+  r.argmax = argmax;
+  r.seconds = wall_seconds() - start;
+  return r;
+}
+
+// Outside the timed analysis: histogram, the maximum's closest point, the per-vertex errors.
+void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
+                                 const PreparedMesh& target) {
+  const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
+  const std::vector<float> local = to_host(distance_);
+
+  const int bins = config_.meshdist.histogram_bins;
+  r.bin_width = static_cast<double>(r.max) / bins;
+  r.histogram.assign(bins, 0);
+  for (float d : local) {
+    const double bin = r.bin_width > 0 ? d / r.bin_width : 0;
+    ++r.histogram[static_cast<std::size_t>(std::min<double>(bin, bins - 1))];
+  }
+  MPI_Allreduce(MPI_IN_PLACE, r.histogram.data(), bins, MPI_LONG_LONG, MPI_SUM, ranks_.comm);
+
+  int owner = 0;
+  for (int k = 0; k < ranks_.size; ++k) {
+    const auto [lo, hi] = rank_range(r.samples, k, ranks_.size);
+    if (r.argmax >= lo && r.argmax < hi) owner = k;
+  }
+  double where[7] = {0, 0, 0, 0, 0, 0, -1};
+  if (ranks_.rank == owner && r.samples > 0) {
+    const std::size_t i = r.argmax - first;
+    const Vec4 p = samples_[i];
+    const int tri = triangle_[i];
+    const auto& t = target.host.triangles[tri];
+    auto corner = [&](int k) {
+      const auto& v = target.host.vertices[t[k]];
+      return Vec3{static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
+    };
+    const Vec3 q = closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2));
+    const double values[7] = {p.x, p.y, p.z, q.x, q.y, q.z, static_cast<double>(tri)};
+    std::copy(values, values + 7, where);
+  }
+  MPI_Bcast(where, 7, MPI_DOUBLE, owner, ranks_.comm);
+  r.max_sample = {where[0], where[1], where[2]};
+  r.closest_point = {where[3], where[4], where[5]};
+  r.closest_triangle = static_cast<long long>(where[6]);
+
+  if (r.vertex_samples == 0) return;  // vertex samples come first: [0, vertex_samples)
+  const auto vertex_end = std::min(last, r.vertex_samples);
+  const int mine = static_cast<int>(first < vertex_end ? vertex_end - first : 0);
+  std::vector<int> counts(ranks_.size), offsets(ranks_.size);
+  MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, ranks_.comm);
+  for (int k = 1; k < ranks_.size; ++k) offsets[k] = offsets[k - 1] + counts[k - 1];
+  if (ranks_.rank == 0) r.vertex_error.resize(source.host.vertices.size());
+  MPI_Gatherv(local.data(), mine, MPI_FLOAT, r.vertex_error.data(), counts.data(), offsets.data(),
+              MPI_FLOAT, 0, ranks_.comm);
+}
+
+void MeshDistance::advance() {
+  const auto& md = config_.meshdist;
+  const bool a_to_b = md.directions != "b_to_a", b_to_a = md.directions != "a_to_b";
+  for (int repetition = 0; repetition < md.repeat; ++repetition) {
+    const bool last = repetition + 1 == md.repeat;
+    MPI_Barrier(ranks_.comm);
+    const double start = wall_seconds();
+    {
+      auto t = timers_.scope("upload");
+      a_->upload();
+      b_->upload();
+    }
+    double seconds = wall_seconds() - start;
+    results_.clear();
+    auto run = [&](const char* name, PreparedMesh& source, PreparedMesh& target) {
+      results_.push_back(measure(name, source, target));
+      seconds += results_.back().seconds;
+      if (last) {
+        auto t = timers_.scope("results");
+        finish_result(results_.back(), source, target);
+      }
+    };
+    if (a_to_b) run("a_to_b", *a_, *b_);
+    if (b_to_a) run("b_to_a", *b_, *a_);
+    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, ranks_.comm);
+    analysis_seconds_.push_back(seconds);
+    Log::info("analysis %d of %d: %.3f ms (excluding file parsing)", repetition + 1, md.repeat,
+              1e3 * seconds);
+  }
+  step_ = 1;
+}
+
+std::size_t MeshDistance::global_items() const {
+  std::size_t n = 0;
+  for (const auto& r : results_) n += r.samples;
+  return n;
+}
+
+void MeshDistance::print_table() const {
+  Log::info("\nmesh distance            %-14s %-14s %-14s", "a -> b", "b -> a", "symmetric");
+  auto row = [&](const char* label, auto value) {
+    double v[2] = {NAN, NAN};
+    for (const auto& r : results_) v[r.name == "a_to_b" ? 0 : 1] = value(r);
+    const double sym = std::isnan(v[0]) ? v[1] : (std::isnan(v[1]) ? v[0] : std::max(v[0], v[1]));
+    Log::info("%-24s %-14.7g %-14.7g %-14.7g", label, v[0], v[1], sym);
+  };
+  row("samples", [](const DirectionResult& r) { return double(r.samples); });
+  row("Hausdorff (max)", [](const DirectionResult& r) { return double(r.max); });
+  row("mean", [](const DirectionResult& r) { return r.mean(); });
+  row("RMS", [](const DirectionResult& r) { return std::sqrt(r.mean_squared()); });
+  row("mean squared (d_sw)", [](const DirectionResult& r) { return r.mean_squared(); });
+  Log::info(
+      "(symmetric: the larger direction; for the mean squared error that is the paper's d_hw)");
+  for (const auto& r : results_)
+    Log::info(
+        "%s: maximum at sample %llu (%.7g, %.7g, %.7g), closest point (%.7g, %.7g, %.7g) on "
+        "triangle %lld",
+        r.name.c_str(), static_cast<unsigned long long>(r.argmax), r.max_sample[0], r.max_sample[1],
+        r.max_sample[2], r.closest_point[0], r.closest_point[1], r.closest_point[2],
+        r.closest_triangle);
+}
+
+void MeshDistance::write_vertex_errors() const {
+  if (ranks_.rank != 0) return;
+  const std::filesystem::path dir(config_.output.dir);
+  for (const auto& r : results_) {
+    if (r.vertex_error.empty()) continue;
+    const bool from_a = r.name == "a_to_b";
+    const io::TriangleMesh& mesh = (from_a ? a_ : b_)->host;
+    const std::string stem = from_a ? "a_error" : "b_error";
+    io::write_ply_with_scalar(dir / (stem + ".ply"), mesh, "error", r.vertex_error);
+    io::write_hdf5_xdmf_with_scalar(dir / stem, mesh, "error", r.vertex_error);
+  }
+}
+
+void MeshDistance::write_outputs(bool final) {
+  if (!final) return;
+  print_table();
+  if (!config_.meshdist.per_vertex_output) return;
+  auto t = timers_.scope("output");
+  write_vertex_errors();
+}
+
+void MeshDistance::report(Json& j) const {
+  const auto& md = config_.meshdist;
+  j.begin_object("meshdist");
+  for (const auto* m : {a_.get(), b_.get()}) {
+    const bool is_a = m == a_.get();
+    j.begin_object(is_a ? "mesh_a" : "mesh_b");
+    j.value("file", (is_a ? md.a : md.b).file);
+    j.value("subdivide", (is_a ? md.a : md.b).subdivide);
+    j.value("vertices", m->host.vertices.size());
+    j.value("triangles", m->host.triangles.size());
+    j.value("faces_read", m->host.polygons);
+    j.value("degenerate_skipped", m->host.degenerate_skipped);
+    j.value("area", m->area);
+    j.end_object();
+  }
+  j.value("search", md.search);
+  j.value("seed", static_cast<long long>(md.seed));
+  double hausdorff = 0, d_hw = 0, mean = 0, rms = 0;
+  j.begin_object("directions");
+  for (const auto& r : results_) {
+    j.begin_object(r.name);
+    j.value("samples", static_cast<long long>(r.samples));
+    j.value("vertex_samples", static_cast<long long>(r.vertex_samples));
+    j.value("area_samples", static_cast<long long>(r.area_samples));
+    j.value("hausdorff", static_cast<double>(r.max));
+    j.value("mean", r.mean());
+    j.value("rms", std::sqrt(r.mean_squared()));
+    j.value("mean_squared", r.mean_squared());
+    j.value("sum", r.sum);
+    j.value("sum_squares", r.sum_squares);
+    j.value("max_sample_index", static_cast<long long>(r.argmax));
+    json_vec3(j, "max_sample", r.max_sample);
+    json_vec3(j, "closest_point", r.closest_point);
+    j.value("closest_triangle", r.closest_triangle);
+    j.begin_object("histogram");
+    j.value("bin_width", r.bin_width);
+    j.begin_array("counts");
+    for (long long c : r.histogram) j.value("", c);
+    j.end_array();
+    j.end_object();
+    if (md.search == "grid") {
+      j.begin_object("grid");
+      j.begin_array("dims");
+      for (int d : r.grid.dims) j.value("", d);
+      j.end_array();
+      j.value("cell_size", static_cast<double>(r.grid.cell));
+      j.value("pairs", r.grid_pairs);
+      j.end_object();
+    }
+    j.value("seconds", r.seconds);
+    j.value("samples_per_second", r.samples / std::max(r.seconds, 1e-12));
+    j.end_object();
+    hausdorff = std::max(hausdorff, static_cast<double>(r.max));
+    d_hw = std::max(d_hw, r.mean_squared());
+    mean = std::max(mean, r.mean());
+    rms = std::max(rms, std::sqrt(r.mean_squared()));
+  }
+  j.end_object();
+  j.begin_object("symmetric");
+  j.value("hausdorff", hausdorff);
+  j.value("d_hw", d_hw);
+  j.value("mean", mean);
+  j.value("rms", rms);
+  j.end_object();
+  j.begin_array("analysis_seconds");  // per repetition, max over ranks, file parsing excluded
+  for (double s : analysis_seconds_) j.value("", s);
+  j.end_array();
+  j.end_object();
+}
+
+}  // namespace apron::meshdist

@@ -1,0 +1,81 @@
+// The mesh-to-mesh distance analysis (issue 5; Zhang, Tang, Wu 2011): the one-sided Hausdorff
+// distances of two meshes, the symmetric Hausdorff distance and the paper's overall error
+// (mean squared distance), from samples split over the ranks; meshes are replicated per rank.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/case_config.hpp"
+#include "meshdist/mesh_prep.hpp"
+#include "runtime/runtime.hpp"
+#include "workload.hpp"
+
+namespace apron::meshdist {
+
+// One direction, source -> target: distances from the source's samples to the target surface.
+struct DirectionResult {
+  std::string name;  // "a_to_b" or "b_to_a"
+  std::uint64_t samples = 0, vertex_samples = 0, area_samples = 0;
+  double sum = 0, sum_squares = 0;  // float64 over all samples and ranks
+  float max = 0;                    // the one-sided Hausdorff distance
+  std::uint64_t argmax = 0;         // the lowest global sample index attaining it
+  std::array<double, 3> max_sample{}, closest_point{};
+  long long closest_triangle = -1;
+  double bin_width = 0;
+  std::vector<long long> histogram;
+  std::vector<float> vertex_error;  // rank 0: error at every source vertex (vertex sampling)
+  GridGeometry grid;
+  std::size_t grid_pairs = 0;
+  double seconds = 0;  // grid + sampling + search + reduction (the last repetition)
+
+  double mean() const { return samples ? sum / samples : 0; }
+  double mean_squared() const { return samples ? sum_squares / samples : 0; }  // d_sw
+};
+
+class MeshDistance final : public Workload {
+ public:
+  MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo device, PhaseTimers& timers);
+
+  void setup() override;    // reads the meshes
+  void advance() override;  // the whole analysis (config.meshdist.repeat times)
+  bool done() const override { return step_ > 0; }
+  long step() const override { return step_; }
+  double time() const override { return static_cast<double>(step_); }
+  double end_time() const override { return 1; }
+  double last_dt() const override { return 0; }
+  std::size_t global_items() const override;  // samples over both directions
+  void write_outputs(bool final) override;
+  void report(Json& json) const override;
+  std::string output_dir() const override { return config_.output.dir; }
+
+  const std::vector<DirectionResult>& results() const { return results_; }
+  const std::vector<double>& analysis_seconds() const { return analysis_seconds_; }
+
+ private:
+  std::unique_ptr<PreparedMesh> load_mesh(const config::MeshInput& input, const char* key) const;
+  DirectionResult measure(const char* name, PreparedMesh& source, PreparedMesh& target);
+  void finish_result(DirectionResult& r, const PreparedMesh& source, const PreparedMesh& target);
+  std::uint64_t area_sample_count(const PreparedMesh& mesh) const;
+  void print_table() const;
+  void write_vertex_errors() const;
+
+  config::CaseConfig config_;
+  RankInfo ranks_;
+  DeviceInfo device_;
+  PhaseTimers& timers_;
+  std::unique_ptr<PreparedMesh> a_, b_;
+  long step_ = 0;
+  std::vector<DirectionResult> results_;
+  std::vector<double> analysis_seconds_;  // per repetition, everything after parsing
+  // This rank's samples of the direction being measured (kept to find the argmax's closest point).
+  DeviceVector<Vec4> samples_;
+  DeviceVector<float> distance_;
+  DeviceVector<int> triangle_;
+  TriangleGrid grid_;
+};
+
+}  // namespace apron::meshdist

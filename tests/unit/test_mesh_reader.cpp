@@ -1,0 +1,180 @@
+// Mesh readers: every format reads the same mesh; malformed files fail with file, place, reason.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/mesh_reader.hpp"
+
+namespace apron::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class MeshReader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        fs::temp_directory_path() /
+        ("apron_mesh_reader_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& bytes) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+
+  // The message names the file and the place, and gives the reason.
+  void expect_error(const fs::path& file, const std::string& place, const std::string& reason) {
+    try {
+      read_mesh(file);
+      ADD_FAILURE() << file << ": no error";
+    } catch (const MeshReadError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(file.string() + place), std::string::npos) << msg;
+      EXPECT_NE(msg.find(reason), std::string::npos) << msg;
+    }
+  }
+
+  fs::path dir_;
+};
+
+// A unit square as one quad, plus a triangle: 3 triangles after fan triangulation.
+void expect_square_and_triangle(const TriangleMesh& m) {
+  ASSERT_EQ(m.vertices.size(), 5u);
+  ASSERT_EQ(m.triangles.size(), 3u);
+  EXPECT_EQ(m.polygons, 2u);
+  EXPECT_EQ(m.degenerate_skipped, 0u);
+  EXPECT_EQ(m.vertices[2][0], 1.0);
+  EXPECT_EQ(m.vertices[4][2], 0.5);
+  EXPECT_EQ(m.triangles[0], (std::array<std::uint32_t, 3>{0, 1, 2}));
+  EXPECT_EQ(m.triangles[1], (std::array<std::uint32_t, 3>{0, 2, 3}));
+  EXPECT_EQ(m.triangles[2], (std::array<std::uint32_t, 3>{1, 4, 2}));
+}
+
+const char* kObj =
+    "# square and triangle\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nvt 0 0\nvn 0 0 1\n"
+    "v 1.5 0.5 0.5\ng patch\nf 1/1/1 2//1 3 4\nf -4 -1 -3\n";
+
+TEST_F(MeshReader, Obj) {
+  expect_square_and_triangle(read_mesh(write("m.obj", kObj)));
+}
+
+TEST_F(MeshReader, Off) {
+  expect_square_and_triangle(
+      read_mesh(write("m.off",
+                      "OFF\n# comment\n5 2 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n1.5 0.5 0.5\n4 0 1 2 3\n"
+                      "3 1 4 2 255 0 0\n")));
+}
+
+TEST_F(MeshReader, PlyAscii) {
+  expect_square_and_triangle(read_mesh(
+      write("m.ply",
+            "ply\nformat ascii 1.0\ncomment x\nelement vertex 5\nproperty float x\n"
+            "property float y\nproperty float z\nproperty uchar red\nelement face 2\n"
+            "property list uchar int vertex_indices\nend_header\n0 0 0 1\n1 0 0 2\n1 1 0 3\n"
+            "0 1 0 4\n1.5 0.5 0.5 5\n4 0 1 2 3\n3 1 4 2\n")));
+}
+
+// Binary PLY of the same mesh, with double coordinates and uint indices, in either byte order.
+std::string binary_ply(std::endian order) {
+  std::string out = std::string("ply\nformat ") +
+                    (order == std::endian::little ? "binary_little_endian" : "binary_big_endian") +
+                    " 1.0\nelement vertex 5\nproperty double x\nproperty double y\n"
+                    "property double z\nelement face 2\nproperty list uchar uint vertex_indices\n"
+                    "end_header\n";
+  auto put = [&](auto value) {
+    char bytes[sizeof value];
+    std::memcpy(bytes, &value, sizeof value);
+    if (order != std::endian::native) std::reverse(bytes, bytes + sizeof value);
+    out.append(bytes, sizeof value);
+  };
+  const double xyz[5][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {0, 1, 0}, {1.5, 0.5, 0.5}};
+  for (const auto& v : xyz)
+    for (double c : v) put(c);
+  put(std::uint8_t{4});
+  for (std::uint32_t i : {0u, 1u, 2u, 3u}) put(i);
+  put(std::uint8_t{3});
+  for (std::uint32_t i : {1u, 4u, 2u}) put(i);
+  return out;
+}
+
+TEST_F(MeshReader, PlyBinaryLittleEndian) {
+  expect_square_and_triangle(read_mesh(write("le.ply", binary_ply(std::endian::little))));
+}
+
+TEST_F(MeshReader, PlyBinaryBigEndian) {
+  expect_square_and_triangle(read_mesh(write("be.PLY", binary_ply(std::endian::big))));
+}
+
+TEST_F(MeshReader, DegenerateTrianglesAreSkippedAndCounted) {
+  const TriangleMesh m =
+      read_mesh(write("d.obj", "v 0 0 0\nv 1 0 0\nv 2 0 0\nv 0 1 0\nf 1 2 3\nf 1 1 4\nf 1 2 4\n"));
+  EXPECT_EQ(m.triangles.size(), 1u);
+  EXPECT_EQ(m.degenerate_skipped, 2u);  // collinear corners; a repeated corner
+}
+
+TEST_F(MeshReader, TruncatedBinaryPlyNamesTheByteOffset) {
+  const std::string full = binary_ply(std::endian::little);
+  expect_error(write("t.ply", full.substr(0, full.size() - 6)), ": byte offset",
+               "the file ends early");
+}
+
+TEST_F(MeshReader, TruncatedOff) {
+  expect_error(write("t.off", "OFF\n5 2 0\n0 0 0\n1 0 0\n"), ": the file ends before",
+               "vertex 2 of 5");
+}
+
+TEST_F(MeshReader, BadCounts) {
+  expect_error(write("c.off", "OFF\nfive 2 0\n"), ":2:", "expected the counts");
+  expect_error(write("c.ply", "ply\nformat ascii 1.0\nelement vertex -3\nend_header\n"),
+               ":3:", "count >= 0");
+  expect_error(write("f.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n4 0 1 2\n"),
+               ":6:", "declares 4 vertices but lists 3");
+  // More vertices declared than the ascii body holds.
+  expect_error(write("m.ply",
+                     "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\n"
+                     "property float y\nproperty float z\nend_header\n0 0 0\n1 0 0\n"),
+               ":10", "the file ends early");
+}
+
+TEST_F(MeshReader, BadIndex) {
+  expect_error(write("i.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\nf 1 2 9\n"),
+               ":5:", "vertex index 8 is out of range");
+  expect_error(write("i.off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 3\n"), ":6:", "out of range");
+  expect_error(write("z.obj", "v 0 0 0\nf 0 1 1\n"), ":2:", "is not a vertex index");
+}
+
+TEST_F(MeshReader, NanCoordinate) {
+  expect_error(write("n.obj", "v 0 0 0\nv 1 nan 0\nv 0 1 0\nf 1 2 3\n"),
+               ":2:", "not a finite number");
+  expect_error(write("n.ply",
+                     "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\n"
+                     "property float y\nproperty float z\nend_header\n0 inf 0\n"),
+               ":8:", "not a finite number");
+}
+
+TEST_F(MeshReader, EmptyMesh) {
+  expect_error(write("e.obj", "# nothing\nv 0 0 0\n"), ": the mesh is empty", "no triangle");
+  expect_error(write("e.off", "OFF\n0 0 0\n"), ": the mesh is empty", "no triangle");
+}
+
+TEST_F(MeshReader, NotANumberOrFormat) {
+  expect_error(write("w.obj", "v 0 zero 0\n"), ":1:", "'zero' is not a number");
+  expect_error(write("x.ply", "plx\n"), ":1:", "not a PLY file");
+  expect_error(write("h.ply", "ply\nformat ascii 1.0\nelement vertex 1\n"), ": the PLY header",
+               "no 'end_header'");
+  expect_error(write("m.stl", "solid\n"), ": unknown mesh format", ".stl");
+  expect_error(dir_ / "missing.obj", ": cannot open", "does it exist");
+}
+
+}  // namespace
+}  // namespace apron::io
