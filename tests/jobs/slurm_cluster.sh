@@ -11,6 +11,8 @@
 # The node: this machine's hostname at 127.0.0.1, 8 CPUs (more than the hardware has:
 # config_overrides, so 4-rank jobs fit on a 2-core CI machine) and 4 "GPUs" (gres gpu whose device
 # files are links to /dev/null: enough for --gpus-per-node requests and CUDA_VISIBLE_DEVICES).
+# Job credentials expire after 10 s (cred_expire, default 120 s), which is also how long SLURM
+# holds a requeued job back before it may start again.
 # No systemd, no cgroups (proctrack/linuxproc, task/none), no accounting; ports picked free.
 # Needs: slurm-wlm, munge (scripts/install-deps.sh installs them); run as root (as CI does) or as
 # a user, who then owns the daemons and can run only their own jobs.
@@ -87,7 +89,7 @@ SlurmUser=$user
 SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$work/munge/munge.socket
+AuthInfo=socket=$work/munge/munge.socket,cred_expire=10
 StateSaveLocation=$work/state
 SlurmdSpoolDir=$work/spool
 SlurmctldPidFile=$work/slurmctld.pid
