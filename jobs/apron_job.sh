@@ -35,6 +35,11 @@ apron_job() {
   apron_log "start: job ${SLURM_JOB_ID:-none} (restart count $count) on ${SLURM_JOB_NUM_NODES:-1} node(s)," \
             "${SLURM_NTASKS:-1} rank(s), ${OMP_NUM_THREADS:-1} thread(s) each; $(date -Is)"
 
+  if [[ -n ${apron_early_signal:-} ]]; then
+    apron_log "error: SIGUSR1 came before apron started: the time limit (--time) must be longer" \
+              "than the --signal margin; not starting"
+    return 1
+  fi
   local stop_signal="" pid status
   # Traps run only between commands, so mpirun runs in the background and we wait for it.
   trap 'stop_signal=USR1; apron_log "SIGUSR1: asking apron to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' USR1
@@ -42,6 +47,10 @@ apron_job() {
   # shellcheck disable=SC2086 # the binding and extra options are word lists
   "$APRON_MPIRUN" $APRON_MPI_BIND $APRON_MPI_EXTRA "$APRON_EXE" run "$case_file" "${restart[@]}" "$@" &
   pid=$!
+  if [[ -n $stop_signal ]]; then  # it came while mpirun was being started
+    sleep 2
+    kill -"$stop_signal" "$pid" 2>/dev/null
+  fi
   while :; do
     wait "$pid" && status=0 || status=$?
     # A status above 128 with mpirun still alive means a trapped signal interrupted the wait.

@@ -22,7 +22,7 @@ export APRON_MPI_BIND="--oversubscribe --bind-to none" OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 study=("$python" "$src/jobs/scaling" "$src/inputs/dam_break.yaml" --ranks 1 2 4 --steps 8
        --out "$work/study" --apron "$apron" --launcher slurm --poll 1
-       --sbatch-args "--cpus-per-task=1 --time=00:10:00")
+       --sbatch-args "--cpus-per-task=1 --time=00:30:00")
 "${study[@]}"
 "$python" "$here/check_study.py" "$work/study" --ranks 1 2 4 --steps 8
 
@@ -53,6 +53,6 @@ grep -q "submitted job" "$work/second.log" && fail "the second run submitted job
 echo "--- the several-node template, on one node"
 "$python" "$src/jobs/scaling" "$src/inputs/dam_break.yaml" --ranks 2 --series strong --steps 4 \
   --out "$work/multi" --apron "$apron" --launcher slurm --poll 1 \
-  --template "$src/jobs/multi_node.sbatch" --sbatch-args "--cpus-per-task=1 --time=00:10:00"
+  --template "$src/jobs/multi_node.sbatch" --sbatch-args "--cpus-per-task=1 --time=00:30:00"
 grep -q "apron exited with status 0" "$work"/multi/runs/strong_r2/slurm-*.out || fail "multi_node.sbatch did not run"
 echo "slurm_study: PASS"
