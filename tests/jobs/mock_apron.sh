@@ -47,5 +47,5 @@ if [[ -n $stop ]]; then
   fi
   exit 3
 fi
-((rank == 0)) && echo "{\"steps\": $step}" >"$dir/run_report.json" && echo "mock apron: done, $step steps"
+((rank == 0)) && mkdir -p "$dir" && echo "{\"steps\": $step}" >"$dir/run_report.json" && echo "mock apron: done, $step steps"
 exit 0
