@@ -31,15 +31,15 @@ mkdir -p "$work"/{munge,state,spool,log,dev}
 chmod 755 "$work" "$work/munge"
 host=$(hostname -s)
 user=$(id -un)
-pids=()
+pids=() ctld_pid=""
 
 stop() {
   local status=$?
   set +e
-  if [[ -n ${SLURM_CONF:-} ]] && [[ -f $work/slurmctld.started ]]; then
-    scancel --user="$user" 2>/dev/null
+  if [[ -n ${SLURM_CONF:-} ]] && [[ -n ${ctld_pid:-} ]] && kill -0 "$ctld_pid" 2>/dev/null; then
+    timeout 20 scancel --user="$user" 2>/dev/null
     for _ in $(seq 30); do
-      [[ -z $(squeue -h 2>/dev/null) ]] && break
+      [[ -z $(timeout 20 squeue -h 2>/dev/null) ]] && break
       sleep 1
     done
   fi
@@ -121,8 +121,8 @@ EOF
 export SLURM_CONF=$work/slurm.conf
 
 slurmctld -D -i 2>>"$work/log/slurmctld.stderr" &
-pids+=($!)
-touch "$work/slurmctld.started"
+ctld_pid=$!
+pids+=($ctld_pid)
 sleep 1
 slurmd -D -N "$host" 2>>"$work/log/slurmd.stderr" &
 pids+=($!)
