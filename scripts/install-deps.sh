@@ -5,7 +5,9 @@ set -euo pipefail
 packages=(build-essential cmake git pkg-config python3
           libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libyaml-cpp-dev
           libgtest-dev libbenchmark-dev libthrust-dev
-          python3-h5py python3-numpy python3-paraview)
+          python3-h5py python3-numpy python3-paraview  # checkpoint and ParaView tests
+          python3-matplotlib  # jobs/scaling draws its plots with it
+          slurm-wlm munge)    # the jobs/ tests start a one-node SLURM cluster
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
