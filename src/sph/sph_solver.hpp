@@ -46,7 +46,7 @@ class SphSolver final : public Workload {
   void report(Json& json) const override;
   std::string output_dir() const override { return config_.output.dir; }
   bool checkpointable() const override { return true; }
-  void save(const std::filesystem::path& file) const override;
+  io::PendingCheckpoint save(const std::filesystem::path& file) const override;
   void load(const io::CheckpointReader& checkpoint) override;
 
   Diagnostics diagnostics() const;  // collective
@@ -111,6 +111,8 @@ class SphSolver final : public Workload {
   double min_dt_ = 0;
 
   std::unique_ptr<io::ParticleSeriesWriter> writer_;
+  // Host copy of the checkpointed rows, reused from one checkpoint to the next.
+  mutable std::shared_ptr<PinnedBuffer> checkpoint_staging_;
   std::ofstream diagnostics_csv_;    // rank 0
   std::optional<Diagnostics> last_;  // the latest diagnostics row, for the run report
 };
