@@ -63,6 +63,7 @@ struct CheckpointConfig {
   double every_wall_minutes = 0;  // wall-clock minutes; 0: not by wall clock
   int keep = 3;                   // the newest `keep` checkpoints are kept, older ones deleted
   bool at_end = true;             // one when the run reaches its end
+  bool periodic() const { return every_steps > 0 || every_time > 0 || every_wall_minutes > 0; }
 };
 
 struct CaseConfig {
@@ -88,8 +89,8 @@ CaseConfig parse_case_text(const std::string& file, const std::string& text,
                            const std::vector<std::string>& overrides);
 
 // A restart may change the end, the output (its folder and cadence), the checkpoints and the
-// decomposition (so the rank count), nothing else: throws ConfigError naming each key whose value differs between the
-// case as given now and the case the checkpoint was written by.
+// decomposition (so the rank count), nothing else: throws ConfigError naming each key whose value
+// differs between the case as given now and the case the checkpoint was written by.
 void check_restart_compatible(const CaseConfig& now, const std::string& checkpoint_file,
                               const std::string& checkpoint_text);
 

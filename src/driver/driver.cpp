@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
@@ -191,7 +192,7 @@ class CheckpointWrites {
     auto t = timers_.scope("checkpoint wait");
     const io::CheckpointWritten done = in_flight_->finish();
     in_flight_.reset();
-    if (ranks_.rank == 0) io::prune_checkpoints(output_dir_, keep_);
+    if (ranks_.rank == 0) prune();
     policy_->took(start_seconds_ + done.write_seconds);
     ++count_;
     bytes_ += done.bytes;
@@ -200,6 +201,10 @@ class CheckpointWrites {
         "checkpoint: %s (%.3g GB; %.2f s on the step loop, %.2f s in the background, %.2f GB/s)",
         done.path.string().c_str(), done.bytes / 1e9, start_seconds_, done.write_seconds,
         done.bytes / 1e9 / std::max(done.write_seconds, 1e-9));
+  }
+
+  ~CheckpointWrites() {
+    if (pruning_.joinable()) pruning_.join();
   }
 
   void report(Json& j) const {
@@ -211,12 +216,20 @@ class CheckpointWrites {
   }
 
  private:
+  // Deleting old checkpoints (unlinking large files takes tens of ms) on a thread of rank 0. It
+  // keeps the newest `keep` it finds, so a checkpoint renamed into place meanwhile is safe.
+  void prune() {
+    if (pruning_.joinable()) pruning_.join();
+    pruning_ = std::thread([dir = output_dir_, keep = keep_] { io::prune_checkpoints(dir, keep); });
+  }
+
   int keep_;
   RankInfo ranks_;
   PhaseTimers& timers_;
   CheckpointPolicy* policy_ = nullptr;
   std::string output_dir_;
   std::optional<io::PendingCheckpoint> in_flight_;
+  std::thread pruning_;
   double start_seconds_ = 0, write_seconds_ = 0;
   long count_ = 0;
   std::uint64_t bytes_ = 0;

@@ -77,6 +77,7 @@ class SphSolver final : public Workload {
   BoundaryArrays wall_arrays() const;
   double choose_dt();
   void write_particles();
+  PinnedBuffer& checkpoint_staging() const;
   void write_diagnostics_row(const Diagnostics& d);
   std::string diagnostics_path() const { return config_.output.dir + "/diagnostics.csv"; }
 
