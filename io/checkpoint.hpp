@@ -1,5 +1,9 @@
-// Checkpoints (ARCHITECTURE.md, "I/O"): one parallel-HDF5 file per checkpoint, every rank its
-// slice of each distributed array, written under a .tmp name and renamed when complete. The file
+// Checkpoints (ARCHITECTURE.md, "I/O"): one HDF5 file per checkpoint, every rank its slice of each
+// distributed array (offsets from MPI_Exscan), written under a .tmp name and renamed when
+// complete. Rank 0 lays the file out (header, checksums, small arrays, contiguous storage for the
+// distributed ones); then each rank writes its rows at their file offsets on a thread while the
+// run goes on. Not collective MPI-IO, which would hold the step loop for the whole write: one
+// large contiguous slice per rank and array reaches disk speed without it (bench/NOTES.md). The file
 // carries the case's YAML text, step, time, dt, seed, rank count, build and a format version as
 // attributes, and a checksum per dataset (kernels/common/element_hash.hpp) that every load
 // verifies. Workload-neutral: a workload names its arrays and scalars; io/ knows no physics.

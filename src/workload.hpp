@@ -28,6 +28,9 @@ class Workload {
   virtual void write_outputs(bool final) = 0;
   virtual void report(Json& json) const = 0;  // its part of the run report (collective)
   virtual std::string output_dir() const = 0;
+  // For the log: what one item is ("particle", "sample") and what the output folder holds.
+  virtual std::string item_name() const = 0;
+  virtual std::string output_hint() const = 0;
   // Checkpoints (io/checkpoint.hpp), collective, for time-stepping workloads; one-shot analyses
   // have nothing to continue and keep these defaults (the driver never calls save/load then).
   // save() copies the state to host staging and starts the write (the driver finishes it, and

@@ -54,11 +54,10 @@ class Progress {
                         std::max(now - last_, 1e-9);
     const double fraction = (w_.time() - t0_) / std::max(w_.end_time() - t0_, 1e-300);
     const double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : -1;
-    Log::info(
-        "step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu particles  %.3g particle-steps/s"
-        "  ETA %s",
-        w_.step(), w_.time(), 100 * w_.time() / w_.end_time(), w_.last_dt(), w_.global_items(),
-        rate, duration_text(eta).c_str());
+    const std::string item = w_.item_name();
+    Log::info("step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu %ss  %.3g %s-steps/s  ETA %s",
+              w_.step(), w_.time(), 100 * w_.time() / w_.end_time(), w_.last_dt(),
+              w_.global_items(), item.c_str(), rate, item.c_str(), duration_text(eta).c_str());
     last_ = now;
     steps_at_last_ = w_.step();
   }
@@ -86,12 +85,13 @@ std::vector<PhaseRow> gather_phases(const PhaseTimers& timers, const RankInfo& r
   return rows;
 }
 
-void print_summary(const std::vector<PhaseRow>& rows, double total, long steps, std::size_t items) {
+void print_summary(const std::vector<PhaseRow>& rows, double total, long steps, const Workload& w) {
+  const double items = static_cast<double>(w.global_items());
   Log::info("\nphase                 max s    mean s   share");
   for (const auto& r : rows)
     Log::info("%-18s %9.3f %9.3f %6.1f%%", r.name.c_str(), r.max, r.mean, 100 * r.max / total);
   Log::info("%-18s %9.3f", "total (wall)", total);
-  Log::info("%ld steps, %.4g particle-steps/s", steps, steps * static_cast<double>(items) / total);
+  Log::info("%ld steps, %.4g %s-steps/s", steps, steps * items / total, w.item_name().c_str());
 }
 
 std::string device_names(const DeviceInfo& device, const RankInfo& ranks) {
@@ -371,12 +371,12 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   const double total = wall_seconds() - start;
   const long steps = workload->step() - first_step;
   const auto phases = gather_phases(timers, ranks);
-  print_summary(phases, total, steps, workload->global_items());
-  Log::info("step loop: %.3f s, %.4g particle-steps/s", loop_seconds,
-            steps * static_cast<double>(workload->global_items()) / loop_seconds);
+  print_summary(phases, total, steps, *workload);
+  Log::info("step loop: %.3f s, %.4g %s-steps/s", loop_seconds,
+            steps * static_cast<double>(workload->global_items()) / loop_seconds,
+            workload->item_name().c_str());
   write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, writes);
-  Log::info("output: %s (particles.xmf opens in ParaView; diagnostics.csv; run_report.json)",
-            workload->output_dir().c_str());
+  Log::info("output: %s (%s)", workload->output_dir().c_str(), workload->output_hint().c_str());
   if (stopped)
     Log::info(
         "stopped early at step %ld with a checkpoint; continue with: apron run %s "

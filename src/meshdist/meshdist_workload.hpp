@@ -51,6 +51,10 @@ class MeshDistance final : public Workload {
   void write_outputs(bool final) override;
   void report(Json& json) const override;
   std::string output_dir() const override { return config_.output.dir; }
+  std::string item_name() const override { return "sample"; }
+  std::string output_hint() const override {
+    return "a_error.xmf, b_error.xmf and the .ply files open in ParaView; run_report.json";
+  }
 
   const std::vector<DirectionResult>& results() const { return results_; }
   const std::vector<double>& analysis_seconds() const { return analysis_seconds_; }

@@ -45,6 +45,10 @@ class SphSolver final : public Workload {
   void write_outputs(bool final) override;
   void report(Json& json) const override;
   std::string output_dir() const override { return config_.output.dir; }
+  std::string item_name() const override { return "particle"; }
+  std::string output_hint() const override {
+    return "particles.xmf opens in ParaView; diagnostics.csv; checkpoints/; run_report.json";
+  }
   bool checkpointable() const override { return true; }
   io::PendingCheckpoint save(const std::filesystem::path& file) const override;
   void load(const io::CheckpointReader& checkpoint) override;
