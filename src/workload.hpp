@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "io/visual_data.hpp"
 
 namespace apron {
 
@@ -28,6 +31,9 @@ class Workload {
   // Writes what is due at the current step: diagnostics rows, visual output. `final` forces both.
   virtual void write_outputs(bool final) = 0;
   virtual void report(Json& json) const = 0;  // its part of the run report (collective)
+  // In-situ visualisation (io/catalyst_adaptor.hpp): this rank's data at the current step, in
+  // host buffers the workload leaves unchanged until its next advance(). None by default.
+  virtual std::vector<io::VisualBlock> visual_blocks() { return {}; }
   virtual std::string output_dir() const = 0;
   // Checkpoints (io/checkpoint.hpp), collective, for time-stepping workloads; one-shot analyses
   // have nothing to continue and keep these defaults (the driver never calls save/load then).

@@ -38,6 +38,7 @@ class MapReader {
   bool has(const std::string& key) const;
   MapReader child(const std::string& key);              // a nested mapping (empty if absent)
   std::vector<MapReader> list(const std::string& key);  // a sequence of mappings
+  std::vector<std::string> strings(const std::string& key);  // a sequence of strings
 
   void finish();
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;

@@ -8,6 +8,7 @@
 
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
+#include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
 #include "meshdist/meshdist_workload.hpp"
 #include "runtime/json.hpp"
@@ -257,6 +258,46 @@ void continue_from(const std::filesystem::path& file, const config::CaseConfig& 
             w.step(), w.time(), ranks.size);
 }
 
+// In-situ visualisation (config.catalyst): Catalyst runs every `every` steps, at the first step
+// and at the last. The adaptor lives as long as the run and is gone, its ParaView runtime
+// finalized, before MPI_Finalize.
+class InSitu {
+ public:
+  InSitu(const config::CaseConfig& c, const RankInfo& ranks, PhaseTimers& timers)
+      : every_(c.catalyst.every), timers_(timers) {
+    if (!c.catalyst.enabled) return;
+    if (!io::CatalystAdaptor::available())
+      throw config::ConfigError(
+          c.file + ": key 'catalyst': this apron was built without ParaView Catalyst; remove the "
+                   "'catalyst' section, or rebuild with it (Debian: scripts/install-deps.sh, then "
+                   "cmake --preset omp-catalyst)");
+    auto t = timers_.scope("catalyst setup");
+    adaptor_ = std::make_unique<io::CatalystAdaptor>(
+        ranks.comm, io::CatalystSettings{c.catalyst.scripts, c.catalyst.fail_on_error,
+                                         c.output.dir});
+    Log::info("catalyst: %s, every %ld step(s)",
+              c.catalyst.scripts.empty() ? "built-in writer (catalyst/*.pvtp)"
+                                         : (std::to_string(c.catalyst.scripts.size()) +
+                                            " script(s)").c_str(),
+              every_);
+  }
+
+  // Collective.
+  void maybe_execute(Workload& w, bool final) {
+    if (!adaptor_ || w.step() == last_step_ || (!final && w.step() % every_ != 0)) return;
+    auto t = timers_.scope("catalyst");
+    const auto blocks = w.visual_blocks();
+    adaptor_->execute(w.step(), w.time(), blocks);
+    last_step_ = w.step();
+  }
+
+ private:
+  long every_;
+  PhaseTimers& timers_;
+  std::unique_ptr<io::CatalystAdaptor> adaptor_;
+  long last_step_ = -1;
+};
+
 }  // namespace
 
 int run_case(const config::CaseConfig& config, const RankInfo& ranks, const DeviceInfo& device,
@@ -269,6 +310,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     throw config::ConfigError("--restart: the " + config.workload +
                               " workload is a one-shot analysis without checkpoints; run it "
                               "without --restart");
+  InSitu in_situ(config, ranks, timers);
   const auto from = restart_file(config, ranks, options.restart);
   if (from) {
     auto t = timers.scope("restart");
@@ -277,7 +319,10 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     auto t = timers.scope("setup");
     workload->setup();
   }
-  if (!from) workload->write_outputs(false);
+  if (!from) {
+    workload->write_outputs(false);
+    in_situ.maybe_execute(*workload, false);
+  }
   Progress progress(*workload, config.output.progress_every);
   CheckpointPolicy checkpoints(config, ranks, *workload, options.max_wall_seconds);
   const long first_step = workload->step();
@@ -287,6 +332,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     const double step_start = wall_seconds();
     workload->advance();
     if (!workload->done()) workload->write_outputs(false);
+    if (!workload->done()) in_situ.maybe_execute(*workload, false);
     checkpoints.poll(wall_seconds() - step_start);
     if (checkpoints.stop() && !workload->done()) {
       stopped = true;
@@ -299,6 +345,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   }
   const double loop_seconds = wall_seconds() - loop_start;
   workload->write_outputs(true);
+  in_situ.maybe_execute(*workload, true);
   progress.maybe_print(true);
   if (workload->checkpointable() && (stopped || config.checkpoint.at_end))
     write_checkpoint(config, *workload, ranks, timers, checkpoints);
