@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <string_view>
 #include <utility>
 
 #include "io/atomic_file.hpp"
@@ -58,6 +59,12 @@ class CapturingOutputWindow : public vtkOutputWindow {
     switch (GetCurrentMessageType()) {
       case MESSAGE_TYPE_ERROR:
         errors_ += text;
+        // VTK's own errors ("ERROR: In file, line ...") go out at once too: some precede an
+        // abort() in VTK (no X display for a render window) that no report would outlive.
+        if (std::string_view(text).starts_with("ERROR: In ")) {
+          std::fprintf(stderr, "catalyst (rank %d): %s", rank_, text);
+          std::fflush(stderr);
+        }
         break;
       case MESSAGE_TYPE_WARNING:
       case MESSAGE_TYPE_GENERIC_WARNING:
@@ -70,9 +77,11 @@ class CapturingOutputWindow : public vtkOutputWindow {
   std::string take_errors() { return std::exchange(errors_, {}); }
   std::string take_warnings() { return std::exchange(warnings_, {}); }
   void print_text(bool on) { print_text_ = on; }
+  void set_rank(int rank) { rank_ = rank; }
 
  private:
   std::string errors_, warnings_;
+  int rank_ = 0;
   bool print_text_ = false;
 };
 vtkStandardNewMacro(CapturingOutputWindow);
@@ -95,6 +104,13 @@ struct Failure {
   std::string what;  // "loading it", "step 40"
   std::string text;  // the traceback or VTK's message
 };
+
+// ParaView's producer of a script's input warns at the first call (step 0 at t = 0) that the
+// time did not advance past its initial 0: nothing a user can or should act on.
+bool is_harmless(const std::string& warning) {
+  return warning.find("vtkPVTrivialProducer") != std::string::npos &&
+         warning.find("New time step is not after last time step") != std::string::npos;
+}
 
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
@@ -395,8 +411,9 @@ std::string CatalystAdaptor::Impl::take_failures_text() {
     }
   }
   failures.clear();
-  if (const std::string warnings = trimmed(output->take_warnings()); !warnings.empty())
-    if (rank_of(comm) == 0) std::fprintf(stderr, "warning: catalyst: %s\n", warnings.c_str());
+  const std::string warnings = trimmed(output->take_warnings());
+  if (!warnings.empty() && !is_harmless(warnings) && rank_of(comm) == 0)
+    std::fprintf(stderr, "warning: catalyst: %s\n", warnings.c_str());
   return text;
 }
 
@@ -436,6 +453,7 @@ CatalystAdaptor::CatalystAdaptor(MPI_Comm comm, CatalystSettings settings)
   // After Initialize, which installs ParaView's own output window.
   m.output = vtkSmartPointer<CapturingOutputWindow>::New();
   m.output->print_text(rank_of(comm) == 0);
+  m.output->set_rank(rank_of(comm));
   vtkOutputWindow::SetInstance(m.output);
   for (const std::string& script : m.settings.scripts) m.add_script(script);
   if (m.settings.scripts.empty()) m.add_writer();

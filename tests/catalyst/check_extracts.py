@@ -1,7 +1,7 @@
 """Checks what a Catalyst run wrote, with ParaView's own readers (run with pvpython).
 
 usage: pvpython check_extracts.py DIR PATTERN --steps 0 10 20 --particles 4800 --ranks 2
-                                  [--png PATTERN] [--fields velocity density ...]
+                                  [--png PATTERN] [--fields velocity density ...] [--series X.pvd]
 PATTERN is a file name with {step} (e.g. 'particles_{step:06d}.pvtp'). For every step the data
 file must exist and hold every particle of every rank once (ids 0..N-1), every field, and ranks
 0..R-1; files for other steps must not exist. With --png, the step's image must exist and not be
@@ -73,6 +73,7 @@ def main():
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--png")
     p.add_argument("--fields", nargs="+", default=FIELDS)
+    p.add_argument("--series", help="a .pvd index in DIR that must list exactly these steps")
     args = p.parse_args()
 
     problems = []
@@ -90,6 +91,12 @@ def main():
     extra = sorted(set(glob.glob(os.path.join(args.dir, wildcard))) - expected)
     if extra:
         problems.append(f"extracts for steps not asked for: {extra}")
+    if args.series:
+        series = OpenDataFile(os.path.join(args.dir, args.series))
+        times = list(series.TimestepValues) if series else []
+        print(f"{args.series}: {len(times)} time steps {times}")
+        if len(times) != len(args.steps):
+            problems.append(f"{args.series}: {len(times)} time steps, expected {len(args.steps)}")
     if problems:
         sys.exit("FAIL:\n  " + "\n  ".join(problems))
     print(f"ok: {len(args.steps)} extracts of {args.particles} particles from {args.ranks} ranks")
