@@ -105,11 +105,68 @@ std::string device_names(const DeviceInfo& device, const RankInfo& ranks) {
   return out;
 }
 
+// In-situ visualisation (config.catalyst): Catalyst runs every `every` steps, at the first step
+// and at the last. The adaptor lives as long as the run and is gone, its ParaView runtime
+// finalized, before MPI_Finalize.
+class InSitu {
+ public:
+  InSitu(const config::CaseConfig& c, const RankInfo& ranks, PhaseTimers& timers)
+      : every_(c.catalyst.every), timers_(timers) {
+    if (!c.catalyst.enabled) return;
+    if (!io::CatalystAdaptor::available())
+      throw config::ConfigError(
+          c.file + ": key 'catalyst': this apron was built without ParaView Catalyst; remove the "
+                   "'catalyst' section, or rebuild with it (Debian: scripts/install-deps.sh, then "
+                   "cmake --preset omp-catalyst)");
+    auto t = timers_.scope("catalyst setup");
+    adaptor_ = std::make_unique<io::CatalystAdaptor>(
+        ranks.comm, io::CatalystSettings{c.catalyst.scripts, c.catalyst.fail_on_error,
+                                         c.output.dir});
+    Log::info("catalyst: %s, every %ld step(s)",
+              c.catalyst.scripts.empty() ? "built-in writer (catalyst/*.pvtp)"
+                                         : (std::to_string(c.catalyst.scripts.size()) +
+                                            " script(s)").c_str(),
+              every_);
+  }
+
+  // Collective.
+  void maybe_execute(Workload& w, bool final) {
+    if (!adaptor_ || w.step() == last_step_ || (!final && w.step() % every_ != 0)) return;
+    const double start = wall_seconds();
+    {
+      auto t = timers_.scope("catalyst");
+      const auto blocks = w.visual_blocks();
+      adaptor_->execute(w.step(), w.time(), blocks);
+    }
+    if (calls_++ == 0) first_call_seconds_ = wall_seconds() - start;
+    last_step_ = w.step();
+  }
+
+  // The first call also imports the scripts' Python modules (paraview.simple and all): the
+  // report keeps it apart so the steady cost per call can be told from it.
+  void report(Json& j) const {
+    if (!adaptor_) return;
+    j.begin_object("catalyst");
+    j.value("calls", static_cast<long long>(calls_));
+    j.value("first_call_seconds", first_call_seconds_);
+    j.value("script_errors", static_cast<long long>(adaptor_->errors()));
+    j.end_object();
+  }
+
+ private:
+  long every_;
+  PhaseTimers& timers_;
+  std::unique_ptr<io::CatalystAdaptor> adaptor_;
+  long last_step_ = -1;
+  long calls_ = 0;
+  double first_call_seconds_ = 0;
+};
+
 // Collective: every rank builds the report (the workload's part reduces over ranks); rank 0
 // writes it.
 void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo& ranks,
                   const DeviceInfo& device, const std::vector<PhaseRow>& phases, double total,
-                  double loop_seconds, long steps) {
+                  double loop_seconds, long steps, const InSitu& in_situ) {
   const std::string devices = device_names(device, ranks);
   const double items = static_cast<double>(w.global_items());
   Json j;
@@ -138,6 +195,7 @@ void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo
   }
   j.end_object();
   w.report(j);
+  in_situ.report(j);
   j.value("config", c.text);
   j.end_object();
   if (ranks.rank == 0) io::write_file_atomically(w.output_dir() + "/run_report.json", j.str());
@@ -258,45 +316,6 @@ void continue_from(const std::filesystem::path& file, const config::CaseConfig& 
             w.step(), w.time(), ranks.size);
 }
 
-// In-situ visualisation (config.catalyst): Catalyst runs every `every` steps, at the first step
-// and at the last. The adaptor lives as long as the run and is gone, its ParaView runtime
-// finalized, before MPI_Finalize.
-class InSitu {
- public:
-  InSitu(const config::CaseConfig& c, const RankInfo& ranks, PhaseTimers& timers)
-      : every_(c.catalyst.every), timers_(timers) {
-    if (!c.catalyst.enabled) return;
-    if (!io::CatalystAdaptor::available())
-      throw config::ConfigError(
-          c.file + ": key 'catalyst': this apron was built without ParaView Catalyst; remove the "
-                   "'catalyst' section, or rebuild with it (Debian: scripts/install-deps.sh, then "
-                   "cmake --preset omp-catalyst)");
-    auto t = timers_.scope("catalyst setup");
-    adaptor_ = std::make_unique<io::CatalystAdaptor>(
-        ranks.comm, io::CatalystSettings{c.catalyst.scripts, c.catalyst.fail_on_error,
-                                         c.output.dir});
-    Log::info("catalyst: %s, every %ld step(s)",
-              c.catalyst.scripts.empty() ? "built-in writer (catalyst/*.pvtp)"
-                                         : (std::to_string(c.catalyst.scripts.size()) +
-                                            " script(s)").c_str(),
-              every_);
-  }
-
-  // Collective.
-  void maybe_execute(Workload& w, bool final) {
-    if (!adaptor_ || w.step() == last_step_ || (!final && w.step() % every_ != 0)) return;
-    auto t = timers_.scope("catalyst");
-    const auto blocks = w.visual_blocks();
-    adaptor_->execute(w.step(), w.time(), blocks);
-    last_step_ = w.step();
-  }
-
- private:
-  long every_;
-  PhaseTimers& timers_;
-  std::unique_ptr<io::CatalystAdaptor> adaptor_;
-  long last_step_ = -1;
-};
 
 }  // namespace
 
@@ -356,7 +375,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   print_summary(phases, total, steps, workload->global_items());
   Log::info("step loop: %.3f s, %.4g particle-steps/s", loop_seconds,
             steps * static_cast<double>(workload->global_items()) / loop_seconds);
-  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps);
+  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, in_situ);
   Log::info("output: %s (particles.xmf opens in ParaView; diagnostics.csv; run_report.json)",
             workload->output_dir().c_str());
   if (stopped)
