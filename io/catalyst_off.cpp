@@ -5,7 +5,9 @@ namespace apron::io {
 
 struct CatalystAdaptor::Impl {};
 
-bool CatalystAdaptor::available() { return false; }
+bool CatalystAdaptor::available() {
+  return false;
+}
 
 CatalystAdaptor::CatalystAdaptor(MPI_Comm, CatalystSettings) {
   throw std::logic_error(

@@ -97,9 +97,9 @@ CaseConfig parse_case(const std::string& file, const std::vector<std::string>& o
 CaseConfig parse_case_text(const std::string& file, const std::string& text,
                            const std::vector<std::string>& overrides);
 
-// A restart may change the end, the output (its folder and cadence), the checkpoints, Catalyst and the
-// decomposition (so the rank count), nothing else: throws ConfigError naming each key whose value differs between the
-// case as given now and the case the checkpoint was written by.
+// A restart may change the end, the output (its folder and cadence), the checkpoints, Catalyst and
+// the decomposition (so the rank count), nothing else: throws ConfigError naming each key whose
+// value differs between the case as given now and the case the checkpoint was written by.
 void check_restart_compatible(const CaseConfig& now, const std::string& checkpoint_file,
                               const std::string& checkpoint_text);
 

@@ -115,17 +115,18 @@ class InSitu {
     if (!c.catalyst.enabled) return;
     if (!io::CatalystAdaptor::available())
       throw config::ConfigError(
-          c.file + ": key 'catalyst': this apron was built without ParaView Catalyst; remove the "
-                   "'catalyst' section, or rebuild with it (Debian: scripts/install-deps.sh, then "
-                   "cmake --preset omp-catalyst)");
+          c.file +
+          ": key 'catalyst': this apron was built without ParaView Catalyst; remove the "
+          "'catalyst' section, or rebuild with it (Debian: scripts/install-deps.sh, then "
+          "cmake --preset omp-catalyst)");
     auto t = timers_.scope("catalyst setup");
     adaptor_ = std::make_unique<io::CatalystAdaptor>(
-        ranks.comm, io::CatalystSettings{c.catalyst.scripts, c.catalyst.fail_on_error,
-                                         c.output.dir});
+        ranks.comm,
+        io::CatalystSettings{c.catalyst.scripts, c.catalyst.fail_on_error, c.output.dir});
     Log::info("catalyst: %s, every %ld step(s)",
-              c.catalyst.scripts.empty() ? "built-in writer (catalyst/*.pvtp)"
-                                         : (std::to_string(c.catalyst.scripts.size()) +
-                                            " script(s)").c_str(),
+              c.catalyst.scripts.empty()
+                  ? "built-in writer (catalyst/*.pvtp)"
+                  : (std::to_string(c.catalyst.scripts.size()) + " script(s)").c_str(),
               every_);
   }
 
@@ -315,7 +316,6 @@ void continue_from(const std::filesystem::path& file, const config::CaseConfig& 
   Log::info("restarted from %s: step %ld, t = %.6g s, on %d rank(s)", file.string().c_str(),
             w.step(), w.time(), ranks.size);
 }
-
 
 }  // namespace
 

@@ -126,7 +126,8 @@ TEST(Config, CatalystSection) {
   EXPECT_TRUE(set.catalyst.enabled);
   EXPECT_EQ(set.catalyst.every, 10);
 
-  expect_error(kValid + "catalyst: {every: 0}\n", {"case.yaml:12:", "catalyst.every", "at least 1"});
+  expect_error(kValid + "catalyst: {every: 0}\n",
+               {"case.yaml:12:", "catalyst.every", "at least 1"});
   expect_error(kValid + "catalyst: {fail_on_error: maybe}\n",
                {"catalyst.fail_on_error", "true or false"});
   expect_error(kValid + "catalyst: {scripts: [/nowhere/view.py]}\n",
