@@ -28,6 +28,7 @@
 #include <vtkPoints.h>
 #include <vtkPolyData.h>
 #include <vtkSmartPointer.h>
+#include <vtkTrivialProducer.h>
 #include <vtkUnstructuredGrid.h>
 #include <vtkXMLPDataSetWriter.h>
 
@@ -210,8 +211,14 @@ class WriterPipeline : public vtkCPPipeline {
       std::snprintf(step, sizeof step, "_%06lld", static_cast<long long>(d->GetTimeStep()));
       const std::string channel = d->GetInputDescriptionName(i);
       const std::string file = channel + step + "." + file_extension(grid);
+      // A producer that knows the whole extent: the summary file of an image's pieces
+      // describes the global grid, not rank 0's piece.
+      vtkNew<vtkTrivialProducer> producer;
+      producer->SetOutput(grid);
+      if (grid->GetDataObjectType() == VTK_IMAGE_DATA)
+        producer->SetWholeExtent(d->GetInputDescription(i)->GetWholeExtent());
       vtkNew<vtkXMLPDataSetWriter> writer;
-      writer->SetInputData(grid);
+      writer->SetInputConnection(producer->GetOutputPort());
       writer->SetFileName((dir_ / file).c_str());
       writer->SetController(vtkMultiProcessController::GetGlobalController());
       writer->SetNumberOfPieces(size_of(comm_));
