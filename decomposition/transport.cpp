@@ -22,14 +22,6 @@ namespace {
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
-// Grows a pinned host buffer to at least `bytes` (pinned memory makes the staging copies run at
-// full PCIe/NVLink-C2C speed).
-void reserve_pinned(std::byte*& buffer, std::size_t& size, std::size_t bytes) {
-  if (bytes <= size) return;
-  if (buffer) cudaFreeHost(buffer);
-  size = bytes + bytes / 4;
-  check(cudaMallocHost(reinterpret_cast<void**>(&buffer), size), "cudaMallocHost");
-}
 #endif
 
 #if defined(APRON_HAVE_NCCL)
@@ -82,10 +74,6 @@ Transport::Transport(MPI_Comm comm) : comm_(comm) {
 Transport::~Transport() {
 #if defined(APRON_HAVE_NCCL)
   if (nccl_) ncclCommDestroy(static_cast<ncclComm_t>(nccl_));
-#endif
-#if defined(APRON_BACKEND_CUDA)
-  if (pinned_send_) cudaFreeHost(pinned_send_);
-  if (pinned_recv_) cudaFreeHost(pinned_recv_);
 #endif
 }
 
@@ -167,12 +155,14 @@ void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& se
   std::byte* recv_host = raw(recv);
 #if defined(APRON_BACKEND_CUDA)
   const std::size_t send_total = send_offsets[npeers], recv_total = recv_offsets[npeers];
-  reserve_pinned(pinned_send_, pinned_send_size_, send_total);
-  reserve_pinned(pinned_recv_, pinned_recv_size_, recv_total);
+  // Pinned staging makes these copies run at full PCIe/NVLink-C2C speed.
+  pinned_send_.reserve(send_total);
+  pinned_recv_.reserve(recv_total);
   if (send_total)
-    check(cudaMemcpy(pinned_send_, raw(send), send_total, cudaMemcpyDeviceToHost), "stage send");
-  send_host = pinned_send_;
-  recv_host = pinned_recv_;
+    check(cudaMemcpy(pinned_send_.data(), raw(send), send_total, cudaMemcpyDeviceToHost),
+          "stage send");
+  send_host = pinned_send_.data();
+  recv_host = pinned_recv_.data();
 #endif
   std::vector<MPI_Request> requests;
   requests.reserve(2 * npeers);
@@ -193,7 +183,8 @@ void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& se
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
 #if defined(APRON_BACKEND_CUDA)
   if (recv_total)
-    check(cudaMemcpy(raw(recv), pinned_recv_, recv_total, cudaMemcpyHostToDevice), "stage receive");
+    check(cudaMemcpy(raw(recv), pinned_recv_.data(), recv_total, cudaMemcpyHostToDevice),
+          "stage receive");
 #endif
 }
 

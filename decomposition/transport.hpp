@@ -47,9 +47,7 @@ class Transport {
   MPI_Comm comm_;
   void* nccl_ = nullptr;  // ncclComm_t when NCCL carries the messages
   TransportStats stats_;
-  std::byte* pinned_send_ = nullptr;
-  std::byte* pinned_recv_ = nullptr;
-  std::size_t pinned_send_size_ = 0, pinned_recv_size_ = 0;
+  PinnedBuffer pinned_send_, pinned_recv_;
 };
 
 }  // namespace apron

@@ -1,9 +1,19 @@
 #include "io/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
+#include <thread>
+
+#include "io/atomic_file.hpp"
 
 #include "kernels/common/element_hash.hpp"
 
@@ -115,29 +125,145 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, std::size_t n_local)
     : comm_(comm), slab_(slab_of(comm, n_local)) {}
 
 void CheckpointWriter::distributed(const HostField& field, std::uint64_t partial_checksum) {
-  arrays_.push_back({field, slab_, sum_over_ranks(comm_, partial_checksum)});
+  arrays_.push_back({field, slab_, sum_over_ranks(comm_, partial_checksum), true});
 }
 
 void CheckpointWriter::replicated(const HostField& field, std::size_t rows) {
-  const bool root = rank_of(comm_) == 0;
-  const Slab slab{0, root ? rows : 0, rows};
+  const Slab slab{0, rows, rows};
   const std::uint64_t checksum =
       rows_checksum(field.data, row_bytes(field.type, field.components), rows, 0);
-  arrays_.push_back({field, slab, checksum});
+  arrays_.push_back({field, slab, checksum, false});
 }
 
-void CheckpointWriter::write(const fs::path& path, const CheckpointHeader& header) const {
-  on_root(comm_, [&] { make_output_directory(path.parent_path()); });
-  write_atomically(comm_, path, [&](Hdf5File& file) {
-    write_header(file, header);
-    file.group(kArraysGroup);
-    for (const Array& a : arrays_) {
-      HostField named = a.field;
-      named.name = array_path(a.field.name);
+// Rank 0: the whole file but the distributed rows, which get contiguous storage whose offsets
+// are returned (0 for replicated arrays). HDF5 is done with the file when this returns.
+std::vector<std::uint64_t> CheckpointWriter::create_layout(const fs::path& tmp,
+                                                           const CheckpointHeader& header) const {
+  std::vector<std::uint64_t> offsets(arrays_.size(), 0);
+  make_output_directory(tmp.parent_path());
+  Hdf5File file = Hdf5File::create(MPI_COMM_SELF, tmp);
+  write_header(file, header);
+  file.group(kArraysGroup);
+  for (std::size_t i = 0; i < arrays_.size(); ++i) {
+    const Array& a = arrays_[i];
+    HostField named = a.field;
+    named.name = array_path(a.field.name);
+    if (a.distributed)
+      offsets[i] = file.reserve(named.name, named.type, named.components, a.slab.global);
+    else
       file.dataset(named, a.slab);
-      file.attribute("checksum", a.checksum, named.name);
+    file.attribute("checksum", a.checksum, named.name);
+  }
+  file.close();
+  return offsets;
+}
+
+struct PendingCheckpoint::Writing {
+  struct Piece {
+    std::uint64_t offset;
+    const void* data;
+    std::size_t bytes;
+  };
+  fs::path file;
+  std::vector<Piece> pieces;
+  std::vector<std::shared_ptr<const void>> owners;
+  std::uint64_t bytes = 0;  // all ranks
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::string error;
+  double seconds = 0;
+
+  ~Writing() {
+    if (thread.joinable()) thread.join();
+  }
+  // The thread's work. No MPI here: the library may not be initialised for threads.
+  void write() {
+    const auto start = std::chrono::steady_clock::now();
+    error = capture([&] { write_pieces(); });
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    done.store(true, std::memory_order_release);
+  }
+
+  void write_pieces() const {
+    const int fd = ::open(file.c_str(), O_WRONLY);
+    if (fd < 0) throw std::runtime_error(file.string() + ": cannot open: " + std::strerror(errno));
+    std::string failed;
+    for (const Piece& p : pieces)
+      if (failed.empty()) failed = write_all(fd, p);
+    if (failed.empty() && ::fdatasync(fd) != 0)
+      failed = std::string("fdatasync: ") + std::strerror(errno);
+    if (::close(fd) != 0 && failed.empty()) failed = std::string("close: ") + std::strerror(errno);
+    if (!failed.empty())
+      throw std::runtime_error(file.string() + ": writing the checkpoint failed (" + failed +
+                               "); is the disk full?");
+  }
+
+  static std::string write_all(int fd, const Piece& p) {
+    const auto* at = static_cast<const char*>(p.data);
+    std::size_t left = p.bytes;
+    auto offset = static_cast<off_t>(p.offset);
+    while (left > 0) {
+      const ssize_t n = ::pwrite(fd, at, left, offset);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::string("pwrite: ") + (n < 0 ? std::strerror(errno) : "no progress");
+      at += n;
+      offset += n;
+      left -= static_cast<std::size_t>(n);
     }
-  });
+    return {};
+  }
+};
+
+PendingCheckpoint CheckpointWriter::start(const fs::path& path, const CheckpointHeader& header) && {
+  const fs::path tmp = temporary_name(path);
+  std::vector<std::uint64_t> offsets(arrays_.size(), 0);
+  {
+    const QuietHdf5Errors quiet;
+    on_root(comm_, [&] { offsets = create_layout(tmp, header); });
+  }
+  MPI_Bcast(offsets.data(), static_cast<int>(offsets.size()), MPI_UINT64_T, 0, comm_);
+
+  auto writing = std::make_unique<PendingCheckpoint::Writing>();
+  writing->file = tmp;
+  writing->owners = std::move(owners_);
+  for (std::size_t i = 0; i < arrays_.size(); ++i) {
+    const Array& a = arrays_[i];
+    const std::size_t row = row_bytes(a.field.type, a.field.components);
+    writing->bytes += a.slab.global * row;
+    if (a.distributed && a.slab.count > 0)
+      writing->pieces.push_back(
+          {offsets[i] + a.slab.offset * row, a.field.data, a.slab.count * row});
+  }
+  writing->thread = std::thread([w = writing.get()] { w->write(); });
+  return PendingCheckpoint(comm_, path, std::move(writing));
+}
+
+PendingCheckpoint::PendingCheckpoint(MPI_Comm comm, fs::path path, std::unique_ptr<Writing> writing)
+    : comm_(comm), path_(std::move(path)), writing_(std::move(writing)) {}
+PendingCheckpoint::PendingCheckpoint(PendingCheckpoint&&) noexcept = default;
+PendingCheckpoint& PendingCheckpoint::operator=(PendingCheckpoint&&) noexcept = default;
+
+PendingCheckpoint::~PendingCheckpoint() = default;
+
+bool PendingCheckpoint::written_locally() const {
+  return writing_->done.load(std::memory_order_acquire);
+}
+
+CheckpointWritten PendingCheckpoint::finish() {
+  writing_->thread.join();
+  double slowest = 0;
+  MPI_Allreduce(&writing_->seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm_);
+  try {
+    agree(comm_, writing_->error);
+  } catch (...) {
+    std::error_code ignored;
+    if (rank_of(comm_) == 0) fs::remove(writing_->file, ignored);
+    throw;
+  }
+  on_root(comm_, [&] { rename_into_place(writing_->file, path_); });
+  CheckpointWritten done{path_, writing_->bytes, slowest};
+  writing_.reset();
+  return done;
 }
 
 // ---- reading ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,37 @@ struct CheckpointHeader {
   std::map<std::string, double> scalars;  // workload state that is one number (counters, ...)
 };
 
+// What one finished checkpoint cost.
+struct CheckpointWritten {
+  std::filesystem::path path;
+  std::uint64_t bytes = 0;   // all ranks' rows together
+  double write_seconds = 0;  // the background write (pwrite and fdatasync), slowest rank
+};
+
+// A checkpoint whose rows are still going to disk. The file exists under its .tmp name with its
+// header, checksums and layout complete; each rank's thread writes that rank's rows into it and
+// flushes them, while the run goes on. finish() makes it a checkpoint.
+class PendingCheckpoint {
+ public:
+  PendingCheckpoint(PendingCheckpoint&&) noexcept;
+  PendingCheckpoint& operator=(PendingCheckpoint&&) noexcept;
+  ~PendingCheckpoint();  // waits for the thread; a checkpoint never finished stays a .tmp
+
+  // Whether this rank's rows are on disk (local, no MPI: combine it over ranks before acting).
+  bool written_locally() const;
+  // Collective: waits for every rank's rows, then renames the file into place. When any rank
+  // failed to write, every rank throws its message and the .tmp file is removed.
+  CheckpointWritten finish();
+
+ private:
+  friend class CheckpointWriter;
+  struct Writing;
+  PendingCheckpoint(MPI_Comm comm, std::filesystem::path path, std::unique_ptr<Writing> writing);
+  MPI_Comm comm_;
+  std::filesystem::path path_;
+  std::unique_ptr<Writing> writing_;
+};
+
 // Collects one checkpoint's arrays, then writes them. Collective throughout.
 class CheckpointWriter {
  public:
@@ -42,22 +74,31 @@ class CheckpointWriter {
   // The global index of this rank's first row: the checksum of a slice depends on it.
   std::uint64_t first_row() const { return slab_.offset; }
   // A distributed array: this rank's n_local rows and their partial checksum (over global rows
-  // first_row() ...; device_checksum or rows_checksum computes it).
+  // first_row() ...; device_checksum or rows_checksum computes it). The rows are read by the
+  // background write: they must stay unchanged until it has finished (see keep()).
   void distributed(const HostField& field, std::uint64_t partial_checksum);
-  // A small array every rank holds the same copy of (written once, by rank 0).
+  // A small array every rank holds the same copy of (written once, by rank 0, before start()
+  // returns).
   void replicated(const HostField& field, std::size_t rows);
-  // Writes `path` atomically (path.tmp, renamed when complete).
-  void write(const std::filesystem::path& path, const CheckpointHeader& header) const;
+  // Keeps `owner` (the buffer the distributed rows live in) alive until the write has finished.
+  void keep(std::shared_ptr<const void> owner) { owners_.push_back(std::move(owner)); }
+  // Creates path.tmp with the header, the checksums, the replicated arrays and room for the
+  // distributed ones (rank 0), then starts each rank's background write of its rows.
+  PendingCheckpoint start(const std::filesystem::path& path, const CheckpointHeader& header) &&;
 
  private:
   struct Array {
     HostField field;
     Slab slab;
     std::uint64_t checksum;  // global, after the sum over ranks
+    bool distributed;
   };
+  std::vector<std::uint64_t> create_layout(const std::filesystem::path& tmp,
+                                           const CheckpointHeader& header) const;
   MPI_Comm comm_;
   Slab slab_;
   std::vector<Array> arrays_;
+  std::vector<std::shared_ptr<const void>> owners_;
 };
 
 // Opens and checks a checkpoint; reads verify each dataset's checksum. Collective.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <system_error>
 
 #include "io/atomic_file.hpp"
@@ -260,28 +261,48 @@ void Hdf5File::group(const std::string& name) {
       "create group '" + name + "'");
 }
 
+Handle Hdf5File::create_dataset(const std::string& name, Dtype type, int components, hsize_t rows,
+                                H5D_alloc_time_t allocation) {
+  const std::string what = "create dataset '" + name + "'";
+  Handle space = own(rows_space(rows, components, 0, rows), H5Sclose, what);
+  Handle creation = own(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, what);
+  // Every element gets written, so skip the fill-value pass (a second full write in parallel).
+  check(H5Pset_fill_time(creation.get(), H5D_FILL_TIME_NEVER), what);
+  check(H5Pset_alloc_time(creation.get(), allocation), what);
+  return own(H5Dcreate2(file_.get(), name.c_str(), hdf5_type(type).file, space.get(), H5P_DEFAULT,
+                        creation.get(), H5P_DEFAULT),
+             H5Dclose, what);
+}
+
 void Hdf5File::dataset(const HostField& field, const Slab& slab) {
   const Hdf5Type type = hdf5_type(field.type);
   const std::string what = "write dataset '" + field.name + "'";
+  Handle set =
+      create_dataset(field.name, field.type, field.components, slab.global, H5D_ALLOC_TIME_DEFAULT);
+  // An empty dataset has no storage to write to (HDF5 fails on it); all ranks skip alike.
+  if (slab.global == 0) return;
   Handle file_space =
       own(rows_space(slab.global, field.components, slab.offset, slab.count), H5Sclose, what);
   Handle memory_space =
       own(rows_space(std::max<hsize_t>(slab.count, 1), field.components, 0, slab.count), H5Sclose,
           what);
-  Handle creation = own(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, what);
-  // Every element gets written, so skip the fill-value pass (a second full write in parallel).
-  check(H5Pset_fill_time(creation.get(), H5D_FILL_TIME_NEVER), what);
-  Handle set = own(H5Dcreate2(file_.get(), field.name.c_str(), type.file, file_space.get(),
-                              H5P_DEFAULT, creation.get(), H5P_DEFAULT),
-                   H5Dclose, what);
-  // An empty dataset has no storage to write to (HDF5 fails on it); all ranks skip alike.
-  if (slab.global == 0) return;
   // HDF5 rejects a null buffer even when nothing is selected.
   static const unsigned char nothing = 0;
   const void* data = field.data != nullptr ? field.data : &nothing;
   check(
       H5Dwrite(set.get(), type.memory, memory_space.get(), file_space.get(), transfer_.get(), data),
       what);
+}
+
+std::uint64_t Hdf5File::reserve(const std::string& name, Dtype type, int components, hsize_t rows) {
+  static_assert(std::endian::native == std::endian::little,
+                "reserve()d datasets are written as raw little-endian bytes");
+  Handle set = create_dataset(name, type, components, rows, H5D_ALLOC_TIME_EARLY);
+  if (rows == 0) return 0;  // no storage, nothing will be written
+  const haddr_t offset = H5Dget_offset(set.get());
+  if (offset == HADDR_UNDEF)
+    throw failure("reserve dataset '" + name + "': its storage has no single file offset");
+  return offset;
 }
 
 Handle Hdf5File::open_attribute(const std::string& name, const std::string& object) const {

@@ -144,6 +144,10 @@ class Hdf5File {
   void group(const std::string& name);
   // Writes this rank's slab of the global dataset `field.name` (collective).
   void dataset(const HostField& field, const Slab& slab);
+  // Creates dataset `name` of `rows` rows with its storage allocated now, in one contiguous
+  // extent, and returns that extent's byte offset in the file: its rows can then be written
+  // with plain pwrite() by any process, without HDF5 (asynchronous checkpoints).
+  std::uint64_t reserve(const std::string& name, Dtype type, int components, hsize_t rows);
 
   bool has_attribute(const std::string& name, const std::string& object = ".") const;
   double real(const std::string& name, const std::string& object = ".") const;
@@ -167,6 +171,8 @@ class Hdf5File {
   std::runtime_error failure(const std::string& what) const;
   void check(herr_t status, const std::string& what) const;
   Handle own(hid_t id, Handle::Close closer, const std::string& what) const;
+  Handle create_dataset(const std::string& name, Dtype type, int components, hsize_t rows,
+                        H5D_alloc_time_t allocation);
   void write_attribute(const std::string& name, const std::string& object, hid_t file_type,
                        hid_t memory_type, const void* value);
   Handle open_attribute(const std::string& name, const std::string& object) const;

@@ -10,12 +10,11 @@
 
 #include "io/visual_data.hpp"
 
+#include "io/checkpoint.hpp"
+
 namespace apron {
 
 class Json;
-namespace io {
-class CheckpointReader;
-}
 
 class Workload {
  public:
@@ -37,10 +36,11 @@ class Workload {
   virtual std::string output_dir() const = 0;
   // Checkpoints (io/checkpoint.hpp), collective, for time-stepping workloads; one-shot analyses
   // have nothing to continue and keep these defaults (the driver never calls save/load then).
-  // load() replaces setup(): it continues the run from the checkpoint, on this run's rank
-  // count, and resumes the output series.
+  // save() copies the state to host staging and starts the write (the driver finishes it, and
+  // never starts another before). load() replaces setup(): it continues the run from the
+  // checkpoint, on this run's rank count, and resumes the output series.
   virtual bool checkpointable() const { return false; }
-  virtual void save(const std::filesystem::path&) const {
+  virtual io::PendingCheckpoint save(const std::filesystem::path&) const {
     throw std::logic_error("this workload writes no checkpoints");
   }
   virtual void load(const io::CheckpointReader&) {

@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 #include <thrust/memory.h>
 
@@ -76,6 +78,33 @@ std::size_t CachingAllocator::bytes_cached() const {
 CachingAllocator& scratch_allocator() {
   static CachingAllocator allocator;
   return allocator;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  release();
+}
+
+void PinnedBuffer::release() {
+#if defined(APRON_BACKEND_CUDA)
+  if (data_) cudaFreeHost(data_);
+#else
+  delete[] data_;
+#endif
+  data_ = nullptr;
+  size_ = 0;
+}
+
+void PinnedBuffer::reserve(std::size_t bytes) {
+  if (bytes <= size_) return;
+  release();
+  const std::size_t size = bytes + bytes / 4;  // room to grow without a new allocation each time
+#if defined(APRON_BACKEND_CUDA)
+  if (cudaMallocHost(reinterpret_cast<void**>(&data_), size) != cudaSuccess)
+    throw std::runtime_error("cudaMallocHost of " + std::to_string(size) + " bytes failed");
+#else
+  data_ = new std::byte[size];
+#endif
+  size_ = size;
 }
 
 void device_synchronize() {

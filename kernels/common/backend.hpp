@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
@@ -56,6 +57,29 @@ void for_each_index(std::size_t n, F f) {
   if (n == 0) return;
   thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), n, f);
 }
+
+// Host memory the device copies to and from at full speed (page-locked under CUDA, plain memory
+// otherwise), for staging: halo messages, checkpoint rows. Grows, never shrinks.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    return *this;
+  }
+  ~PinnedBuffer();
+  void reserve(std::size_t bytes);
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void release();
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 // Waits until queued device work is done (timing phases, before host reads).
 void device_synchronize();

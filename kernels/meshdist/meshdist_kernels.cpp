@@ -35,6 +35,13 @@ APRON_HD inline void cell_range(const GridGeometry& g, const Vec4* corners, std:
   }
 }
 
+struct GatherCorners {
+  const Vec4* vertices;
+  const std::uint32_t* corner_vertex;
+  Vec4* corners;
+  APRON_HD void operator()(std::size_t c) const { corners[c] = vertices[corner_vertex[c]]; }
+};
+
 struct CountCells {
   GridGeometry g;
   const Vec4* corners;
@@ -326,10 +333,20 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
   return g;
 }
 
+void gather_corners(const DeviceVector<Vec4>& vertices,
+                    const DeviceVector<std::uint32_t>& corner_vertex, TriangleSoup& soup) {
+  soup.corners.resize(corner_vertex.size());
+  for_each_index(corner_vertex.size(),
+                 GatherCorners{raw(vertices), raw(corner_vertex), raw(soup.corners)});
+}
+
 void TriangleGrid::build(const TriangleSoup& mesh, const GridGeometry& geometry) {
   geometry_ = geometry;
   const std::size_t n = mesh.size();
-  DeviceVector<std::uint32_t> count(n), offset(n);
+  DeviceVector<std::uint32_t>& count = cells_of_triangle_;
+  DeviceVector<std::uint32_t>& offset = first_pair_;
+  count.resize(n);
+  offset.resize(n);
   for_each_index(n, CountCells{geometry_, raw(mesh.corners), raw(count)});
   const std::uint64_t total =
       thrust::transform_reduce(policy(), count.begin(), count.end(), WidenCount{}, std::uint64_t(0),

@@ -18,6 +18,10 @@ struct TriangleSoup {
   std::size_t size() const { return corners.size() / 3; }
 };
 
+// soup.corners[c] = vertices[corner_vertex[c]]: the soup of an indexed mesh, built on the device.
+void gather_corners(const DeviceVector<Vec4>& vertices,
+                    const DeviceVector<std::uint32_t>& corner_vertex, TriangleSoup& soup);
+
 // The grid's placement: cell (i, j, k) covers lo + [i, i+1) * cell along each axis.
 struct GridGeometry {
   float lo[3] = {0, 0, 0};
@@ -68,6 +72,7 @@ class TriangleGrid {
   DeviceVector<std::uint32_t> cell_begin_, cell_end_;
   DeviceVector<std::uint32_t> pair_cell_, pair_triangle_;
   DeviceVector<std::uint32_t> sample_cell_, sample_order_;
+  DeviceVector<std::uint32_t> cells_of_triangle_, first_pair_;  // build() scratch, reused
 };
 
 // The reference: every sample against every triangle.

@@ -63,6 +63,7 @@ struct CheckpointConfig {
   double every_wall_minutes = 0;  // wall-clock minutes; 0: not by wall clock
   int keep = 3;                   // the newest `keep` checkpoints are kept, older ones deleted
   bool at_end = true;             // one when the run reaches its end
+  bool periodic() const { return every_steps > 0 || every_time > 0 || every_wall_minutes > 0; }
 };
 
 // In-situ visualisation with ParaView Catalyst (io/catalyst_adaptor.hpp). Present in the case

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
@@ -163,11 +164,142 @@ class InSitu {
   double first_call_seconds_ = 0;
 };
 
+// When checkpoints are due (config.checkpoint), and the stop decision every rank takes together.
+class CheckpointPolicy {
+ public:
+  CheckpointPolicy(const config::CaseConfig& c, const RankInfo& ranks, const Workload& w,
+                   double max_wall_seconds)
+      : c_(c.checkpoint), ranks_(ranks), max_wall_(max_wall_seconds), start_(wall_seconds()) {
+    last_step_ = w.step();
+    next_time_ =
+        c_.every_time > 0 ? (std::floor(w.time() / c_.every_time + 1e-9) + 1) * c_.every_time : 0;
+    last_wall_ = start_;
+  }
+
+  // Collective: every rank learns whether any rank got a stop signal or the wall-time limit is
+  // near (rank 0's clock decides), whether a wall-clock checkpoint is due, and whether any
+  // rank is still writing a checkpoint in the background.
+  void poll(double step_seconds, bool writing) {
+    slowest_step_ = std::max(slowest_step_, step_seconds);
+    const double now = wall_seconds();
+    const double margin = 2 * slowest_step_ + 1.5 * checkpoint_seconds_ + 1;
+    int flags[4] = {stop_signal(), 0, 0, writing};
+    if (ranks_.rank == 0) {
+      flags[1] = max_wall_ > 0 && now - start_ + margin >= max_wall_;
+      flags[2] = c_.every_wall_minutes > 0 && now - last_wall_ >= 60 * c_.every_wall_minutes;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, flags, 4, MPI_INT, MPI_MAX, ranks_.comm);
+    signal_ = flags[0];
+    wall_limit_ = flags[1];
+    wall_due_ = flags[2];
+    writing_ = flags[3];
+  }
+  bool all_written() const { return !writing_; }
+  bool stop() const { return signal_ != 0 || wall_limit_; }
+  std::string stop_reason() const {
+    if (signal_) return "signal " + std::to_string(signal_);
+    return "the wall-time limit (--max-wall-time " + std::to_string(max_wall_) + " s)";
+  }
+  bool due(const Workload& w) const {
+    return wall_due_ || (c_.every_steps > 0 && w.step() - last_step_ >= c_.every_steps) ||
+           (c_.every_time > 0 && w.time() >= next_time_ * (1 - 1e-9));
+  }
+  void started(const Workload& w) {
+    last_step_ = w.step();
+    last_wall_ = wall_seconds();
+    if (c_.every_time > 0)
+      while (next_time_ <= w.time() * (1 + 1e-9)) next_time_ += c_.every_time;
+  }
+  // What a checkpoint took from start to disk: the stop before the wall-time limit leaves room.
+  void took(double seconds) { checkpoint_seconds_ = std::max(checkpoint_seconds_, seconds); }
+
+ private:
+  const config::CheckpointConfig& c_;
+  RankInfo ranks_;
+  double max_wall_, start_;
+  long last_step_ = 0;
+  double next_time_ = 0, last_wall_ = 0;
+  double slowest_step_ = 0, checkpoint_seconds_ = 0;
+  int signal_ = 0;
+  bool wall_limit_ = false, wall_due_ = false, writing_ = false;
+};
+
+// Writes the checkpoints. Starting one (copy to host staging, checksums, file layout) takes the
+// step loop's time; its rows then go to disk on a thread while the run goes on, and it is
+// finished (renamed into place) once every rank's write is done. At most one is in flight: a
+// new one first waits for the previous.
+class CheckpointWrites {
+ public:
+  CheckpointWrites(const config::CaseConfig& c, const RankInfo& ranks, PhaseTimers& timers)
+      : keep_(c.checkpoint.keep), ranks_(ranks), timers_(timers) {}
+
+  void start(const Workload& w, CheckpointPolicy& policy) {
+    finish();
+    auto t = timers_.scope("checkpoint");
+    const double begin = wall_seconds();
+    output_dir_ = w.output_dir();
+    in_flight_.emplace(w.save(io::checkpoint_path(output_dir_, w.step())));
+    start_seconds_ = wall_seconds() - begin;
+    policy.started(w);
+    policy_ = &policy;
+  }
+  bool writing_locally() const { return in_flight_ && !in_flight_->written_locally(); }
+
+  // Collective: waits for the checkpoint in flight, if any, and puts it in place.
+  void finish() {
+    if (!in_flight_) return;
+    auto t = timers_.scope("checkpoint wait");
+    const io::CheckpointWritten done = in_flight_->finish();
+    in_flight_.reset();
+    if (ranks_.rank == 0) prune();
+    policy_->took(start_seconds_ + done.write_seconds);
+    ++count_;
+    bytes_ += done.bytes;
+    write_seconds_ += done.write_seconds;
+    Log::info(
+        "checkpoint: %s (%.3g GB; %.2f s on the step loop, %.2f s in the background, %.2f GB/s)",
+        done.path.string().c_str(), done.bytes / 1e9, start_seconds_, done.write_seconds,
+        done.bytes / 1e9 / std::max(done.write_seconds, 1e-9));
+  }
+
+  ~CheckpointWrites() {
+    if (pruning_.joinable()) pruning_.join();
+  }
+
+  void report(Json& j) const {
+    j.begin_object("checkpoints");
+    j.value("count", static_cast<long long>(count_));
+    j.value("bytes", static_cast<std::size_t>(bytes_));
+    j.value("write_seconds", write_seconds_);  // background writes, slowest rank, summed
+    j.end_object();
+  }
+
+ private:
+  // Deleting old checkpoints (unlinking large files takes tens of ms) on a thread of rank 0. It
+  // keeps the newest `keep` it finds, so a checkpoint renamed into place meanwhile is safe.
+  void prune() {
+    if (pruning_.joinable()) pruning_.join();
+    pruning_ = std::thread([dir = output_dir_, keep = keep_] { io::prune_checkpoints(dir, keep); });
+  }
+
+  int keep_;
+  RankInfo ranks_;
+  PhaseTimers& timers_;
+  CheckpointPolicy* policy_ = nullptr;
+  std::string output_dir_;
+  std::optional<io::PendingCheckpoint> in_flight_;
+  std::thread pruning_;
+  double start_seconds_ = 0, write_seconds_ = 0;
+  long count_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
 // Collective: every rank builds the report (the workload's part reduces over ranks); rank 0
 // writes it.
 void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo& ranks,
                   const DeviceInfo& device, const std::vector<PhaseRow>& phases, double total,
-                  double loop_seconds, long steps, const InSitu& in_situ) {
+                  double loop_seconds, long steps, const CheckpointWrites& checkpoints,
+                  const InSitu& in_situ) {
   const std::string devices = device_names(device, ranks);
   const double items = static_cast<double>(w.global_items());
   Json j;
@@ -196,80 +328,11 @@ void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo
   }
   j.end_object();
   w.report(j);
+  if (w.checkpointable()) checkpoints.report(j);
   in_situ.report(j);
   j.value("config", c.text);
   j.end_object();
   if (ranks.rank == 0) io::write_file_atomically(w.output_dir() + "/run_report.json", j.str());
-}
-
-// When checkpoints are due (config.checkpoint), and the stop decision every rank takes together.
-class CheckpointPolicy {
- public:
-  CheckpointPolicy(const config::CaseConfig& c, const RankInfo& ranks, const Workload& w,
-                   double max_wall_seconds)
-      : c_(c.checkpoint), ranks_(ranks), max_wall_(max_wall_seconds), start_(wall_seconds()) {
-    last_step_ = w.step();
-    next_time_ =
-        c_.every_time > 0 ? (std::floor(w.time() / c_.every_time + 1e-9) + 1) * c_.every_time : 0;
-    last_wall_ = start_;
-  }
-
-  // Collective: every rank learns whether any rank got a stop signal or the wall-time limit is
-  // near (rank 0's clock decides), and whether a wall-clock checkpoint is due.
-  void poll(double step_seconds) {
-    slowest_step_ = std::max(slowest_step_, step_seconds);
-    const double now = wall_seconds();
-    const double margin = 2 * slowest_step_ + 1.5 * checkpoint_seconds_ + 1;
-    int flags[3] = {stop_signal(), 0, 0};
-    if (ranks_.rank == 0) {
-      flags[1] = max_wall_ > 0 && now - start_ + margin >= max_wall_;
-      flags[2] = c_.every_wall_minutes > 0 && now - last_wall_ >= 60 * c_.every_wall_minutes;
-    }
-    MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, ranks_.comm);
-    signal_ = flags[0];
-    wall_limit_ = flags[1];
-    wall_due_ = flags[2];
-  }
-  bool stop() const { return signal_ != 0 || wall_limit_; }
-  std::string stop_reason() const {
-    if (signal_) return "signal " + std::to_string(signal_);
-    return "the wall-time limit (--max-wall-time " + std::to_string(max_wall_) + " s)";
-  }
-  bool due(const Workload& w) const {
-    return wall_due_ || (c_.every_steps > 0 && w.step() - last_step_ >= c_.every_steps) ||
-           (c_.every_time > 0 && w.time() >= next_time_ * (1 - 1e-9));
-  }
-  void written(const Workload& w, double seconds) {
-    last_step_ = w.step();
-    last_wall_ = wall_seconds();
-    checkpoint_seconds_ = std::max(checkpoint_seconds_, seconds);
-    if (c_.every_time > 0)
-      while (next_time_ <= w.time() * (1 + 1e-9)) next_time_ += c_.every_time;
-  }
-
- private:
-  const config::CheckpointConfig& c_;
-  RankInfo ranks_;
-  double max_wall_, start_;
-  long last_step_ = 0;
-  double next_time_ = 0, last_wall_ = 0;
-  double slowest_step_ = 0, checkpoint_seconds_ = 0;
-  int signal_ = 0;
-  bool wall_limit_ = false, wall_due_ = false;
-};
-
-void write_checkpoint(const config::CaseConfig& c, const Workload& w, const RankInfo& ranks,
-                      PhaseTimers& timers, CheckpointPolicy& policy) {
-  const double start = wall_seconds();
-  {
-    auto t = timers.scope("checkpoint");
-    const auto path = io::checkpoint_path(w.output_dir(), w.step());
-    w.save(path);
-    if (ranks.rank == 0) io::prune_checkpoints(w.output_dir(), c.checkpoint.keep);
-    Log::info("checkpoint: %s (step %ld, t = %.6g s, %.2f s)", path.string().c_str(), w.step(),
-              w.time(), wall_seconds() - start);
-  }
-  policy.written(w, wall_seconds() - start);
 }
 
 // The checkpoint to continue from, decided by rank 0 (all ranks see the same answer).
@@ -344,6 +407,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   }
   Progress progress(*workload, config.output.progress_every);
   CheckpointPolicy checkpoints(config, ranks, *workload, options.max_wall_seconds);
+  CheckpointWrites writes(config, ranks, timers);
   const long first_step = workload->step();
   const double loop_start = wall_seconds();
   bool stopped = false;
@@ -352,14 +416,15 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     workload->advance();
     if (!workload->done()) workload->write_outputs(false);
     if (!workload->done()) in_situ.maybe_execute(*workload, false);
-    checkpoints.poll(wall_seconds() - step_start);
+    checkpoints.poll(wall_seconds() - step_start, writes.writing_locally());
+    if (checkpoints.all_written()) writes.finish();
     if (checkpoints.stop() && !workload->done()) {
       stopped = true;
       Log::info("step %ld: stopping on %s", workload->step(), checkpoints.stop_reason().c_str());
       break;
     }
     if (!workload->done() && workload->checkpointable() && checkpoints.due(*workload))
-      write_checkpoint(config, *workload, ranks, timers, checkpoints);
+      writes.start(*workload, checkpoints);
     progress.maybe_print();
   }
   const double loop_seconds = wall_seconds() - loop_start;
@@ -367,7 +432,8 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   in_situ.maybe_execute(*workload, true);
   progress.maybe_print(true);
   if (workload->checkpointable() && (stopped || config.checkpoint.at_end))
-    write_checkpoint(config, *workload, ranks, timers, checkpoints);
+    writes.start(*workload, checkpoints);
+  writes.finish();
 
   const double total = wall_seconds() - start;
   const long steps = workload->step() - first_step;
@@ -375,7 +441,8 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   print_summary(phases, total, steps, workload->global_items());
   Log::info("step loop: %.3f s, %.4g particle-steps/s", loop_seconds,
             steps * static_cast<double>(workload->global_items()) / loop_seconds);
-  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, in_situ);
+  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, writes,
+               in_situ);
   Log::info("output: %s (particles.xmf opens in ParaView; diagnostics.csv; run_report.json)",
             workload->output_dir().c_str());
   if (stopped)

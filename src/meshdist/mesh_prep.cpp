@@ -71,16 +71,47 @@ PreparedMesh::PreparedMesh(io::TriangleMesh mesh) : host(std::move(mesh)) {
                           as_vec4(host.vertices[t[2]]));
     cumulative_area.push_back(area);
   }
+  stage();
+}
+
+namespace {
+// Where the staged arrays lie in one buffer: float vertices, corner indices, then (8-byte
+// aligned) the cumulative areas.
+struct StagedMesh {
+  Vec4* vertices;
+  std::uint32_t* corners;
+  double* areas;
+  std::size_t bytes;
+};
+StagedMesh staged_layout(std::byte* base, std::size_t vertices, std::size_t corners) {
+  const std::size_t areas_at =
+      (vertices * sizeof(Vec4) + corners * sizeof(std::uint32_t) + 7) / 8 * 8;
+  return {reinterpret_cast<Vec4*>(base),
+          reinterpret_cast<std::uint32_t*>(base + vertices * sizeof(Vec4)),
+          reinterpret_cast<double*>(base + areas_at), areas_at + corners / 3 * sizeof(double)};
+}
+}  // namespace
+
+void PreparedMesh::stage() {
+  const std::size_t nv = host.vertices.size(), nc = 3 * host.triangles.size();
+  staging_.reserve(staged_layout(nullptr, nv, nc).bytes);
+  const StagedMesh s = staged_layout(staging_.data(), nv, nc);
+  std::transform(host.vertices.begin(), host.vertices.end(), s.vertices, as_vec4);
+  for (std::size_t t = 0; t < nc / 3; ++t)
+    std::copy(host.triangles[t].begin(), host.triangles[t].end(), s.corners + 3 * t);
+  std::copy(cumulative_area.begin(), cumulative_area.end(), s.areas);
 }
 
 void PreparedMesh::upload() {
-  std::vector<Vec4> corners(3 * host.triangles.size()), verts(host.vertices.size());
-  for (std::size_t t = 0; t < host.triangles.size(); ++t)
-    for (int k = 0; k < 3; ++k) corners[3 * t + k] = as_vec4(host.vertices[host.triangles[t][k]]);
-  std::transform(host.vertices.begin(), host.vertices.end(), verts.begin(), as_vec4);
-  soup.corners.assign(corners.begin(), corners.end());
-  vertices.assign(verts.begin(), verts.end());
-  device_cumulative_area.assign(cumulative_area.begin(), cumulative_area.end());
+  const std::size_t nv = host.vertices.size(), nc = 3 * host.triangles.size();
+  const StagedMesh s = staged_layout(staging_.data(), nv, nc);
+  vertices.resize(nv);
+  corner_vertex_.resize(nc);
+  device_cumulative_area.resize(nc / 3);
+  thrust::copy(s.vertices, s.vertices + nv, vertices.begin());
+  thrust::copy(s.corners, s.corners + nc, corner_vertex_.begin());
+  thrust::copy(s.areas, s.areas + nc / 3, device_cumulative_area.begin());
+  gather_corners(vertices, corner_vertex_, soup);
 }
 
 GridGeometry PreparedMesh::grid_geometry(double cell_factor) const {

@@ -26,8 +26,15 @@ struct PreparedMesh {
   DeviceVector<double> device_cumulative_area;
 
   explicit PreparedMesh(io::TriangleMesh mesh);  // host-side quantities
-  void upload();                                 // device copies
+  // The device copies: float vertices, corner indices and cumulative areas go over from pinned
+  // staging (the smallest form of the mesh); the soup is gathered on the device.
+  void upload();
   GridGeometry grid_geometry(double cell_factor) const;
+
+ private:
+  void stage();
+  PinnedBuffer staging_;  // float vertices, then corner indices, then cumulative areas
+  DeviceVector<std::uint32_t> corner_vertex_;
 };
 
 }  // namespace apron::meshdist

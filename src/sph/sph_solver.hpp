@@ -48,7 +48,7 @@ class SphSolver final : public Workload {
   std::vector<io::VisualBlock> visual_blocks() override;
   std::string output_dir() const override { return config_.output.dir; }
   bool checkpointable() const override { return true; }
-  void save(const std::filesystem::path& file) const override;
+  io::PendingCheckpoint save(const std::filesystem::path& file) const override;
   void load(const io::CheckpointReader& checkpoint) override;
 
   Diagnostics diagnostics() const;  // collective
@@ -91,6 +91,7 @@ class SphSolver final : public Workload {
   };
   const HostStaging& staged_particles();
   void write_particles();
+  PinnedBuffer& checkpoint_staging() const;
   void write_diagnostics_row(const Diagnostics& d);
   std::string diagnostics_path() const { return config_.output.dir + "/diagnostics.csv"; }
 
@@ -126,6 +127,8 @@ class SphSolver final : public Workload {
 
   HostStaging staging_;
   std::unique_ptr<io::ParticleSeriesWriter> writer_;
+  // Host copy of the checkpointed rows, reused from one checkpoint to the next.
+  mutable std::shared_ptr<PinnedBuffer> checkpoint_staging_;
   std::ofstream diagnostics_csv_;    // rank 0
   std::optional<Diagnostics> last_;  // the latest diagnostics row, for the run report
 };

@@ -7,6 +7,9 @@ Scenarios:
   bitwise      2N steps straight and N steps + restart + N steps on 2 ranks: identical ids,
                positions, velocities and densities (sorted by id), and the output series holds
                every step of the whole run.
+  background   checkpoints every 10 steps, written on a thread while the run goes on: each one
+               complete and verified, the older pruned, and continuing from one written mid-run
+               ends bitwise where the straight run ends.
   ranks        checkpoint on 4 ranks, continue on 2 and on 3: same particle count and mass,
                diagnostics within the multi-rank tolerances of the 4-rank run (compare_runs.py).
   signal       SIGTERM to mpirun mid-run (and SIGUSR1): a complete, verified checkpoint, no .tmp
@@ -85,6 +88,30 @@ def scenario_bitwise(r, work):
           f"the restarted series lists the whole run ({split_steps} steps, {straight_steps} + 1)")
     with open(f"{work}/straight/diagnostics.csv") as f1, open(f"{work}/split/diagnostics.csv") as f2:
         check(f1.read() == f2.read(), "diagnostics.csv identical, no duplicated rows")
+
+
+def scenario_background(r, work):
+    """Checkpoints whose rows go to disk on a thread while the run goes on (every 10 steps, keep
+    2): each finished one is complete, the older ones are pruned, and a run continued from one
+    written mid-run ends bit for bit where the uninterrupted run ends."""
+    out = f"{work}/run"
+    log = r.run(2, out, "--set", "time.max_steps=60", "--set", "checkpoint.every_steps=10",
+                "--set", "checkpoint.keep=2")
+    check(log.count("checkpoint: ") == 6, "six checkpoints finished (steps 10 to 50, and the end)")
+    files = sorted(os.listdir(f"{out}/checkpoints"))
+    check(files == ["checkpoint_000000050.h5", "checkpoint_000000060.h5"],
+          f"the newest two are kept, no .tmp left ({files})")
+    for name in files:
+        inspect = subprocess.run([r.apron, "inspect", f"{out}/checkpoints/{name}", "--verify"],
+                                 capture_output=True, text=True)
+        check(inspect.returncode == 0 and "MISMATCH" not in inspect.stdout,
+              f"{name}: complete, its checksums verify")
+    r.run(2, f"{work}/continued", "--set", "time.max_steps=60",
+          "--restart", f"{out}/checkpoints/checkpoint_000000050.h5")
+    final = "particles_000060.h5"
+    a, b = particles(f"{out}/{final}"), particles(f"{work}/continued/{final}")
+    for name in ("id", "position", "velocity", "density"):
+        check(np.array_equal(a[name], b[name]), f"{name}: continued from step 50, bitwise identical")
 
 
 def scenario_ranks(r, work):
@@ -194,7 +221,7 @@ def scenario_bad(r, work):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", choices=["bitwise", "ranks", "signal", "bad"])
+    p.add_argument("scenario", choices=["bitwise", "background", "ranks", "signal", "bad"])
     p.add_argument("--apron", required=True)
     p.add_argument("--case", required=True)
     p.add_argument("--work", required=True)
