@@ -7,7 +7,11 @@ packages=(build-essential cmake git pkg-config python3
           libgtest-dev libbenchmark-dev libthrust-dev
           python3-h5py python3-numpy python3-paraview  # checkpoint and ParaView tests
           python3-matplotlib  # jobs/scaling draws its plots with it
-          slurm-wlm munge)    # the jobs/ tests start a one-node SLURM cluster
+          slurm-wlm munge     # the jobs/ tests start a one-node SLURM cluster
+          # In-situ visualisation (ParaView Catalyst); ParaView's CMake package needs the -dev
+          # packages after it, Xvfb gives the Catalyst tests' screenshots a display.
+          paraview-dev libutfcpp-dev liblz4-dev libdouble-conversion-dev libboost-dev
+          libfreetype-dev libglew-dev libxml2-dev libnetcdf-dev libx11-dev xvfb xauth)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

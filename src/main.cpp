@@ -13,6 +13,7 @@
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 #include "driver/driver.hpp"
+#include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
 #include "runtime/runtime.hpp"
 #include "version.hpp"
@@ -160,6 +161,11 @@ int main(int argc, char** argv) {
     // Every rank parsed the same input and failed the same way: report once.
     if (ranks.rank == 0) std::cerr << "apron: error: " << e.what() << "\n";
     return 2;
+  } catch (const apron::io::CatalystError& e) {
+    // Every rank agreed on it and threw together: no rank waits in a collective, so MPI can
+    // shut down cleanly (and ParaView's runtime is already finalized).
+    if (ranks.rank == 0) std::cerr << "apron: error: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     apron::Log::error_all(e.what());
     int size = 1;

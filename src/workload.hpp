@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "io/visual_data.hpp"
 
 #include "io/checkpoint.hpp"
 
@@ -27,6 +30,9 @@ class Workload {
   // Writes what is due at the current step: diagnostics rows, visual output. `final` forces both.
   virtual void write_outputs(bool final) = 0;
   virtual void report(Json& json) const = 0;  // its part of the run report (collective)
+  // In-situ visualisation (io/catalyst_adaptor.hpp): this rank's data at the current step, in
+  // host buffers the workload leaves unchanged until its next advance(). None by default.
+  virtual std::vector<io::VisualBlock> visual_blocks() { return {}; }
   virtual std::string output_dir() const = 0;
   // For the log: what one item is ("particle", "sample") and what the output folder holds.
   virtual std::string item_name() const = 0;

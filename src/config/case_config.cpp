@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -99,6 +100,35 @@ CheckpointConfig read_checkpoint(MapReader r) {
   return c;
 }
 
+// A relative script path names a file under the working directory or, failing that, beside
+// the case file (as mesh paths do).
+std::string resolve_script(MapReader& r, const std::string& given) {
+  namespace fs = std::filesystem;
+  const fs::path path(given);
+  if (path.extension() != ".py" && !fs::is_directory(path) && path.extension() != ".zip")
+    r.fail("scripts", "'" + given +
+                          "' is not a Catalyst script: give Python files (.py), or a .zip or "
+                          "folder holding a Catalyst package");
+  if (fs::exists(path)) return fs::absolute(path).string();
+  const fs::path beside = fs::path(r.file()).parent_path() / path;
+  if (!path.is_absolute() && fs::exists(beside)) return fs::absolute(beside).string();
+  r.fail("scripts", "Catalyst script '" + given + "' does not exist (looked in the working " +
+                        "directory " + fs::current_path().string() +
+                        (path.is_absolute() ? std::string() : " and beside the case file") + ")");
+}
+
+CatalystConfig read_catalyst(MapReader r, bool present) {
+  CatalystConfig c;
+  c.enabled = present;
+  for (const std::string& script : r.strings("scripts"))
+    c.scripts.push_back(resolve_script(r, script));
+  c.every = r.get<long>("every", c.every);
+  if (c.every < 1) r.fail("every", "must be at least 1 (steps between Catalyst calls)");
+  c.fail_on_error = r.get<bool>("fail_on_error", false);
+  r.finish();
+  return c;
+}
+
 // "a.b[2].c" -> scalar text, for every scalar of a YAML document.
 void flatten(const YAML::Node& node, const std::string& path,
              std::map<std::string, std::string>& out) {
@@ -125,7 +155,7 @@ bool same_value(const std::string& a, const std::string& b) {
 }
 
 bool may_change_on_restart(const std::string& key) {
-  for (const char* prefix : {"time.", "output.", "checkpoint.", "decomposition."})
+  for (const char* prefix : {"time.", "output.", "checkpoint.", "decomposition.", "catalyst."})
     if (key.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -225,6 +255,8 @@ CaseConfig parse_case_text(const std::string& file, const std::string& text,
     d.finish();
   }
   c.checkpoint = read_checkpoint(root.child("checkpoint"));
+  const YAML::Node& document = yaml;  // const: looking a key up must not add it
+  c.catalyst = read_catalyst(root.child("catalyst"), document["catalyst"].IsDefined());
   root.finish();
   check_geometry(c, root);
   c.effective_text = YAML::Dump(yaml) + "\n";
@@ -248,8 +280,8 @@ void check_restart_compatible(const CaseConfig& now, const std::string& checkpoi
     throw ConfigError(
         now.file + ": the case differs from the one " + checkpoint_file +
         " was written by, in keys a restart cannot change:" + differences +
-        "\nOn restart only time.*, output.*, checkpoint.* and decomposition.* (and the "
-        "rank count) may change; start a new run for the others");
+        "\nOn restart only time.*, output.*, checkpoint.*, decomposition.* and catalyst.* (and "
+        "the rank count) may change; start a new run for the others");
 }
 
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides) {

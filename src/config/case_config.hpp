@@ -66,6 +66,15 @@ struct CheckpointConfig {
   bool periodic() const { return every_steps > 0 || every_time > 0 || every_wall_minutes > 0; }
 };
 
+// In-situ visualisation with ParaView Catalyst (io/catalyst_adaptor.hpp). Present in the case
+// file: on (the build must have Catalyst); no scripts: the built-in writer pipeline.
+struct CatalystConfig {
+  bool enabled = false;              // the case has a 'catalyst' section
+  std::vector<std::string> scripts;  // Python Catalyst scripts, resolved paths
+  long every = 1;                    // steps between Catalyst calls (and the first and last step)
+  bool fail_on_error = false;        // a failing script stops the run (else: logged, run goes on)
+};
+
 struct CaseConfig {
   std::string file;            // where it came from, for messages
   std::string text;            // the YAML text as given (stored in reports)
@@ -80,6 +89,7 @@ struct CaseConfig {
   OutputConfig output;
   DecompositionConfig decomposition;
   CheckpointConfig checkpoint;
+  CatalystConfig catalyst;
   MeshdistConfig meshdist;  // workload: meshdist
 };
 
@@ -88,9 +98,9 @@ CaseConfig parse_case(const std::string& file, const std::vector<std::string>& o
 CaseConfig parse_case_text(const std::string& file, const std::string& text,
                            const std::vector<std::string>& overrides);
 
-// A restart may change the end, the output (its folder and cadence), the checkpoints and the
-// decomposition (so the rank count), nothing else: throws ConfigError naming each key whose value
-// differs between the case as given now and the case the checkpoint was written by.
+// A restart may change the end, the output (its folder and cadence), the checkpoints, Catalyst and
+// the decomposition (so the rank count), nothing else: throws ConfigError naming each key whose
+// value differs between the case as given now and the case the checkpoint was written by.
 void check_restart_compatible(const CaseConfig& now, const std::string& checkpoint_file,
                               const std::string& checkpoint_text);
 

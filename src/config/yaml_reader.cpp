@@ -153,6 +153,20 @@ std::vector<MapReader> MapReader::list(const std::string& key) {
   return out;
 }
 
+std::vector<std::string> MapReader::strings(const std::string& key) {
+  known_.insert(key);
+  std::vector<std::string> out;
+  if (!has(key)) return out;
+  const YAML::Node seq = node_[key];
+  if (!seq.IsSequence()) fail(key, "expected a list of strings, e.g. [a.py, b.py]");
+  for (const auto& item : seq) {
+    if (!item.IsScalar() || item.Scalar().empty())
+      fail(key, "expected a list of strings, e.g. [a.py, b.py]");
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
 void MapReader::finish() {
   if (!node_ || !node_.IsMap()) return;
   for (const auto& kv : node_) {

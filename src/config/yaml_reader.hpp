@@ -36,8 +36,9 @@ class MapReader {
   std::array<double, 3> vec3(const std::string& key,
                              std::optional<std::array<double, 3>> fallback = std::nullopt);
   bool has(const std::string& key) const;
-  MapReader child(const std::string& key);              // a nested mapping (empty if absent)
-  std::vector<MapReader> list(const std::string& key);  // a sequence of mappings
+  MapReader child(const std::string& key);                   // a nested mapping (empty if absent)
+  std::vector<MapReader> list(const std::string& key);       // a sequence of mappings
+  std::vector<std::string> strings(const std::string& key);  // a sequence of strings
 
   void finish();
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;

@@ -9,6 +9,7 @@
 
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
+#include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
 #include "meshdist/meshdist_workload.hpp"
 #include "runtime/json.hpp"
@@ -104,6 +105,64 @@ std::string device_names(const DeviceInfo& device, const RankInfo& ranks) {
   for (int r = 0; r < ranks.size; ++r) out += (r ? "; " : "") + std::string(&all[128 * r]);
   return out;
 }
+
+// In-situ visualisation (config.catalyst): Catalyst runs every `every` steps, at the first step
+// and at the last. The adaptor lives as long as the run and is gone, its ParaView runtime
+// finalized, before MPI_Finalize.
+class InSitu {
+ public:
+  InSitu(const config::CaseConfig& c, const RankInfo& ranks, PhaseTimers& timers)
+      : every_(c.catalyst.every), timers_(timers) {
+    if (!c.catalyst.enabled) return;
+    if (!io::CatalystAdaptor::available())
+      throw config::ConfigError(
+          c.file +
+          ": key 'catalyst': this apron was built without ParaView Catalyst; remove the "
+          "'catalyst' section, or rebuild with it (Debian: scripts/install-deps.sh, then "
+          "cmake --preset omp-catalyst)");
+    auto t = timers_.scope("catalyst setup");
+    adaptor_ = std::make_unique<io::CatalystAdaptor>(
+        ranks.comm,
+        io::CatalystSettings{c.catalyst.scripts, c.catalyst.fail_on_error, c.output.dir});
+    Log::info("catalyst: %s, every %ld step(s)",
+              c.catalyst.scripts.empty()
+                  ? "built-in writer (catalyst/*.pvtp)"
+                  : (std::to_string(c.catalyst.scripts.size()) + " script(s)").c_str(),
+              every_);
+  }
+
+  // Collective.
+  void maybe_execute(Workload& w, bool final) {
+    if (!adaptor_ || w.step() == last_step_ || (!final && w.step() % every_ != 0)) return;
+    const double start = wall_seconds();
+    {
+      auto t = timers_.scope("catalyst");
+      const auto blocks = w.visual_blocks();
+      adaptor_->execute(w.step(), w.time(), blocks);
+    }
+    if (calls_++ == 0) first_call_seconds_ = wall_seconds() - start;
+    last_step_ = w.step();
+  }
+
+  // The first call also imports the scripts' Python modules (paraview.simple and all): the
+  // report keeps it apart so the steady cost per call can be told from it.
+  void report(Json& j) const {
+    if (!adaptor_) return;
+    j.begin_object("catalyst");
+    j.value("calls", static_cast<long long>(calls_));
+    j.value("first_call_seconds", first_call_seconds_);
+    j.value("script_errors", static_cast<long long>(adaptor_->errors()));
+    j.end_object();
+  }
+
+ private:
+  long every_;
+  PhaseTimers& timers_;
+  std::unique_ptr<io::CatalystAdaptor> adaptor_;
+  long last_step_ = -1;
+  long calls_ = 0;
+  double first_call_seconds_ = 0;
+};
 
 // When checkpoints are due (config.checkpoint), and the stop decision every rank takes together.
 class CheckpointPolicy {
@@ -239,7 +298,8 @@ class CheckpointWrites {
 // writes it.
 void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo& ranks,
                   const DeviceInfo& device, const std::vector<PhaseRow>& phases, double total,
-                  double loop_seconds, long steps, const CheckpointWrites& checkpoints) {
+                  double loop_seconds, long steps, const CheckpointWrites& checkpoints,
+                  const InSitu& in_situ) {
   const std::string devices = device_names(device, ranks);
   const double items = static_cast<double>(w.global_items());
   Json j;
@@ -269,6 +329,7 @@ void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo
   j.end_object();
   w.report(j);
   if (w.checkpointable()) checkpoints.report(j);
+  in_situ.report(j);
   j.value("config", c.text);
   j.end_object();
   if (ranks.rank == 0) io::write_file_atomically(w.output_dir() + "/run_report.json", j.str());
@@ -331,6 +392,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     throw config::ConfigError("--restart: the " + config.workload +
                               " workload is a one-shot analysis without checkpoints; run it "
                               "without --restart");
+  InSitu in_situ(config, ranks, timers);
   const auto from = restart_file(config, ranks, options.restart);
   if (from) {
     auto t = timers.scope("restart");
@@ -339,7 +401,10 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     auto t = timers.scope("setup");
     workload->setup();
   }
-  if (!from) workload->write_outputs(false);
+  if (!from) {
+    workload->write_outputs(false);
+    in_situ.maybe_execute(*workload, false);
+  }
   Progress progress(*workload, config.output.progress_every);
   CheckpointPolicy checkpoints(config, ranks, *workload, options.max_wall_seconds);
   CheckpointWrites writes(config, ranks, timers);
@@ -350,6 +415,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     const double step_start = wall_seconds();
     workload->advance();
     if (!workload->done()) workload->write_outputs(false);
+    if (!workload->done()) in_situ.maybe_execute(*workload, false);
     checkpoints.poll(wall_seconds() - step_start, writes.writing_locally());
     if (checkpoints.all_written()) writes.finish();
     if (checkpoints.stop() && !workload->done()) {
@@ -363,6 +429,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   }
   const double loop_seconds = wall_seconds() - loop_start;
   workload->write_outputs(true);
+  in_situ.maybe_execute(*workload, true);
   progress.maybe_print(true);
   if (workload->checkpointable() && (stopped || config.checkpoint.at_end))
     writes.start(*workload, checkpoints);
@@ -375,7 +442,8 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   Log::info("step loop: %.3f s, %.4g %s-steps/s", loop_seconds,
             steps * static_cast<double>(workload->global_items()) / loop_seconds,
             workload->item_name().c_str());
-  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, writes);
+  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, writes,
+               in_situ);
   Log::info("output: %s (%s)", workload->output_dir().c_str(), workload->output_hint().c_str());
   if (stopped)
     Log::info(

@@ -304,6 +304,7 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
   min_dt_ = h.scalars.at("min_dt");
   rebalances_ = static_cast<long>(h.scalars.at("rebalances"));
   adopt_particles(partition, pos, vel, id);
+  staging_.step = -1;
   open_outputs(step_);
 }
 
@@ -464,24 +465,54 @@ SphSolver::Snapshot SphSolver::snapshot() const {
   return s;
 }
 
-void SphSolver::write_particles() {
-  const Snapshot s = snapshot();
-  const std::vector<std::uint8_t> kind(s.id.size(), kFluid);
-  std::vector<float> position(3 * s.id.size()), velocity(3 * s.id.size());
-  for (std::size_t i = 0; i < s.id.size(); ++i) {
-    const Vec3 x = xyz(s.pos[i]), v = xyz(s.vel[i]);
-    std::copy_n(&x.x, 3, &position[3 * i]);
-    std::copy_n(&v.x, 3, &velocity[3 * i]);
+const SphSolver::HostStaging& SphSolver::staged_particles() {
+  HostStaging& h = staging_;
+  if (h.step == step_) return h;
+  const std::size_t n = store_.size();
+  h.pos4.resize(n), h.vel4.resize(n), h.density.resize(n), h.pressure.resize(n), h.id.resize(n);
+  thrust::copy(pos_.begin(), pos_.begin() + n, h.pos4.begin());
+  thrust::copy(vel_.begin(), vel_.begin() + n, h.vel4.begin());
+  thrust::copy(rho_.begin(), rho_.begin() + n, h.density.begin());
+  thrust::copy(pressure_.begin(), pressure_.begin() + n, h.pressure.begin());
+  thrust::copy(id_.begin(), id_.begin() + n, h.id.begin());
+  // Device records are 4 floats wide; outputs (and VTK points) want 3.
+  h.position.resize(3 * n), h.velocity.resize(3 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Vec3 x = xyz(h.pos4[i]), v = xyz(h.vel4[i]);
+    std::copy_n(&x.x, 3, &h.position[3 * i]);
+    std::copy_n(&v.x, 3, &h.velocity[3 * i]);
   }
-  const io::HostField fields[] = {
+  h.kind.assign(n, kFluid);
+  h.rank.assign(n, ranks_.rank);
+  h.step = step_;
+  return h;
+}
+
+std::vector<io::HostField> SphSolver::HostStaging::fields() const {
+  return {
       {"position", io::Dtype::f32, 3, position.data()},
       {"velocity", io::Dtype::f32, 3, velocity.data()},
-      {"density", io::Dtype::f32, 1, s.rho.data()},
-      {"pressure", io::Dtype::f32, 1, s.pressure.data()},
+      {"density", io::Dtype::f32, 1, density.data()},
+      {"pressure", io::Dtype::f32, 1, pressure.data()},
       {"kind", io::Dtype::u8, 1, kind.data()},
-      {"id", io::Dtype::i64, 1, s.id.data()},
+      {"id", io::Dtype::i64, 1, id.data()},
   };
-  writer_->write(step_, time_, s.id.size(), fields);
+}
+
+void SphSolver::write_particles() {
+  const HostStaging& h = staged_particles();
+  writer_->write(step_, time_, h.id.size(), h.fields());
+}
+
+std::vector<io::VisualBlock> SphSolver::visual_blocks() {
+  const HostStaging& h = staged_particles();
+  io::VisualBlock particles;
+  particles.channel = "particles";
+  particles.kind = io::VisualBlock::Kind::points;
+  particles.points = h.id.size();
+  particles.point_fields = h.fields();
+  particles.point_fields.push_back({"rank", io::Dtype::i32, 1, h.rank.data()});
+  return {particles};
 }
 
 void SphSolver::write_outputs(bool final) {

@@ -44,6 +44,8 @@ class SphSolver final : public Workload {
   std::size_t global_items() const override { return static_cast<std::size_t>(global_fluid_); }
   void write_outputs(bool final) override;
   void report(Json& json) const override;
+  // One "particles" channel: position, velocity, density, pressure, kind, id and rank.
+  std::vector<io::VisualBlock> visual_blocks() override;
   std::string output_dir() const override { return config_.output.dir; }
   std::string item_name() const override { return "particle"; }
   std::string output_hint() const override {
@@ -80,6 +82,18 @@ class SphSolver final : public Workload {
   FluidArrays fluid_arrays();
   BoundaryArrays wall_arrays() const;
   double choose_dt();
+  // Host copies of the owned particles in output layout (position and velocity as 3 floats),
+  // shared by the HDF5 series and Catalyst, filled at most once per step.
+  struct HostStaging {
+    long step = -1;  // the step they hold; -1: none
+    std::vector<Vec4> pos4, vel4;
+    std::vector<float> position, velocity, density, pressure;
+    std::vector<std::int64_t> id;
+    std::vector<std::uint8_t> kind;
+    std::vector<std::int32_t> rank;
+    std::vector<io::HostField> fields() const;
+  };
+  const HostStaging& staged_particles();
   void write_particles();
   PinnedBuffer& checkpoint_staging() const;
   void write_diagnostics_row(const Diagnostics& d);
@@ -115,6 +129,7 @@ class SphSolver final : public Workload {
   long rebalances_ = 0;
   double min_dt_ = 0;
 
+  HostStaging staging_;
   std::unique_ptr<io::ParticleSeriesWriter> writer_;
   // Host copy of the checkpointed rows, reused from one checkpoint to the next.
   mutable std::shared_ptr<PinnedBuffer> checkpoint_staging_;

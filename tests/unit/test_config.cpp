@@ -112,5 +112,32 @@ TEST(Config, SetOverridesAndErrors) {
                {"sph.wall_alpha=0.3", "sph.wall_viscosity=0.01"});
 }
 
+// The catalyst section: off when absent; on (built-in writer) when present, even empty; scripts
+// must exist; every and fail_on_error are checked like everything else.
+TEST(Config, CatalystSection) {
+  EXPECT_FALSE(parse_case_text("case.yaml", kValid, {}).catalyst.enabled);
+  const auto builtin = parse_case_text("case.yaml", kValid + "catalyst: {}\n", {});
+  EXPECT_TRUE(builtin.catalyst.enabled);
+  EXPECT_TRUE(builtin.catalyst.scripts.empty());
+  EXPECT_EQ(builtin.catalyst.every, 1);
+  EXPECT_FALSE(builtin.catalyst.fail_on_error);
+  EXPECT_TRUE(parse_case_text("case.yaml", kValid + "catalyst:\n", {}).catalyst.enabled);
+  const auto set = parse_case_text("case.yaml", kValid, {"catalyst.every=10"});
+  EXPECT_TRUE(set.catalyst.enabled);
+  EXPECT_EQ(set.catalyst.every, 10);
+
+  expect_error(kValid + "catalyst: {every: 0}\n",
+               {"case.yaml:12:", "catalyst.every", "at least 1"});
+  expect_error(kValid + "catalyst: {fail_on_error: maybe}\n",
+               {"catalyst.fail_on_error", "true or false"});
+  expect_error(kValid + "catalyst: {scripts: [/nowhere/view.py]}\n",
+               {"catalyst.scripts", "'/nowhere/view.py' does not exist"});
+  expect_error(kValid + "catalyst: {scripts: view.py}\n", {"catalyst.scripts", "list of strings"});
+  expect_error(kValid + "catalyst: {scripts: [view.txt]}\n",
+               {"catalyst.scripts", "not a Catalyst script"});
+  expect_error(kValid + "catalyst: {script: [a.py]}\n",
+               {"unknown key 'catalyst.script'", "did you mean 'scripts'"});
+}
+
 }  // namespace
 }  // namespace apron::config
