@@ -8,9 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "io/visual_data.hpp"
-
 #include "io/checkpoint.hpp"
+#include "io/visual_data.hpp"
 
 namespace apron {
 
