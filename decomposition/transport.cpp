@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -29,12 +30,11 @@ void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
-// NCCL is opt-in (APRON_TRANSPORT=nccl): on the H200 machines measured so far it was slower than
-// pinned MPI staging (bench/NOTES.md). It needs a GPU of its own per rank; ranks sharing a GPU
-// stay on MPI. Every rank takes the same decision.
+// NCCL carries the halos when every rank has a GPU of its own (ranks sharing a GPU stay on MPI);
+// APRON_TRANSPORT=mpi keeps MPI with pinned host staging. Every rank takes the same decision.
 bool nccl_usable(MPI_Comm comm) {
   const char* chosen = std::getenv("APRON_TRANSPORT");
-  int ok = chosen && std::string(chosen) == "nccl";
+  int ok = !(chosen && std::string(chosen) == "mpi");
   MPI_Comm node;
   int rank = 0, local_size = 1, device = 0;
   MPI_Comm_rank(comm, &rank);
@@ -65,8 +65,22 @@ Transport::Transport(MPI_Comm comm) : comm_(comm) {
   ncclUniqueId id;
   if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+  // A halo message is a few MB for one or two peers. Split over NCCL's default 32 channels the
+  // pieces are tiny and an exchange cost 6-7 ms on two NVLink-connected H200; on 2 channels it
+  // costs ~1.4 ms, less than pinned MPI staging (bench/NOTES.md). NCCL_MAX_CTAS overrides.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.maxCTAs = 2;
   ncclComm_t nccl = nullptr;
-  check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  int started = ncclCommInitRankConfig(&nccl, size, id, rank, &config) == ncclSuccess;
+  MPI_Allreduce(MPI_IN_PLACE, &started, 1, MPI_INT, MPI_MIN, comm);
+  if (!started) {
+    if (nccl) ncclCommDestroy(nccl);
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "apron: warning: NCCL could not start on every rank; halos go through MPI "
+                   "with pinned host staging (NCCL_DEBUG=INFO says why)\n");
+    return;
+  }
   nccl_ = nccl;
 #endif
 }

@@ -1,7 +1,7 @@
-// Neighbour-to-neighbour byte transport for device buffers. The CUDA backend stages MPI messages
-// through pinned host memory, or, with APRON_TRANSPORT=nccl and one GPU per rank, lets NCCL send
-// device buffers GPU to GPU. The OpenMP backend's device memory is host
-// memory and goes to MPI directly.
+// Neighbour-to-neighbour byte transport for device buffers. With the CUDA backend and one GPU per
+// rank NCCL sends device buffers GPU to GPU; otherwise (ranks sharing a GPU, APRON_TRANSPORT=mpi,
+// or NCCL failing to start) MPI messages are staged through pinned host memory. The OpenMP
+// backend's device memory is host memory and goes to MPI directly.
 #pragma once
 
 #include <mpi.h>
