@@ -66,10 +66,11 @@ Transport::Transport(MPI_Comm comm) : comm_(comm) {
   if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
   // A halo message is a few MB for one or two peers. Split over NCCL's default 32 channels the
-  // pieces are tiny and an exchange cost 6-7 ms on two NVLink-connected H200; on 2 channels it
-  // costs ~1.4 ms, less than pinned MPI staging (bench/NOTES.md). NCCL_MAX_CTAS overrides.
+  // pieces are tiny: an exchange cost 6-7 ms on two NVLink-connected H200, against 1.3 ms on one
+  // channel (fastest of 1, 2, 4; bench/NOTES.md) and 2.6 ms with pinned MPI staging.
+  // NCCL_MAX_CTAS overrides.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.maxCTAs = 2;
+  config.maxCTAs = 1;
   ncclComm_t nccl = nullptr;
   int started = ncclCommInitRankConfig(&nccl, size, id, rank, &config) == ncclSuccess;
   MPI_Allreduce(MPI_IN_PLACE, &started, 1, MPI_INT, MPI_MIN, comm);
