@@ -107,6 +107,14 @@ void PinnedBuffer::reserve(std::size_t bytes) {
   size_ = size;
 }
 
+#if defined(__CUDACC__)
+void check_launch(const char* what) {
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    throw std::runtime_error(std::string(what) +
+                             ": kernel launch failed: " + cudaGetErrorString(e));
+}
+#endif
+
 void device_synchronize() {
 #if defined(APRON_BACKEND_CUDA)
   cudaDeviceSynchronize();

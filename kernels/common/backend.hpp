@@ -51,11 +51,31 @@ inline auto policy() {
   return thrust::device(scratch_allocator());
 }
 
-// Runs f(i) for i in [0, n) on the device: the portable kernel launch.
+// Threads per block of for_each_index's GPU kernels: device code may size per-thread scratch in
+// shared memory by it (CellListView::for_each_neighbour).
+inline constexpr int kBlockThreads = 256;
+
+#if defined(__CUDACC__)
+template <class F>
+__global__ void __launch_bounds__(kBlockThreads) for_each_index_kernel(std::size_t n, F f) {
+  const std::size_t i = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
+  if (i < n) f(i);
+}
+void check_launch(const char* what);  // throws std::runtime_error on a launch error
+#endif
+
+// Runs f(i) for i in [0, n) on the device: the portable kernel launch. On the GPU one thread per
+// index in blocks of kBlockThreads, on the default stream (the one Thrust's policy() uses).
 template <class F>
 void for_each_index(std::size_t n, F f) {
   if (n == 0) return;
+#if defined(__CUDACC__)
+  const auto blocks = static_cast<unsigned>((n + kBlockThreads - 1) / kBlockThreads);
+  for_each_index_kernel<<<blocks, kBlockThreads>>>(n, f);
+  check_launch("for_each_index");
+#else
   thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), n, f);
+#endif
 }
 
 // Host memory the device copies to and from at full speed (page-locked under CUDA, plain memory

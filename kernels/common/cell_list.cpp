@@ -1,12 +1,18 @@
 #include "kernels/common/cell_list.hpp"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
-#include <thrust/binary_search.h>
+#include <thrust/fill.h>
+#include <thrust/scan.h>
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
+
+#if defined(__CUDACC__)
+#include <cub/device/device_radix_sort.cuh>
+#endif
 
 namespace apron {
 
@@ -35,7 +41,47 @@ struct CellKey {
   std::uint32_t* keys;
   APRON_HD void operator()(std::size_t i) const { keys[i] = grid.cell_of(pos[i]); }
 };
+
+// Sorted slot i starts its cell when its key differs from slot i-1's.
+struct MarkCellStarts {
+  const std::uint32_t* keys;
+  std::uint32_t* start;
+  APRON_HD void operator()(std::size_t i) const {
+    if (i == 0 || keys[i] != keys[i - 1]) start[keys[i]] = static_cast<std::uint32_t>(i);
+  }
+};
+
+struct Minimum {
+  APRON_HD std::uint32_t operator()(std::uint32_t a, std::uint32_t b) const {
+    return a < b ? a : b;
+  }
+};
 }  // namespace
+
+// Sorts (key, value) pairs by the low `bits` bits of the keys (the rest are zero): radix sort
+// passes cover 8 bits each, so a grid of 4M cells (22 bits) needs 3 passes instead of 4. The
+// sorted pairs end in keys_ and order_ (the buffers swap with their alternates as needed).
+void CellList::sort_pairs(int bits) {
+#if defined(__CUDACC__)
+  const auto n = static_cast<int>(keys_.size());
+  keys_alt_.resize(keys_.size());
+  order_alt_.resize(order_.size());
+  cub::DoubleBuffer<std::uint32_t> keys(raw(keys_), raw(keys_alt_));
+  cub::DoubleBuffer<std::uint32_t> values(raw(order_), raw(order_alt_));
+  std::size_t temp_bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, values, n, 0, bits);
+  auto& scratch = scratch_allocator();
+  char* temp = scratch.allocate(static_cast<std::ptrdiff_t>(temp_bytes));
+  cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, values, n, 0, bits);
+  scratch.deallocate(temp, temp_bytes);
+  check_launch("cub::DeviceRadixSort::SortPairs");
+  if (keys.Current() != raw(keys_)) keys_.swap(keys_alt_);
+  if (values.Current() != raw(order_)) order_.swap(order_alt_);
+#else
+  (void)bits;
+  thrust::sort_by_key(policy(), keys_.begin(), keys_.end(), order_.begin());
+#endif
+}
 
 void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n) {
   grid_ = grid;
@@ -43,16 +89,22 @@ void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, 
   order_.resize(n);
   for_each_index(n, CellKey{grid, raw(positions), raw(keys_)});
   thrust::sequence(policy(), order_.begin(), order_.end());
-  thrust::sort_by_key(policy(), keys_.begin(), keys_.end(), order_.begin());
-  // start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n).
-  cell_start_.resize(grid.cell_count() + 1);
-  thrust::lower_bound(
-      policy(), keys_.begin(), keys_.end(), thrust::counting_iterator<std::uint32_t>(0),
-      thrust::counting_iterator<std::uint32_t>(grid.cell_count() + 1), cell_start_.begin());
+  const std::size_t cells = grid.cell_count();
+  sort_pairs(std::max(1, static_cast<int>(std::bit_width(cells - 1))));
+  // start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n): the first
+  // slot of each occupied cell, then empty cells take the start of the next occupied one (a
+  // minimum scan from the end).
+  cell_start_.resize(cells + 1);
+  thrust::fill(policy(), cell_start_.begin(), cell_start_.end(), static_cast<std::uint32_t>(n));
+  for_each_index(n, MarkCellStarts{raw(keys_), raw(cell_start_)});
+  thrust::inclusive_scan(policy(), cell_start_.rbegin(), cell_start_.rend(), cell_start_.rbegin(),
+                         Minimum{});
 }
 
 std::size_t CellList::device_bytes() const {
-  return (keys_.capacity() + order_.capacity() + cell_start_.capacity()) * 4;
+  return (keys_.capacity() + order_.capacity() + keys_alt_.capacity() + order_alt_.capacity() +
+          cell_start_.capacity()) *
+         4;
 }
 
 }  // namespace apron

@@ -70,9 +70,11 @@ class CellList {
   std::size_t device_bytes() const;
 
  private:
+  void sort_pairs(int bits);
+
   GridSpec grid_;
-  DeviceVector<std::uint32_t> keys_;
-  IndexVector order_;
+  DeviceVector<std::uint32_t> keys_, keys_alt_;  // the alternates: radix sort double buffers
+  IndexVector order_, order_alt_;
   DeviceVector<std::uint32_t> cell_start_;
 };
 

@@ -79,7 +79,9 @@ void ParticleStore::keep_if(const DeviceVector<std::uint8_t>& keep) {
   auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
                              thrust::counting_iterator<std::uint32_t>(size_), keep.begin(),
                              keep_indices_.begin(), NonZero{});
-  keep_indices_.resize(end - keep_indices_.begin());
+  const auto kept = static_cast<std::size_t>(end - keep_indices_.begin());
+  if (kept == size_) return;  // nothing to drop (one rank, no leavers): skip the copies
+  keep_indices_.resize(kept);
   permute(keep_indices_);
 }
 

@@ -62,6 +62,10 @@ APRON_HD inline float dot(Vec3 a, Vec3 b) {
 APRON_HD inline float norm2(Vec3 a) {
   return dot(a, a);
 }
+// Squared distance between the xyz parts of two points.
+APRON_HD inline float distance2(const Vec4& a, const Vec4& b) {
+  return norm2(xyz(a) - xyz(b));
+}
 
 // Axis-aligned box [lo, hi), in double so that subdomain edges computed on different ranks agree.
 struct Box {

@@ -32,11 +32,10 @@ struct DensityKernel {
   }
 };
 
-// Monaghan (1992) artificial viscosity term Pi_ab (zero for receding pairs).
+// Monaghan (1992) artificial viscosity term Pi_ab (zero for receding pairs; branch-free).
 APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, Vec3 v_ab, Vec3 r_ab,
                                 float r2) {
-  const float vr = dot(v_ab, r_ab);
-  if (vr >= 0) return 0;
+  const float vr = fminf(dot(v_ab, r_ab), 0.0f);
   const float mu = fast_divide(h * vr, r2 + 0.01f * h * h);
   return fast_divide(-alpha * c * mu, rho_mean);
 }
@@ -76,7 +75,7 @@ struct AccelerationKernel {
       const Vec4 pb = load(fluid.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);
-      if (r2 >= support2 || b == a) return;
+      if (r2 >= support2) return;  // b == a passes, and adds f * r_ab = 0
       const Vec4 vb = load(fluid.vel + b);
       const float pressure_term = pa_term + pb.w;
       const float pi_ab =
