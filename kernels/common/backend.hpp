@@ -101,6 +101,15 @@ class PinnedBuffer {
   std::size_t size_ = 0;
 };
 
+// Index of the lowest set bit of a non-zero mask.
+APRON_HD inline int lowest_set_bit(std::uint32_t mask) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(static_cast<int>(mask)) - 1;
+#else
+  return __builtin_ctz(mask);
+#endif
+}
+
 // Waits until queued device work is done (timing phases, before host reads).
 void device_synchronize();
 

@@ -38,10 +38,11 @@ struct CellListView {
   GridSpec grid;
   const std::uint32_t* start = nullptr;
 
-  // Calls f(j) for every particle j in the (2 reach + 1)^3 cells around p. Cells along x are
-  // contiguous in the linear index, so each row of cells is one contiguous index range.
+  // Calls row(first, last) for each of the (2 reach + 1)^2 rows of cells around p; the particles
+  // j in [first, last) of a row lie in its 2 reach + 1 cells (cells along x are contiguous in the
+  // linear index, so a row of cells is one contiguous index range).
   template <class F>
-  APRON_HD void for_each_candidate(const Vec4& p, F&& f) const {
+  APRON_HD void for_each_row(const Vec4& p, F&& row) const {
     const int cx = grid.coord(p.x, 0), cy = grid.coord(p.y, 1), cz = grid.coord(p.z, 2);
     const int r = grid.reach;
     const int x0 = cx - r > 0 ? cx - r : 0;
@@ -50,11 +51,36 @@ struct CellListView {
       if (z < 0 || z >= grid.dims[2]) continue;
       for (int y = cy - r; y <= cy + r; ++y) {
         if (y < 0 || y >= grid.dims[1]) continue;
-        const std::uint32_t first = load(start + grid.linear(x0, y, z));
-        const std::uint32_t last = load(start + grid.linear(x1, y, z) + 1);
-        for (std::uint32_t j = first; j < last; ++j) f(j);
+        row(load(start + grid.linear(x0, y, z)), load(start + grid.linear(x1, y, z) + 1));
       }
     }
+  }
+
+  // Calls f(j) for every particle j in the (2 reach + 1)^3 cells around p.
+  template <class F>
+  APRON_HD void for_each_candidate(const Vec4& p, F&& f) const {
+    for_each_row(p, [&](std::uint32_t first, std::uint32_t last) {
+      for (std::uint32_t j = first; j < last; ++j) f(j);
+    });
+  }
+
+  // Calls visit(j) for every candidate j around p for which the cheap test inside(j) holds. The
+  // test runs first over up to 32 candidates of a row into a bit mask, then visit over its set
+  // bits. Why: only about a quarter of the candidates lie inside the support, and the lanes of a
+  // GPU warp test different candidates in step; with visit under the test's branch, the warp runs
+  // visit whenever any of its 32 lanes has a neighbour, that is for nearly every candidate. Over a
+  // mask it runs as often as the lane with the most neighbours in that row needs.
+  template <class Inside, class Visit>
+  APRON_HD void for_each_neighbour(const Vec4& p, Inside&& inside, Visit&& visit) const {
+    for_each_row(p, [&](std::uint32_t first, std::uint32_t last) {
+      for (std::uint32_t chunk = first; chunk < last; chunk += 32) {
+        const std::uint32_t end = last - chunk < 32 ? last : chunk + 32;
+        std::uint32_t mask = 0;
+        for (std::uint32_t j = chunk; j < end; ++j)
+          mask |= static_cast<std::uint32_t>(inside(j)) << (j - chunk);
+        for (; mask != 0; mask &= mask - 1) visit(chunk + lowest_set_bit(mask));
+      }
+    });
   }
 };
 

@@ -1,5 +1,6 @@
 #include "kernels/common/particle_store.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -69,8 +70,13 @@ void ParticleStore::resize(std::size_t n) {
   size_ = n;
 }
 
-void ParticleStore::permute(const IndexVector& order) {
-  for (auto& f : fields_) f->permute(order);
+void ParticleStore::permute(const IndexVector& order, std::span<const std::string> recomputed) {
+  for (auto& f : fields_) {
+    if (std::find(recomputed.begin(), recomputed.end(), f->name()) != recomputed.end())
+      f->resize(order.size());
+    else
+      f->permute(order);
+  }
   size_ = order.size();
 }
 

@@ -18,15 +18,16 @@ struct DensityKernel {
   APRON_HD void operator()(std::size_t a) const {
     if (!is_owned(fluid.flags[a])) return;
     const Vec4 pa = fluid.pos[a];
-    float fluid_sum = 0, wall_sum = 0;
+    float fluid_sum = 0, wall_sum = 0;  // sums of kernel shapes; the norm is applied once
     fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      fluid_sum += params.kernel.value(norm2(xyz(pa) - xyz(load(fluid.pos + b))));
+      fluid_sum += params.kernel.value_shape(distance2(pa, load(fluid.pos + b)));
     });
     if (params.ghost_boundary)
       wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-        wall_sum += params.kernel.value(norm2(xyz(pa) - xyz(load(wall.pos + b))));
+        wall_sum += params.kernel.value_shape(distance2(pa, load(wall.pos + b)));
       });
-    const float rho = params.fluid_mass * fluid_sum + params.boundary_mass * wall_sum;
+    const float rho = params.kernel.value_norm *
+                      (params.fluid_mass * fluid_sum + params.boundary_mass * wall_sum);
     fluid.rho[a] = rho;
     fluid.pressure[a] = params.pressure(rho);
   }
@@ -36,8 +37,8 @@ struct DensityKernel {
 APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, Vec3 v_ab, Vec3 r_ab,
                                 float r2) {
   const float vr = fminf(dot(v_ab, r_ab), 0.0f);
-  const float mu = fast_divide(h * vr, r2 + 0.01f * h * h);
-  return fast_divide(-alpha * c * mu, rho_mean);
+  // -alpha c mu / rho_mean with mu = h vr / (r^2 + 0.01 h^2), in one division.
+  return fast_divide(-alpha * c * h * vr, (r2 + 0.01f * h * h) * rho_mean);
 }
 
 // Monaghan (1994) boundary force, D ((r0/r)^12 - (r0/r)^4) r_ab / r^2 for r < r0: the wall
@@ -69,40 +70,42 @@ struct AccelerationKernel {
     const float rho_a = va4.w, pa_term = pa.w;
     const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
-    Vec3 acc = params.gravity;
-
-    fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+    // Pair terms summed without the constant factors -m_b * gradient_norm, applied once at the end.
+    Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0};
+    const auto near = [&](const Vec4* pos) {
+      return [&, pos](std::uint32_t b) { return distance2(pa, load(pos + b)) < support2; };
+    };
+    // b == a passes the test and adds a multiple of r_ab = 0.
+    fluid.cells.for_each_neighbour(pa, near(fluid.pos), [&](std::uint32_t b) {
       const Vec4 pb = load(fluid.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);
-      if (r2 >= support2) return;  // b == a passes, and adds f * r_ab = 0
       const Vec4 vb = load(fluid.vel + b);
       const float pressure_term = pa_term + pb.w;
       const float pi_ab =
           viscosity(params.alpha, h, c, 0.5f * (rho_a + vb.w), va - xyz(vb), r_ab, r2);
-      const float f =
-          -params.fluid_mass * (pressure_term + pi_ab) * params.kernel.gradient_factor(r2);
-      acc += f * r_ab;
+      fluid_sum += ((pressure_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
     });
+    const float fluid_scale = -params.fluid_mass * params.kernel.gradient_norm;
     // Boundary particles take the fluid particle's density and its pressure extrapolated
     // hydrostatically to their position, p_b = p_a + rho_a g.(x_b - x_a) (a pairwise form of
     // Adami et al. 2012), and are at rest. Without the hydrostatic term a wall would carry no
     // pressure gradient and the fluid beside it would sag.
     if (!params.ghost_boundary) {
-      fluid.acc[a] = with_w(acc + wall_repulsion(params, wall, pa), 0);
+      const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_repulsion(params, wall, pa);
+      fluid.acc[a] = with_w(acc, 0);
       return;
     }
-    wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+    const float p_a = fluid.pressure[a], inv_rho_a2 = fast_divide(1.0f, rho_a * rho_a);
+    wall.cells.for_each_neighbour(pa, near(wall.pos), [&](std::uint32_t b) {
       const Vec3 r_ab = xyz(pa) - xyz(load(wall.pos + b));
       const float r2 = norm2(r_ab);
-      if (r2 >= support2) return;
-      const float pb_term =
-          fast_divide(params.wall_pressure(fluid.pressure[a], rho_a, r_ab), rho_a * rho_a);
+      const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
       const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
-      const float f =
-          -params.boundary_mass * (pa_term + pb_term + pi_ab) * params.kernel.gradient_factor(r2);
-      acc += f * r_ab;
+      wall_sum += ((pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
     });
+    const float wall_scale = -params.boundary_mass * params.kernel.gradient_norm;
+    const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
     fluid.acc[a] = with_w(acc, 0);
   }
 };

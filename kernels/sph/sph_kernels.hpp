@@ -19,39 +19,47 @@ enum ParticleFlag : std::uint8_t { kFluid = 0, kGhost = 0x80 };
 // division per neighbour costs more than the rest of the kernel evaluation.
 struct Wendland {
   float h = 1;
-  float inv_h = 1;
+  float half_inv_h = 0.5f;  // 1 / (2h): q/2 = r / (2h)
   float value_norm = 0;     // 21 / (16 pi h^3)
   float gradient_norm = 0;  // -105 / (16 pi h^5)
 
   Wendland() = default;
   explicit Wendland(float smoothing_length)
       : h(smoothing_length),
-        inv_h(1 / smoothing_length),
+        half_inv_h(0.5f / smoothing_length),
         value_norm(21.0f / (16.0f * 3.14159265358979f * h * h * h)),
         gradient_norm(-105.0f / (16.0f * 3.14159265358979f * h * h * h * h * h)) {}
 
   APRON_HD float support() const { return 2 * h; }
-  // q = |r| / h from r^2. On the GPU through the fast reciprocal square root (about 2 ulp): a
-  // correctly rounded sqrtf is ~10 instructions and a branch, paid for every candidate.
-  APRON_HD float q_of(float r2) const {
+  // u = q/2 = |r| / 2h from r^2. On the GPU through the fast reciprocal square root (about
+  // 2 ulp): a correctly rounded sqrtf is ~10 instructions and a branch, paid for every candidate.
+  APRON_HD float half_q(float r2) const {
 #if defined(__CUDA_ARCH__)
     const float r2_safe = fmaxf(r2, 1e-30f);  // rsqrt(0) is infinite
-    return r2_safe * rsqrtf(r2_safe) * inv_h;
+    return r2_safe * rsqrtf(r2_safe) * half_inv_h;
 #else
-    return sqrtf(r2) * inv_h;
+    return sqrtf(r2) * half_inv_h;
 #endif
   }
-  // Branch-free (zero beyond the support), so the lanes of a GPU warp do not diverge.
-  APRON_HD float value(float r2) const {
-    const float q = q_of(r2);
-    const float t = fmaxf(0.0f, 1 - 0.5f * q);
-    return value_norm * t * t * t * t * (2 * q + 1);
+  // W / value_norm = (1 - q/2)^4 (2q + 1), zero beyond the support and branch-free, so the lanes
+  // of a GPU warp do not diverge. The neighbour loops sum shapes and apply the norm once.
+  APRON_HD float value_shape(float r2) const {
+    const float u = half_q(r2);
+    const float t = fmaxf(0.0f, 1 - u);
+    const float t2 = t * t;
+    return t2 * t2 * (4 * u + 1);
   }
-  // grad_a W_ab = gradient_factor(r2) * (x_a - x_b); the factor is negative inside the support
-  // and zero beyond it (branch-free, like value).
+  APRON_HD float value(float r2) const {
+    return value_norm * value_shape(r2);
+  }
+  // grad_a W_ab = gradient_norm * gradient_shape(r2) * (x_a - x_b): the shape (1 - q/2)^3 is
+  // zero beyond the support (branch-free, like value_shape); gradient_norm is negative.
+  APRON_HD float gradient_shape(float r2) const {
+    const float t = fmaxf(0.0f, 1 - half_q(r2));
+    return t * t * t;
+  }
   APRON_HD float gradient_factor(float r2) const {
-    const float t = fmaxf(0.0f, 1 - 0.5f * q_of(r2));
-    return gradient_norm * t * t * t;
+    return gradient_norm * gradient_shape(r2);
   }
 };
 

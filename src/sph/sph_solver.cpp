@@ -23,6 +23,9 @@ namespace {
 
 const std::string kGhostFields[] = {"position", "velocity", "flags"};
 const std::string kGhostUpdateFields[] = {"density", "pressure"};
+// Fields every step writes before it reads them (the density and force passes): the cell sort
+// need not carry them.
+const std::string kRecomputedFields[] = {"acceleration", "density", "pressure"};
 
 struct IsOwned {
   APRON_HD std::uint8_t operator()(std::uint8_t flag) const { return (flag & kGhost) ? 0 : 1; }
@@ -351,7 +354,7 @@ BoundaryArrays SphSolver::wall_arrays() const {
 
 void SphSolver::build_neighbour_tables() {
   fluid_cells_.build(grid_, pos_, store_.size());
-  store_.permute(fluid_cells_.order());
+  store_.permute(fluid_cells_.order(), kRecomputedFields);
   exchange_.follow_permutation(fluid_cells_.order());
 }
 

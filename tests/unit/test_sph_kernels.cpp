@@ -69,7 +69,7 @@ std::vector<Vec4> random_points(std::size_t n, unsigned seed, float extent) {
 
 class CellListTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(CellListTest, CandidatesContainEveryNeighbourExactlyOnce) {
+TEST_P(CellListTest, CandidatesAndNeighboursContainEveryNeighbourExactlyOnce) {
   const float support = 0.1f;
   auto host = random_points(3000, 1, 0.73f);
   // Strays beyond the grid (clamped into its edge cells) and points on cell faces.
@@ -77,6 +77,9 @@ TEST_P(CellListTest, CandidatesContainEveryNeighbourExactlyOnce) {
   std::uniform_real_distribution<float> beyond(-0.15f, 0.88f);
   for (int i = 0; i < 60; ++i) host.push_back({beyond(rng), beyond(rng), -0.03f, 0});
   for (int i = 0; i < 60; ++i) host.push_back({0.05f * (i % 14), 0.1f * (i % 7), 0.3f, 0});
+  // A crowded spot: more than 32 candidates in one row (for_each_neighbour's mask holds 32).
+  std::uniform_real_distribution<float> crowd(0.40f, 0.41f);
+  for (int i = 0; i < 100; ++i) host.push_back({crowd(rng), crowd(rng), crowd(rng), 0});
   DeviceVector<Vec4> pos(host.begin(), host.end());
   Box box;
   for (int d = 0; d < 3; ++d) box.lo[d] = 0, box.hi[d] = 0.73;
@@ -92,16 +95,25 @@ TEST_P(CellListTest, CandidatesContainEveryNeighbourExactlyOnce) {
   thrust::copy(thrust::device_pointer_cast(view.start),
                thrust::device_pointer_cast(view.start) + start.size(), start.begin());
   CellListView host_view{view.grid, start.data()};
-  for (std::size_t a = 0; a < sorted.size(); a += 7) {
-    std::multiset<std::uint32_t> found;
+  const auto inside = [&](std::size_t a, std::uint32_t b) {
+    return distance2(sorted[a], sorted[b]) < support * support;
+  };
+  std::size_t most_neighbours = 0;
+  for (std::size_t a = 0; a < sorted.size(); ++a) {
+    std::multiset<std::uint32_t> found, masked, expected;
     host_view.for_each_candidate(sorted[a], [&](std::uint32_t b) {
-      if (norm2(xyz(sorted[a]) - xyz(sorted[b])) < support * support) found.insert(b);
+      if (inside(a, b)) found.insert(b);
     });
-    std::multiset<std::uint32_t> expected;
+    host_view.for_each_neighbour(
+        sorted[a], [&](std::uint32_t b) { return inside(a, b); },
+        [&](std::uint32_t b) { masked.insert(b); });
     for (std::uint32_t b = 0; b < sorted.size(); ++b)
-      if (norm2(xyz(sorted[a]) - xyz(sorted[b])) < support * support) expected.insert(b);
+      if (inside(a, b)) expected.insert(b);
     ASSERT_EQ(found, expected) << "particle " << a;
+    ASSERT_EQ(masked, expected) << "particle " << a << " (for_each_neighbour)";
+    most_neighbours = std::max(most_neighbours, expected.size());
   }
+  EXPECT_GT(most_neighbours, 100u);  // the crowd filled rows beyond one 32-bit mask
 }
 
 INSTANTIATE_TEST_SUITE_P(CellsPerRadius, CellListTest, ::testing::Values(1, 2, 3));
