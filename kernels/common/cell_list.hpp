@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/common/backend.hpp"
+#include "kernels/common/neighbour_record.hpp"
 #include "kernels/common/particle_store.hpp"
 #include "kernels/common/vec.hpp"
 
@@ -72,14 +73,55 @@ struct CellListView {
   // mask it runs as often as the lane with the most neighbours in that row needs.
   template <class Inside, class Visit>
   APRON_HD void for_each_neighbour(const Vec4& p, Inside&& inside, Visit&& visit) const {
+    for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
+      for (std::uint32_t mask = test_chunk(chunk, end, inside); mask != 0; mask &= mask - 1)
+        visit(chunk + lowest_set_bit(mask));
+    });
+  }
+
+  // Calls inside(j) for every candidate j around p, as for_each_candidate, and records which
+  // returned true.
+  template <class Inside>
+  APRON_HD void for_each_candidate_recording(const Vec4& p, NeighbourRecordWriter& record,
+                                             Inside&& inside) const {
+    for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
+      const std::uint32_t mask = test_chunk(chunk, end, inside);
+      record.append(mask, static_cast<int>(end - chunk));
+    });
+    record.finish();
+  }
+
+  // for_each_neighbour from a record written by for_each_candidate_recording over the same
+  // cells and positions: only the recorded neighbours are visited, none is tested again (unless
+  // the record overflowed; then inside decides).
+  template <class Inside, class Visit>
+  APRON_HD void for_each_recorded_neighbour(const Vec4& p, NeighbourRecordReader record,
+                                            Inside&& inside, Visit&& visit) const {
+    if (record.overflowed()) return for_each_neighbour(p, inside, visit);
+    for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
+      for (std::uint32_t mask = record.next(static_cast<int>(end - chunk)); mask != 0;
+           mask &= mask - 1)
+        visit(chunk + lowest_set_bit(mask));
+    });
+  }
+
+ private:
+  // Bit j - chunk set for each j in [chunk, end) (at most 32) with inside(j).
+  template <class Inside>
+  APRON_HD static std::uint32_t test_chunk(std::uint32_t chunk, std::uint32_t end,
+                                           Inside&& inside) {
+    std::uint32_t mask = 0, bit = 1;
+    for (std::uint32_t j = chunk; j < end; ++j, bit <<= 1)
+      if (inside(j)) mask |= bit;
+    return mask;
+  }
+
+  // Calls chunk(first, end) for the candidates of each row in pieces of at most 32.
+  template <class F>
+  APRON_HD void for_each_chunk(const Vec4& p, F&& chunk) const {
     for_each_row(p, [&](std::uint32_t first, std::uint32_t last) {
-      for (std::uint32_t chunk = first; chunk < last; chunk += 32) {
-        const std::uint32_t end = last - chunk < 32 ? last : chunk + 32;
-        std::uint32_t mask = 0;
-        for (std::uint32_t j = chunk; j < end; ++j)
-          mask |= static_cast<std::uint32_t>(inside(j)) << (j - chunk);
-        for (; mask != 0; mask &= mask - 1) visit(chunk + lowest_set_bit(mask));
-      }
+      for (std::uint32_t at = first; at < last; at += 32)
+        chunk(at, last - at < 32 ? last : at + 32);
     });
   }
 };

@@ -19,8 +19,12 @@ struct DensityKernel {
     if (!is_owned(fluid.flags[a])) return;
     const Vec4 pa = fluid.pos[a];
     float fluid_sum = 0, wall_sum = 0;  // sums of kernel shapes; the norm is applied once
-    fluid.cells.for_each_candidate(pa, [&](std::uint32_t b) {
-      fluid_sum += params.kernel.value_shape(distance2(pa, load(fluid.pos + b)));
+    const float support2 = params.kernel.support() * params.kernel.support();
+    NeighbourRecordWriter record(fluid.record, a);
+    fluid.cells.for_each_candidate_recording(pa, record, [&](std::uint32_t b) {
+      const float r2 = distance2(pa, load(fluid.pos + b));
+      fluid_sum += params.kernel.value_shape(r2);
+      return r2 < support2;
     });
     if (params.ghost_boundary)
       wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
@@ -76,7 +80,8 @@ struct AccelerationKernel {
       return [&, pos](std::uint32_t b) { return distance2(pa, load(pos + b)) < support2; };
     };
     // b == a passes the test and adds a multiple of r_ab = 0.
-    fluid.cells.for_each_neighbour(pa, near(fluid.pos), [&](std::uint32_t b) {
+    const NeighbourRecordReader record(fluid.record, a);  // from the density pass
+    fluid.cells.for_each_recorded_neighbour(pa, record, near(fluid.pos), [&](std::uint32_t b) {
       const Vec4 pb = load(fluid.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);

@@ -115,6 +115,8 @@ struct FluidArrays {
   const std::uint8_t* flags;
   std::size_t n;
   CellListView cells;
+  // Written by the density pass (which fluid candidates are neighbours), read by the force pass.
+  NeighbourRecord record;
 };
 
 struct BoundaryArrays {

@@ -344,8 +344,9 @@ void SphSolver::maybe_rebalance() {
 }
 
 FluidArrays SphSolver::fluid_arrays() {
-  return {raw(pos_), raw(vel_),   raw(rho_),     raw(pressure_),
-          raw(acc_), raw(flags_), store_.size(), fluid_cells_.view()};
+  const NeighbourRecord record{raw(neighbour_words_), raw(neighbour_overflow_), store_.size()};
+  return {raw(pos_),   raw(vel_),     raw(rho_),           raw(pressure_), raw(acc_),
+          raw(flags_), store_.size(), fluid_cells_.view(), record};
 }
 
 BoundaryArrays SphSolver::wall_arrays() const {
@@ -355,6 +356,8 @@ BoundaryArrays SphSolver::wall_arrays() const {
 void SphSolver::build_neighbour_tables() {
   fluid_cells_.build(grid_, pos_, store_.size());
   store_.permute(fluid_cells_.order(), kRecomputedFields);
+  neighbour_words_.resize(NeighbourRecord::kWords * store_.size());
+  neighbour_overflow_.resize(store_.size());
   exchange_.follow_permutation(fluid_cells_.order());
 }
 
@@ -541,6 +544,7 @@ void SphSolver::write_outputs(bool final) {
 std::size_t SphSolver::device_bytes() const {
   return store_.device_bytes() + owned_mask_.capacity() + wall_pos_.capacity() * sizeof(Vec4) +
          fluid_cells_.device_bytes() + wall_cells_.device_bytes() + exchange_.device_bytes() +
+         neighbour_words_.capacity() * sizeof(std::uint32_t) + neighbour_overflow_.capacity() +
          scratch_allocator().bytes_cached();
 }
 

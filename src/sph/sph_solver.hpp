@@ -118,6 +118,9 @@ class SphSolver final : public Workload {
 
   DeviceVector<Vec4> wall_pos_;
   CellList fluid_cells_, wall_cells_;
+  // Which fluid candidates are neighbours: written by the density pass, read by the force pass.
+  DeviceVector<std::uint32_t> neighbour_words_;
+  DeviceVector<std::uint8_t> neighbour_overflow_;
   GridSpec grid_;
   ParticleExchange exchange_;
 

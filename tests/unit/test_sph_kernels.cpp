@@ -100,16 +100,27 @@ TEST_P(CellListTest, CandidatesAndNeighboursContainEveryNeighbourExactlyOnce) {
   };
   std::size_t most_neighbours = 0;
   for (std::size_t a = 0; a < sorted.size(); ++a) {
-    std::multiset<std::uint32_t> found, masked, expected;
+    std::multiset<std::uint32_t> found, masked, recorded, expected;
     host_view.for_each_candidate(sorted[a], [&](std::uint32_t b) {
       if (inside(a, b)) found.insert(b);
     });
     host_view.for_each_neighbour(
         sorted[a], [&](std::uint32_t b) { return inside(a, b); },
         [&](std::uint32_t b) { masked.insert(b); });
+    // Recorded by one pass, replayed by the next (overflowing near the crowd).
+    std::uint32_t words[NeighbourRecord::kWords];
+    std::uint8_t overflow = 0;
+    const NeighbourRecord record{words, &overflow, 1};
+    NeighbourRecordWriter writer(record, 0);
+    host_view.for_each_candidate_recording(sorted[a], writer,
+                                           [&](std::uint32_t b) { return inside(a, b); });
+    host_view.for_each_recorded_neighbour(
+        sorted[a], NeighbourRecordReader(record, 0), [&](std::uint32_t b) { return inside(a, b); },
+        [&](std::uint32_t b) { recorded.insert(b); });
     for (std::uint32_t b = 0; b < sorted.size(); ++b)
       if (inside(a, b)) expected.insert(b);
     ASSERT_EQ(found, expected) << "particle " << a;
+    ASSERT_EQ(recorded, expected) << "particle " << a << " (recorded)";
     ASSERT_EQ(masked, expected) << "particle " << a << " (for_each_neighbour)";
     most_neighbours = std::max(most_neighbours, expected.size());
   }
@@ -162,10 +173,16 @@ TEST(SphPasses, MatchBruteForce) {
       d_wall(ws.begin(), ws.end()), d_acc(fs.size());
   DeviceVector<float> d_rho(fs.size()), d_p(fs.size());
   DeviceVector<std::uint8_t> d_flags(flags_sorted.begin(), flags_sorted.end());
-  FluidArrays f{raw(d_pos), raw(d_vel),   raw(d_rho), raw(d_p),
-                raw(d_acc), raw(d_flags), fs.size(),  fluid_cells.view()};
+  DeviceVector<std::uint32_t> d_words(NeighbourRecord::kWords * fs.size());
+  DeviceVector<std::uint8_t> d_overflow(fs.size());
+  const NeighbourRecord record{raw(d_words), raw(d_overflow), fs.size()};
+  FluidArrays f{raw(d_pos),   raw(d_vel), raw(d_rho),         raw(d_p), raw(d_acc),
+                raw(d_flags), fs.size(),  fluid_cells.view(), record};
   BoundaryArrays w{raw(d_wall), ws.size(), wall_cells.view()};
   compute_density(p, f, w);
+  // Every third particle as if its record had overflowed: the force pass tests its candidates
+  // again, and must agree all the same.
+  for (std::size_t a = 0; a < fs.size(); a += 3) d_overflow[a] = 1;
   // Ghost values come from their owners in a real run; here give them the reference values.
   std::vector<float> rho(fs.size()), pr(fs.size());
   for (std::size_t a = 0; a < fs.size(); ++a) {
@@ -236,6 +253,39 @@ TEST(Integrate, SymplecticEulerAndContainerClamp) {
   EXPECT_FLOAT_EQ(p0.z, 0.5f - 0.001f);
   EXPECT_FLOAT_EQ(p1.x, 0.0f);  // stopped at the wall
   EXPECT_FLOAT_EQ(v1.x, 0.0f);
+}
+
+// A neighbour record returns the bits appended, in order, and says when they did not fit.
+TEST(NeighbourRecordTest, RoundTripAndOverflow) {
+  const std::size_t particles = 3;
+  std::vector<std::uint32_t> words(NeighbourRecord::kWords * particles);
+  std::vector<std::uint8_t> overflow(particles, 7);
+  const NeighbourRecord record{words.data(), overflow.data(), particles};
+  std::mt19937 rng(5);
+  const auto chunks = [&](int total_bits) {
+    std::vector<std::pair<std::uint32_t, int>> out;
+    for (int used = 0; used < total_bits;) {
+      const int count = std::min(total_bits - used, 1 + static_cast<int>(rng() % 32));
+      const std::uint32_t mask = count == 32 ? rng() : rng() & ((1u << count) - 1);
+      out.emplace_back(mask, count);
+      used += count;
+    }
+    return out;
+  };
+  const int capacity = 32 * NeighbourRecord::kWords;
+  const std::vector<std::vector<std::pair<std::uint32_t, int>>> streams = {
+      chunks(capacity), chunks(capacity - 5), chunks(capacity + 1)};
+  for (std::size_t a = 0; a < particles; ++a) {
+    NeighbourRecordWriter writer(record, a);
+    for (const auto& [mask, count] : streams[a]) writer.append(mask, count);
+    writer.finish();
+  }
+  for (std::size_t a = 0; a < particles; ++a) {
+    NeighbourRecordReader reader(record, a);
+    EXPECT_EQ(reader.overflowed(), a == 2) << "particle " << a;
+    if (reader.overflowed()) continue;
+    for (const auto& [mask, count] : streams[a]) ASSERT_EQ(reader.next(count), mask);
+  }
 }
 
 }  // namespace
