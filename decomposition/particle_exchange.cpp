@@ -216,7 +216,7 @@ std::size_t ParticleExchange::device_bytes() const {
 }
 
 void ParticleExchange::follow_permutation(const IndexVector& order) {
-  if (halo_sources_.empty() && ghost_slots_.empty()) return;  // one rank: nothing to map
+  if (halo_sources_.empty() && ghost_slots_.empty()) return;  // no halo this step: nothing to map
   inverse_.resize(order.size());
   thrust::scatter(policy(), thrust::counting_iterator<std::uint32_t>(0),
                   thrust::counting_iterator<std::uint32_t>(order.size()), order.begin(),

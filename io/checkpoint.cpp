@@ -190,84 +190,85 @@ struct PendingCheckpoint::Writing {
   // write first has to find page-cache pages for the whole checkpoint, which on a virtual
   // machine whose free memory went back to the host ran at 0.4 GB/s against 3-4 GB/s direct
   // (bench/NOTES.md). The unaligned head and tail of each piece (< 4 KiB) go through the page
-  // cache. Where O_DIRECT is refused (tmpfs, some network file systems) everything is buffered.
+  // cache. Where O_DIRECT is refused, at the open (tmpfs) or at the first write (some stacked
+  // or network file systems), everything goes through the page cache.
   void write_pieces() const {
-    const FileDescriptor buffered(file, O_WRONLY);
-    const FileDescriptor direct(file, O_WRONLY | O_DIRECT, /*optional=*/true);
-    std::string failed;
+    Output out(file);
+    int failure = 0;
     for (const Piece& p : pieces)
-      if (failed.empty()) failed = write_piece(buffered.fd, direct.fd, p);
-    for (const int fd : {buffered.fd, direct.fd})
-      if (failed.empty() && fd >= 0 && ::fdatasync(fd) != 0)
-        failed = std::string("fdatasync: ") + std::strerror(errno);
-    if (!failed.empty())
-      throw std::runtime_error(file.string() + ": writing the checkpoint failed (" + failed +
-                               "); is the disk full?");
+      if (failure == 0) failure = out.write(p);
+    for (const int fd : {out.buffered, out.direct})
+      if (failure == 0 && fd >= 0 && ::fdatasync(fd) != 0) failure = errno;
+    if (failure != 0)
+      throw std::runtime_error(file.string() + ": writing the checkpoint failed (" +
+                               std::strerror(failure) + ")" +
+                               (failure == ENOSPC ? ": the disk is full" : ""));
   }
 
-  struct FileDescriptor {
-    int fd = -1;
-    FileDescriptor(const fs::path& file, int flags, bool optional = false)
-        : fd(::open(file.c_str(), flags)) {
-      if (fd < 0 && !optional)
+  // The checkpoint file opened twice (buffered and, if allowed, O_DIRECT), with the bounce buffer.
+  struct Output {
+    static constexpr std::size_t kBlock = 4096;       // O_DIRECT alignment (offsets, sizes)
+    static constexpr std::size_t kBounce = 16 << 20;  // bytes per direct write
+
+    int buffered = -1, direct = -1;
+    std::unique_ptr<char, decltype(&std::free)> bounce{nullptr, &std::free};
+
+    explicit Output(const fs::path& file) : buffered(::open(file.c_str(), O_WRONLY)) {
+      if (buffered < 0)
         throw std::runtime_error(file.string() + ": cannot open: " + std::strerror(errno));
+      bounce.reset(static_cast<char*>(std::aligned_alloc(kBlock, kBounce)));
+      if (bounce) direct = ::open(file.c_str(), O_WRONLY | O_DIRECT);
     }
-    ~FileDescriptor() {
-      if (fd >= 0) ::close(fd);
+    ~Output() {
+      for (const int fd : {buffered, direct})
+        if (fd >= 0) ::close(fd);
     }
-    FileDescriptor(const FileDescriptor&) = delete;
-    FileDescriptor& operator=(const FileDescriptor&) = delete;
+    Output(const Output&) = delete;
+    Output& operator=(const Output&) = delete;
+
+    // Head up to the first block boundary and tail after the last one buffered, the blocks in
+    // between direct. Returns 0 or an errno.
+    int write(const Piece& p) {
+      const auto* data = static_cast<const char*>(p.data);
+      const std::uint64_t end = p.offset + p.bytes;
+      const std::uint64_t first_block = std::min(end, (p.offset + kBlock - 1) / kBlock * kBlock);
+      const std::uint64_t last_block = std::max(first_block, end / kBlock * kBlock);
+      if (int error = write_all(buffered, data, first_block - p.offset, p.offset)) return error;
+      const char* blocks = data + (first_block - p.offset);
+      if (int error = write_blocks(blocks, last_block - first_block, first_block)) return error;
+      return write_all(buffered, data + (last_block - p.offset), end - last_block, last_block);
+    }
+
+    int write_blocks(const char* data, std::size_t bytes, std::uint64_t offset) {
+      for (std::size_t done = 0; direct >= 0 && done < bytes;) {
+        const std::size_t n = std::min(kBounce, bytes - done);
+        std::memcpy(bounce.get(), data + done, n);
+        const int error = write_all(direct, bounce.get(), n, offset + done);
+        if (error == EINVAL || error == EOPNOTSUPP) {  // opened, but direct writes refused
+          ::close(direct);
+          direct = -1;
+          return write_all(buffered, data + done, bytes - done, offset + done);
+        }
+        if (error != 0) return error;
+        done += n;
+      }
+      return direct >= 0 ? 0 : write_all(buffered, data, bytes, offset);
+    }
+
+    // Returns 0 or an errno (EIO for a write that makes no progress).
+    static int write_all(int fd, const char* at, std::size_t left, std::uint64_t at_offset) {
+      auto offset = static_cast<off_t>(at_offset);
+      while (left > 0) {
+        const ssize_t n = ::pwrite(fd, at, left, offset);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? errno : EIO;
+        at += n;
+        offset += n;
+        left -= static_cast<std::size_t>(n);
+      }
+      return 0;
+    }
   };
-
-  static constexpr std::size_t kBlock = 4096;       // O_DIRECT alignment (offsets, sizes)
-  static constexpr std::size_t kBounce = 16 << 20;  // bytes per direct write
-
-  // Head up to the first block boundary and tail after the last one buffered, the blocks in
-  // between direct (if direct_fd >= 0).
-  static std::string write_piece(int buffered_fd, int direct_fd, const Piece& p) {
-    const auto* data = static_cast<const char*>(p.data);
-    const std::uint64_t end = p.offset + p.bytes;
-    const std::uint64_t first_block = std::min(end, (p.offset + kBlock - 1) / kBlock * kBlock);
-    const std::uint64_t last_block = std::max(first_block, end / kBlock * kBlock);
-    if (direct_fd < 0 || last_block == first_block)
-      return write_all(buffered_fd, data, p.bytes, p.offset);
-    std::string failed = write_all(buffered_fd, data, first_block - p.offset, p.offset);
-    if (failed.empty())
-      failed = write_direct(direct_fd, data + (first_block - p.offset), last_block - first_block,
-                            first_block);
-    if (failed.empty())
-      failed = write_all(buffered_fd, data + (last_block - p.offset), end - last_block, last_block);
-    return failed;
-  }
-
-  // Whole blocks from `data` (any alignment) at a block-aligned offset, through a bounce buffer.
-  static std::string write_direct(int fd, const char* data, std::size_t bytes,
-                                  std::uint64_t offset) {
-    const std::unique_ptr<char, decltype(&std::free)> bounce(
-        static_cast<char*>(std::aligned_alloc(kBlock, kBounce)), &std::free);
-    if (!bounce) return "no memory for the O_DIRECT bounce buffer";
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t n = std::min(kBounce, bytes - done);
-      std::memcpy(bounce.get(), data + done, n);
-      if (std::string failed = write_all(fd, bounce.get(), n, offset + done); !failed.empty())
-        return failed;
-      done += n;
-    }
-    return {};
-  }
-
-  static std::string write_all(int fd, const char* at, std::size_t left, std::uint64_t at_offset) {
-    auto offset = static_cast<off_t>(at_offset);
-    while (left > 0) {
-      const ssize_t n = ::pwrite(fd, at, left, offset);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::string("pwrite: ") + (n < 0 ? std::strerror(errno) : "no progress");
-      at += n;
-      offset += n;
-      left -= static_cast<std::size_t>(n);
-    }
-    return {};
-  }
 };
 
 PendingCheckpoint CheckpointWriter::start(const fs::path& path, const CheckpointHeader& header) && {

@@ -51,8 +51,7 @@ inline auto policy() {
   return thrust::device(scratch_allocator());
 }
 
-// Threads per block of for_each_index's GPU kernels: device code may size per-thread scratch in
-// shared memory by it (CellListView::for_each_neighbour).
+// Threads per block of for_each_index's GPU kernels (their launch bounds).
 inline constexpr int kBlockThreads = 256;
 
 #if defined(__CUDACC__)

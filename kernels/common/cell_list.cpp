@@ -63,18 +63,23 @@ struct Minimum {
 // sorted pairs end in keys_ and order_ (the buffers swap with their alternates as needed).
 void CellList::sort_pairs(int bits) {
 #if defined(__CUDACC__)
+  if (keys_.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw std::runtime_error("cell list: more than 2^31 particles on one device");
   const auto n = static_cast<int>(keys_.size());
   keys_alt_.resize(keys_.size());
   order_alt_.resize(order_.size());
   cub::DoubleBuffer<std::uint32_t> keys(raw(keys_), raw(keys_alt_));
   cub::DoubleBuffer<std::uint32_t> values(raw(order_), raw(order_alt_));
   std::size_t temp_bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, values, n, 0, bits);
+  cudaError_t status =
+      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, values, n, 0, bits);
   auto& scratch = scratch_allocator();
   char* temp = scratch.allocate(static_cast<std::ptrdiff_t>(temp_bytes));
-  cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, values, n, 0, bits);
+  if (status == cudaSuccess)
+    status = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, values, n, 0, bits);
   scratch.deallocate(temp, temp_bytes);
-  check_launch("cub::DeviceRadixSort::SortPairs");
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("cell list radix sort: ") + cudaGetErrorString(status));
   if (keys.Current() != raw(keys_)) keys_.swap(keys_alt_);
   if (values.Current() != raw(order_)) order_.swap(order_alt_);
 #else

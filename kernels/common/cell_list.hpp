@@ -80,10 +80,12 @@ struct CellListView {
   }
 
   // Calls inside(j) for every candidate j around p, as for_each_candidate, and records which
-  // returned true.
+  // returned true (if the record is enabled).
   template <class Inside>
   APRON_HD void for_each_candidate_recording(const Vec4& p, NeighbourRecordWriter& record,
                                              Inside&& inside) const {
+    if (!record.enabled())
+      return for_each_candidate(p, [&](std::uint32_t j) { static_cast<void>(inside(j)); });
     for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
       const std::uint32_t mask = test_chunk(chunk, end, inside);
       record.append(mask, static_cast<int>(end - chunk));
@@ -93,11 +95,11 @@ struct CellListView {
 
   // for_each_neighbour from a record written by for_each_candidate_recording over the same
   // cells and positions: only the recorded neighbours are visited, none is tested again (unless
-  // the record overflowed; then inside decides).
+  // there is no record or it overflowed; then inside decides).
   template <class Inside, class Visit>
   APRON_HD void for_each_recorded_neighbour(const Vec4& p, NeighbourRecordReader record,
                                             Inside&& inside, Visit&& visit) const {
-    if (record.overflowed()) return for_each_neighbour(p, inside, visit);
+    if (record.missing()) return for_each_neighbour(p, inside, visit);
     for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
       for (std::uint32_t mask = record.next(static_cast<int>(end - chunk)); mask != 0;
            mask &= mask - 1)

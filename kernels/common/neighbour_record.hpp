@@ -20,6 +20,12 @@ struct NeighbourRecord {
   std::uint32_t* words = nullptr;    // word w of particle a at words[w * stride + a] (coalesced)
   std::uint8_t* overflow = nullptr;  // per particle: 1 when its bits did not fit
   std::size_t stride = 0;            // particles
+
+  // Expected candidates per particle this record is meant for: beyond it most particles would
+  // overflow, and recording would only cost (see SphSolver).
+  static constexpr double kComfortableCandidates = 0.85 * 32 * kWords;
+  // No storage: the passes test every candidate (cell lists with more candidates).
+  APRON_HD bool enabled() const { return words != nullptr; }
 };
 
 // Appends particle a's bits, in order; finish() after the last.
@@ -36,6 +42,7 @@ class NeighbourRecordWriter {
     pending_ >>= 32;
     used_ -= 32;
   }
+  APRON_HD bool enabled() const { return record_.enabled(); }
   APRON_HD void finish() {
     if (used_ > 0) store(static_cast<std::uint32_t>(pending_));
     record_.overflow[a_] = word_ > NeighbourRecord::kWords ? 1 : 0;
@@ -58,7 +65,8 @@ class NeighbourRecordReader {
  public:
   APRON_HD NeighbourRecordReader(const NeighbourRecord& record, std::size_t a)
       : record_(record), a_(a) {}
-  APRON_HD bool overflowed() const { return load(record_.overflow + a_) != 0; }
+  // True when there is nothing to replay: no record kept, or this particle's did not fit.
+  APRON_HD bool missing() const { return !record_.enabled() || load(record_.overflow + a_) != 0; }
   // The next `count` (<= 32) bits, in the order they were appended.
   APRON_HD std::uint32_t next(int count) {
     if (available_ < count) {

@@ -71,7 +71,8 @@ class ParticleStore {
   std::size_t size() const { return size_; }
   void resize(std::size_t n);
   // Every field f[i] = f[order[i]], except the fields named in `recomputed`, whose values the
-  // caller overwrites before reading them: those are only resized.
+  // caller overwrites before reading them: those are only resized (their old values end up in
+  // no particular order).
   void permute(const IndexVector& order, std::span<const std::string> recomputed = {});
   // Keeps the particles whose flag is non-zero, in their current order.
   void keep_if(const DeviceVector<std::uint8_t>& keep);

@@ -72,9 +72,9 @@ std::string gib(double bytes) {
   return s.str();
 }
 
-// Device bytes one fluid particle needs: its fields, the permutation scratch, the cell list and
-// the exchange's per-particle buffers (measured layout; see bench/NOTES.md).
-constexpr double kBytesPerFluidParticle = 200;
+// Device bytes one fluid particle needs: its fields, the permutation scratch, the cell list, the
+// neighbour record and the exchange's per-particle buffers (measured: 219-232; bench/NOTES.md).
+constexpr double kBytesPerFluidParticle = 240;
 constexpr double kBytesPerWallParticle = 40;
 
 }  // namespace
@@ -93,8 +93,17 @@ SphSolver::SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo devic
       pressure_(store_.add<float>("pressure")),
       id_(store_.add<std::int64_t>("id")),
       flags_(store_.add<std::uint8_t>("flags")),
+      record_neighbours_(expected_candidates(config_.sph) <=
+                         NeighbourRecord::kComfortableCandidates),
       exchange_(ranks.comm) {
   container_ = config_.boundary.has_tank ? config_.boundary.tank : config_.domain;
+}
+
+// Fluid candidates per particle in the interior: (2d + 1)^3 cells of edge 2h/d, at one particle
+// per dx^3 (d cells per interaction radius, h = smoothing_ratio dx).
+double SphSolver::expected_candidates(const config::SphConfig& sph) {
+  const double d = sph.cell_divisions, cell = 2 * sph.smoothing_ratio / d;
+  return std::pow((2 * d + 1) * cell, 3);
 }
 
 void SphSolver::check_memory() const {  // collective
@@ -344,7 +353,10 @@ void SphSolver::maybe_rebalance() {
 }
 
 FluidArrays SphSolver::fluid_arrays() {
-  const NeighbourRecord record{raw(neighbour_words_), raw(neighbour_overflow_), store_.size()};
+  const NeighbourRecord record =
+      record_neighbours_
+          ? NeighbourRecord{raw(neighbour_words_), raw(neighbour_overflow_), store_.size()}
+          : NeighbourRecord{};
   return {raw(pos_),   raw(vel_),     raw(rho_),           raw(pressure_), raw(acc_),
           raw(flags_), store_.size(), fluid_cells_.view(), record};
 }
@@ -356,6 +368,7 @@ BoundaryArrays SphSolver::wall_arrays() const {
 void SphSolver::build_neighbour_tables() {
   fluid_cells_.build(grid_, pos_, store_.size());
   store_.permute(fluid_cells_.order(), kRecomputedFields);
+  if (!record_neighbours_) return;
   neighbour_words_.resize(NeighbourRecord::kWords * store_.size());
   neighbour_overflow_.resize(store_.size());
   exchange_.follow_permutation(fluid_cells_.order());

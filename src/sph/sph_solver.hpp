@@ -71,6 +71,7 @@ class SphSolver final : public Workload {
   std::size_t device_bytes() const;  // held by this rank's particles, tables and buffers
 
  private:
+  static double expected_candidates(const config::SphConfig& sph);
   void check_memory() const;
   void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
@@ -121,6 +122,7 @@ class SphSolver final : public Workload {
   // Which fluid candidates are neighbours: written by the density pass, read by the force pass.
   DeviceVector<std::uint32_t> neighbour_words_;
   DeviceVector<std::uint8_t> neighbour_overflow_;
+  bool record_neighbours_;  // false where most records would overflow (coarse cells, large h)
   GridSpec grid_;
   ParticleExchange exchange_;
 
