@@ -31,12 +31,6 @@ struct NotEqual {
   APRON_HD bool operator()(std::uint32_t i) const { return values[i] != rank; }
 };
 
-struct Equal {
-  const int* values;
-  int rank;
-  APRON_HD std::uint8_t operator()(std::size_t i) const { return values[i] == rank ? 1 : 0; }
-};
-
 struct Inside {
   Box box;
   const Vec4* pos;
@@ -154,12 +148,8 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
   std::vector<std::size_t> recv_offsets;
   transport_.exchange(peers, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
 
-  // Keep the stayers, then append the arrivals.
-  keep_.resize(n);
-  thrust::transform(policy(), thrust::counting_iterator<std::size_t>(0),
-                    thrust::counting_iterator<std::size_t>(n), keep_.begin(),
-                    Equal{raw(destination_), rank_});
-  store.keep_if(keep_);
+  // Drop the leavers, then append the arrivals.
+  store.erase(leavers);
   MigrationStats stats{leavers.size(), 0};
   for (std::size_t k = 0; k < peers.size(); ++k) {
     const std::size_t count = read_count(recv_bytes_, recv_offsets[k]);
@@ -211,8 +201,14 @@ std::size_t ParticleExchange::device_bytes() const {
   const std::size_t indices = halo_sources_.capacity() + ghost_slots_.capacity() +
                               inverse_.capacity() + scratch_.capacity() + selected_.capacity();
   return indices * sizeof(std::uint32_t) +
-         (destination_.capacity() + leaver_rank_.capacity()) * sizeof(int) + keep_.capacity() +
+         (destination_.capacity() + leaver_rank_.capacity()) * sizeof(int) +
          send_bytes_.capacity() + recv_bytes_.capacity();
+}
+
+void ParticleExchange::drop_ghosts(ParticleStore& store) {
+  store.erase(ghost_slots_);
+  ghost_slots_.clear();
+  halo_sources_.clear();
 }
 
 void ParticleExchange::follow_permutation(const IndexVector& order) {

@@ -42,6 +42,10 @@ class ParticleExchange {
   // that others hold as ghosts, and this rank's ghosts, went.
   void follow_permutation(const IndexVector& order);
 
+  // Removes this rank's ghosts (their slots are known, so this costs in proportion to their
+  // number); the owned particles that fill their slots lose their order.
+  void drop_ghosts(ParticleStore& store);
+
   // Refreshes the named fields of this rank's ghosts from their owners' current values.
   void update_ghosts(ParticleStore& store, std::span<const std::string> fields);
 
@@ -75,7 +79,6 @@ class ParticleExchange {
   IndexVector scratch_;
   IndexVector selected_;  // leavers, or particles near one neighbour
   DeviceVector<int> destination_, leaver_rank_;
-  DeviceVector<std::uint8_t> keep_;
   ByteVector send_bytes_, recv_bytes_;
 };
 

@@ -67,11 +67,61 @@ struct RcbNode {
   int ranks;
 };
 
-int longest_axis(const Box& b) {
+// Where a node is cut: along `axis`, with its histogram spanning [lo, lo + extent).
+struct RcbAxis {
+  int axis = 0;
+  double lo = 0, extent = 1;
+
+  int bin_of(const Vec4& p, int bins) const {
+    const double f = ((&p.x)[axis] - lo) / extent;
+    return std::clamp(static_cast<int>(f * bins), 0, bins - 1);
+  }
+};
+
+// The longest of three extents. Extents within 1% of each other count as equal and the lower
+// axis wins, so that round-off in lattice positions never decides between two equal sides.
+int longest_axis(const double (&extent)[3]) {
   int axis = 0;
   for (int d = 1; d < 3; ++d)
-    if (b.extent(d) > b.extent(axis)) axis = d;
+    if (extent[d] > 1.01 * extent[axis]) axis = d;
   return axis;
+}
+
+// Each node is cut across the longest side of the bounding box of its points (all ranks'), not
+// of its box: the cut then crosses the particles where they are thinnest, which gives the
+// smallest halo. A dam-break column in a long tank is cut across its width instead of across
+// the tank's length (half the halo, and both halves see the same walls). Nodes without points
+// fall back to their box.
+std::vector<RcbAxis> cut_axes(const std::vector<RcbNode>& nodes, const std::vector<int>& node_of,
+                              std::span<const Vec4> points, MPI_Comm comm) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::size_t count = nodes.size();
+  std::vector<double> lo(3 * count, kInf), minus_hi(3 * count, kInf);  // -max = min of -x
+  for (std::size_t i = 0; i < points.size(); ++i)
+    for (int d = 0; d < 3; ++d) {
+      const double x = (&points[i].x)[d];
+      lo[3 * node_of[i] + d] = std::min(lo[3 * node_of[i] + d], x);
+      minus_hi[3 * node_of[i] + d] = std::min(minus_hi[3 * node_of[i] + d], -x);
+    }
+  lo.insert(lo.end(), minus_hi.begin(), minus_hi.end());
+  MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(lo.size()), MPI_DOUBLE, MPI_MIN, comm);
+
+  std::vector<RcbAxis> axes(count);
+  for (std::size_t n = 0; n < count; ++n) {
+    double extent[3], first[3];
+    bool spread = false;
+    for (int d = 0; d < 3; ++d) {
+      first[d] = lo[3 * n + d];
+      extent[d] = -lo[3 * (count + n) + d] - first[d];
+      spread |= extent[d] > 0;  // false: no points (extents -inf) or all in one spot
+    }
+    if (!spread)
+      for (int d = 0; d < 3; ++d) first[d] = nodes[n].box.lo[d], extent[d] = nodes[n].box.extent(d);
+    const int axis = longest_axis(extent);
+    // Widened by a hair so that the highest point falls in the last bin, not past it.
+    axes[n] = {axis, first[axis], extent[axis] * (1 + 1e-9) + 1e-300};
+  }
+  return axes;
 }
 
 }  // namespace
@@ -87,15 +137,10 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
   // global count reaches the left child's share of ranks (histograms summed over ranks).
   while (std::any_of(nodes.begin(), nodes.end(), [](const RcbNode& n) { return n.ranks > 1; })) {
     const std::size_t count = nodes.size();
+    const std::vector<RcbAxis> axes = cut_axes(nodes, node_of, points, comm);
     std::vector<long long> hist(count * kBins, 0);
-    auto bin_of = [&](const Vec4& p, const RcbNode& n) {
-      const int axis = longest_axis(n.box);
-      const double x = (&p.x)[axis];
-      const double f = (x - n.box.lo[axis]) / n.box.extent(axis);
-      return std::clamp(static_cast<int>(f * kBins), 0, kBins - 1);
-    };
     for (std::size_t i = 0; i < points.size(); ++i)
-      hist[node_of[i] * kBins + bin_of(points[i], nodes[node_of[i]])]++;
+      hist[node_of[i] * kBins + axes[node_of[i]].bin_of(points[i], kBins)]++;
     MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_LONG_LONG, MPI_SUM,
                   comm);
 
@@ -120,10 +165,11 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
           if (cumulative >= target) break;
         }
       cut_bin[n] = cut;
-      const int axis = longest_axis(node.box);
+      const RcbAxis& a = axes[n];
+      const double at =
+          std::clamp(a.lo + a.extent * cut / kBins, node.box.lo[a.axis], node.box.hi[a.axis]);
       RcbNode left = node, right = node;
-      left.box.hi[axis] = right.box.lo[axis] =
-          node.box.lo[axis] + node.box.extent(axis) * cut / kBins;
+      left.box.hi[a.axis] = right.box.lo[a.axis] = at;
       left.ranks = left_ranks;
       right.first_rank = node.first_rank + left_ranks;
       right.ranks = node.ranks - left_ranks;
@@ -132,7 +178,7 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
     }
     for (std::size_t i = 0; i < points.size(); ++i) {
       const int n = node_of[i];
-      const bool right = nodes[n].ranks > 1 && bin_of(points[i], nodes[n]) >= cut_bin[n];
+      const bool right = nodes[n].ranks > 1 && axes[n].bin_of(points[i], kBins) >= cut_bin[n];
       node_of[i] = left_child[n] + (right ? 1 : 0);
     }
     nodes = std::move(next);

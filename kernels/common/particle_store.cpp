@@ -7,6 +7,7 @@
 #include <thrust/copy.h>
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/permutation_iterator.h>
 #include <thrust/scatter.h>
 
 #include "kernels/common/vec.hpp"
@@ -16,6 +17,21 @@ namespace apron {
 namespace {
 struct NonZero {
   APRON_HD bool operator()(std::uint8_t v) const { return v != 0; }
+};
+
+struct Below {
+  std::size_t limit;
+  APRON_HD bool operator()(std::uint32_t slot) const { return slot < limit; }
+};
+
+// survives[slot - first] = 0 for every erased slot at or past `first`.
+struct MarkErasedTail {
+  const std::uint32_t* slots;
+  std::size_t first;
+  std::uint8_t* survives;
+  APRON_HD void operator()(std::size_t k) const {
+    if (slots[k] >= first) survives[slots[k] - first] = 0;
+  }
 };
 
 // Reinterprets a byte range of a ByteVector as T*. Offsets are multiples of 16 (see pack()).
@@ -59,6 +75,13 @@ void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
                   thrust::device_pointer_cast(src) + indices.size(), indices.begin(), data.begin());
 }
 
+template <class T>
+void TypedField<T>::move(const IndexVector& from, const IndexVector& to) {
+  thrust::scatter(policy(), thrust::make_permutation_iterator(data.begin(), from.begin()),
+                  thrust::make_permutation_iterator(data.begin(), from.end()), to.begin(),
+                  data.begin());
+}
+
 template class TypedField<float>;
 template class TypedField<Vec4>;
 template class TypedField<std::uint8_t>;
@@ -80,15 +103,25 @@ void ParticleStore::permute(const IndexVector& order, std::span<const std::strin
   size_ = order.size();
 }
 
-void ParticleStore::keep_if(const DeviceVector<std::uint8_t>& keep) {
-  keep_indices_.resize(size_);
-  auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
-                             thrust::counting_iterator<std::uint32_t>(size_), keep.begin(),
-                             keep_indices_.begin(), NonZero{});
-  const auto kept = static_cast<std::size_t>(end - keep_indices_.begin());
-  if (kept == size_) return;  // nothing to drop (one rank, no leavers): skip the copies
-  keep_indices_.resize(kept);
-  permute(keep_indices_);
+void ParticleStore::erase(const IndexVector& slots) {
+  const std::size_t removed = slots.size();
+  if (removed == 0) return;
+  const std::size_t kept = size_ - removed;
+  // The holes are the erased slots below `kept`; the survivors at or past `kept` fill them.
+  // There are as many of one as of the other.
+  tail_survives_.assign(removed, 1);
+  for_each_index(removed, MarkErasedTail{raw(slots), kept, raw(tail_survives_)});
+  holes_.resize(removed);
+  movers_.resize(removed);
+  const auto holes_end =
+      thrust::copy_if(policy(), slots.begin(), slots.end(), holes_.begin(), Below{kept});
+  thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(kept),
+                  thrust::counting_iterator<std::uint32_t>(size_), tail_survives_.begin(),
+                  movers_.begin(), NonZero{});
+  holes_.resize(holes_end - holes_.begin());
+  movers_.resize(holes_.size());
+  for (auto& f : fields_) f->move(movers_, holes_);
+  resize(kept);
 }
 
 ParticleField& ParticleStore::field(const std::string& name) const {
@@ -98,7 +131,8 @@ ParticleField& ParticleStore::field(const std::string& name) const {
 }
 
 std::size_t ParticleStore::device_bytes() const {
-  std::size_t bytes = keep_indices_.capacity() * sizeof(std::uint32_t);
+  std::size_t bytes =
+      tail_survives_.capacity() + (holes_.capacity() + movers_.capacity()) * sizeof(std::uint32_t);
   for (auto& f : fields_) bytes += f->device_bytes();
   return bytes;
 }

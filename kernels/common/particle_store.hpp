@@ -31,6 +31,8 @@ class ParticleField {
                       std::size_t count) = 0;
   // this[indices[k]] = element k of in (scatter), starting at byte in_offset.
   virtual void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) = 0;
+  // this[to[k]] = this[from[k]]; no slot may be in both.
+  virtual void move(const IndexVector& from, const IndexVector& to) = 0;
   virtual std::size_t device_bytes() const = 0;  // allocated, including the scratch buffer
 
  private:
@@ -50,6 +52,7 @@ class TypedField final : public ParticleField {
   void unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
               std::size_t count) override;
   void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) override;
+  void move(const IndexVector& from, const IndexVector& to) override;
   std::size_t device_bytes() const override {
     return (data.capacity() + scratch_.capacity()) * sizeof(T);
   }
@@ -74,8 +77,10 @@ class ParticleStore {
   // caller overwrites before reading them: those are only resized (their old values end up in
   // no particular order).
   void permute(const IndexVector& order, std::span<const std::string> recomputed = {});
-  // Keeps the particles whose flag is non-zero, in their current order.
-  void keep_if(const DeviceVector<std::uint8_t>& keep);
+  // Removes the particles in the given (distinct) slots by moving the last particles into the
+  // holes: work in proportion to the removed count, not to the store's size. The survivors do
+  // not keep their order (the next cell sort restores it).
+  void erase(const IndexVector& slots);
 
   const std::vector<std::unique_ptr<ParticleField>>& fields() const { return fields_; }
   ParticleField& field(const std::string& name) const;
@@ -85,7 +90,9 @@ class ParticleStore {
  private:
   std::size_t size_ = 0;
   std::vector<std::unique_ptr<ParticleField>> fields_;
-  IndexVector keep_indices_;
+  // erase() scratch: whether each of the last slots survives, the holes and who fills them.
+  DeviceVector<std::uint8_t> tail_survives_;
+  IndexVector holes_, movers_;
 };
 
 }  // namespace apron

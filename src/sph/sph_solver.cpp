@@ -27,10 +27,6 @@ const std::string kGhostUpdateFields[] = {"density", "pressure"};
 // need not carry them.
 const std::string kRecomputedFields[] = {"acceleration", "density", "pressure"};
 
-struct IsOwned {
-  APRON_HD std::uint8_t operator()(std::uint8_t flag) const { return (flag & kGhost) ? 0 : 1; }
-};
-
 Params make_params(const config::CaseConfig& c) {
   const auto& s = c.sph;
   Params p;
@@ -368,10 +364,10 @@ BoundaryArrays SphSolver::wall_arrays() const {
 void SphSolver::build_neighbour_tables() {
   fluid_cells_.build(grid_, pos_, store_.size());
   store_.permute(fluid_cells_.order(), kRecomputedFields);
+  exchange_.follow_permutation(fluid_cells_.order());
   if (!record_neighbours_) return;
   neighbour_words_.resize(NeighbourRecord::kWords * store_.size());
   neighbour_overflow_.resize(store_.size());
-  exchange_.follow_permutation(fluid_cells_.order());
 }
 
 double SphSolver::choose_dt() {
@@ -430,9 +426,7 @@ void SphSolver::advance() {
     auto t = timers_.scope("integrate");
     const bool clamp = !config_.boundary.ghost_particles;
     integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt_), clamp ? &container_ : nullptr);
-    owned_mask_.resize(store_.size());
-    thrust::transform(policy(), flags_.begin(), flags_.end(), owned_mask_.begin(), IsOwned{});
-    store_.keep_if(owned_mask_);
+    exchange_.drop_ghosts(store_);
   }
   time_ += dt_;
   ++step_;
@@ -555,8 +549,8 @@ void SphSolver::write_outputs(bool final) {
 }
 
 std::size_t SphSolver::device_bytes() const {
-  return store_.device_bytes() + owned_mask_.capacity() + wall_pos_.capacity() * sizeof(Vec4) +
-         fluid_cells_.device_bytes() + wall_cells_.device_bytes() + exchange_.device_bytes() +
+  return store_.device_bytes() + wall_pos_.capacity() * sizeof(Vec4) + fluid_cells_.device_bytes() +
+         wall_cells_.device_bytes() + exchange_.device_bytes() +
          neighbour_words_.capacity() * sizeof(std::uint32_t) + neighbour_overflow_.capacity() +
          scratch_allocator().bytes_cached();
 }

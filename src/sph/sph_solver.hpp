@@ -115,7 +115,6 @@ class SphSolver final : public Workload {
   DeviceVector<float>& pressure_;
   DeviceVector<std::int64_t>& id_;
   DeviceVector<std::uint8_t>& flags_;
-  DeviceVector<std::uint8_t> owned_mask_;
 
   DeviceVector<Vec4> wall_pos_;
   CellList fluid_cells_, wall_cells_;

@@ -135,9 +135,45 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   thrust::copy(value.begin(), value.end(), got.begin());
   for (std::size_t i = 0; i < after.size(); ++i)
     ASSERT_FLOAT_EQ(got[i], after[i].x + 10 * after[i].y + 100 * after[i].z) << i;
+
+  // Dropping the ghosts leaves exactly the owned particles, each with its own value.
+  exchange.drop_ghosts(store);
+  ASSERT_EQ(store.size(), n_owned);
+  std::vector<Vec4> left(n_owned);
+  thrust::copy(pos.begin(), pos.end(), left.begin());
+  thrust::copy(value.begin(), value.end(), got.begin());
+  std::multiset<std::tuple<float, float, float>> expect_owned, got_owned;
+  for (const auto& p : owned) expect_owned.insert({p.x, p.y, p.z});
+  for (std::size_t i = 0; i < n_owned; ++i) {
+    got_owned.insert({left[i].x, left[i].y, left[i].z});
+    ASSERT_FLOAT_EQ(got[i], left[i].x + 10 * left[i].y + 100 * left[i].z) << i;
+  }
+  EXPECT_EQ(got_owned, expect_owned);
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, ExchangeTest, ::testing::Values("cartesian", "rcb"));
+
+// RCB cuts across the longest side of the points' bounding box, not of the domain: a column of
+// points in a long, empty tank is split across its width, as the dam break's water column is.
+TEST(Partition, RcbCutsAcrossThePointsLongestSide) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  const int rank = rank_of(comm), size = size_of(comm);
+  Box domain = unit_box();
+  domain.hi[0] = 4;          // the domain's longest side is x
+  std::vector<Vec4> column;  // the points' longest side is y (1.0; z 0.8, x 0.5), all on rank 0
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0, 1);
+  if (rank == 0)
+    for (int i = 0; i < 4000; ++i) column.push_back({0.5f * u(rng), u(rng), 0.8f * u(rng), 0});
+  const Partition partition = Partition::rcb(domain, comm, column);
+  const Box& first = partition.subdomain(0);
+  EXPECT_EQ(first.lo[0], domain.lo[0]);
+  EXPECT_EQ(first.hi[0], domain.hi[0]) << "cut across x, the domain's longest side";
+  if (size > 1) {
+    EXPECT_LT(first.hi[1], domain.hi[1]) << "not cut across y, the points' longest side";
+    EXPECT_NEAR(first.hi[1], 1.0 / size * (size / 2), 0.05);  // rank 0's share of the count
+  }
+}
 
 TEST(Partition, ProcessGridFollowsTheBoxShape) {
   EXPECT_EQ(process_grid(4, {4, 1, 1}), (std::array<int, 3>{4, 1, 1}));

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <set>
 
 #include <thrust/copy.h>
 
 #include "kernels/common/cell_list.hpp"
+#include "kernels/common/particle_store.hpp"
 #include "kernels/sph/sph_kernels.hpp"
 #include "sph/case_setup.hpp"
 
@@ -263,6 +265,47 @@ TEST(Integrate, SymplecticEulerAndContainerClamp) {
   EXPECT_FLOAT_EQ(p0.z, 0.5f - 0.001f);
   EXPECT_FLOAT_EQ(p1.x, 0.0f);  // stopped at the wall
   EXPECT_FLOAT_EQ(v1.x, 0.0f);
+}
+
+// Erasing slots leaves every other particle exactly once, with all its fields, whether the
+// erased slots are at the front, in the middle, at the end, or everywhere.
+TEST(ParticleStoreTest, EraseKeepsEveryOtherParticleOnce) {
+  const std::size_t n = 1000;
+  std::mt19937 rng(3);
+  std::vector<std::uint32_t> everything(n);
+  std::iota(everything.begin(), everything.end(), 0u);
+  std::vector<std::uint32_t> shuffled = everything;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  const std::vector<std::vector<std::uint32_t>> cases = {
+      {},
+      {0, 1, 2, 3},
+      {996, 997, 998, 999},
+      {500, 3, 999, 7, 998},
+      std::vector<std::uint32_t>(shuffled.begin(), shuffled.begin() + 300),
+      everything};
+  for (const auto& erased : cases) {
+    ParticleStore store;
+    auto& id = store.add<std::int64_t>("id");
+    auto& twice = store.add<float>("twice");
+    store.resize(n);
+    std::vector<std::int64_t> ids(n);
+    std::vector<float> values(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i), values[i] = 2.0f * i;
+    thrust::copy(ids.begin(), ids.end(), id.begin());
+    thrust::copy(values.begin(), values.end(), twice.begin());
+
+    store.erase(IndexVector(erased.begin(), erased.end()));
+    ASSERT_EQ(store.size(), n - erased.size());
+    std::vector<std::int64_t> got(store.size());
+    std::vector<float> got_twice(store.size());
+    thrust::copy(id.begin(), id.end(), got.begin());
+    thrust::copy(twice.begin(), twice.end(), got_twice.begin());
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got_twice[i], 2.0f * got[i]) << i;
+    std::set<std::int64_t> expected(ids.begin(), ids.end());
+    for (auto slot : erased) expected.erase(slot);
+    EXPECT_EQ(std::set<std::int64_t>(got.begin(), got.end()), expected);
+    EXPECT_EQ(expected.size(), got.size());  // no particle twice
+  }
 }
 
 // A neighbour record returns the bits appended, in order, and says when they did not fit.
