@@ -70,6 +70,10 @@ def main():
             "runs": rates,
             "median_seconds_per_step": statistics.median(r["loop_seconds"] / r["steps"] for r in reports),
             "device_bytes_per_particle": reports[0]["sph"].get("device_bytes_per_particle"),
+            "halo_transport": reports[0]["sph"].get("halo_transport"),
+            "halo_seconds_per_step": statistics.median(
+                r["sph"].get("halo_seconds", 0) / r["steps"] for r in reports),
+            "halo_bytes_sent_per_step": reports[0]["sph"].get("halo_bytes_sent", 0) / reports[0]["steps"],
             "devices": reports[0]["devices"],
             "phases": reports[-1]["phases"],
         }

@@ -25,6 +25,12 @@ struct OwnerOf {
   APRON_HD void operator()(std::size_t i) const { destination[i] = lookup(pos[i]); }
 };
 
+struct WriteCount {
+  std::uint64_t count;
+  std::byte* header;
+  APRON_HD void operator()(std::size_t) const { *reinterpret_cast<std::uint64_t*>(header) = count; }
+};
+
 struct NotEqual {
   const int* values;
   int rank;
@@ -81,25 +87,23 @@ void ParticleExchange::pack(const ParticleStore& store, std::span<const std::str
                             ByteVector& out) {
   const std::size_t offset = out.size();
   out.resize(offset + packed_bytes(store, fields, count));
-  const std::uint64_t header = count;
-  thrust::copy_n(reinterpret_cast<const std::byte*>(&header), sizeof header, out.begin() + offset);
-  // The field's pack() gathers by a full index vector, so copy this message's slice out.
-  scratch_.assign(indices.begin() + first, indices.begin() + first + count);
-  for_each_block(
-      store, fields, count, offset + kHeader,
-      [&](const ParticleField& field, std::size_t at) { field.pack(scratch_, out, at); });
+  // Written on the device: a host-to-device copy would wait for the queued work.
+  for_each_index(1, WriteCount{count, raw(out) + offset});
+  for_each_block(store, fields, count, offset + kHeader,
+                 [&](const ParticleField& field, std::size_t at) {
+                   field.pack(raw(indices) + first, count, out, at);
+                 });
 }
 
-std::vector<std::size_t> ParticleExchange::exchange_halo(const ParticleStore& store,
-                                                         std::span<const std::string> fields) {
+std::vector<std::size_t> ParticleExchange::pack_halo(const ParticleStore& store,
+                                                     std::span<const std::string> fields) {
   send_bytes_.clear();
-  std::vector<std::size_t> send_offsets{0}, recv_offsets;
+  std::vector<std::size_t> send_offsets{0};
   for (std::size_t k = 0, first = 0; k < neighbours_.size(); first += halo_counts_[k], ++k) {
     pack(store, fields, halo_sources_, first, halo_counts_[k], send_bytes_);
     send_offsets.push_back(send_bytes_.size());
   }
-  transport_.exchange(neighbours_, send_bytes_, send_offsets, recv_bytes_, recv_offsets);
-  return recv_offsets;
+  return send_offsets;
 }
 
 MigrationStats ParticleExchange::migrate(ParticleStore& store,
@@ -180,7 +184,9 @@ std::size_t ParticleExchange::send_ghosts(ParticleStore& store, const DeviceVect
     halo_sources_.insert(halo_sources_.end(), selected_.begin(), end);
   }
 
-  const auto recv_offsets = exchange_halo(store, fields);
+  std::vector<std::size_t> recv_offsets;
+  transport_.exchange(neighbours_, send_bytes_, pack_halo(store, fields), recv_bytes_,
+                      recv_offsets);
   ghost_counts_.assign(npeers, 0);
   std::size_t ghosts = 0;
   for (std::size_t k = 0; k < npeers; ++k)
@@ -225,14 +231,19 @@ void ParticleExchange::follow_permutation(const IndexVector& order) {
 }
 
 void ParticleExchange::update_ghosts(ParticleStore& store, std::span<const std::string> fields) {
-  const auto recv_offsets = exchange_halo(store, fields);
-  for (std::size_t k = 0, first = 0; k < neighbours_.size(); first += ghost_counts_[k], ++k) {
-    scratch_.assign(ghost_slots_.begin() + first, ghost_slots_.begin() + first + ghost_counts_[k]);
+  // Each rank knows how many ghosts every neighbour sends: no size exchange.
+  std::vector<std::size_t> recv_offsets{0};
+  for (std::size_t count : ghost_counts_)
+    recv_offsets.push_back(recv_offsets.back() + packed_bytes(store, fields, count));
+  recv_bytes_.resize(recv_offsets.back());
+  transport_.exchange_known_sizes(neighbours_, send_bytes_, pack_halo(store, fields), recv_bytes_,
+                                  recv_offsets);
+  for (std::size_t k = 0, first = 0; k < neighbours_.size(); first += ghost_counts_[k], ++k)
     for_each_block(store, fields, ghost_counts_[k], recv_offsets[k] + kHeader,
                    [&](ParticleField& field, std::size_t offset) {
-                     field.scatter(recv_bytes_, offset, scratch_);
+                     field.scatter(recv_bytes_, offset, raw(ghost_slots_) + first,
+                                   ghost_counts_[k]);
                    });
-  }
 }
 
 }  // namespace apron

@@ -57,10 +57,10 @@ class ParticleExchange {
  private:
   void pack(const ParticleStore& store, std::span<const std::string> fields,
             const IndexVector& indices, std::size_t first, std::size_t count, ByteVector& out);
-  // Sends the named fields of the halo sources to the neighbours; returns the byte offset of
-  // each neighbour's message in recv_bytes_.
-  std::vector<std::size_t> exchange_halo(const ParticleStore& store,
-                                         std::span<const std::string> fields);
+  // Packs the named fields of the halo sources into send_bytes_, one message per neighbour;
+  // returns the messages' offsets.
+  std::vector<std::size_t> pack_halo(const ParticleStore& store,
+                                     std::span<const std::string> fields);
 
   MPI_Comm comm_;
   int rank_ = 0;

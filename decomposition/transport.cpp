@@ -127,6 +127,15 @@ void Transport::exchange(const std::vector<int>& peers, const ByteVector& send,
   recv_offsets.assign(npeers + 1, 0);
   for (std::size_t k = 0; k < npeers; ++k) recv_offsets[k + 1] = recv_offsets[k] + recv_sizes[k];
   recv.resize(recv_offsets[npeers]);
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  exchange_known_sizes(peers, send, send_offsets, recv, recv_offsets);
+}
+
+void Transport::exchange_known_sizes(const std::vector<int>& peers, const ByteVector& send,
+                                     const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                                     const std::vector<std::size_t>& recv_offsets) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t npeers = peers.size();
   if (nccl_) {
     exchange_nccl(peers, send, send_offsets, recv, recv_offsets);
   } else {

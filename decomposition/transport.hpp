@@ -31,6 +31,11 @@ class Transport {
   void exchange(const std::vector<int>& peers, const ByteVector& send,
                 const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                 std::vector<std::size_t>& recv_offsets);
+  // The same where every receiver knows its message sizes already: recv_offsets is given and
+  // recv must be large enough.
+  void exchange_known_sizes(const std::vector<int>& peers, const ByteVector& send,
+                            const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                            const std::vector<std::size_t>& recv_offsets);
   const TransportStats& stats() const { return stats_; }
   const char* name() const;
 

@@ -46,9 +46,16 @@ class CachingAllocator {
 
 CachingAllocator& scratch_allocator();
 
-// Execution policy for Thrust algorithms: the device system with the caching allocator.
+// Execution policy for Thrust algorithms: the device system with the caching allocator. On the
+// GPU without a stream synchronisation after each algorithm: all work goes to the default stream
+// in order, and the algorithms that return a value to the host (reductions, copy_if's count)
+// still wait for it. A sync after each of the step's ~60 small algorithms cost ~10 us apiece.
 inline auto policy() {
+#if defined(__CUDACC__)
+  return thrust::cuda::par_nosync(scratch_allocator());
+#else
   return thrust::device(scratch_allocator());
+#endif
 }
 
 // Threads per block of for_each_index's GPU kernels (their launch bounds).

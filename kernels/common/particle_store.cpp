@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <thrust/copy.h>
+#include <thrust/fill.h>
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/permutation_iterator.h>
@@ -53,11 +54,11 @@ void TypedField<T>::permute(const IndexVector& order) {
 }
 
 template <class T>
-void TypedField<T>::pack(const IndexVector& indices, ByteVector& out,
+void TypedField<T>::pack(const std::uint32_t* indices, std::size_t count, ByteVector& out,
                          std::size_t out_offset) const {
-  T* dst = typed<T>(out, out_offset);
-  thrust::gather(policy(), indices.begin(), indices.end(), data.begin(),
-                 thrust::device_pointer_cast(dst));
+  const auto first = thrust::device_pointer_cast(indices);
+  thrust::gather(policy(), first, first + count, data.begin(),
+                 thrust::device_pointer_cast(typed<T>(out, out_offset)));
 }
 
 template <class T>
@@ -69,10 +70,9 @@ void TypedField<T>::unpack(const ByteVector& in, std::size_t in_offset, std::siz
 
 template <class T>
 void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
-                            const IndexVector& indices) {
-  const T* src = typed<T>(in, in_offset);
-  thrust::scatter(policy(), thrust::device_pointer_cast(src),
-                  thrust::device_pointer_cast(src) + indices.size(), indices.begin(), data.begin());
+                            const std::uint32_t* indices, std::size_t count) {
+  const auto src = thrust::device_pointer_cast(typed<T>(in, in_offset));
+  thrust::scatter(policy(), src, src + count, thrust::device_pointer_cast(indices), data.begin());
 }
 
 template <class T>
@@ -109,7 +109,8 @@ void ParticleStore::erase(const IndexVector& slots) {
   const std::size_t kept = size_ - removed;
   // The holes are the erased slots below `kept`; the survivors at or past `kept` fill them.
   // There are as many of one as of the other.
-  tail_survives_.assign(removed, 1);
+  tail_survives_.resize(removed);
+  thrust::fill(policy(), tail_survives_.begin(), tail_survives_.end(), std::uint8_t{1});
   for_each_index(removed, MarkErasedTail{raw(slots), kept, raw(tail_survives_)});
   holes_.resize(removed);
   movers_.resize(removed);

@@ -24,13 +24,16 @@ class ParticleField {
   virtual void resize(std::size_t n) = 0;
   // this[i] = this[order[i]] for i < order.size(); the field shrinks or grows to order.size().
   virtual void permute(const IndexVector& order) = 0;
-  // Appends this[indices[k]] for all k to out (raw bytes, one field after another).
-  virtual void pack(const IndexVector& indices, ByteVector& out, std::size_t out_offset) const = 0;
+  // Writes this[indices[k]], k < count, to out from byte out_offset on (`indices` points to
+  // device memory).
+  virtual void pack(const std::uint32_t* indices, std::size_t count, ByteVector& out,
+                    std::size_t out_offset) const = 0;
   // this[first + k] = element k of in, starting at byte in_offset.
   virtual void unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
                       std::size_t count) = 0;
-  // this[indices[k]] = element k of in (scatter), starting at byte in_offset.
-  virtual void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) = 0;
+  // this[indices[k]] = element k of in, k < count (scatter), starting at byte in_offset.
+  virtual void scatter(const ByteVector& in, std::size_t in_offset, const std::uint32_t* indices,
+                       std::size_t count) = 0;
   // this[to[k]] = this[from[k]]; no slot may be in both.
   virtual void move(const IndexVector& from, const IndexVector& to) = 0;
   virtual std::size_t device_bytes() const = 0;  // allocated, including the scratch buffer
@@ -48,10 +51,12 @@ class TypedField final : public ParticleField {
   std::size_t element_size() const override { return sizeof(T); }
   void resize(std::size_t n) override { data.resize(n); }
   void permute(const IndexVector& order) override;
-  void pack(const IndexVector& indices, ByteVector& out, std::size_t out_offset) const override;
+  void pack(const std::uint32_t* indices, std::size_t count, ByteVector& out,
+            std::size_t out_offset) const override;
   void unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
               std::size_t count) override;
-  void scatter(const ByteVector& in, std::size_t in_offset, const IndexVector& indices) override;
+  void scatter(const ByteVector& in, std::size_t in_offset, const std::uint32_t* indices,
+               std::size_t count) override;
   void move(const IndexVector& from, const IndexVector& to) override;
   std::size_t device_bytes() const override {
     return (data.capacity() + scratch_.capacity()) * sizeof(T);

@@ -21,7 +21,8 @@
 namespace apron::sph {
 namespace {
 
-const std::string kGhostFields[] = {"position", "velocity", "flags"};
+// What a ghost needs from its owner; its flags are set on arrival (kGhost).
+const std::string kGhostFields[] = {"position", "velocity"};
 const std::string kGhostUpdateFields[] = {"density", "pressure"};
 // Fields every step writes before it reads them (the density and force passes): the cell sort
 // need not carry them.
