@@ -70,6 +70,7 @@ def main():
             "runs": rates,
             "median_seconds_per_step": statistics.median(r["loop_seconds"] / r["steps"] for r in reports),
             "device_bytes_per_particle": reports[0]["sph"].get("device_bytes_per_particle"),
+            "device_bytes_per_particle_by_use": reports[0]["sph"].get("device_bytes_per_particle_by_use"),
             "halo_transport": reports[0]["sph"].get("halo_transport"),
             "halo_seconds_per_step": statistics.median(
                 r["sph"].get("halo_seconds", 0) / r["steps"] for r in reports),

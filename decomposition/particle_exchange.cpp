@@ -109,14 +109,14 @@ std::vector<std::size_t> ParticleExchange::pack_halo(const ParticleStore& store,
 MigrationStats ParticleExchange::migrate(ParticleStore& store,
                                          const DeviceVector<Vec4>& positions) {
   const std::size_t n = store.size();
-  destination_.resize(n);
+  resize_per_particle(destination_, n);
   const auto& boxes = ownership_boxes_;
   for_each_index(
       n, OwnerOf{{raw(boxes), static_cast<int>(boxes.size())}, raw(positions), raw(destination_)});
 
   // Leavers, grouped by destination rank.
   auto& leavers = selected_;
-  leavers.resize(n);
+  resize_per_particle(leavers, n);
   auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
                              thrust::counting_iterator<std::uint32_t>(n), leavers.begin(),
                              NotEqual{raw(destination_), rank_});
@@ -174,7 +174,7 @@ std::size_t ParticleExchange::send_ghosts(ParticleStore& store, const DeviceVect
   const std::size_t npeers = neighbours_.size();
   halo_sources_.clear();
   halo_counts_.assign(npeers, 0);
-  selected_.resize(n_owned);
+  resize_per_particle(selected_, n_owned);
   for (std::size_t k = 0; k < npeers; ++k) {
     const Box near = partition_.ownership_boxes()[neighbours_[k]].expanded(halo_width_);
     auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
@@ -219,7 +219,7 @@ void ParticleExchange::drop_ghosts(ParticleStore& store) {
 
 void ParticleExchange::follow_permutation(const IndexVector& order) {
   if (halo_sources_.empty() && ghost_slots_.empty()) return;  // no halo this step: nothing to map
-  inverse_.resize(order.size());
+  resize_per_particle(inverse_, order.size());
   thrust::scatter(policy(), thrust::counting_iterator<std::uint32_t>(0),
                   thrust::counting_iterator<std::uint32_t>(order.size()), order.begin(),
                   inverse_.begin());

@@ -66,8 +66,8 @@ void CellList::sort_pairs(int bits) {
   if (keys_.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw std::runtime_error("cell list: more than 2^31 particles on one device");
   const auto n = static_cast<int>(keys_.size());
-  keys_alt_.resize(keys_.size());
-  order_alt_.resize(order_.size());
+  resize_per_particle(keys_alt_, keys_.size());
+  resize_per_particle(order_alt_, order_.size());
   cub::DoubleBuffer<std::uint32_t> keys(raw(keys_), raw(keys_alt_));
   cub::DoubleBuffer<std::uint32_t> values(raw(order_), raw(order_alt_));
   std::size_t temp_bytes = 0;
@@ -90,8 +90,8 @@ void CellList::sort_pairs(int bits) {
 
 void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n) {
   grid_ = grid;
-  keys_.resize(n);
-  order_.resize(n);
+  resize_per_particle(keys_, n);
+  resize_per_particle(order_, n);
   for_each_index(n, CellKey{grid, raw(positions), raw(keys_)});
   thrust::sequence(policy(), order_.begin(), order_.end());
   const std::size_t cells = grid.cell_count();

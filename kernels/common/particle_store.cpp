@@ -48,7 +48,7 @@ const T* typed(const ByteVector& bytes, std::size_t offset) {
 
 template <class T>
 void TypedField<T>::permute(const IndexVector& order) {
-  scratch_.resize(order.size());
+  resize_per_particle(scratch_, order.size());
   thrust::gather(policy(), order.begin(), order.end(), data.begin(), scratch_.begin());
   data.swap(scratch_);
 }

@@ -49,7 +49,7 @@ class TypedField final : public ParticleField {
   DeviceVector<T> data;
 
   std::size_t element_size() const override { return sizeof(T); }
-  void resize(std::size_t n) override { data.resize(n); }
+  void resize(std::size_t n) override { resize_per_particle(data, n); }
   void permute(const IndexVector& order) override;
   void pack(const std::uint32_t* indices, std::size_t count, ByteVector& out,
             std::size_t out_offset) const override;

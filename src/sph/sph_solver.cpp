@@ -367,8 +367,8 @@ void SphSolver::build_neighbour_tables() {
   store_.permute(fluid_cells_.order(), kRecomputedFields);
   exchange_.follow_permutation(fluid_cells_.order());
   if (!record_neighbours_) return;
-  neighbour_words_.resize(NeighbourRecord::kWords * store_.size());
-  neighbour_overflow_.resize(store_.size());
+  resize_per_particle(neighbour_words_, NeighbourRecord::kWords * store_.size());
+  resize_per_particle(neighbour_overflow_, store_.size());
 }
 
 double SphSolver::choose_dt() {
@@ -549,11 +549,13 @@ void SphSolver::write_outputs(bool final) {
   }
 }
 
-std::size_t SphSolver::device_bytes() const {
-  return store_.device_bytes() + wall_pos_.capacity() * sizeof(Vec4) + fluid_cells_.device_bytes() +
-         wall_cells_.device_bytes() + exchange_.device_bytes() +
-         neighbour_words_.capacity() * sizeof(std::uint32_t) + neighbour_overflow_.capacity() +
-         scratch_allocator().bytes_cached();
+SphSolver::DeviceBytes SphSolver::device_bytes() const {
+  return {store_.device_bytes(),
+          wall_pos_.capacity() * sizeof(Vec4),
+          fluid_cells_.device_bytes() + wall_cells_.device_bytes(),
+          neighbour_words_.capacity() * sizeof(std::uint32_t) + neighbour_overflow_.capacity(),
+          exchange_.device_bytes(),
+          scratch_allocator().bytes_cached()};
 }
 
 void SphSolver::report(Json& json) const {
@@ -563,12 +565,28 @@ void SphSolver::report(Json& json) const {
   json.value("sound_speed", static_cast<double>(params_.sound_speed));
   json.value("particle_mass", static_cast<double>(params_.fluid_mass));
   json.value("rebalances", static_cast<long long>(rebalances_));
-  // Everything this rank holds on the device, per owned fluid particle (wall particles, cell
-  // lists, halo buffers and Thrust scratch included), the largest over ranks.
-  double per_particle =
-      static_cast<double>(device_bytes()) / std::max<std::size_t>(store_.size(), 1);
-  MPI_Allreduce(MPI_IN_PLACE, &per_particle, 1, MPI_DOUBLE, MPI_MAX, ranks_.comm);
-  json.value("device_bytes_per_particle", per_particle);
+  // Everything a rank holds on the device, per owned fluid particle (wall particles, cell lists,
+  // halo buffers and Thrust scratch included), on the rank where it is largest, and what holds it.
+  const DeviceBytes bytes = device_bytes();
+  const double owned = static_cast<double>(std::max<std::size_t>(store_.size(), 1));
+  std::vector<double> parts = {static_cast<double>(bytes.particles) / owned,
+                               static_cast<double>(bytes.walls) / owned,
+                               static_cast<double>(bytes.cell_lists) / owned,
+                               static_cast<double>(bytes.neighbour_record) / owned,
+                               static_cast<double>(bytes.exchange) / owned,
+                               static_cast<double>(bytes.scratch) / owned};
+  struct {
+    double value;
+    int rank;
+  } largest{static_cast<double>(bytes.total()) / owned, ranks_.rank};
+  MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, ranks_.comm);
+  MPI_Bcast(parts.data(), static_cast<int>(parts.size()), MPI_DOUBLE, largest.rank, ranks_.comm);
+  json.value("device_bytes_per_particle", largest.value);
+  json.begin_object("device_bytes_per_particle_by_use");
+  const char* names[] = {"particles",        "walls",    "cell_lists",
+                         "neighbour_record", "exchange", "scratch"};
+  for (std::size_t k = 0; k < parts.size(); ++k) json.value(names[k], parts[k]);
+  json.end_object();
   json.value("halo_transport", exchange_.transport_name());
   json.value("halo_bytes_sent", exchange_.transport_stats().bytes_sent);
   json.value("halo_seconds", exchange_.transport_stats().seconds);

@@ -68,7 +68,14 @@ class SphSolver final : public Workload {
   Snapshot snapshot() const;
   std::size_t owned_count() const { return store_.size(); }
   std::size_t boundary_count() const { return wall_pos_.size(); }
-  std::size_t device_bytes() const;  // held by this rank's particles, tables and buffers
+  // Device memory this rank holds, by what holds it.
+  struct DeviceBytes {
+    std::size_t particles, walls, cell_lists, neighbour_record, exchange, scratch;
+    std::size_t total() const {
+      return particles + walls + cell_lists + neighbour_record + exchange + scratch;
+    }
+  };
+  DeviceBytes device_bytes() const;
 
  private:
   static double expected_candidates(const config::SphConfig& sph);
