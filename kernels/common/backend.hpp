@@ -46,13 +46,14 @@ class CachingAllocator {
 
 CachingAllocator& scratch_allocator();
 
-// v.resize(n), except that growing past the capacity reserves n + n/16 instead of Thrust's
-// doubling: per-particle arrays stay within ~6% of their use (device memory per particle limits
-// the problem size), and the few percent by which a rank's count moves from step to step
-// (ghosts, migration) fits without reallocating.
+// v.resize(n), except that growing an allocated array past its capacity reserves n + n/16
+// instead of Thrust's doubling: per-particle arrays stay within ~6% of their use (device memory
+// per particle limits the problem size), and the few percent by which a rank's count moves from
+// step to step (ghosts, migration) fits without reallocating. A first allocation is exact: a
+// count that never moves (one rank) wastes nothing.
 template <class T>
 void resize_per_particle(DeviceVector<T>& v, std::size_t n) {
-  if (n > v.capacity()) v.reserve(n + n / 16);
+  if (n > v.capacity()) v.reserve(v.capacity() == 0 ? n : n + n / 16);
   v.resize(n);
 }
 
