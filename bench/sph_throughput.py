@@ -68,20 +68,21 @@ def main():
             "steps": reports[0]["steps"],
             "median_particle_steps_per_second": statistics.median(rates),
             "runs": rates,
+            # Without the first 10 steps (one-time allocations, NCCL connecting): a long run's rate.
+            "median_steady_particle_steps_per_second": statistics.median(
+                r.get("steady_particle_steps_per_second", 0) for r in reports),
             "median_seconds_per_step": statistics.median(r["loop_seconds"] / r["steps"] for r in reports),
             "device_bytes_per_particle": reports[0]["sph"].get("device_bytes_per_particle"),
             "device_bytes_per_particle_by_use": reports[0]["sph"].get("device_bytes_per_particle_by_use"),
             "halo_transport": reports[0]["sph"].get("halo_transport"),
-            "halo_seconds_per_step": statistics.median(
-                r["sph"].get("halo_seconds", 0) / r["steps"] for r in reports),
-            "halo_bytes_sent_per_step": reports[0]["sph"].get("halo_bytes_sent", 0) / reports[0]["steps"],
             "devices": reports[0]["devices"],
             "phases": reports[-1]["phases"],
         }
         rows.append(row)
         print(f"{args.ranks} rank(s) {row['fluid_particles']:>11,d} particles: "
               f"{row['median_particle_steps_per_second']:.3e} particle-steps/s "
-              f"({row['median_seconds_per_step'] * 1e3:.2f} ms/step, median of {args.repeat}), "
+              f"({row['median_seconds_per_step'] * 1e3:.2f} ms/step, median of {args.repeat}; "
+              f"{row['median_steady_particle_steps_per_second']:.3e} after step 10), "
               f"{row['device_bytes_per_particle']} B/particle", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -80,6 +80,7 @@ void ParticleExchange::set_partition(const Partition& partition, double halo_wid
   ownership_boxes_ =
       DeviceVector<Box>(partition.ownership_boxes().begin(), partition.ownership_boxes().end());
   neighbours_ = partition.neighbours(rank_, halo_width);
+  transport_.connect(neighbours_);
 }
 
 void ParticleExchange::pack(const ParticleStore& store, std::span<const std::string> fields,

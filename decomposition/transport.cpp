@@ -54,6 +54,9 @@ bool nccl_usable(MPI_Comm comm) {
 }
 #endif
 
+// NCCL channels (one CTA each) a halo exchange may use.
+constexpr int kChannels = 8;
+
 }  // namespace
 
 Transport::Transport(MPI_Comm comm) : comm_(comm) {
@@ -65,12 +68,11 @@ Transport::Transport(MPI_Comm comm) : comm_(comm) {
   ncclUniqueId id;
   if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
-  // A halo message is a few MB for one or two peers. Split over NCCL's default 32 channels the
-  // pieces are tiny: an exchange cost 6-7 ms on two NVLink-connected H200, against 1.3 ms on one
-  // channel (fastest of 1, 2, 4; bench/NOTES.md) and 2.6 ms with pinned MPI staging.
-  // NCCL_MAX_CTAS overrides.
+  // A halo message is a few MB for one or two peers: 8 channels move 4 MB in 73 us on two
+  // NVLink-connected H200, against 220 us on one and 32 (NCCL's default) no faster
+  // (bench/halo_transport, bench/NOTES.md). NCCL_MAX_CTAS overrides.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.maxCTAs = 1;
+  config.maxCTAs = kChannels;
   ncclComm_t nccl = nullptr;
   int started = ncclCommInitRankConfig(&nccl, size, id, rank, &config) == ncclSuccess;
   MPI_Allreduce(MPI_IN_PLACE, &started, 1, MPI_INT, MPI_MIN, comm);
@@ -90,6 +92,18 @@ Transport::~Transport() {
 #if defined(APRON_HAVE_NCCL)
   if (nccl_) ncclCommDestroy(static_cast<ncclComm_t>(nccl_));
 #endif
+}
+
+void Transport::connect(const std::vector<int>& peers) {
+  if (!nccl_ || peers.empty()) return;
+  // One message large enough to be spread over every channel, to and from each peer.
+  constexpr std::size_t kBytes = std::size_t{16} << 20;
+  std::vector<std::size_t> offsets(peers.size() + 1);
+  for (std::size_t k = 0; k <= peers.size(); ++k) offsets[k] = k * kBytes;
+  ByteVector send(offsets.back()), recv(offsets.back());
+  const TransportStats before = stats_;
+  exchange_known_sizes(peers, send, offsets, recv, offsets);
+  stats_ = before;  // not halo traffic
 }
 
 const char* Transport::name() const {

@@ -294,12 +294,30 @@ class CheckpointWrites {
   std::uint64_t bytes_ = 0;
 };
 
+// The step loop's wall time, and the same without its first steps, which also pay one-time costs
+// (arrays growing to their working size, NCCL connecting on first use): a long run's rate.
+struct LoopTiming {
+  static constexpr long kWarmUpSteps = 10;
+  double start = wall_seconds(), warm = 0, end = 0;
+  long steps = 0;
+
+  void step_done() {
+    if (++steps == kWarmUpSteps) warm = wall_seconds();
+  }
+  void finish() { end = wall_seconds(); }
+  double seconds() const { return end - start; }
+  bool has_steady() const { return steps >= 2 * kWarmUpSteps; }
+  long steady_steps() const { return steps - kWarmUpSteps; }
+  double steady_seconds() const { return end - warm; }
+};
+
 // Collective: every rank builds the report (the workload's part reduces over ranks); rank 0
 // writes it.
 void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo& ranks,
                   const DeviceInfo& device, const std::vector<PhaseRow>& phases, double total,
-                  double loop_seconds, long steps, const CheckpointWrites& checkpoints,
+                  const LoopTiming& loop, const CheckpointWrites& checkpoints,
                   const InSitu& in_situ) {
+  const long steps = loop.steps;
   const std::string devices = device_names(device, ranks);
   const double items = static_cast<double>(w.global_items());
   Json j;
@@ -317,8 +335,11 @@ void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo
   j.value("wall_seconds", total);
   j.value("seconds_per_step", steps ? total / steps : 0.0);
   j.value("particle_steps_per_second", steps * items / total);
-  j.value("loop_seconds", loop_seconds);  // the step loop alone: no setup, no final output
-  j.value("loop_particle_steps_per_second", steps * items / loop_seconds);
+  j.value("loop_seconds", loop.seconds());  // the step loop alone: no setup, no final output
+  j.value("loop_particle_steps_per_second", steps * items / loop.seconds());
+  if (loop.has_steady())
+    j.value("steady_particle_steps_per_second",
+            loop.steady_steps() * items / loop.steady_seconds());
   j.begin_object("phases");
   for (const auto& p : phases) {
     j.begin_object(p.name);
@@ -408,12 +429,12 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   Progress progress(*workload, config.output.progress_every);
   CheckpointPolicy checkpoints(config, ranks, *workload, options.max_wall_seconds);
   CheckpointWrites writes(config, ranks, timers);
-  const long first_step = workload->step();
-  const double loop_start = wall_seconds();
+  LoopTiming loop;
   bool stopped = false;
   while (!workload->done()) {
     const double step_start = wall_seconds();
     workload->advance();
+    loop.step_done();
     if (!workload->done()) workload->write_outputs(false);
     if (!workload->done()) in_situ.maybe_execute(*workload, false);
     checkpoints.poll(wall_seconds() - step_start, writes.writing_locally());
@@ -427,7 +448,7 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
       writes.start(*workload, checkpoints);
     progress.maybe_print();
   }
-  const double loop_seconds = wall_seconds() - loop_start;
+  loop.finish();
   workload->write_outputs(true);
   in_situ.maybe_execute(*workload, true);
   progress.maybe_print(true);
@@ -436,14 +457,17 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   writes.finish();
 
   const double total = wall_seconds() - start;
-  const long steps = workload->step() - first_step;
   const auto phases = gather_phases(timers, ranks);
-  print_summary(phases, total, steps, *workload);
-  Log::info("step loop: %.3f s, %.4g %s-steps/s", loop_seconds,
-            steps * static_cast<double>(workload->global_items()) / loop_seconds,
-            workload->item_name().c_str());
-  write_report(config, *workload, ranks, device, phases, total, loop_seconds, steps, writes,
-               in_situ);
+  print_summary(phases, total, loop.steps, *workload);
+  const double items = static_cast<double>(workload->global_items());
+  if (loop.has_steady())
+    Log::info("step loop: %.3f s, %.4g %s-steps/s (%.4g after the first %ld steps)", loop.seconds(),
+              loop.steps * items / loop.seconds(), workload->item_name().c_str(),
+              loop.steady_steps() * items / loop.steady_seconds(), LoopTiming::kWarmUpSteps);
+  else
+    Log::info("step loop: %.3f s, %.4g %s-steps/s", loop.seconds(),
+              loop.steps * items / loop.seconds(), workload->item_name().c_str());
+  write_report(config, *workload, ranks, device, phases, total, loop, writes, in_situ);
   Log::info("output: %s (%s)", workload->output_dir().c_str(), workload->output_hint().c_str());
   if (stopped)
     Log::info(
