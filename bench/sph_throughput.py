@@ -70,7 +70,8 @@ def main():
             "runs": rates,
             # Without the first 10 steps (one-time allocations, NCCL connecting): a long run's rate.
             "median_steady_particle_steps_per_second": statistics.median(
-                r.get("steady_particle_steps_per_second", 0) for r in reports),
+                r["steady_particle_steps_per_second"] for r in reports)
+            if all("steady_particle_steps_per_second" in r for r in reports) else None,
             "median_seconds_per_step": statistics.median(r["loop_seconds"] / r["steps"] for r in reports),
             "device_bytes_per_particle": reports[0]["sph"].get("device_bytes_per_particle"),
             "device_bytes_per_particle_by_use": reports[0]["sph"].get("device_bytes_per_particle_by_use"),
@@ -82,7 +83,7 @@ def main():
         print(f"{args.ranks} rank(s) {row['fluid_particles']:>11,d} particles: "
               f"{row['median_particle_steps_per_second']:.3e} particle-steps/s "
               f"({row['median_seconds_per_step'] * 1e3:.2f} ms/step, median of {args.repeat}; "
-              f"{row['median_steady_particle_steps_per_second']:.3e} after step 10), "
+              f"{row['median_steady_particle_steps_per_second'] or 0:.3e} after step 10), "
               f"{row['device_bytes_per_particle']} B/particle", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -216,6 +216,8 @@ void ParticleExchange::drop_ghosts(ParticleStore& store) {
   store.erase(ghost_slots_);
   ghost_slots_.clear();
   halo_sources_.clear();
+  halo_counts_.assign(neighbours_.size(), 0);
+  ghost_counts_.assign(neighbours_.size(), 0);
 }
 
 void ParticleExchange::follow_permutation(const IndexVector& order) {

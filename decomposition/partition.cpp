@@ -78,8 +78,9 @@ struct RcbAxis {
   }
 };
 
-// The longest of three extents. Extents within 1% of each other count as equal and the lower
-// axis wins, so that round-off in lattice positions never decides between two equal sides.
+// The longest of three extents, taken in x, y, z order: an axis must be more than 1% longer than
+// the best so far to win, so that round-off in lattice positions cannot decide between two equal
+// sides.
 int longest_axis(const double (&extent)[3]) {
   int axis = 0;
   for (int d = 1; d < 3; ++d)
@@ -189,10 +190,13 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
 }
 
 std::vector<int> Partition::neighbours(int rank, double halo) const {
+  // One expression per pair, whichever of the two asks: rounding then cannot make the relation
+  // one-sided (a rank waiting for a peer that does not list it would wait forever).
   std::vector<int> result;
-  const Box mine = boxes_[rank].expanded(halo);
-  for (int r = 0; r < ranks(); ++r)
-    if (r != rank && mine.intersects(boxes_[r])) result.push_back(r);
+  for (int r = 0; r < ranks(); ++r) {
+    const int low = std::min(rank, r), high = std::max(rank, r);
+    if (r != rank && boxes_[low].expanded(halo).intersects(boxes_[high])) result.push_back(r);
+  }
   return result;
 }
 

@@ -1,5 +1,6 @@
 // Partition of the global domain box into one subdomain box per rank: cartesian (a process grid
-// whose shape minimises the cut area) or recursive coordinate bisection balanced by particle count.
+// whose shape minimises the cut area) or recursive coordinate bisection balanced by particle count,
+// each cut across the longest side of its particles' bounding box.
 #pragma once
 
 #include <mpi.h>

@@ -95,14 +95,18 @@ Transport::~Transport() {
 }
 
 void Transport::connect(const std::vector<int>& peers) {
-  if (!nccl_ || peers.empty()) return;
-  // One message large enough to be spread over every channel, to and from each peer.
+  std::vector<int> fresh;
+  for (int peer : peers)
+    if (connected_.insert(peer).second) fresh.push_back(peer);
+  if (!nccl_ || fresh.empty()) return;
+  // One message large enough to be spread over every channel, to and from each new peer (the
+  // relation is symmetric, so both ends see each other as new).
   constexpr std::size_t kBytes = std::size_t{16} << 20;
-  std::vector<std::size_t> offsets(peers.size() + 1);
-  for (std::size_t k = 0; k <= peers.size(); ++k) offsets[k] = k * kBytes;
+  std::vector<std::size_t> offsets(fresh.size() + 1);
+  for (std::size_t k = 0; k <= fresh.size(); ++k) offsets[k] = k * kBytes;
   ByteVector send(offsets.back()), recv(offsets.back());
   const TransportStats before = stats_;
-  exchange_known_sizes(peers, send, offsets, recv, offsets);
+  exchange_known_sizes(fresh, send, offsets, recv, offsets);
   stats_ = before;  // not halo traffic
 }
 
@@ -150,6 +154,8 @@ void Transport::exchange_known_sizes(const std::vector<int>& peers, const ByteVe
                                      const std::vector<std::size_t>& recv_offsets) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t npeers = peers.size();
+  if (recv.size() < recv_offsets[npeers])
+    throw std::logic_error("Transport: receive buffer smaller than the messages announced");
   if (nccl_) {
     exchange_nccl(peers, send, send_offsets, recv, recv_offsets);
   } else {

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <set>
 #include <vector>
 
 #include "kernels/common/particle_store.hpp"
@@ -36,9 +37,9 @@ class Transport {
   void exchange_known_sizes(const std::vector<int>& peers, const ByteVector& send,
                             const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                             const std::vector<std::size_t>& recv_offsets);
-  // Collective over the peers: sets up the links to them now, so that the first halo of the step
-  // loop does not pay for it (NCCL connects each peer and channel on first use: ~30 ms a
-  // channel on two H200). Nothing to do for MPI.
+  // Collective over the peers: sets up the links to those not connected yet, so that the first
+  // halo of the step loop does not pay for it (NCCL connects each peer and channel on first use:
+  // ~40 ms a channel on two H200). Nothing to do for MPI.
   void connect(const std::vector<int>& peers);
   const TransportStats& stats() const { return stats_; }
   const char* name() const;
@@ -56,6 +57,7 @@ class Transport {
   MPI_Comm comm_;
   void* nccl_ = nullptr;  // ncclComm_t when NCCL carries the messages
   TransportStats stats_;
+  std::set<int> connected_;  // peers connect() has linked to
   PinnedBuffer pinned_send_, pinned_recv_;
 };
 

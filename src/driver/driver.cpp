@@ -295,7 +295,7 @@ class CheckpointWrites {
 };
 
 // The step loop's wall time, and the same without its first steps, which also pay one-time costs
-// (arrays growing to their working size, NCCL connecting on first use): a long run's rate.
+// (arrays growing to their working size, first uses of libraries): a long run's rate.
 struct LoopTiming {
   static constexpr long kWarmUpSteps = 10;
   double start = wall_seconds(), warm = 0, end = 0;

@@ -9,7 +9,6 @@
 #include <thrust/copy.h>
 #include <thrust/fill.h>
 #include <thrust/gather.h>
-#include <thrust/transform.h>
 
 #include "config/yaml_reader.hpp"
 #include "io/atomic_file.hpp"
@@ -578,7 +577,7 @@ void SphSolver::report(Json& json) const {
   struct {
     double value;
     int rank;
-  } largest{static_cast<double>(bytes.total()) / owned, ranks_.rank};
+  } largest{store_.size() ? static_cast<double>(bytes.total()) / owned : -1, ranks_.rank};
   MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, ranks_.comm);
   MPI_Bcast(parts.data(), static_cast<int>(parts.size()), MPI_DOUBLE, largest.rank, ranks_.comm);
   json.value("device_bytes_per_particle", largest.value);
