@@ -61,7 +61,9 @@ def main():
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as out:
                 reports.append(run_once(args, total, out))
-        rates = [r["loop_particle_steps_per_second"] for r in reports]
+        # Reports of builds before the workload-neutral keys (issue 14) say "particle" for "item".
+        rates = [r.get("loop_item_steps_per_second", r.get("loop_particle_steps_per_second"))
+                 for r in reports]
         row = {
             "ranks": args.ranks,
             "fluid_particles": reports[0]["items"],
@@ -70,8 +72,10 @@ def main():
             "runs": rates,
             # Without the first 10 steps (one-time allocations, NCCL connecting): a long run's rate.
             "median_steady_particle_steps_per_second": statistics.median(
-                r["steady_particle_steps_per_second"] for r in reports)
-            if all("steady_particle_steps_per_second" in r for r in reports) else None,
+                r.get("steady_item_steps_per_second", r.get("steady_particle_steps_per_second"))
+                for r in reports)
+            if all("steady_item_steps_per_second" in r or "steady_particle_steps_per_second" in r
+                   for r in reports) else None,
             "median_seconds_per_step": statistics.median(r["loop_seconds"] / r["steps"] for r in reports),
             "device_bytes_per_particle": reports[0]["sph"].get("device_bytes_per_particle"),
             "device_bytes_per_particle_by_use": reports[0]["sph"].get("device_bytes_per_particle_by_use"),

@@ -126,6 +126,16 @@ struct StagePairTerms {
   }
 };
 
+// Whether x lies within the walls, faces included, compared in float as the clamp of
+// IntegrateKernel places particles: a particle stopped at a face is inside.
+APRON_HD bool inside_walls(const Box& walls, const Vec3& x) {
+  const float* xs = &x.x;
+  for (int d = 0; d < 3; ++d)
+    if (xs[d] < static_cast<float>(walls.lo[d]) || xs[d] > static_cast<float>(walls.hi[d]))
+      return false;
+  return true;
+}
+
 struct IntegrateKernel {
   Vec4* pos;
   Vec4* vel;
@@ -188,7 +198,7 @@ struct TotalsOf {
     t.potential = -m * dot(params.gravity, x);
     t.max_speed = sqrt(v2);
     t.front_x = x.x;
-    t.outside = container.contains(pos[i]) ? 0 : 1;
+    t.outside = inside_walls(container, x) ? 0 : 1;
     return t;
   }
 };

@@ -140,8 +140,9 @@ void stage_pair_terms(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
 void compute_acceleration(const Params& params, const FluidArrays& fluid,
                           const BoundaryArrays& wall);
 
-// Symplectic Euler for owned particles: v += dt a; x += dt v. When `container` is non-null the
-// particles are also kept inside it (used only when ghost boundary particles are switched off).
+// Symplectic Euler for owned particles: v += dt a; x += dt v. When `container` is non-null no
+// particle crosses its faces: one that a step would carry through stops at the face and loses its
+// normal velocity (an inelastic wall; a face at infinity is open).
 void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
                const DeviceVector<std::uint8_t>& flags, float dt, const Box* container);
 
@@ -159,7 +160,7 @@ struct Totals {
   double potential = 0;  // sum -m g.x
   double max_speed = 0;
   double front_x = -1e300;  // largest x: the surge front
-  std::size_t outside = 0;  // particles outside the container (should stay 0)
+  std::size_t outside = 0;  // particles outside the container's walls (stays 0: they are clamped)
 };
 Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
                     const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,

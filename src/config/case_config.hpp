@@ -1,40 +1,19 @@
-// The typed configuration of a run, parsed and validated from YAML before anything is allocated.
+// The typed configuration of a run, parsed and validated from YAML before anything is allocated:
+// the sections every workload shares, parsed here once, and the workload's own sections, parsed
+// by the schema it registered (config/workload_schema.hpp). config/ knows no physics.
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "config/meshdist_config.hpp"
+#include "config/workload_schema.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron::config {
 
 using Vec3d = std::array<double, 3>;
-
-struct SphConfig {
-  double spacing = 0;            // particle spacing dx [m]
-  double smoothing_ratio = 1.3;  // h / dx
-  double rest_density = 1000;    // rho0 [kg/m^3]
-  double sound_speed = 0;        // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
-  double alpha = 0.02;           // artificial viscosity (Monaghan)
-  double wall_alpha = 0.02;      // artificial viscosity against boundary particles
-  double wall_viscosity = 0;     // [m^2/s]; > 0 sets wall_alpha = 10 nu / (h c0) at any spacing
-  Vec3d gravity{0, 0, -9.81};
-  double cfl = 0.25;           // dt <= cfl h / (c0 + v_max)
-  double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)
-  bool clamp_negative_pressure = true;
-  int cell_divisions = 2;  // cells per interaction radius: 1 is the paper's 27-cell search
-};
-
-struct BoundaryConfig {
-  bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
-  int layers = 3;               // layers of boundary particles behind each wall
-  bool has_tank = false;
-  Box tank;  // the container's interior; walls on all faces but the top
-  bool tank_closed_top = false;
-  std::vector<Box> solids;  // solid obstacles, sampled within `layers` of their surface
-};
 
 struct TimeConfig {
   double end = 0;
@@ -79,19 +58,28 @@ struct CaseConfig {
   std::string file;            // where it came from, for messages
   std::string text;            // the YAML text as given (stored in reports)
   std::string effective_text;  // the YAML with --set overrides applied (stored in checkpoints)
-  std::string workload = "sph";
+  std::string workload;
   std::string name;
-  Box domain;
-  SphConfig sph;
-  std::vector<Box> fluid_blocks;
-  BoundaryConfig boundary;
+  Box domain;  // when the workload takes a domain (Section::kDomain)
   TimeConfig time;
   OutputConfig output;
   DecompositionConfig decomposition;
   CheckpointConfig checkpoint;
   CatalystConfig catalyst;
-  MeshdistConfig meshdist;  // workload: meshdist
+  std::shared_ptr<const WorkloadSettings> settings;  // the workload's own sections
+
+  // The workload's own sections, as its schema read them.
+  template <class T>
+  const T& settings_as() const {
+    return dynamic_cast<const T&>(*settings);
+  }
 };
+
+// Helpers for workload schemas: a {lo, hi} box (hi > lo in every coordinate), containment
+// within a tolerance, and a box as text for messages.
+Box read_box(MapReader& r, const std::string& key_lo = "lo", const std::string& key_hi = "hi");
+bool box_inside(const Box& inner, const Box& outer, double tol);
+std::string box_text(const Box& b);
 
 // Parses and validates; throws ConfigError naming file, line, key and what is accepted.
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 namespace apron::config {
@@ -34,6 +35,47 @@ const char* type_name() {
   if constexpr (std::is_integral_v<T>) return "an integer";
   if constexpr (std::is_floating_point_v<T>) return "a number";
   return "a string";
+}
+
+// Every mapping key must be a plain name, given once: yaml-cpp keeps both values of a repeated
+// key and lookups see the first, so a second one would be ignored without a word. Iterative,
+// with a budget of nodes, so that deep nesting or aliases expanding without end cannot exhaust
+// the stack or the time.
+void check_keys(const YAML::Node& root, const std::string& file) {
+  constexpr std::size_t kMaxNodes = 1'000'000;
+  std::vector<std::pair<YAML::Node, std::string>> todo{{root, ""}};
+  for (std::size_t visited = 0; !todo.empty(); ++visited) {
+    if (visited > kMaxNodes)
+      throw ConfigError(file +
+                        ": the case expands to more than 1,000,000 YAML nodes (aliases?); "
+                        "a case file describes a run, large data belongs in files it names");
+    const auto [node, path] = todo.back();
+    todo.pop_back();
+    if (node.IsSequence()) {
+      for (std::size_t i = 0; i < node.size(); ++i)
+        todo.emplace_back(node[i], path + "[" + std::to_string(i) + "]");
+      continue;
+    }
+    if (!node.IsMap()) continue;
+    std::map<std::string, int> lines;
+    for (const auto& kv : node) {
+      const auto at = [&](const YAML::Mark& m) {
+        return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+      };
+      if (!kv.first.IsScalar())
+        throw ConfigError(at(kv.first.Mark()) + ": a key under '" +
+                          (path.empty() ? "(top)" : path) +
+                          "' is a list or mapping; keys are plain names (key: value)");
+      const std::string key = kv.first.Scalar();
+      const std::string full = path.empty() ? key : path + "." + key;
+      const auto [it, first] = lines.emplace(key, kv.first.Mark().line + 1);
+      if (!first)
+        throw ConfigError(at(kv.first.Mark()) + ": key '" + full + "' is given twice (lines " +
+                          std::to_string(it->second) + " and " +
+                          std::to_string(kv.first.Mark().line + 1) + "); keep one");
+      todo.emplace_back(kv.second, full);
+    }
+  }
 }
 
 }  // namespace
@@ -198,6 +240,13 @@ template std::string MapReader::get<std::string>(const std::string&, std::option
 
 YAML::Node load_with_overrides(const std::string& file, const std::string& text,
                                const std::vector<std::string>& overrides) {
+  // yaml-cpp takes ~170 bytes of memory per byte of text: a case file describes a run; bulk data
+  // (meshes, point clouds) goes in the files it names.
+  constexpr std::size_t kMaxCaseBytes = 1 << 20;
+  if (text.size() > kMaxCaseBytes)
+    throw ConfigError(file + ": the case file is " + std::to_string(text.size() >> 10) +
+                      " KiB; case files are limited to 1024 KiB (put bulk data in files the case "
+                      "names)");
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -206,6 +255,7 @@ YAML::Node load_with_overrides(const std::string& file, const std::string& text,
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
   if (!root.IsMap()) throw ConfigError(file + ": expected a YAML mapping at the top level");
+  check_keys(root, file);
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0)

@@ -11,22 +11,15 @@
 #include "io/atomic_file.hpp"
 #include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
-#include "meshdist/meshdist_workload.hpp"
 #include "runtime/json.hpp"
+#include "runtime/schedule.hpp"
 #include "runtime/stop_signals.hpp"
-#include "sph/sph_solver.hpp"
 #include "version.hpp"
+#include "workload.hpp"
+#include "workload_registry.hpp"
 
 namespace apron {
 namespace {
-
-std::unique_ptr<Workload> make_workload(const config::CaseConfig& c, const RankInfo& ranks,
-                                        const DeviceInfo& device, PhaseTimers& timers) {
-  if (c.workload == "sph") return std::make_unique<sph::SphSolver>(c, ranks, device, timers);
-  if (c.workload == "meshdist")
-    return std::make_unique<meshdist::MeshDistance>(c, ranks, device, timers);
-  throw std::logic_error("no workload '" + c.workload + "'");
-}
 
 std::string duration_text(double seconds) {
   char buf[64];
@@ -171,8 +164,7 @@ class CheckpointPolicy {
                    double max_wall_seconds)
       : c_(c.checkpoint), ranks_(ranks), max_wall_(max_wall_seconds), start_(wall_seconds()) {
     last_step_ = w.step();
-    next_time_ =
-        c_.every_time > 0 ? (std::floor(w.time() / c_.every_time + 1e-9) + 1) * c_.every_time : 0;
+    by_time_ = TimeSchedule(c_.every_time, w.time());
     last_wall_ = start_;
   }
 
@@ -202,13 +194,12 @@ class CheckpointPolicy {
   }
   bool due(const Workload& w) const {
     return wall_due_ || (c_.every_steps > 0 && w.step() - last_step_ >= c_.every_steps) ||
-           (c_.every_time > 0 && w.time() >= next_time_ * (1 - 1e-9));
+           by_time_.due(w.time());
   }
   void started(const Workload& w) {
     last_step_ = w.step();
     last_wall_ = wall_seconds();
-    if (c_.every_time > 0)
-      while (next_time_ <= w.time() * (1 + 1e-9)) next_time_ += c_.every_time;
+    by_time_.passed(w.time());
   }
   // What a checkpoint took from start to disk: the stop before the wall-time limit leaves room.
   void took(double seconds) { checkpoint_seconds_ = std::max(checkpoint_seconds_, seconds); }
@@ -218,7 +209,8 @@ class CheckpointPolicy {
   RankInfo ranks_;
   double max_wall_, start_;
   long last_step_ = 0;
-  double next_time_ = 0, last_wall_ = 0;
+  TimeSchedule by_time_;  // checkpoint.every_time
+  double last_wall_ = 0;
   double slowest_step_ = 0, checkpoint_seconds_ = 0;
   int signal_ = 0;
   bool wall_limit_ = false, wall_due_ = false, writing_ = false;
@@ -331,15 +323,15 @@ void write_report(const config::CaseConfig& c, const Workload& w, const RankInfo
   j.value("devices", devices);
   j.value("steps", static_cast<long long>(steps));
   j.value("simulated_time", w.time());
+  j.value("item", w.item_name());  // what `items` counts: particle, sample, voxel...
   j.value("items", w.global_items());
   j.value("wall_seconds", total);
   j.value("seconds_per_step", steps ? total / steps : 0.0);
-  j.value("particle_steps_per_second", steps * items / total);
+  j.value("item_steps_per_second", steps * items / total);
   j.value("loop_seconds", loop.seconds());  // the step loop alone: no setup, no final output
-  j.value("loop_particle_steps_per_second", steps * items / loop.seconds());
+  j.value("loop_item_steps_per_second", steps * items / loop.seconds());
   if (loop.has_steady())
-    j.value("steady_particle_steps_per_second",
-            loop.steady_steps() * items / loop.steady_seconds());
+    j.value("steady_item_steps_per_second", loop.steady_steps() * items / loop.steady_seconds());
   j.begin_object("phases");
   for (const auto& p : phases) {
     j.begin_object(p.name);
@@ -408,7 +400,8 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   PhaseTimers timers;
   const double start = wall_seconds();
   install_stop_signals();
-  auto workload = make_workload(config, ranks, device, timers);
+  auto workload = workload_spec(config.workload).make({config, ranks, device, timers});
+  if (ranks.rank == 0) io::make_output_directory(workload->output_dir());
   if (!options.restart.empty() && !workload->checkpointable())
     throw config::ConfigError("--restart: the " + config.workload +
                               " workload is a one-shot analysis without checkpoints; run it "

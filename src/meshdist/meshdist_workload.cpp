@@ -36,9 +36,13 @@ void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) 
 
 MeshDistance::MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
                            PhaseTimers& timers)
-    : config_(std::move(config)), ranks_(ranks), device_(std::move(device)), timers_(timers) {}
+    : config_(std::move(config)),
+      md_(config_.settings_as<MeshdistConfig>()),
+      ranks_(ranks),
+      device_(std::move(device)),
+      timers_(timers) {}
 
-std::unique_ptr<PreparedMesh> MeshDistance::load_mesh(const config::MeshInput& input,
+std::unique_ptr<PreparedMesh> MeshDistance::load_mesh(const MeshInput& input,
                                                       const char* key) const {
   try {
     return std::make_unique<PreparedMesh>(subdivide(io::read_mesh(input.file), input.subdivide));
@@ -49,7 +53,7 @@ std::unique_ptr<PreparedMesh> MeshDistance::load_mesh(const config::MeshInput& i
 }
 
 void MeshDistance::setup() {
-  const auto& md = config_.meshdist;
+  const auto& md = md_;
   {
     auto t = timers_.scope("read");
     a_ = load_mesh(md.a, "a");
@@ -63,7 +67,7 @@ void MeshDistance::setup() {
 }
 
 std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {
-  const auto& md = config_.meshdist;
+  const auto& md = md_;
   if (md.area_density > 0)
     return static_cast<std::uint64_t>(std::llround(md.area_density * mesh.area));
   return static_cast<std::uint64_t>(md.area_samples);
@@ -71,7 +75,7 @@ std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {
 
 DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
                                       PreparedMesh& target) {
-  const auto& md = config_.meshdist;
+  const auto& md = md_;
   const double start = wall_seconds();
   DirectionResult r;
   r.name = name;
@@ -121,7 +125,7 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
   const std::vector<float> local = to_host(distance_);
 
-  const int bins = config_.meshdist.histogram_bins;
+  const int bins = md_.histogram_bins;
   r.bin_width = static_cast<double>(r.max) / bins;
   r.histogram.assign(bins, 0);
   for (float d : local) {
@@ -166,7 +170,7 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
 }
 
 void MeshDistance::advance() {
-  const auto& md = config_.meshdist;
+  const auto& md = md_;
   const bool a_to_b = md.directions != "b_to_a", b_to_a = md.directions != "a_to_b";
   for (int repetition = 0; repetition < md.repeat; ++repetition) {
     const bool last = repetition + 1 == md.repeat;
@@ -243,13 +247,13 @@ void MeshDistance::write_vertex_errors() const {
 void MeshDistance::write_outputs(bool final) {
   if (!final) return;
   print_table();
-  if (!config_.meshdist.per_vertex_output) return;
+  if (!md_.per_vertex_output) return;
   auto t = timers_.scope("output");
   write_vertex_errors();
 }
 
 void MeshDistance::report(Json& j) const {
-  const auto& md = config_.meshdist;
+  const auto& md = md_;
   j.begin_object("meshdist");
   for (const auto* m : {a_.get(), b_.get()}) {
     const bool is_a = m == a_.get();
@@ -316,6 +320,22 @@ void MeshDistance::report(Json& j) const {
   for (double s : analysis_seconds_) j.value("", s);
   j.end_array();
   j.end_object();
+}
+
+WorkloadSpec meshdist_spec() {
+  WorkloadSpec spec;
+  spec.name = "meshdist";
+  spec.summary = "mesh-to-mesh distance: Hausdorff and overall error (one-shot analysis)";
+  spec.schema.sections = 0;  // output.dir and output.progress_every only
+  spec.schema.read = [](const config::CaseConfig&, config::MapReader& root) {
+    return std::shared_ptr<const config::WorkloadSettings>(read_meshdist_config(root));
+  };
+  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
+    return std::make_unique<MeshDistance>(x.config, x.ranks, x.device, x.timers);
+  };
+  // Samples grow in proportion to the area sample count.
+  spec.weak_scaling = {"meshdist.sampling.count", 1.0};
+  return spec;
 }
 
 }  // namespace apron::meshdist

@@ -11,8 +11,10 @@
 
 #include "config/case_config.hpp"
 #include "meshdist/mesh_prep.hpp"
+#include "meshdist/meshdist_config.hpp"
 #include "runtime/runtime.hpp"
 #include "workload.hpp"
+#include "workload_registry.hpp"
 
 namespace apron::meshdist {
 
@@ -60,7 +62,7 @@ class MeshDistance final : public Workload {
   const std::vector<double>& analysis_seconds() const { return analysis_seconds_; }
 
  private:
-  std::unique_ptr<PreparedMesh> load_mesh(const config::MeshInput& input, const char* key) const;
+  std::unique_ptr<PreparedMesh> load_mesh(const MeshInput& input, const char* key) const;
   DirectionResult measure(const char* name, PreparedMesh& source, PreparedMesh& target);
   void finish_result(DirectionResult& r, const PreparedMesh& source, const PreparedMesh& target);
   std::uint64_t area_sample_count(const PreparedMesh& mesh) const;
@@ -68,6 +70,7 @@ class MeshDistance final : public Workload {
   void write_vertex_errors() const;
 
   config::CaseConfig config_;
+  const MeshdistConfig& md_;  // config_'s own meshdist section
   RankInfo ranks_;
   DeviceInfo device_;
   PhaseTimers& timers_;
@@ -81,5 +84,8 @@ class MeshDistance final : public Workload {
   DeviceVector<int> triangle_;
   TriangleGrid grid_;
 };
+
+// The workload's entry in the registry (src/workloads.cpp).
+WorkloadSpec meshdist_spec();
 
 }  // namespace apron::meshdist

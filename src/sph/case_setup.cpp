@@ -49,13 +49,13 @@ bool strictly_inside(const Vec4& p, const Box& b) {
 
 }  // namespace
 
-std::int64_t fluid_count(const config::CaseConfig& c) {
+std::int64_t fluid_count(const SphCase& c) {
   std::int64_t n = 0;
   for (const auto& b : c.fluid_blocks) n += Lattice::over(b, c.sph.spacing).size();
   return n;
 }
 
-std::int64_t boundary_count_estimate(const config::CaseConfig& c) {
+std::int64_t boundary_count_estimate(const SphCase& c) {
   const double dx = c.sph.spacing, t = c.boundary.layers * dx;
   double volume = 0;
   auto shell = [&](const Box& inner) { return inner.expanded(t).volume() - inner.volume(); };
@@ -64,7 +64,7 @@ std::int64_t boundary_count_estimate(const config::CaseConfig& c) {
   return static_cast<std::int64_t>(volume / (dx * dx * dx)) + 1;
 }
 
-HostParticles generate_fluid(const config::CaseConfig& c, const Box& filter) {
+HostParticles generate_fluid(const SphCase& c, const Box& filter) {
   HostParticles out;
   std::int64_t first_id = 0;
   for (const auto& block : c.fluid_blocks) {
@@ -78,7 +78,7 @@ HostParticles generate_fluid(const config::CaseConfig& c, const Box& filter) {
   return out;
 }
 
-std::vector<Vec4> generate_boundary(const config::CaseConfig& c, const Box& filter) {
+std::vector<Vec4> generate_boundary(const SphCase& c, const Box& filter) {
   std::vector<Vec4> out;
   const double dx = c.sph.spacing, t = c.boundary.layers * dx;
   if (c.boundary.has_tank) {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "config/case_config.hpp"
 #include "kernels/common/vec.hpp"
+#include "sph/sph_config.hpp"
 
 namespace apron::sph {
 
@@ -18,12 +18,12 @@ struct HostParticles {
 };
 
 // Number of fluid particles the case generates (exact, all ranks).
-std::int64_t fluid_count(const config::CaseConfig& c);
+std::int64_t fluid_count(const SphCase& c);
 // Approximate number of boundary particles (for the memory check).
-std::int64_t boundary_count_estimate(const config::CaseConfig& c);
+std::int64_t boundary_count_estimate(const SphCase& c);
 
-HostParticles generate_fluid(const config::CaseConfig& c, const Box& filter);
-std::vector<Vec4> generate_boundary(const config::CaseConfig& c, const Box& filter);
+HostParticles generate_fluid(const SphCase& c, const Box& filter);
+std::vector<Vec4> generate_boundary(const SphCase& c, const Box& filter);
 
 // Particle mass that makes the SPH density of a full interior lattice exactly rho0.
 double lattice_mass(double rest_density, double spacing, double smoothing_ratio);

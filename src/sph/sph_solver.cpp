@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -14,6 +15,7 @@
 #include "io/atomic_file.hpp"
 #include "kernels/common/checksum.hpp"
 #include "runtime/json.hpp"
+#include "runtime/schedule.hpp"
 #include "sph/case_setup.hpp"
 #include "version.hpp"
 
@@ -27,7 +29,7 @@ const std::string kGhostUpdateFields[] = {"density", "pressure"};
 // need not carry them.
 const std::string kRecomputedFields[] = {"acceleration", "density", "pressure"};
 
-Params make_params(const config::CaseConfig& c) {
+Params make_params(const SphCase& c) {
   const auto& s = c.sph;
   Params p;
   p.kernel = Wendland(static_cast<float>(s.smoothing_ratio * s.spacing));
@@ -78,10 +80,11 @@ constexpr double kBytesPerWallParticle = 40;
 SphSolver::SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
                      PhaseTimers& timers)
     : config_(std::move(config)),
+      case_(sph_case(config_)),
       ranks_(ranks),
       device_(std::move(device)),
       timers_(timers),
-      params_(make_params(config_)),
+      params_(make_params(case_)),
       pos_(store_.add<Vec4>("position")),
       vel_(store_.add<Vec4>("velocity")),
       acc_(store_.add<Vec4>("acceleration")),
@@ -89,22 +92,29 @@ SphSolver::SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo devic
       pressure_(store_.add<float>("pressure")),
       id_(store_.add<std::int64_t>("id")),
       flags_(store_.add<std::uint8_t>("flags")),
-      record_neighbours_(expected_candidates(config_.sph) <=
-                         NeighbourRecord::kComfortableCandidates),
+      record_neighbours_(expected_candidates(case_.sph) <= NeighbourRecord::kComfortableCandidates),
       exchange_(ranks.comm) {
-  container_ = config_.boundary.has_tank ? config_.boundary.tank : config_.domain;
+  container_ = case_.boundary.has_tank ? case_.boundary.tank : config_.domain;
+  // The tank's walls are impermeable. The boundary particles' pressure keeps the fluid off them;
+  // a particle that a step still carries through a wall (a tank a few particles thin, a violent
+  // impact) stops at its face. Without ghost particles the clamp is the only wall there is.
+  if (case_.boundary.has_tank || !case_.boundary.ghost_particles) {
+    walls_ = container_;
+    if (case_.boundary.has_tank && !case_.boundary.tank_closed_top)
+      walls_->hi[2] = std::numeric_limits<double>::infinity();
+  }
 }
 
 // Fluid candidates per particle in the interior: (2d + 1)^3 cells of edge 2h/d, at one particle
 // per dx^3 (d cells per interaction radius, h = smoothing_ratio dx).
-double SphSolver::expected_candidates(const config::SphConfig& sph) {
+double SphSolver::expected_candidates(const SphConfig& sph) {
   const double d = sph.cell_divisions, cell = 2 * sph.smoothing_ratio / d;
   return std::pow((2 * d + 1) * cell, 3);
 }
 
 void SphSolver::check_memory() const {  // collective
   const double fluid = static_cast<double>(global_fluid_) / ranks_.size;
-  const double wall = static_cast<double>(boundary_count_estimate(config_)) / ranks_.size;
+  const double wall = static_cast<double>(boundary_count_estimate(case_)) / ranks_.size;
   const double need = fluid * kBytesPerFluidParticle + wall * kBytesPerWallParticle;
   // The smallest free memory of any rank decides, so every rank takes the same decision.
   unsigned long long free_bytes = device_.free_bytes;
@@ -112,7 +122,7 @@ void SphSolver::check_memory() const {  // collective
   if (need > 0.9 * static_cast<double>(free_bytes)) {
     std::ostringstream msg;
     msg << config_.file << ": " << global_fluid_
-        << " fluid particles (sph.spacing = " << config_.sph.spacing << ") need about " << gib(need)
+        << " fluid particles (sph.spacing = " << case_.sph.spacing << ") need about " << gib(need)
         << " per rank on " << ranks_.size << " rank(s), but " << device_.name << " has "
         << gib(free_bytes)
         << " available per rank; increase sph.spacing, shrink the fluid blocks or run on more "
@@ -122,7 +132,7 @@ void SphSolver::check_memory() const {  // collective
 }
 
 void SphSolver::setup() {
-  global_fluid_ = fluid_count(config_);
+  global_fluid_ = fluid_count(case_);
   check_memory();
   if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
   MPI_Barrier(ranks_.comm);
@@ -134,10 +144,10 @@ void SphSolver::setup() {
       Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims);
   if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
     const HostParticles provisional =
-        generate_fluid(config_, partition.ownership_boxes()[ranks_.rank]);
+        generate_fluid(case_, partition.ownership_boxes()[ranks_.rank]);
     partition = Partition::rcb(config_.domain, ranks_.comm, provisional.pos);
   }
-  const HostParticles mine = generate_fluid(config_, partition.ownership_boxes()[ranks_.rank]);
+  const HostParticles mine = generate_fluid(case_, partition.ownership_boxes()[ranks_.rank]);
   const std::vector<Vec4> still(mine.pos.size(), Vec4{0, 0, 0, 0});
   adopt_particles(partition, mine.pos, still, mine.id);
   open_outputs(std::nullopt);
@@ -165,41 +175,20 @@ void SphSolver::open_outputs(std::optional<long> resume_step) {
   if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
   writer_ =
       std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
-  if (resume_step) {
-    writer_->resume(*resume_step);
-    resume_diagnostics(*resume_step);
-  }
+  if (resume_step) writer_->resume(*resume_step);
   // Page-locking host memory is slow (~0.2 s for 0.5 GB): done here, not in the step loop.
   if (config_.checkpoint.periodic()) checkpoint_staging();
   if (ranks_.rank == 0) {
-    diagnostics_csv_.open(io::temporary_name(diagnostics_path()), std::ios::app);
-    if (!diagnostics_csv_)
-      throw std::runtime_error(io::temporary_name(diagnostics_path()).string() +
-                               ": cannot open for writing (check output.dir)");
-    if (!resume_step)
-      diagnostics_csv_ << "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
-                          "outside_tank\n";
+    diagnostics_.emplace(config_.output.dir + "/diagnostics.csv",
+                         "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
+                         "outside_tank");
+    diagnostics_->open(resume_step);
   }
   Log::info(
       "sph: %lld fluid particles, %zu boundary particles on rank 0, h = %g m, c0 = %g m/s, "
       "m = %g kg, %d rank(s), %s decomposition",
       static_cast<long long>(global_fluid_), wall_pos_.size(), params_.kernel.h,
       params_.sound_speed, params_.fluid_mass, ranks_.size, config_.decomposition.method.c_str());
-}
-
-// Rank 0: the diagnostics table up to the checkpoint's step (from the finished table, or from
-// the .tmp one a killed run left), to be continued.
-void SphSolver::resume_diagnostics(long step) const {
-  if (ranks_.rank != 0) return;
-  const std::filesystem::path finished = diagnostics_path();
-  const std::filesystem::path partial = io::temporary_name(finished);
-  std::ifstream in(std::filesystem::exists(finished) ? finished : partial);
-  std::string kept, line;
-  for (bool header = true; std::getline(in, line); header = false)
-    if (header || (!line.empty() && std::stol(line) <= step)) kept += line + "\n";
-  if (kept.empty())
-    kept = "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,outside_tank\n";
-  std::ofstream(partial, std::ios::trunc) << kept;
 }
 
 // ---- checkpoints -------------------------------------------------------------------------------
@@ -319,9 +308,9 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
 void SphSolver::rebuild_boundary() {
   const double support = params_.kernel.support();
   const Box& mine = exchange_.partition().subdomain(ranks_.rank);
-  grid_ = GridSpec::covering(mine.expanded(support), support, config_.sph.cell_divisions);
+  grid_ = GridSpec::covering(mine.expanded(support), support, case_.sph.cell_divisions);
   const auto walls = generate_boundary(
-      config_, exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support));
+      case_, exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support));
   DeviceVector<Vec4> unsorted(walls.begin(), walls.end());
   wall_cells_.build(grid_, unsorted, unsorted.size());
   wall_pos_.resize(unsorted.size());
@@ -380,8 +369,8 @@ double SphSolver::choose_dt() {
                              " s): non-finite velocity or acceleration; reduce sph.cfl or "
                              "sph.spacing, or raise sph.sound_speed");
   const double h = params_.kernel.h;
-  double dt = config_.sph.cfl * h / (params_.sound_speed + extremes[0]);
-  if (extremes[1] > 0) dt = std::min(dt, config_.sph.force_factor * std::sqrt(h / extremes[1]));
+  double dt = case_.sph.cfl * h / (params_.sound_speed + extremes[0]);
+  if (extremes[1] > 0) dt = std::min(dt, case_.sph.force_factor * std::sqrt(h / extremes[1]));
   if (min_dt_ == 0) min_dt_ = 1e-4 * dt;  // a blow-up shows as a collapsing time step
   if (dt < min_dt_)
     throw std::runtime_error("the time step collapsed to " + std::to_string(dt) + " s at step " +
@@ -424,8 +413,7 @@ void SphSolver::advance() {
   }
   {
     auto t = timers_.scope("integrate");
-    const bool clamp = !config_.boundary.ghost_particles;
-    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt_), clamp ? &container_ : nullptr);
+    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt_), walls_ ? &*walls_ : nullptr);
     exchange_.drop_ghosts(store_);
   }
   time_ += dt_;
@@ -438,7 +426,7 @@ bool SphSolver::done() const {
 }
 
 Diagnostics SphSolver::diagnostics() const {
-  const Totals t = owned_totals(params_, pos_, vel_, flags_, container_);
+  const Totals t = owned_totals(params_, pos_, vel_, flags_, walls_ ? *walls_ : container_);
   double sums[4] = {t.count, t.kinetic, t.potential, static_cast<double>(t.outside)};
   double maxima[2] = {t.max_speed, t.front_x};
   MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, ranks_.comm);
@@ -452,18 +440,17 @@ Diagnostics SphSolver::diagnostics() const {
   d.potential = sums[2];
   d.outside_tank = static_cast<std::int64_t>(sums[3]);
   d.max_speed = maxima[0];
-  d.surge_front = maxima[1] + 0.5 * config_.sph.spacing - container_.lo[0];
+  d.surge_front = maxima[1] + 0.5 * case_.sph.spacing - container_.lo[0];
   return d;
 }
 
 void SphSolver::write_diagnostics_row(const Diagnostics& d) {
   if (ranks_.rank != 0) return;
   char row[512];
-  std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%lld,%.12g,%.12g,%.12g,%.9g,%.9g,%lld\n", d.step,
+  std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%lld,%.12g,%.12g,%.12g,%.9g,%.9g,%lld", d.step,
                 d.time, dt_, static_cast<long long>(d.particles), d.mass, d.kinetic, d.potential,
                 d.max_speed, d.surge_front, static_cast<long long>(d.outside_tank));
-  diagnostics_csv_ << row;
-  diagnostics_csv_.flush();
+  diagnostics_->append(row);
 }
 
 SphSolver::Snapshot SphSolver::snapshot() const {
@@ -535,17 +522,14 @@ void SphSolver::write_outputs(bool final) {
     last_ = diagnostics();
     write_diagnostics_row(*last_);
   }
-  const bool particles_due =
-      config_.output.every > 0 && (final || time_ >= next_output_time_ * (1 - 1e-9));
-  if (particles_due) {
+  auto outputs = TimeSchedule::resumed(config_.output.every, next_output_time_);
+  if (outputs.enabled() && (final || outputs.due(time_))) {
     auto t = timers_.scope("output");
     write_particles();
-    while (next_output_time_ <= time_ * (1 + 1e-9)) next_output_time_ += config_.output.every;
+    outputs.passed(time_);
+    next_output_time_ = outputs.next();
   }
-  if (final && ranks_.rank == 0) {
-    diagnostics_csv_.close();
-    std::filesystem::rename(io::temporary_name(diagnostics_path()), diagnostics_path());
-  }
+  if (final && diagnostics_) diagnostics_->close();
 }
 
 SphSolver::DeviceBytes SphSolver::device_bytes() const {

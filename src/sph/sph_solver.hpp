@@ -2,18 +2,20 @@
 // and exchanges migrating particles and the ghost halo with neighbouring ranks.
 #pragma once
 
-#include <fstream>
 #include <memory>
 #include <optional>
 
 #include "config/case_config.hpp"
 #include "decomposition/particle_exchange.hpp"
 #include "io/checkpoint.hpp"
+#include "io/diagnostics_table.hpp"
 #include "io/particle_output.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/sph/sph_kernels.hpp"
 #include "runtime/runtime.hpp"
+#include "sph/sph_config.hpp"
 #include "workload.hpp"
+#include "workload_registry.hpp"
 
 namespace apron::sph {
 
@@ -78,12 +80,11 @@ class SphSolver final : public Workload {
   DeviceBytes device_bytes() const;
 
  private:
-  static double expected_candidates(const config::SphConfig& sph);
+  static double expected_candidates(const SphConfig& sph);
   void check_memory() const;
   void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
   void open_outputs(std::optional<long> resume_step);
-  void resume_diagnostics(long step) const;
   void rebuild_boundary();
   void maybe_rebalance();
   void build_neighbour_tables();
@@ -105,14 +106,15 @@ class SphSolver final : public Workload {
   void write_particles();
   PinnedBuffer& checkpoint_staging() const;
   void write_diagnostics_row(const Diagnostics& d);
-  std::string diagnostics_path() const { return config_.output.dir + "/diagnostics.csv"; }
 
   config::CaseConfig config_;
+  const SphCase& case_;  // config_'s own SPH sections
   RankInfo ranks_;
   DeviceInfo device_;
   PhaseTimers& timers_;
   Params params_;
-  Box container_;  // the tank interior (or the domain when there is no tank)
+  Box container_;             // the tank interior (or the domain when there is no tank)
+  std::optional<Box> walls_;  // faces no particle crosses (the tank's, open at an open top)
 
   ParticleStore store_;
   DeviceVector<Vec4>& pos_;
@@ -144,8 +146,11 @@ class SphSolver final : public Workload {
   std::unique_ptr<io::ParticleSeriesWriter> writer_;
   // Host copy of the checkpointed rows, reused from one checkpoint to the next.
   mutable std::shared_ptr<PinnedBuffer> checkpoint_staging_;
-  std::ofstream diagnostics_csv_;    // rank 0
+  std::optional<io::DiagnosticsTable> diagnostics_;  // rank 0
   std::optional<Diagnostics> last_;  // the latest diagnostics row, for the run report
 };
+
+// The workload's entry in the registry (src/workloads.cpp).
+WorkloadSpec sph_spec();
 
 }  // namespace apron::sph

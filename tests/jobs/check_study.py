@@ -4,7 +4,7 @@
 usage: check_study.py STUDY_DIR --ranks 1 2 4 [--series strong weak] [--steps N]
 
 - scaling.csv holds exactly one row per series and rank count;
-- every row agrees with its run's run_report.json (particles, steps, time per step, throughput);
+- every row agrees with its run's run_report.json (items, steps, time per step, throughput);
 - strong rows all have the particle count of the smallest rank count; weak rows grow with the
   ranks, within 15% of r / r0 times it (the lattice rounds the spacing), and strictly;
 - speed-up and efficiency are recomputed from the reports;
@@ -54,20 +54,21 @@ def main():
             with open(os.path.join(row["run_dir"], "run_report.json")) as f:
                 reports[n] = json.load(f)
         base = reports[r0]
-        base_particles = base["sph"]["fluid_particles"]
+        base_items = base["items"]
         for n, row in sorted(sel.items()):
             rep, where = reports[n], f"{series} r={n}"
             check(rep["ranks"] == n, f"{where}: the report says {rep['ranks']} ranks")
-            check(int(row["particles"]) == rep["sph"]["fluid_particles"],
-                  f"{where}: particles {row['particles']} != report {rep['sph']['fluid_particles']}")
+            check(int(row["items"]) == rep["items"],
+                  f"{where}: items {row['items']} != report {rep['items']}")
+            check(row["item"] == rep["item"], f"{where}: item {row['item']} != {rep['item']}")
             check(int(row["steps"]) == rep["steps"], f"{where}: steps differ from the report")
             if a.steps:
                 check(rep["steps"] == a.steps, f"{where}: {rep['steps']} steps, expected {a.steps}")
             check(close(row["seconds_per_step"], rep["loop_seconds"] / rep["steps"]),
                   f"{where}: seconds_per_step {row['seconds_per_step']} != loop_seconds / steps")
-            check(close(row["particle_steps_per_second"], rep["loop_particle_steps_per_second"]),
-                  f"{where}: particle_steps_per_second differs from the report")
-            speed_up = rep["loop_particle_steps_per_second"] / base["loop_particle_steps_per_second"]
+            check(close(row["item_steps_per_second"], rep["loop_item_steps_per_second"]),
+                  f"{where}: item_steps_per_second differs from the report")
+            speed_up = rep["loop_item_steps_per_second"] / base["loop_item_steps_per_second"]
             check(close(row["speed_up"], speed_up), f"{where}: speed_up {row['speed_up']} != {speed_up}")
             check(close(row["ideal_speed_up"], n / r0), f"{where}: ideal_speed_up != {n / r0}")
             check(close(row["efficiency"], speed_up * r0 / n),
@@ -75,18 +76,18 @@ def main():
             halo = rep["phases"]["halo"]["max_seconds"]
             check(close(row["halo_share"], halo / rep["loop_seconds"]), f"{where}: halo_share")
             check(0 <= float(row["halo_share"]) <= 1, f"{where}: halo_share out of [0, 1]")
-            particles = rep["sph"]["fluid_particles"]
+            items = rep["items"]
             if series == "strong":
-                check(particles == base_particles,
-                      f"{where}: {particles} particles, the fixed problem has {base_particles}")
+                check(items == base_items,
+                      f"{where}: {items} items, the fixed problem has {base_items}")
             else:
-                target = base_particles * n / r0
-                check(abs(particles / target - 1) <= 0.15,
-                      f"{where}: {particles} particles, not within 15% of {target:.0f}")
-                check(int(row["target_particles"]) == round(target), f"{where}: target_particles")
+                target = base_items * n / r0
+                check(abs(items / target - 1) <= 0.15,
+                      f"{where}: {items} items, not within 15% of {target:.0f}")
+                check(int(row["target_items"]) == round(target), f"{where}: target_items")
         if series == "weak":
-            counts = [int(sel[n]["particles"]) for n in sorted(sel)]
-            check(counts == sorted(set(counts)), f"weak: particle counts {counts} do not grow")
+            counts = [int(sel[n]["items"]) for n in sorted(sel)]
+            check(counts == sorted(set(counts)), f"weak: item counts {counts} do not grow")
 
     png = os.path.join(a.study, "scaling.png")
     if check(os.path.exists(png), "no scaling.png"):

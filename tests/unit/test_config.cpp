@@ -6,6 +6,7 @@
 
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
+#include "sph/sph_config.hpp"
 
 namespace apron::config {
 namespace {
@@ -48,11 +49,12 @@ std::string replace(std::string text, const std::string& from, const std::string
 
 TEST(Config, ValidCaseParsesWithDefaults) {
   const auto c = parse_case_text("case.yaml", kValid, {});
-  EXPECT_EQ(c.sph.spacing, 0.02);
-  EXPECT_EQ(c.sph.smoothing_ratio, 1.3);
-  EXPECT_EQ(c.fluid_blocks.size(), 1u);
-  EXPECT_TRUE(c.boundary.has_tank);
-  EXPECT_EQ(c.boundary.layers, 3);
+  const auto& s = sph::sph_case(c);
+  EXPECT_EQ(s.sph.spacing, 0.02);
+  EXPECT_EQ(s.sph.smoothing_ratio, 1.3);
+  EXPECT_EQ(s.fluid_blocks.size(), 1u);
+  EXPECT_TRUE(s.boundary.has_tank);
+  EXPECT_EQ(s.boundary.layers, 3);
   EXPECT_EQ(c.decomposition.method, "rcb");
   EXPECT_EQ(c.text, kValid);
 }
@@ -137,6 +139,48 @@ TEST(Config, CatalystSection) {
                {"catalyst.scripts", "not a Catalyst script"});
   expect_error(kValid + "catalyst: {script: [a.py]}\n",
                {"unknown key 'catalyst.script'", "did you mean 'scripts'"});
+}
+
+// A repeated key (the first value would win without a word), a key that is a list, and a case
+// file too large to be a run's description are refused with where and why (issue 19).
+TEST(Config, DuplicateComplexAndOversizedInput) {
+  expect_error(replace(kValid, "  spacing: 0.02\n", "  spacing: 0.02\n  spacing: 100\n"),
+               {"case.yaml:6:3:", "key 'sph.spacing' is given twice (lines 5 and 6)"});
+  expect_error(kValid + "time: {end: 1}\n", {"key 'time' is given twice"});
+  expect_error(kValid + "? [a, b]\n: 1\n", {"case.yaml:12:", "keys are plain names"});
+  std::string big = kValid + "name: x";
+  big += "\n#" + std::string(1 << 20, 'x') + "\n";
+  expect_error(big, {"case.yaml", "limited to 1024 KiB"});
+}
+
+// The workload is named in every case; the message lists those this build has.
+TEST(Config, WorkloadIsRequiredAndChecked) {
+  expect_error(replace(kValid, "workload: sph\n", ""), {"key 'workload'", "is required"});
+  expect_error(replace(kValid, "workload: sph\n", "workload: fem\n"),
+               {"key 'workload'", "'fem' is not one of", "meshdist", "sph"});
+  // A section another workload takes is an unknown key here.
+  expect_error(kValid + "meshdist: {}\n", {"unknown key 'meshdist'"});
+}
+
+// Geometry that cannot be run: overlapping fluid blocks, fluid inside a solid, a spacing that
+// overflows the particle count, a box whose extent overflows (issue 19's reproducers).
+TEST(Config, GeometryThatCannotBeRun) {
+  expect_error(replace(kValid, "  - {lo: [0, 0, 0], hi: [0.2, 0.1, 0.4]}\n",
+                       "  - {lo: [0, 0, 0], hi: [0.2, 0.1, 0.4]}\n"
+                       "  - {lo: [0.1, 0, 0], hi: [0.3, 0.1, 0.4]}\n"),
+               {"key 'fluid'", "blocks 0", "and 1", "overlap"});
+  // Blocks that only touch are fine.
+  EXPECT_NO_THROW(parse_case_text("case.yaml",
+                                  replace(kValid, "  - {lo: [0, 0, 0], hi: [0.2, 0.1, 0.4]}\n",
+                                          "  - {lo: [0, 0, 0], hi: [0.2, 0.1, 0.4]}\n"
+                                          "  - {lo: [0.2, 0, 0], hi: [0.3, 0.1, 0.4]}\n"),
+                                  {}));
+  expect_error(kValid, {"solids[0]", "overlaps fluid block 0", "inside a solid"},
+               {"boundary.solids=[{lo: [0, 0, 0], hi: [0.2, 0.1, 0.4]}]"});
+  expect_error(kValid, {"key 'sph'", "spacing gives", "fluid particles", "increase it"},
+               {"sph.spacing=1e-300"});
+  expect_error(kValid, {"key 'domain.hi'", "extent overflows"},
+               {"domain.lo=[-1.7e308, -0.1, -0.1]", "domain.hi=[1.7e308, 0.2, 1]"});
 }
 
 }  // namespace

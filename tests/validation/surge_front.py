@@ -150,7 +150,23 @@ def main(argv=None):
     ok = err <= args.tolerance
     print(f"max relative error {err:.4f} (tolerance {args.tolerance}): "
           f"{'PASS' if ok else 'FAIL'}")
+    leaks = leaked_rows(args.diag_csv)
+    if leaks is not None:
+        rows, bad = leaks
+        print(f"outside_tank: {'0 in all' if not bad else f'> 0 in {len(bad)} of'} {rows} rows "
+              f"(the whole run){'' if not bad else ': first at t = ' + bad[0]}")
+        ok = ok and not bad
     return 0 if ok else 1
+
+
+def leaked_rows(path):
+    """(rows, times of rows with particles outside the tank) over the whole run; None without
+    the column. No particle may leave a closed tank at any time (issue 19)."""
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+    if not rows or "outside_tank" not in rows[0]:
+        return None
+    return len(rows), [r["time"] for r in rows if int(r["outside_tank"]) != 0]
 
 
 if __name__ == "__main__":

@@ -56,8 +56,8 @@ struct WallLayer {
 enum class Wall { floor, sides };
 
 WallLayer wall_layer(const Settled& s, Wall wall, double surface, double min_depth) {
-  const double dx = s.config.sph.spacing, rho0 = s.config.sph.rest_density;
-  const Box& tank = s.config.boundary.tank;
+  const double dx = sph_case(s.config).sph.spacing, rho0 = sph_case(s.config).sph.rest_density;
+  const Box& tank = sph_case(s.config).boundary.tank;
   WallLayer layer;
   for (std::size_t i = 0; i < s.particles.id.size(); ++i) {
     const Vec4& p = s.particles.pos[i];
@@ -88,8 +88,8 @@ double free_surface(const Settled& s) {
   std::vector<float> z;
   for (const auto& p : s.particles.pos) z.push_back(p.z);
   std::sort(z.begin(), z.end());
-  const Box& tank = s.config.boundary.tank;
-  const double dx = s.config.sph.spacing;
+  const Box& tank = sph_case(s.config).boundary.tank;
+  const double dx = sph_case(s.config).sph.spacing;
   const auto per_layer = static_cast<std::size_t>(tank.extent(0) / dx * tank.extent(1) / dx);
   return z[z.size() - per_layer / 2] + 0.5 * dx;
 }
@@ -102,8 +102,8 @@ TEST(Hydrostatic, PressureMassAndWallDensity) {
   EXPECT_LT(s.final.max_speed, 0.05) << "not settled";
 
   // Pressure against depth, binned by 2 dx, over the lower 80% of the column.
-  const double surface = free_surface(s), dx = s.config.sph.spacing;
-  const double g = -s.config.sph.gravity[2], rho0 = s.config.sph.rest_density;
+  const double surface = free_surface(s), dx = sph_case(s.config).sph.spacing;
+  const double g = -sph_case(s.config).sph.gravity[2], rho0 = sph_case(s.config).sph.rest_density;
   std::map<int, std::pair<double, int>> bins;
   for (std::size_t i = 0; i < s.particles.id.size(); ++i) {
     const double depth = surface - s.particles.pos[i].z;
@@ -111,7 +111,7 @@ TEST(Hydrostatic, PressureMassAndWallDensity) {
     sum += s.particles.pressure[i] / (rho0 * g * depth);
     ++n;
   }
-  const double height = surface - s.config.boundary.tank.lo[2];
+  const double height = surface - sph_case(s.config).boundary.tank.lo[2];
   int checked = 0;
   for (const auto& [bin, acc] : bins) {
     const double depth = (bin + 0.5) * 2 * dx;
@@ -141,7 +141,7 @@ TEST(Hydrostatic, WithoutGhostParticlesTheWallLayersAreDistorted) {
   EXPECT_EQ(without.final.particles, without.initial.particles);
   EXPECT_EQ(without.final.outside_tank, 0);
   const auto height = [](const Settled& s) {
-    return free_surface(s) - s.config.boundary.tank.lo[2];
+    return free_surface(s) - sph_case(s.config).boundary.tank.lo[2];
   };
   const WallLayer sides_with =
       wall_layer(with, Wall::sides, free_surface(with), 0.25 * height(with));

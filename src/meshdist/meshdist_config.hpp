@@ -1,21 +1,21 @@
-// The `meshdist:` section of a case file: two meshes, how to sample them, which directions to
-// measure and what to write (ARCHITECTURE.md; issue 5).
+// The `meshdist:` section of a case file (the workload's own schema): two meshes, how to sample
+// them, which directions to measure and what to write (ARCHITECTURE.md; issue 5).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-namespace apron::config {
+#include "config/workload_schema.hpp"
 
-struct CaseConfig;
-class MapReader;
+namespace apron::meshdist {
 
 struct MeshInput {
   std::string file;   // as resolved: relative to the working directory, else to the case file
   int subdivide = 1;  // split every edge into this many parts (k^2 triangles per triangle)
 };
 
-struct MeshdistConfig {
+struct MeshdistConfig : config::WorkloadSettings {
   MeshInput a, b;
   bool sample_vertices = true;      // every vertex is a sample (gives the per-vertex error)
   std::int64_t area_samples = 0;    // area-uniform samples per mesh, like Metro's -n
@@ -29,7 +29,7 @@ struct MeshdistConfig {
   int repeat = 1;                 // analyses run (benchmarks: the first includes warm-up)
 };
 
-// Reads `meshdist` and `output` of a `workload: meshdist` case and finishes the root mapping.
-void read_meshdist_case(CaseConfig& c, MapReader& root);
+// Reads the `meshdist` section of a `workload: meshdist` case.
+std::shared_ptr<const MeshdistConfig> read_meshdist_config(config::MapReader& root);
 
-}  // namespace apron::config
+}  // namespace apron::meshdist

@@ -1,14 +1,14 @@
-#include "config/meshdist_config.hpp"
+#include "meshdist/meshdist_config.hpp"
 
 #include <filesystem>
 
-#include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 
-namespace apron::config {
+namespace apron::meshdist {
 namespace {
 
 namespace fs = std::filesystem;
+using config::MapReader;
 
 // A relative path names a file under the working directory (cases are run from the repository
 // root) or, failing that, beside the case file.
@@ -52,27 +52,23 @@ void read_sampling(MapReader r, MeshdistConfig& c) {
 
 }  // namespace
 
-void read_meshdist_case(CaseConfig& c, MapReader& root) {
+std::shared_ptr<const MeshdistConfig> read_meshdist_config(MapReader& root) {
   auto m = root.child("meshdist");
-  MeshdistConfig& md = c.meshdist;
-  md.a = read_mesh_input(m.child("a"));
-  md.b = read_mesh_input(m.child("b"));
-  read_sampling(m.child("sampling"), md);
-  md.directions = m.choice("directions", {"both", "a_to_b", "b_to_a"}, md.directions);
-  md.search = m.choice("search", {"grid", "brute_force"}, md.search);
-  md.cell_factor = m.in_range("cell_factor", 0.1, 100, md.cell_factor);
-  md.histogram_bins = m.get<int>("histogram_bins", md.histogram_bins);
-  if (md.histogram_bins < 1 || md.histogram_bins > 10000)
+  auto md = std::make_shared<MeshdistConfig>();
+  md->a = read_mesh_input(m.child("a"));
+  md->b = read_mesh_input(m.child("b"));
+  read_sampling(m.child("sampling"), *md);
+  md->directions = m.choice("directions", {"both", "a_to_b", "b_to_a"}, md->directions);
+  md->search = m.choice("search", {"grid", "brute_force"}, md->search);
+  md->cell_factor = m.in_range("cell_factor", 0.1, 100, md->cell_factor);
+  md->histogram_bins = m.get<int>("histogram_bins", md->histogram_bins);
+  if (md->histogram_bins < 1 || md->histogram_bins > 10000)
     m.fail("histogram_bins", "must be between 1 and 10000");
-  md.per_vertex_output = m.get<bool>("per_vertex_output", md.per_vertex_output);
-  md.repeat = m.get<int>("repeat", md.repeat);
-  if (md.repeat < 1 || md.repeat > 1000) m.fail("repeat", "must be between 1 and 1000");
+  md->per_vertex_output = m.get<bool>("per_vertex_output", md->per_vertex_output);
+  md->repeat = m.get<int>("repeat", md->repeat);
+  if (md->repeat < 1 || md->repeat > 1000) m.fail("repeat", "must be between 1 and 1000");
   m.finish();
-  auto o = root.child("output");
-  c.output.dir = o.get<std::string>("dir", c.output.dir);
-  c.output.progress_every = o.positive("progress_every", c.output.progress_every);
-  o.finish();
-  root.finish();
+  return md;
 }
 
-}  // namespace apron::config
+}  // namespace apron::meshdist

@@ -1,0 +1,162 @@
+#include "sph/sph_config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "config/yaml_reader.hpp"
+
+namespace apron::sph {
+namespace {
+
+using config::box_inside;
+using config::box_text;
+using config::MapReader;
+using config::read_box;
+
+SphConfig read_sph(MapReader r) {
+  SphConfig c;
+  c.spacing = r.positive("spacing");
+  c.smoothing_ratio = r.in_range("smoothing_ratio", 1.0, 2.5, c.smoothing_ratio);
+  c.rest_density = r.positive("rest_density", c.rest_density);
+  if (r.has("sound_speed"))
+    c.sound_speed = r.positive("sound_speed");
+  else
+    r.optional<double>("sound_speed");
+  c.alpha = r.in_range("alpha", 0, 1, c.alpha);
+  if (r.has("wall_viscosity") && r.has("wall_alpha"))
+    r.fail("wall_viscosity", "give either wall_alpha or wall_viscosity, not both");
+  c.wall_alpha = r.in_range("wall_alpha", 0, 1, c.wall_alpha);
+  c.wall_viscosity = r.get<double>("wall_viscosity", 0.0);
+  if (c.wall_viscosity < 0) r.fail("wall_viscosity", "must be 0 (use wall_alpha) or positive");
+  c.gravity = r.vec3("gravity", c.gravity);
+  c.cfl = r.in_range("cfl", 1e-3, 0.5, c.cfl);
+  c.force_factor = r.in_range("force_factor", 1e-3, 0.5, c.force_factor);
+  c.clamp_negative_pressure = r.get<bool>("clamp_negative_pressure", true);
+  c.cell_divisions = r.get<int>("cell_divisions", c.cell_divisions);
+  if (c.cell_divisions < 1 || c.cell_divisions > 3) r.fail("cell_divisions", "must be 1, 2 or 3");
+  r.finish();
+  return c;
+}
+
+BoundaryConfig read_boundary(MapReader r) {
+  BoundaryConfig c;
+  c.ghost_particles = r.get<bool>("ghost_particles", true);
+  c.layers = r.get<int>("layers", 3);
+  if (c.layers < 1 || c.layers > 8) r.fail("layers", "must be between 1 and 8");
+  if (r.has("tank")) {
+    auto tank = r.child("tank");
+    c.has_tank = true;
+    c.tank = read_box(tank);
+    c.tank_closed_top = tank.get<bool>("closed_top", false);
+    tank.finish();
+  } else {
+    r.child("tank");
+  }
+  for (auto& s : r.list("solids")) {
+    c.solids.push_back(read_box(s));
+    s.finish();
+  }
+  r.finish();
+  return c;
+}
+
+// The overlap of two boxes, thicker than round-off in every axis.
+bool overlap(const Box& a, const Box& b) {
+  for (int d = 0; d < 3; ++d) {
+    const double tol = 1e-9 * std::max(a.extent(d), b.extent(d));
+    if (std::min(a.hi[d], b.hi[d]) - std::max(a.lo[d], b.lo[d]) <= tol) return false;
+  }
+  return true;
+}
+
+// Overlapping fluid blocks would put two particles at one place (and blow up); fluid inside a
+// solid would start inside a wall.
+void check_overlaps(const SphCase& c, MapReader& root) {
+  const auto& fluid = c.fluid_blocks;
+  for (std::size_t i = 0; i < fluid.size(); ++i) {
+    for (std::size_t j = i + 1; j < fluid.size(); ++j)
+      if (overlap(fluid[i], fluid[j]))
+        root.fail("fluid", "blocks " + std::to_string(i) + " " + box_text(fluid[i]) + " and " +
+                               std::to_string(j) + " " + box_text(fluid[j]) +
+                               " overlap; split them so that they only touch");
+    for (std::size_t k = 0; k < c.boundary.solids.size(); ++k)
+      if (overlap(fluid[i], c.boundary.solids[k]))
+        root.fail("boundary", "solids[" + std::to_string(k) + "] " +
+                                  box_text(c.boundary.solids[k]) + " overlaps fluid block " +
+                                  std::to_string(i) + " " + box_text(fluid[i]) +
+                                  "; fluid cannot start inside a solid");
+  }
+}
+
+// The lattice counts, in float64 before anything is allocated: a spacing far below the blocks'
+// size would overflow the particle count (and each lattice's integer size).
+void check_particle_count(const SphCase& c, MapReader& root) {
+  double total = 0;
+  for (const Box& b : c.fluid_blocks) {
+    double n = 1;
+    for (int d = 0; d < 3; ++d) n *= std::floor(b.extent(d) / c.sph.spacing + 1e-6);
+    total += n;
+  }
+  constexpr double kMaxParticles = 1e13;  // far beyond any machine, far within int64
+  if (!(total <= kMaxParticles)) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "gives %.3g fluid particles (at most 1e13 can be counted); increase it", total);
+    root.fail("sph", std::string("spacing ") + text);
+  }
+}
+
+void check_geometry(const config::CaseConfig& shared, const SphCase& c, MapReader& root) {
+  const Box& domain = shared.domain;
+  const double dx = c.sph.spacing;
+  const double support = 2 * c.sph.smoothing_ratio * dx;
+  for (std::size_t i = 0; i < c.fluid_blocks.size(); ++i) {
+    const Box& b = c.fluid_blocks[i];
+    if (!box_inside(b, domain, 1e-9))
+      root.fail("fluid", "block " + std::to_string(i) + " " + box_text(b) +
+                             " is not inside the domain " + box_text(domain) +
+                             "; move the block or enlarge 'domain'");
+    if (c.boundary.has_tank && !box_inside(b, c.boundary.tank, 1e-9))
+      root.fail("fluid", "block " + std::to_string(i) + " " + box_text(b) +
+                             " is not inside boundary.tank " + box_text(c.boundary.tank));
+    for (int d = 0; d < 3; ++d)
+      if (b.extent(d) < dx)
+        root.fail("fluid", "block " + std::to_string(i) + " is thinner than sph.spacing in axis " +
+                               std::to_string(d));
+  }
+  if (c.boundary.has_tank) {
+    const Box walls = c.boundary.tank.expanded(c.boundary.layers * dx);
+    Box needed = walls;
+    if (!c.boundary.tank_closed_top) needed.hi[2] = c.boundary.tank.hi[2];
+    if (!box_inside(needed, domain, 1e-9))
+      root.fail("boundary", "the tank " + box_text(c.boundary.tank) + " with " +
+                                std::to_string(c.boundary.layers) +
+                                " wall layers needs the domain to contain " + box_text(needed) +
+                                "; enlarge 'domain'");
+  }
+  check_overlaps(c, root);
+  check_particle_count(c, root);
+  for (int d = 0; d < 3; ++d)
+    if (domain.extent(d) < support)
+      root.fail("domain", "is smaller than the interaction radius 2h = " + std::to_string(support) +
+                              " in axis " + std::to_string(d));
+}
+
+}  // namespace
+
+std::shared_ptr<const SphCase> read_sph_case(const config::CaseConfig& shared, MapReader& root) {
+  auto c = std::make_shared<SphCase>();
+  c->sph = read_sph(root.child("sph"));
+  for (auto& block : root.list("fluid")) {
+    c->fluid_blocks.push_back(read_box(block));
+    block.finish();
+  }
+  if (c->fluid_blocks.empty()) root.fail("fluid", "at least one fluid block {lo, hi} is required");
+  c->boundary = read_boundary(root.child("boundary"));
+  check_geometry(shared, *c, root);
+  return c;
+}
+
+}  // namespace apron::sph

@@ -1,0 +1,56 @@
+// The SPH workload's own sections of a case file (its schema, registered with the workload):
+// `sph` (the method's parameters), `fluid` (blocks filled with particles) and `boundary` (the
+// tank and solids sampled with boundary particles). The shared sections are config/'s.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "config/case_config.hpp"
+#include "kernels/common/vec.hpp"
+
+namespace apron::sph {
+
+using Vec3d = std::array<double, 3>;
+
+struct SphConfig {
+  double spacing = 0;            // particle spacing dx [m]
+  double smoothing_ratio = 1.3;  // h / dx
+  double rest_density = 1000;    // rho0 [kg/m^3]
+  double sound_speed = 0;        // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
+  double alpha = 0.02;           // artificial viscosity (Monaghan)
+  double wall_alpha = 0.02;      // artificial viscosity against boundary particles
+  double wall_viscosity = 0;     // [m^2/s]; > 0 sets wall_alpha = 10 nu / (h c0) at any spacing
+  Vec3d gravity{0, 0, -9.81};
+  double cfl = 0.25;           // dt <= cfl h / (c0 + v_max)
+  double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)
+  bool clamp_negative_pressure = true;
+  int cell_divisions = 2;  // cells per interaction radius: 1 is the paper's 27-cell search
+};
+
+struct BoundaryConfig {
+  bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
+  int layers = 3;               // layers of boundary particles behind each wall
+  bool has_tank = false;
+  Box tank;  // the container's interior; walls on all faces but the top
+  bool tank_closed_top = false;
+  std::vector<Box> solids;  // solid obstacles, sampled within `layers` of their surface
+};
+
+// Everything of a `workload: sph` case beyond the shared sections.
+struct SphCase : config::WorkloadSettings {
+  SphConfig sph;
+  std::vector<Box> fluid_blocks;
+  BoundaryConfig boundary;
+};
+
+// Reads `sph`, `fluid` and `boundary` and checks them against the domain.
+std::shared_ptr<const SphCase> read_sph_case(const config::CaseConfig& c, config::MapReader& root);
+
+// The SPH sections of a case that is `workload: sph`.
+inline const SphCase& sph_case(const config::CaseConfig& c) {
+  return c.settings_as<SphCase>();
+}
+
+}  // namespace apron::sph

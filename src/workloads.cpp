@@ -1,0 +1,12 @@
+// The built-in workloads: adding one is its own folder and one line here.
+#include "meshdist/meshdist_workload.hpp"
+#include "sph/sph_solver.hpp"
+#include "workload_registry.hpp"
+
+namespace apron {
+
+std::vector<WorkloadSpec> builtin_workloads() {
+  return {sph::sph_spec(), meshdist::meshdist_spec()};
+}
+
+}  // namespace apron

@@ -1,0 +1,66 @@
+// io::DiagnosticsTable: a new run starts the table afresh (even over a stale .tmp), a restart keeps
+// the rows up to the checkpoint's step, from the finished table or the .tmp a killed run left.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "io/atomic_file.hpp"
+#include "io/diagnostics_table.hpp"
+
+namespace apron::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path fresh_dir(const char* name) {
+  const fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(DiagnosticsTable, NewRunIgnoresAStaleTemporaryTable) {
+  const fs::path path = fresh_dir("apron_diag_new") / "diagnostics.csv";
+  std::ofstream(temporary_name(path)) << "step,x\n7,old\n";
+  DiagnosticsTable t(path, "step,x");
+  t.open(std::nullopt);
+  t.append("0,a");
+  t.close();
+  EXPECT_EQ(read(path), "step,x\n0,a\n");
+  EXPECT_FALSE(fs::exists(temporary_name(path)));
+}
+
+TEST(DiagnosticsTable, RestartKeepsRowsUpToTheCheckpointStep) {
+  const fs::path path = fresh_dir("apron_diag_resume") / "diagnostics.csv";
+  DiagnosticsTable first(path, "step,x");
+  first.open(std::nullopt);
+  for (const char* row : {"0,a", "10,b", "20,c", "30,d"}) first.append(row);
+  first.close();
+  DiagnosticsTable again(path, "step,x");
+  again.open(20);
+  again.append("30,e");
+  EXPECT_EQ(read(temporary_name(path)), "step,x\n0,a\n10,b\n20,c\n30,e\n");
+  again.close();
+  EXPECT_EQ(read(path), "step,x\n0,a\n10,b\n20,c\n30,e\n");
+}
+
+TEST(DiagnosticsTable, RestartAfterAKillContinuesTheTemporaryTable) {
+  const fs::path path = fresh_dir("apron_diag_killed") / "diagnostics.csv";
+  std::ofstream(temporary_name(path)) << "step,x\n0,a\n10,b\n20,c\n";  // no finished table
+  DiagnosticsTable t(path, "step,x");
+  t.open(10);
+  t.close();
+  EXPECT_EQ(read(path), "step,x\n0,a\n10,b\n");
+}
+
+}  // namespace
+}  // namespace apron::io
