@@ -71,4 +71,10 @@ std::shared_ptr<const MeshdistConfig> read_meshdist_config(MapReader& root) {
   return md;
 }
 
+config::WorkloadSchema meshdist_schema() {
+  return {0, [](const config::CaseConfig&, MapReader& root) {
+            return std::shared_ptr<const config::WorkloadSettings>(read_meshdist_config(root));
+          }};
+}
+
 }  // namespace apron::meshdist

@@ -31,5 +31,7 @@ struct MeshdistConfig : config::WorkloadSettings {
 
 // Reads the `meshdist` section of a `workload: meshdist` case.
 std::shared_ptr<const MeshdistConfig> read_meshdist_config(config::MapReader& root);
+// The meshdist schema: no shared sections beyond output.dir and output.progress_every.
+config::WorkloadSchema meshdist_schema();
 
 }  // namespace apron::meshdist

@@ -326,10 +326,7 @@ WorkloadSpec meshdist_spec() {
   WorkloadSpec spec;
   spec.name = "meshdist";
   spec.summary = "mesh-to-mesh distance: Hausdorff and overall error (one-shot analysis)";
-  spec.schema.sections = 0;  // output.dir and output.progress_every only
-  spec.schema.read = [](const config::CaseConfig&, config::MapReader& root) {
-    return std::shared_ptr<const config::WorkloadSettings>(read_meshdist_config(root));
-  };
+  spec.schema = meshdist_schema();
   spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
     return std::make_unique<MeshDistance>(x.config, x.ranks, x.device, x.timers);
   };

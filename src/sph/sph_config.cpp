@@ -159,4 +159,10 @@ std::shared_ptr<const SphCase> read_sph_case(const config::CaseConfig& shared, M
   return c;
 }
 
+config::WorkloadSchema sph_schema() {
+  return {config::kTimeStepping, [](const config::CaseConfig& c, MapReader& root) {
+            return std::shared_ptr<const config::WorkloadSettings>(read_sph_case(c, root));
+          }};
+}
+
 }  // namespace apron::sph

@@ -47,6 +47,8 @@ struct SphCase : config::WorkloadSettings {
 
 // Reads `sph`, `fluid` and `boundary` and checks them against the domain.
 std::shared_ptr<const SphCase> read_sph_case(const config::CaseConfig& c, config::MapReader& root);
+// The SPH schema: the shared sections it takes and read_sph_case.
+config::WorkloadSchema sph_schema();
 
 // The SPH sections of a case that is `workload: sph`.
 inline const SphCase& sph_case(const config::CaseConfig& c) {

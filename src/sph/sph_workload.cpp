@@ -8,10 +8,7 @@ WorkloadSpec sph_spec() {
   WorkloadSpec spec;
   spec.name = "sph";
   spec.summary = "weakly-compressible SPH with ghost boundary particles (time-stepping)";
-  spec.schema.sections = config::kTimeStepping;
-  spec.schema.read = [](const config::CaseConfig& c, config::MapReader& root) {
-    return std::shared_ptr<const config::WorkloadSettings>(read_sph_case(c, root));
-  };
+  spec.schema = sph_schema();
   spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
     return std::make_unique<SphSolver>(x.config, x.ranks, x.device, x.timers);
   };
