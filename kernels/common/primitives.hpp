@@ -26,7 +26,7 @@ namespace apron {
 // only the bits a key can use saves passes: 4M grid cells (22 bits) take 3 instead of 4. Uses
 // keys_alt/values_alt as double buffers (resized to keys/values' sizes and kept for reuse):
 // the sorted pairs may end in either, and the vectors are swapped (O(1)) so that they are in
-// keys/values on return.
+// keys/values on return (elements from n on are then the alternates' old ones).
 void sort_pairs(DeviceVector<std::uint32_t>& keys, DeviceVector<std::uint32_t>& values,
                 std::size_t n, int bits, DeviceVector<std::uint32_t>& keys_alt,
                 DeviceVector<std::uint32_t>& values_alt);
