@@ -12,12 +12,7 @@
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
-#if defined(__CUDACC__)
-#define APRON_HD __host__ __device__
-#define APRON_DEVICE_CODE 1
-#else
-#define APRON_HD
-#endif
+#include "kernels/common/hd.hpp"
 
 namespace apron {
 

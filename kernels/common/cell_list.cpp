@@ -1,18 +1,16 @@
 #include "kernels/common/cell_list.hpp"
 
-#include <bit>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include <thrust/fill.h>
 #include <thrust/scan.h>
 #include <thrust/sequence.h>
-#include <thrust/sort.h>
 
-#if defined(__CUDACC__)
-#include <cub/device/device_radix_sort.cuh>
-#endif
+#include "kernels/common/primitives.hpp"
 
 namespace apron {
 
@@ -58,52 +56,48 @@ struct Minimum {
 };
 }  // namespace
 
-// Sorts (key, value) pairs by the low `bits` bits of the keys (the rest are zero): radix sort
-// passes cover 8 bits each, so a grid of 4M cells (22 bits) needs 3 passes instead of 4. The
-// sorted pairs end in keys_ and order_ (the buffers swap with their alternates as needed).
-void CellList::sort_pairs(int bits) {
-#if defined(__CUDACC__)
-  if (keys_.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw std::runtime_error("cell list: more than 2^31 particles on one device");
-  const auto n = static_cast<int>(keys_.size());
-  resize_per_particle(keys_alt_, keys_.size());
-  resize_per_particle(order_alt_, order_.size());
-  cub::DoubleBuffer<std::uint32_t> keys(raw(keys_), raw(keys_alt_));
-  cub::DoubleBuffer<std::uint32_t> values(raw(order_), raw(order_alt_));
-  std::size_t temp_bytes = 0;
-  cudaError_t status =
-      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, values, n, 0, bits);
-  auto& scratch = scratch_allocator();
-  char* temp = scratch.allocate(static_cast<std::ptrdiff_t>(temp_bytes));
-  if (status == cudaSuccess)
-    status = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, values, n, 0, bits);
-  scratch.deallocate(temp, temp_bytes);
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string("cell list radix sort: ") + cudaGetErrorString(status));
-  if (keys.Current() != raw(keys_)) keys_.swap(keys_alt_);
-  if (values.Current() != raw(order_)) order_.swap(order_alt_);
-#else
-  (void)bits;
-  thrust::sort_by_key(policy(), keys_.begin(), keys_.end(), order_.begin());
-#endif
-}
-
-void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n) {
+void CellList::sort_entries(const GridSpec& grid, const DeviceVector<Vec4>& positions,
+                            std::size_t n) {
   grid_ = grid;
-  resize_per_particle(keys_, n);
-  resize_per_particle(order_, n);
+  resize_entries(n);
   for_each_index(n, CellKey{grid, raw(positions), raw(keys_)});
   thrust::sequence(policy(), order_.begin(), order_.end());
-  const std::size_t cells = grid.cell_count();
-  sort_pairs(std::max(1, static_cast<int>(std::bit_width(cells - 1))));
-  // start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n): the first
-  // slot of each occupied cell, then empty cells take the start of the next occupied one (a
-  // minimum scan from the end).
+  // Only the bits a cell index can use: a grid of 4M cells (22 bits) takes 3 radix passes, not 4.
+  sort_pairs(keys_, order_, n, key_bits(grid.cell_count()), keys_alt_, order_alt_);
+}
+
+// start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n): the first
+// slot of each occupied cell, then empty cells take the start of the next occupied one (a
+// minimum scan from the end).
+void CellList::index_cells() {
+  const std::size_t n = keys_.size(), cells = grid_.cell_count();
   cell_start_.resize(cells + 1);
   thrust::fill(policy(), cell_start_.begin(), cell_start_.end(), static_cast<std::uint32_t>(n));
   for_each_index(n, MarkCellStarts{raw(keys_), raw(cell_start_)});
   thrust::inclusive_scan(policy(), cell_start_.rbegin(), cell_start_.rend(), cell_start_.rbegin(),
                          Minimum{});
+}
+
+void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n) {
+  sort_entries(grid, positions, n);
+  index_cells();
+}
+
+void CellList::sort(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n) {
+  sort_entries(grid, positions, n);
+}
+
+void CellList::resize_entries(std::size_t n) {
+  if (n > std::numeric_limits<std::uint32_t>::max())
+    throw std::runtime_error("cell list: " + std::to_string(n) + " entries exceed 32-bit indices");
+  resize_per_particle(keys_, n);
+  resize_per_particle(order_, n);
+}
+
+void CellList::build_from_entries(const GridSpec& grid) {
+  grid_ = grid;
+  sort_pairs(keys_, order_, keys_.size(), key_bits(grid.cell_count()), keys_alt_, order_alt_);
+  index_cells();
 }
 
 std::size_t CellList::device_bytes() const {

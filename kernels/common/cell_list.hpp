@@ -2,37 +2,16 @@
 // sort of (cell, particle) pairs, and a cell-start array of length cells+1. With a cell edge equal
 // to the interaction radius all neighbours lie in the 27 cells around a particle's own (the
 // paper's choice); with half that edge they lie in 125 smaller cells whose volume is 42% less, so
-// fewer candidates are tested (bench/NOTES.md).
+// fewer candidates are tested (bench/NOTES.md). The same build bins items that cover several
+// cells (triangles): the caller writes (cell, item) entries, the list sorts them.
 #pragma once
 
 #include "kernels/common/backend.hpp"
-#include "kernels/common/neighbour_record.hpp"
 #include "kernels/common/particle_store.hpp"
+#include "kernels/common/uniform_grid.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron {
-
-struct GridSpec {
-  float origin[3] = {0, 0, 0};
-  float cell = 1;
-  int dims[3] = {1, 1, 1};
-  int reach = 1;  // cells searched on each side: ceil(radius / cell)
-
-  // A grid covering `box` for neighbours within `radius`, with cells of edge radius / divisions.
-  static GridSpec covering(const Box& box, double radius, int divisions = 1);
-  std::size_t cell_count() const { return static_cast<std::size_t>(dims[0]) * dims[1] * dims[2]; }
-
-  APRON_HD int coord(float x, int d) const {
-    int c = static_cast<int>(floorf((x - origin[d]) / cell));
-    return c < 0 ? 0 : (c >= dims[d] ? dims[d] - 1 : c);  // clamp strays to the edge cells
-  }
-  APRON_HD std::uint32_t linear(int cx, int cy, int cz) const {
-    return static_cast<std::uint32_t>((cz * dims[1] + cy) * dims[0] + cx);
-  }
-  APRON_HD std::uint32_t cell_of(const Vec4& p) const {
-    return linear(coord(p.x, 0), coord(p.y, 1), coord(p.z, 2));
-  }
-};
 
 // Read-only device view of a built cell list: particles of cell c are [start[c], start[c+1]).
 struct CellListView {
@@ -79,36 +58,8 @@ struct CellListView {
     });
   }
 
-  // Calls inside(j) for every candidate j around p, as for_each_candidate, and records which
-  // returned true (if the record is enabled).
-  template <class Inside>
-  APRON_HD void for_each_candidate_recording(const Vec4& p, NeighbourRecordWriter& record,
-                                             Inside&& inside) const {
-    if (!record.enabled())
-      return for_each_candidate(p, [&](std::uint32_t j) { static_cast<void>(inside(j)); });
-    for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
-      const std::uint32_t mask = test_chunk(chunk, end, inside);
-      record.append(mask, static_cast<int>(end - chunk));
-    });
-    record.finish();
-  }
-
-  // for_each_neighbour from a record written by for_each_candidate_recording over the same
-  // cells and positions: only the recorded neighbours are visited, none is tested again (unless
-  // there is no record or it overflowed; then inside decides).
-  template <class Inside, class Visit>
-  APRON_HD void for_each_recorded_neighbour(const Vec4& p, NeighbourRecordReader record,
-                                            Inside&& inside, Visit&& visit) const {
-    if (record.missing()) return for_each_neighbour(p, inside, visit);
-    for_each_chunk(p, [&](std::uint32_t chunk, std::uint32_t end) {
-      for (std::uint32_t mask = record.next(static_cast<int>(end - chunk)); mask != 0;
-           mask &= mask - 1)
-        visit(chunk + lowest_set_bit(mask));
-    });
-  }
-
- private:
-  // Bit j - chunk set for each j in [chunk, end) (at most 32) with inside(j).
+  // The two steps of for_each_neighbour, public for searches that keep the masks (a
+  // neighbour record). Bit j - chunk set for each j in [chunk, end) (at most 32) with inside(j).
   template <class Inside>
   APRON_HD static std::uint32_t test_chunk(std::uint32_t chunk, std::uint32_t end,
                                            Inside&& inside) {
@@ -134,13 +85,28 @@ class CellList {
   // (apply it to every particle array with ParticleStore::permute), and view() indexes the
   // particles in sorted order.
   void build(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n);
+  // build() without the cell-start array (view() is not valid afterwards): only order(), to
+  // visit points in cell order for coherent memory access.
+  void sort(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n);
+
+  // Items binned by the caller, any number of cells each: resize_entries(n), write entry i's
+  // cell to entry_cells()[i] and its item to entry_items()[i] on the device, then
+  // build_from_entries(). Afterwards the items of cell c are order()[start[c] .. start[c+1]),
+  // in entry order within a cell.
+  void resize_entries(std::size_t n);
+  std::uint32_t* entry_cells() { return raw(keys_); }
+  std::uint32_t* entry_items() { return raw(order_); }
+  void build_from_entries(const GridSpec& grid);
+
   const IndexVector& order() const { return order_; }
+  std::size_t size() const { return order_.size(); }
   CellListView view() const { return {grid_, raw(cell_start_)}; }
   const GridSpec& grid() const { return grid_; }
   std::size_t device_bytes() const;
 
  private:
-  void sort_pairs(int bits);
+  void sort_entries(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n);
+  void index_cells();
 
   GridSpec grid_;
   DeviceVector<std::uint32_t> keys_, keys_alt_;  // the alternates: radix sort double buffers

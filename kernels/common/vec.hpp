@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/common/backend.hpp"
+#include "kernels/common/box.hpp"
 
 namespace apron {
 
@@ -66,31 +67,5 @@ APRON_HD inline float norm2(Vec3 a) {
 APRON_HD inline float distance2(const Vec4& a, const Vec4& b) {
   return norm2(xyz(a) - xyz(b));
 }
-
-// Axis-aligned box [lo, hi), in double so that subdomain edges computed on different ranks agree.
-struct Box {
-  double lo[3] = {0, 0, 0};
-  double hi[3] = {0, 0, 0};
-
-  APRON_HD bool contains(const Vec4& p) const {
-    return p.x >= lo[0] && p.x < hi[0] && p.y >= lo[1] && p.y < hi[1] && p.z >= lo[2] &&
-           p.z < hi[2];
-  }
-  APRON_HD Box expanded(double margin) const {
-    Box b = *this;
-    for (int d = 0; d < 3; ++d) {
-      b.lo[d] -= margin;
-      b.hi[d] += margin;
-    }
-    return b;
-  }
-  APRON_HD double extent(int d) const { return hi[d] - lo[d]; }
-  APRON_HD double volume() const { return extent(0) * extent(1) * extent(2); }
-  bool intersects(const Box& o) const {
-    for (int d = 0; d < 3; ++d)
-      if (hi[d] <= o.lo[d] || o.hi[d] <= lo[d]) return false;
-    return true;
-  }
-};
 
 }  // namespace apron

@@ -5,14 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include <thrust/fill.h>
-#include <thrust/functional.h>
-#include <thrust/reduce.h>
-#include <thrust/scan.h>
-#include <thrust/sequence.h>
-#include <thrust/sort.h>
 #include <thrust/transform_reduce.h>
 
+#include "kernels/common/primitives.hpp"
 #include "kernels/meshdist/geometry.hpp"
 
 namespace apron::meshdist {
@@ -30,8 +25,8 @@ APRON_HD inline void cell_range(const GridGeometry& g, const Vec4* corners, std:
   const float maxs[3] = {fmaxf(a.x, fmaxf(b.x, c.x)), fmaxf(a.y, fmaxf(b.y, c.y)),
                          fmaxf(a.z, fmaxf(b.z, c.z))};
   for (int d = 0; d < 3; ++d) {
-    lo[d] = g.coordinate(mins[d], d);
-    hi[d] = g.coordinate(maxs[d], d);
+    lo[d] = g.coord(mins[d], d);
+    hi[d] = g.coord(maxs[d], d);
   }
 }
 
@@ -54,10 +49,6 @@ struct CountCells {
   }
 };
 
-struct WidenCount {
-  APRON_HD std::uint64_t operator()(std::uint32_t c) const { return c; }
-};
-
 struct WritePairs {
   GridGeometry g;
   const Vec4* corners;
@@ -75,19 +66,6 @@ struct WritePairs {
           pair_triangle[out] = static_cast<std::uint32_t>(t);
           ++out;
         }
-  }
-};
-
-// After the sort, each run of equal cell keys is that cell's range of triangles.
-struct MarkCellBoundaries {
-  const std::uint32_t* pair_cell;
-  std::size_t pairs;
-  std::uint32_t* begin;
-  std::uint32_t* end;
-  APRON_HD void operator()(std::size_t i) const {
-    const std::uint32_t cell = pair_cell[i];
-    if (i == 0 || pair_cell[i - 1] != cell) begin[cell] = static_cast<std::uint32_t>(i);
-    if (i + 1 == pairs || pair_cell[i + 1] != cell) end[cell] = static_cast<std::uint32_t>(i + 1);
   }
 };
 
@@ -110,14 +88,13 @@ APRON_HD inline int magnitude(int x) {
 struct ShellSearch {
   GridGeometry g;
   const Vec4* corners;
-  const std::uint32_t* cell_begin;
-  const std::uint32_t* cell_end;
-  const std::uint32_t* pair_triangle;
+  const std::uint32_t* cell_start;     // the pairs of cell c: [cell_start[c], cell_start[c+1])
+  const std::uint32_t* pair_triangle;  // by cell
 
   APRON_HD void visit(Vec3 p, int i, int j, int k, Nearest& best) const {
     const std::uint32_t cell = g.linear(i, j, k);
-    const std::uint32_t stop = cell_end[cell];
-    for (std::uint32_t n = cell_begin[cell]; n < stop; ++n)
+    const std::uint32_t stop = cell_start[cell + 1];
+    for (std::uint32_t n = cell_start[cell]; n < stop; ++n)
       offer_triangle(corners, static_cast<int>(load(pair_triangle + n)), p, best);
   }
 
@@ -128,12 +105,12 @@ struct ShellSearch {
     const float q[3] = {p.x, p.y, p.z};
     float d2 = 0;
     for (int d = 0; d < 3; ++d) {
-      float box_lo = g.lo[d] - g.margin, box_hi = g.lo[d] + g.dims[d] * g.cell + g.margin;
+      float box_lo = g.origin[d] - g.margin, box_hi = g.origin[d] + g.dims[d] * g.cell + g.margin;
       if (d == axis) {
         if (upper)
-          box_lo = g.lo[d] + (hi[d] + 1) * g.cell - g.margin;
+          box_lo = g.origin[d] + (hi[d] + 1) * g.cell - g.margin;
         else
-          box_hi = g.lo[d] + lo[d] * g.cell + g.margin;
+          box_hi = g.origin[d] + lo[d] * g.cell + g.margin;
       }
       if (q[d] < box_lo) d2 += squared(box_lo - q[d]);
       if (q[d] > box_hi) d2 += squared(q[d] - box_hi);
@@ -174,7 +151,7 @@ struct ShellSearch {
 
   APRON_HD Nearest operator()(Vec3 p) const {
     Nearest best{kInfinity, kNoTriangle};
-    const int c[3] = {g.coordinate(p.x, 0), g.coordinate(p.y, 1), g.coordinate(p.z, 2)};
+    const int c[3] = {g.coord(p.x, 0), g.coord(p.y, 1), g.coord(p.z, 2)};
     for (int r = 0;; ++r) {
       int lo[3], hi[3];
       for (int d = 0; d < 3; ++d) {
@@ -185,16 +162,6 @@ struct ShellSearch {
       const float bound = unsearched_distance2(p, lo, hi);
       if (bound < 0 || bound > best.d2) return best;
     }
-  }
-};
-
-struct SampleCell {
-  GridGeometry g;
-  const Vec4* samples;
-  std::uint32_t* cell;
-  APRON_HD void operator()(std::size_t i) const {
-    const Vec4 p = samples[i];
-    cell[i] = g.linear(g.coordinate(p.x, 0), g.coordinate(p.y, 1), g.coordinate(p.z, 2));
   }
 };
 
@@ -307,8 +274,8 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
   GridGeometry g;
   double extent[3], largest = 0, max_abs = 0;
   for (int d = 0; d < 3; ++d) {
-    g.lo[d] = static_cast<float>(lo[d]);
-    extent[d] = std::max(hi[d] - g.lo[d], 0.0);
+    g.origin[d] = static_cast<float>(lo[d]);
+    extent[d] = std::max(hi[d] - g.origin[d], 0.0);
     largest = std::max(largest, extent[d]);
     max_abs = std::max({max_abs, std::abs(lo[d]), std::abs(hi[d])});
   }
@@ -327,7 +294,6 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
     cell *= 1.01 * std::cbrt(cells / limit);
   }
   g.cell = static_cast<float>(cell);
-  g.inv_cell = static_cast<float>(1.0 / cell);
   // Rounding in (x - lo) / cell is a few float ulps of the coordinates; the margin is far larger.
   g.margin = static_cast<float>(1e-3 * cell + 1e-5 * max_abs);
   return g;
@@ -346,26 +312,16 @@ void TriangleGrid::build(const TriangleSoup& mesh, const GridGeometry& geometry)
   DeviceVector<std::uint32_t>& count = cells_of_triangle_;
   DeviceVector<std::uint32_t>& offset = first_pair_;
   count.resize(n);
-  offset.resize(n);
   for_each_index(n, CountCells{geometry_, raw(mesh.corners), raw(count)});
-  const std::uint64_t total =
-      thrust::transform_reduce(policy(), count.begin(), count.end(), WidenCount{}, std::uint64_t(0),
-                               thrust::plus<std::uint64_t>());
+  const std::uint64_t total = reduce_sum(count, n);
   if (total >= (std::uint64_t(1) << 32))
     throw std::runtime_error("meshdist grid: " + std::to_string(total) +
                              " (cell, triangle) pairs exceed 32-bit indices");
-  thrust::exclusive_scan(policy(), count.begin(), count.end(), offset.begin());
-  pair_cell_.resize(total);
-  pair_triangle_.resize(total);
-  for_each_index(n, WritePairs{geometry_, raw(mesh.corners), raw(offset), raw(pair_cell_),
-                               raw(pair_triangle_)});
-  thrust::sort_by_key(policy(), pair_cell_.begin(), pair_cell_.end(), pair_triangle_.begin());
-  cell_begin_.resize(geometry_.cells());
-  cell_end_.resize(geometry_.cells());
-  thrust::fill(policy(), cell_begin_.begin(), cell_begin_.end(), 0u);
-  thrust::fill(policy(), cell_end_.begin(), cell_end_.end(), 0u);
-  for_each_index(total,
-                 MarkCellBoundaries{raw(pair_cell_), total, raw(cell_begin_), raw(cell_end_)});
+  exclusive_scan(count, n, offset);
+  cells_.resize_entries(total);
+  for_each_index(n, WritePairs{geometry_, raw(mesh.corners), raw(offset), cells_.entry_cells(),
+                               cells_.entry_items()});
+  cells_.build_from_entries(geometry_);
 }
 
 void TriangleGrid::nearest(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,
@@ -373,20 +329,14 @@ void TriangleGrid::nearest(const TriangleSoup& mesh, const DeviceVector<Vec4>& s
   const std::size_t n = samples.size();
   distance.resize(n);
   triangle.resize(n);
-  sample_cell_.resize(n);
-  sample_order_.resize(n);
-  for_each_index(n, SampleCell{geometry_, raw(samples), raw(sample_cell_)});
-  thrust::sequence(policy(), sample_order_.begin(), sample_order_.end());
-  thrust::sort_by_key(policy(), sample_cell_.begin(), sample_cell_.end(), sample_order_.begin());
-  const ShellSearch search{geometry_, raw(mesh.corners), raw(cell_begin_), raw(cell_end_),
-                           raw(pair_triangle_)};
+  samples_.sort(geometry_, samples, n);
+  const ShellSearch search{geometry_, raw(mesh.corners), cells_.view().start, raw(cells_.order())};
   for_each_index(
-      n, SearchSorted{search, raw(samples), raw(sample_order_), raw(distance), raw(triangle)});
+      n, SearchSorted{search, raw(samples), raw(samples_.order()), raw(distance), raw(triangle)});
 }
 
 std::size_t TriangleGrid::device_bytes() const {
-  return 4 * (cell_begin_.capacity() + cell_end_.capacity() + pair_cell_.capacity() +
-              pair_triangle_.capacity() + sample_cell_.capacity() + sample_order_.capacity());
+  return cells_.device_bytes() + samples_.device_bytes();
 }
 
 void nearest_brute_force(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,

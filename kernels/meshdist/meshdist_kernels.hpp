@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/common/backend.hpp"
+#include "kernels/common/cell_list.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron::meshdist {
@@ -22,24 +23,10 @@ struct TriangleSoup {
 void gather_corners(const DeviceVector<Vec4>& vertices,
                     const DeviceVector<std::uint32_t>& corner_vertex, TriangleSoup& soup);
 
-// The grid's placement: cell (i, j, k) covers lo + [i, i+1) * cell along each axis.
-struct GridGeometry {
-  float lo[3] = {0, 0, 0};
-  float cell = 1;
-  float inv_cell = 1;
-  int dims[3] = {1, 1, 1};
-  float margin = 0;  // slack on cell boundaries that absorbs float rounding in cell assignment
-
-  APRON_HD int coordinate(float x, int axis) const {
-    float f = (x - lo[axis]) * inv_cell;
-    const float top = static_cast<float>(dims[axis] - 1);
-    f = f < 0 ? 0.0f : (f > top ? top : f);  // clamp before converting: no overflow
-    return static_cast<int>(f);
-  }
-  APRON_HD std::uint32_t linear(int i, int j, int k) const {
-    return static_cast<std::uint32_t>((k * dims[1] + j) * dims[0] + i);
-  }
-  std::size_t cells() const { return std::size_t(dims[0]) * dims[1] * dims[2]; }
+// The grid over the target mesh: the common uniform grid, plus the slack on cell boundaries that
+// absorbs float rounding in cell assignment (the shell search's bound keeps it toward the sample).
+struct GridGeometry : GridSpec {
+  float margin = 0;
 };
 
 struct GridOptions {
@@ -55,7 +42,7 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
 class TriangleGrid {
  public:
   // Count cells per triangle, exclusive scan, write (cell, triangle) pairs, sort by cell, mark
-  // cell boundaries (the paper's construction).
+  // cell boundaries (the paper's construction), through the common cell list.
   void build(const TriangleSoup& mesh, const GridGeometry& geometry);
 
   // Distance (not squared) and nearest triangle for every sample, searched shell by shell.
@@ -64,14 +51,13 @@ class TriangleGrid {
                DeviceVector<float>& distance, DeviceVector<int>& triangle);
 
   const GridGeometry& geometry() const { return geometry_; }
-  std::size_t pairs() const { return pair_triangle_.size(); }
+  std::size_t pairs() const { return cells_.size(); }
   std::size_t device_bytes() const;
 
  private:
   GridGeometry geometry_;
-  DeviceVector<std::uint32_t> cell_begin_, cell_end_;
-  DeviceVector<std::uint32_t> pair_cell_, pair_triangle_;
-  DeviceVector<std::uint32_t> sample_cell_, sample_order_;
+  CellList cells_;    // (cell, triangle) pairs: the triangles of cell c, by cell
+  CellList samples_;  // the samples in cell order (sorted only)
   DeviceVector<std::uint32_t> cells_of_triangle_, first_pair_;  // build() scratch, reused
 };
 

@@ -21,7 +21,7 @@ struct DensityKernel {
     float fluid_sum = 0, wall_sum = 0;  // sums of kernel shapes; the norm is applied once
     const float support2 = params.kernel.support() * params.kernel.support();
     NeighbourRecordWriter record(fluid.record, a);
-    fluid.cells.for_each_candidate_recording(pa, record, [&](std::uint32_t b) {
+    for_each_candidate_recording(fluid.cells, pa, record, [&](std::uint32_t b) {
       const float r2 = distance2(pa, load(fluid.pos + b));
       fluid_sum += params.kernel.value_shape(r2);
       return r2 < support2;
@@ -81,7 +81,7 @@ struct AccelerationKernel {
     };
     // b == a passes the test and adds a multiple of r_ab = 0.
     const NeighbourRecordReader record(fluid.record, a);  // from the density pass
-    fluid.cells.for_each_recorded_neighbour(pa, record, near(fluid.pos), [&](std::uint32_t b) {
+    for_each_recorded_neighbour(fluid.cells, pa, record, near(fluid.pos), [&](std::uint32_t b) {
       const Vec4 pb = load(fluid.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);

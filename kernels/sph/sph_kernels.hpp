@@ -8,6 +8,7 @@
 
 #include "kernels/common/cell_list.hpp"
 #include "kernels/common/vec.hpp"
+#include "kernels/sph/neighbour_search.hpp"
 
 namespace apron::sph {
 

@@ -114,18 +114,19 @@ TEST_P(CellListTest, CandidatesAndNeighboursContainEveryNeighbourExactlyOnce) {
     std::uint8_t overflow = 0;
     const NeighbourRecord record{words, &overflow, 1};
     NeighbourRecordWriter writer(record, 0);
-    host_view.for_each_candidate_recording(sorted[a], writer,
-                                           [&](std::uint32_t b) { return inside(a, b); });
-    host_view.for_each_recorded_neighbour(
-        sorted[a], NeighbourRecordReader(record, 0), [&](std::uint32_t b) { return inside(a, b); },
+    for_each_candidate_recording(host_view, sorted[a], writer,
+                                 [&](std::uint32_t b) { return inside(a, b); });
+    for_each_recorded_neighbour(
+        host_view, sorted[a], NeighbourRecordReader(record, 0),
+        [&](std::uint32_t b) { return inside(a, b); },
         [&](std::uint32_t b) { recorded.insert(b); });
     // Without a record (disabled): every candidate is tested, and visited if inside.
     std::multiset<std::uint32_t> unrecorded;
     NeighbourRecordWriter none(NeighbourRecord{}, 0);
-    host_view.for_each_candidate_recording(sorted[a], none,
-                                           [&](std::uint32_t b) { return inside(a, b); });
-    host_view.for_each_recorded_neighbour(
-        sorted[a], NeighbourRecordReader(NeighbourRecord{}, 0),
+    for_each_candidate_recording(host_view, sorted[a], none,
+                                 [&](std::uint32_t b) { return inside(a, b); });
+    for_each_recorded_neighbour(
+        host_view, sorted[a], NeighbourRecordReader(NeighbourRecord{}, 0),
         [&](std::uint32_t b) { return inside(a, b); },
         [&](std::uint32_t b) { unrecorded.insert(b); });
     for (std::uint32_t b = 0; b < sorted.size(); ++b)

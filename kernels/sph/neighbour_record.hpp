@@ -1,8 +1,8 @@
 // Which candidates of a neighbour search lie inside the support, one bit per candidate in the
-// order a CellListView visits them. One pass over the candidates (the SPH density pass, which
-// tests every candidate anyway) writes the record; a later pass over the same cell list and
-// positions (the force pass) replays it and visits only the neighbours, without testing the
-// ~3/4 of the candidates that lie outside the support again.
+// order a CellListView visits them (the loops are in neighbour_search.hpp). One pass over the
+// candidates (the SPH density pass, which tests every candidate anyway) writes the record; a later
+// pass over the same cell list and positions (the force pass) replays it and visits only the
+// neighbours, without testing the ~3/4 of the candidates that lie outside the support again.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include "kernels/common/backend.hpp"
 #include "kernels/common/vec.hpp"
 
-namespace apron {
+namespace apron::sph {
 
 struct NeighbourRecord {
   // Bits kept per particle: about 275 candidates at 2 cells per radius; a particle with more
@@ -89,4 +89,4 @@ class NeighbourRecordReader {
   int word_ = 0;
 };
 
-}  // namespace apron
+}  // namespace apron::sph
