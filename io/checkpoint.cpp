@@ -183,22 +183,22 @@ void check_ranges(const std::string& path, const Manifest& m) {
   for (const auto& [name, t] : m.tables) {
     const std::string what = "table '" + name + "'";
     if (static_cast<std::int64_t>(t.rank_rows.size()) != h.ranks)
-      throw bad_value(path, what + "'s per-rank row counts",
+      throw bad_value(path, "the per-rank row counts of " + what,
                       std::to_string(t.rank_rows.size()) + " entries",
                       "must be one per writing rank (" + std::to_string(h.ranks) + ")");
     std::uint64_t sum = 0;
     for (std::size_t r = 0; r < t.rank_rows.size(); ++r) {
       if (t.rank_rows[r] < 0)
-        throw bad_value(path, what + "'s row count of rank " + std::to_string(r),
+        throw bad_value(path, "the row count of rank " + std::to_string(r) + " in " + what,
                         std::to_string(t.rank_rows[r]), "must be >= 0");
       sum += static_cast<std::uint64_t>(t.rank_rows[r]);
     }
     if (sum != t.rows)
-      throw bad_value(path, what + "'s per-rank row counts", "a sum of " + std::to_string(sum),
+      throw bad_value(path, "the per-rank row counts of " + what, "a sum of " + std::to_string(sum),
                       "must be its " + std::to_string(t.rows) + " rows");
     for (const auto& [column, c] : t.columns)
       if (c.rows != t.rows)
-        throw bad_value(path, what + "'s column '" + column + "'",
+        throw bad_value(path, "column '" + column + "' of " + what,
                         std::to_string(c.rows) + " rows long",
                         "must be the table's " + std::to_string(t.rows) + " rows");
   }
