@@ -540,6 +540,16 @@ struct PendingCheckpoint::Writing {
 };
 
 PendingCheckpoint CheckpointWriter::start(const fs::path& path, const CheckpointHeader& header) && {
+  // Every rank must have declared the same tables and columns, in the same order (rank 0 lays
+  // out the file for all): compare a digest of the declarations.
+  Digest declared;
+  for (const Table& t : tables_) declared.text(t.name);
+  for (const Array& a : arrays_)
+    declared.text(a.field.name).text(dtype_name(a.field.type)).i64(a.field.components).u64(a.table);
+  std::uint64_t range[2] = {declared.value(), ~declared.value()};
+  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MAX, comm_);
+  if (range[0] != ~range[1])
+    throw std::logic_error("CheckpointWriter::start: ranks declared different tables or columns");
   const fs::path tmp = temporary_name(path);
   std::vector<std::uint64_t> offsets(arrays_.size(), 0);
   {
