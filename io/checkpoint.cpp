@@ -855,11 +855,19 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
                              (has_format ? "'" + file.text("format") + "'" : "missing") +
                              " (expected '" + kCheckpointMagic + "')");
   } else if (file.has_attribute("step") && file.has_attribute("time") &&
-             file.has_attribute("ranks") && file.has_dataset("/position")) {
-    out << path.string() << ": apron particle output, step " << file.integer("step") << ", time "
-        << file.real("time") << " s, written by " << file.integer("ranks")
+             file.has_attribute("ranks") &&
+             (file.has_attribute("kind") || file.has_dataset("/position"))) {
+    // A step of a visual output series (io/series_output.hpp).
+    const std::string kind = file.has_attribute("kind") ? file.text("kind") : "points";
+    const char* what = kind == "points" ? "particle" : kind == "mesh" ? "mesh" : "brick";
+    if (kind != "points" && kind != "mesh" && kind != "bricks")
+      throw std::runtime_error(path.string() + ": an output file of unknown kind '" + kind + "'");
+    out << path.string() << ": apron " << what << " output, step " << file.integer("step")
+        << ", time " << file.real("time") << " s, written by " << file.integer("ranks")
         << " rank(s); no checksums (visual output)\n";
-    for (const auto& name : file.datasets("/")) sets.push_back({name, std::nullopt});
+    for (const std::string group : {"/", "/triangle_fields", "/bricks"})
+      if (file.has_group(group))
+        for (const auto& name : file.datasets(group)) sets.push_back({name, std::nullopt});
   } else {
     throw std::runtime_error(path.string() +
                              ": an HDF5 file, but neither an apron checkpoint nor an apron "
