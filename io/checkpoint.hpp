@@ -8,6 +8,11 @@
 // format version, a checksum per dataset (kernels/common/element_hash.hpp) and a header checksum
 // over all of those, which every load verifies. Workload-neutral: a workload names its arrays and
 // scalars; io/ knows no physics.
+//
+// Layout (format 2): root attributes format, format_version, workload, case, step, time, dt,
+// ranks, seed, build, header_checksum; /config (uint8, the case text); /state (one attribute per
+// scalar); /tables/<table> (attribute rows) with rank_rows (int64, one per writing rank) and
+// columns/<column> (attribute checksum); /arrays/<array> (replicated, attribute checksum).
 #pragma once
 
 #include <mpi.h>
