@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,9 +27,26 @@ namespace {
 
 constexpr const char* kStateGroup = "/state";
 constexpr const char* kArraysGroup = "/arrays";
+constexpr const char* kTablesGroup = "/tables";
+constexpr const char* kConfigSet = "/config";
 
 std::string array_path(const std::string& name) {
   return std::string(kArraysGroup) + "/" + name;
+}
+std::string table_path(const std::string& table) {
+  return std::string(kTablesGroup) + "/" + table;
+}
+std::string rank_rows_path(const std::string& table) {
+  return table_path(table) + "/rank_rows";
+}
+std::string columns_path(const std::string& table) {
+  return table_path(table) + "/columns";
+}
+std::string column_path(const std::string& table, const std::string& column) {
+  return columns_path(table) + "/" + column;
+}
+std::string leaf(const std::string& full) {
+  return full.substr(full.rfind('/') + 1);
 }
 
 std::size_t row_bytes(Dtype type, int components) {
@@ -44,6 +63,17 @@ std::string hex(std::uint64_t value) {
   char text[24];
   std::snprintf(text, sizeof text, "%016" PRIx64, value);
   return text;
+}
+
+std::string number(double value) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+void check_name(const std::string& what, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw std::invalid_argument("checkpoint: " + what + " '" + name + "' cannot be a name");
 }
 
 // "checkpoint_000000120.h5" -> 120; anything else -> nullopt.
@@ -66,36 +96,131 @@ std::vector<std::pair<std::int64_t, fs::path>> checkpoints_in(const fs::path& ou
   return found;
 }
 
-void write_header(Hdf5File& file, const CheckpointHeader& h) {
+// ---- the manifest: everything but the rows, and its checksum ----------------------------------
+
+struct ColumnEntry {
+  Dtype type = Dtype::u8;
+  int components = 1;
+  std::uint64_t rows = 0;
+  std::uint64_t checksum = 0;
+};
+struct TableEntry {
+  std::uint64_t rows = 0;
+  std::vector<std::int64_t> rank_rows;
+  std::map<std::string, ColumnEntry> columns;
+};
+struct Manifest {
+  CheckpointHeader header;
+  std::map<std::string, TableEntry> tables;
+  std::map<std::string, ColumnEntry> arrays;  // replicated
+};
+
+// FNV-1a over a length-prefixed serialisation: any change of a value, a name, a count or the set
+// of datasets changes it (tests/checkpoint/ckpt_digest.py is the same in Python).
+class Digest {
+ public:
+  Digest& bytes(const void* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      h_ ^= static_cast<const unsigned char*>(data)[i];
+      h_ *= 1099511628211ull;
+    }
+    return *this;
+  }
+  Digest& u64(std::uint64_t v) {
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(v >> (8 * i));
+    return bytes(le, 8);
+  }
+  Digest& i64(std::int64_t v) { return u64(static_cast<std::uint64_t>(v)); }
+  Digest& f64(double v) { return u64(std::bit_cast<std::uint64_t>(v)); }
+  Digest& text(const std::string& s) { return u64(s.size()).bytes(s.data(), s.size()); }
+  Digest& column(const std::string& name, const ColumnEntry& c) {
+    return text(name).text(dtype_name(c.type)).i64(c.components).u64(c.rows).u64(c.checksum);
+  }
+  std::uint64_t value() const { return h_; }
+
+ private:
+  std::uint64_t h_ = 14695981039346656037ull;
+};
+
+std::uint64_t digest_of(const Manifest& m) {
+  const CheckpointHeader& h = m.header;
+  Digest d;
+  d.text(kCheckpointMagic).i64(kCheckpointFormat);
+  d.text(h.workload).text(h.case_name).text(h.config_text);
+  d.i64(h.step).f64(h.time).f64(h.dt).i64(h.ranks).u64(h.seed).text(h.build);
+  d.u64(h.scalars.size());
+  for (const auto& [name, value] : h.scalars) d.text(name).f64(value);
+  d.u64(m.tables.size());
+  for (const auto& [name, t] : m.tables) {
+    d.text(name).u64(t.rows).u64(t.rank_rows.size());
+    for (const auto r : t.rank_rows) d.i64(r);
+    d.u64(t.columns.size());
+    for (const auto& [column, c] : t.columns) d.column(column, c);
+  }
+  d.u64(m.arrays.size());
+  for (const auto& [name, c] : m.arrays) d.column(name, c);
+  return d.value();
+}
+
+std::runtime_error bad_value(const std::string& path, const std::string& what,
+                             const std::string& value, const std::string& rule) {
+  return std::runtime_error(path + ": " + what + " is " + value + ", " + rule +
+                            ": the checkpoint was altered or damaged after it was written; "
+                            "restart from an earlier checkpoint");
+}
+
+// Values a checkpoint can never hold, whatever its checksum says.
+void check_ranges(const std::string& path, const Manifest& m) {
+  const CheckpointHeader& h = m.header;
+  if (h.step < 0) throw bad_value(path, "the step", std::to_string(h.step), "must be >= 0");
+  if (!std::isfinite(h.time) || h.time < 0)
+    throw bad_value(path, "the time", number(h.time), "must be finite and >= 0");
+  if (!std::isfinite(h.dt) || h.dt < 0 || (h.dt == 0 && h.step > 0))
+    throw bad_value(path, "dt", number(h.dt), "must be finite and > 0 (0 only at step 0)");
+  if (h.ranks < 1 || h.ranks > (1 << 24))
+    throw bad_value(path, "the rank count", std::to_string(h.ranks), "must be >= 1");
+  for (const auto& [name, t] : m.tables) {
+    const std::string what = "table '" + name + "'";
+    if (static_cast<std::int64_t>(t.rank_rows.size()) != h.ranks)
+      throw bad_value(path, "the per-rank row counts of " + what,
+                      std::to_string(t.rank_rows.size()) + " entries",
+                      "must be one per writing rank (" + std::to_string(h.ranks) + ")");
+    std::uint64_t sum = 0;
+    for (std::size_t r = 0; r < t.rank_rows.size(); ++r) {
+      if (t.rank_rows[r] < 0)
+        throw bad_value(path, "the row count of rank " + std::to_string(r) + " in " + what,
+                        std::to_string(t.rank_rows[r]), "must be >= 0");
+      sum += static_cast<std::uint64_t>(t.rank_rows[r]);
+    }
+    if (sum != t.rows)
+      throw bad_value(path, "the per-rank row counts of " + what, "a sum of " + std::to_string(sum),
+                      "must be its " + std::to_string(t.rows) + " rows");
+    for (const auto& [column, c] : t.columns)
+      if (c.rows != t.rows)
+        throw bad_value(path, "column '" + column + "' of " + what,
+                        std::to_string(c.rows) + " rows long",
+                        "must be the table's " + std::to_string(t.rows) + " rows");
+  }
+}
+
+void write_header(Hdf5File& file, const CheckpointHeader& h, std::uint64_t digest) {
   file.attribute("format", std::string(kCheckpointMagic));
   file.attribute("format_version", kCheckpointFormat);
   file.attribute("workload", h.workload);
   file.attribute("case", h.case_name);
-  file.attribute("config", h.config_text);
   file.attribute("step", h.step);
   file.attribute("time", h.time);
   file.attribute("dt", h.dt);
   file.attribute("ranks", h.ranks);
   file.attribute("seed", h.seed);
   file.attribute("build", h.build);
+  file.attribute("header_checksum", digest);
+  // The case text is a dataset: an attribute over 64 KiB does not fit an object header.
+  file.dataset({kConfigSet, Dtype::u8, 1, h.config_text.data()},
+               Slab{0, h.config_text.size(), h.config_text.size()});
   file.group(kStateGroup);
   for (const auto& [name, value] : h.scalars) file.attribute(name, value, kStateGroup);
-}
-
-CheckpointHeader read_header(const Hdf5File& file) {
-  CheckpointHeader h;
-  h.workload = file.text("workload");
-  h.case_name = file.text("case");
-  h.config_text = file.text("config");
-  h.step = file.integer("step");
-  h.time = file.real("time");
-  h.dt = file.real("dt");
-  h.ranks = file.integer("ranks");
-  h.seed = file.unsigned_integer("seed");
-  h.build = file.text("build");
-  for (const auto& name : file.attribute_names(kStateGroup))
-    h.scalars[name] = file.real(name, kStateGroup);
-  return h;
 }
 
 // Refuses what is not an apron checkpoint of a format this build reads.
@@ -105,10 +230,103 @@ void check_format(const Hdf5File& file) {
                              ": not an apron checkpoint (an HDF5 file without apron's "
                              "'format' attribute; is it a particle output file?)");
   const auto version = file.integer("format_version");
+  if (version == 1)
+    throw std::runtime_error(file.path() +
+                             ": checkpoint format version 1 (written before checkpoints held "
+                             "named tables); this build reads version " +
+                             std::to_string(kCheckpointFormat) +
+                             " only: continue that run with the build that wrote it");
   if (version != kCheckpointFormat)
     throw std::runtime_error(file.path() + ": checkpoint format version " +
                              std::to_string(version) + ", but this build reads version " +
                              std::to_string(kCheckpointFormat));
+}
+
+std::string what_is_missing(const Hdf5File& file, const std::string& name) {
+  return file.path() + ": the checkpoint has no " + name +
+         " (a dataset or group was removed, or the file is damaged)";
+}
+
+ColumnEntry column_entry(const Hdf5File& file, const std::string& set) {
+  if (!file.has_dataset(set))
+    throw std::runtime_error(what_is_missing(file, "dataset '" + set + "'"));
+  const DatasetInfo info = file.info(set);
+  if (!file.has_attribute("checksum", set))
+    throw std::runtime_error(file.path() + ": dataset '" + set + "' has no checksum attribute");
+  return {info.type, info.components, info.rows, file.unsigned_integer("checksum", set)};
+}
+
+// Reads everything but the rows (any number of ranks, independently), then checks the values'
+// ranges and the header checksum.
+Manifest read_manifest(const Hdf5File& file) {
+  check_format(file);
+  Manifest m;
+  CheckpointHeader& h = m.header;
+  for (const char* name :
+       {"workload", "case", "step", "time", "dt", "ranks", "seed", "build", "header_checksum"})
+    if (!file.has_attribute(name))
+      throw std::runtime_error(what_is_missing(file, std::string("attribute '") + name + "'"));
+  h.workload = file.text("workload");
+  h.case_name = file.text("case");
+  h.step = file.integer("step");
+  h.time = file.real("time");
+  h.dt = file.real("dt");
+  h.ranks = file.integer("ranks");
+  h.seed = file.unsigned_integer("seed");
+  h.build = file.text("build");
+  if (!file.has_dataset(kConfigSet))
+    throw std::runtime_error(what_is_missing(file, "dataset '/config' (the case text)"));
+  const DatasetInfo config = file.info(kConfigSet);
+  if (config.type != Dtype::u8 || config.components != 1)
+    throw std::runtime_error(file.path() + ": dataset '/config' is not text");
+  h.config_text.resize(config.rows);
+  file.read(kConfigSet, Dtype::u8, 0, config.rows, h.config_text.data());
+  if (!file.has_group(kStateGroup))
+    throw std::runtime_error(what_is_missing(file, "group '/state'"));
+  for (const auto& name : file.attribute_names(kStateGroup))
+    h.scalars[name] = file.real(name, kStateGroup);
+  if (file.has_group(kTablesGroup))
+    for (const auto& group : file.groups(kTablesGroup)) {
+      const std::string name = leaf(group);
+      TableEntry& t = m.tables[name];
+      if (!file.has_attribute("rows", group))
+        throw std::runtime_error(what_is_missing(file, "row count of table '" + name + "'"));
+      t.rows = file.unsigned_integer("rows", group);
+      if (!file.has_dataset(rank_rows_path(name)))
+        throw std::runtime_error(
+            what_is_missing(file, "per-rank row counts of table '" + name + "'"));
+      const DatasetInfo counts = file.info(rank_rows_path(name));
+      if (counts.type != Dtype::i64 || counts.components != 1 || counts.rows > (1u << 24))
+        throw std::runtime_error(file.path() + ": table '" + name +
+                                 "': its per-rank row counts are damaged");
+      t.rank_rows.resize(counts.rows);
+      file.read(rank_rows_path(name), Dtype::i64, 0, counts.rows, t.rank_rows.data());
+      if (!file.has_group(columns_path(name)))
+        throw std::runtime_error(what_is_missing(file, "columns of table '" + name + "'"));
+      for (const auto& set : file.datasets(columns_path(name)))
+        t.columns[leaf(set)] = column_entry(file, set);
+    }
+  if (file.has_group(kArraysGroup))
+    for (const auto& set : file.datasets(kArraysGroup))
+      m.arrays[leaf(set)] = column_entry(file, set);
+  return m;
+}
+
+// The checks of a manifest read from `path`; "" when it passes, else the reason.
+std::string manifest_problem(const Hdf5File& file, const Manifest& m) {
+  return capture([&] {
+    check_ranges(file.path(), m);
+    const std::uint64_t stored = file.unsigned_integer("header_checksum");
+    const std::uint64_t computed = digest_of(m);
+    if (stored != computed)
+      throw std::runtime_error(
+          file.path() + ": the checkpoint header fails its checksum (stored " + hex(stored) +
+          ", computed " + hex(computed) + "): a header value (step " +
+          std::to_string(m.header.step) + ", time " + number(m.header.time) + ", dt, ranks " +
+          std::to_string(m.header.ranks) +
+          ", a /state scalar, a table's row counts, the case text) or the list of datasets "
+          "was altered or damaged after it was written; restart from an earlier checkpoint");
+  });
 }
 
 std::runtime_error checksum_mismatch(const std::string& path, const std::string& name,
@@ -123,37 +341,87 @@ std::runtime_error checksum_mismatch(const std::string& path, const std::string&
 
 // ---- writing ---------------------------------------------------------------------------------
 
-CheckpointWriter::CheckpointWriter(MPI_Comm comm, std::size_t n_local)
-    : comm_(comm), slab_(slab_of(comm, n_local)) {}
+CheckpointWriter::CheckpointWriter(MPI_Comm comm) : comm_(comm) {}
 
-void CheckpointWriter::distributed(const HostField& field, std::uint64_t partial_checksum) {
-  arrays_.push_back({field, slab_, sum_over_ranks(comm_, partial_checksum), true});
+std::uint64_t CheckpointWriter::table(const std::string& name, std::size_t local_rows) {
+  check_name("table", name);
+  for (const Table& t : tables_)
+    if (t.name == name)
+      throw std::invalid_argument("checkpoint: table '" + name + "' declared twice");
+  Table t{name, slab_of(comm_, local_rows), std::vector<std::int64_t>(size_of(comm_))};
+  const auto mine = static_cast<std::int64_t>(local_rows);
+  MPI_Allgather(&mine, 1, MPI_INT64_T, t.rank_rows.data(), 1, MPI_INT64_T, comm_);
+  tables_.push_back(std::move(t));
+  return tables_.back().slab.offset;
+}
+
+const CheckpointWriter::Table& CheckpointWriter::find(const std::string& table) const {
+  for (const Table& t : tables_)
+    if (t.name == table) return t;
+  throw std::invalid_argument("checkpoint: no table '" + table + "' declared");
+}
+
+std::uint64_t CheckpointWriter::first_row(const std::string& table) const {
+  return find(table).slab.offset;
+}
+
+void CheckpointWriter::column(const std::string& table, const HostField& field,
+                              std::uint64_t partial_checksum) {
+  check_name("column", field.name);
+  const Table& t = find(table);
+  const auto index = static_cast<std::size_t>(&t - tables_.data());
+  for (const Array& a : arrays_)
+    if (a.table == index && a.field.name == field.name)
+      throw std::invalid_argument("checkpoint: column '" + field.name + "' of table '" + table +
+                                  "' given twice");
+  arrays_.push_back({field, index, t.slab, sum_over_ranks(comm_, partial_checksum)});
 }
 
 void CheckpointWriter::replicated(const HostField& field, std::size_t rows) {
+  check_name("array", field.name);
   const Slab slab{0, rows, rows};
   const std::uint64_t checksum =
       rows_checksum(field.data, row_bytes(field.type, field.components), rows, 0);
-  arrays_.push_back({field, slab, checksum, false});
+  arrays_.push_back({field, std::string::npos, slab, checksum});
 }
 
-// Rank 0: the whole file but the distributed rows, which get contiguous storage whose offsets
-// are returned (0 for replicated arrays). HDF5 is done with the file when this returns.
+// Rank 0: the whole file but the tables' rows, which get contiguous storage whose offsets are
+// returned (0 for replicated arrays). HDF5 is done with the file when this returns.
 std::vector<std::uint64_t> CheckpointWriter::create_layout(const fs::path& tmp,
                                                            const CheckpointHeader& header) const {
+  Manifest m;
+  m.header = header;
+  for (const Table& t : tables_) m.tables[t.name] = {t.slab.global, t.rank_rows, {}};
+  for (const Array& a : arrays_) {
+    const ColumnEntry c{a.field.type, a.field.components, a.slab.global, a.checksum};
+    if (a.table == std::string::npos)
+      m.arrays[a.field.name] = c;
+    else
+      m.tables[tables_[a.table].name].columns[a.field.name] = c;
+  }
   std::vector<std::uint64_t> offsets(arrays_.size(), 0);
   make_output_directory(tmp.parent_path());
   Hdf5File file = Hdf5File::create(MPI_COMM_SELF, tmp);
-  write_header(file, header);
+  write_header(file, header, digest_of(m));
   file.group(kArraysGroup);
+  file.group(kTablesGroup);
+  for (const Table& t : tables_) {
+    file.group(table_path(t.name));
+    file.group(columns_path(t.name));
+    file.attribute("rows", std::uint64_t{t.slab.global}, table_path(t.name));
+    file.dataset({rank_rows_path(t.name), Dtype::i64, 1, t.rank_rows.data()},
+                 Slab{0, t.rank_rows.size(), t.rank_rows.size()});
+  }
   for (std::size_t i = 0; i < arrays_.size(); ++i) {
     const Array& a = arrays_[i];
     HostField named = a.field;
-    named.name = array_path(a.field.name);
-    if (a.distributed)
+    if (a.table != std::string::npos) {
+      named.name = column_path(tables_[a.table].name, a.field.name);
       offsets[i] = file.reserve(named.name, named.type, named.components, a.slab.global);
-    else
+    } else {
+      named.name = array_path(a.field.name);
       file.dataset(named, a.slab);
+    }
     file.attribute("checksum", a.checksum, named.name);
   }
   file.close();
@@ -272,11 +540,29 @@ struct PendingCheckpoint::Writing {
 };
 
 PendingCheckpoint CheckpointWriter::start(const fs::path& path, const CheckpointHeader& header) && {
+  // Every rank must have declared the same tables and columns, in the same order (rank 0 lays
+  // out the file for all): compare a digest of the declarations.
+  Digest declared;
+  for (const Table& t : tables_) declared.text(t.name);
+  for (const Array& a : arrays_)
+    declared.text(a.field.name).text(dtype_name(a.field.type)).i64(a.field.components).u64(a.table);
+  std::uint64_t range[2] = {declared.value(), ~declared.value()};
+  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MAX, comm_);
+  if (range[0] != ~range[1])
+    throw std::logic_error("CheckpointWriter::start: ranks declared different tables or columns");
   const fs::path tmp = temporary_name(path);
   std::vector<std::uint64_t> offsets(arrays_.size(), 0);
   {
     const QuietHdf5Errors quiet;
-    on_root(comm_, [&] { offsets = create_layout(tmp, header); });
+    on_root(comm_, [&] {
+      try {
+        offsets = create_layout(tmp, header);
+      } catch (...) {
+        std::error_code ignored;
+        fs::remove(tmp, ignored);  // no .tmp left behind by a checkpoint that failed
+        throw;
+      }
+    });
   }
   MPI_Bcast(offsets.data(), static_cast<int>(offsets.size()), MPI_UINT64_T, 0, comm_);
 
@@ -287,7 +573,7 @@ PendingCheckpoint CheckpointWriter::start(const fs::path& path, const Checkpoint
     const Array& a = arrays_[i];
     const std::size_t row = row_bytes(a.field.type, a.field.components);
     writing->bytes += a.slab.global * row;
-    if (a.distributed && a.slab.count > 0)
+    if (a.table != std::string::npos && a.slab.count > 0)
       writing->pieces.push_back(
           {offsets[i] + a.slab.offset * row, a.field.data, a.slab.count * row});
   }
@@ -331,8 +617,19 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const fs::path& path,
   const QuietHdf5Errors quiet;
   agree(comm, capture([&] {
           file_.emplace(Hdf5File::open(comm, path));
-          check_format(*file_);
-          header_ = read_header(*file_);
+          const Manifest m = read_manifest(*file_);
+          if (const std::string problem = manifest_problem(*file_, m); !problem.empty())
+            throw std::runtime_error(problem);
+          header_ = m.header;
+          for (const auto& [name, t] : m.tables) {
+            TableInfo& info = tables_[name];
+            info.rows = t.rows;
+            info.rank_rows = t.rank_rows;
+            for (const auto& [column, c] : t.columns)
+              info.columns.push_back({column, c.type, c.rows, c.components});
+          }
+          for (const auto& [name, c] : m.arrays)
+            replicated_[name] = {array_path(name), c.type, c.rows, c.components};
         }));
   if (header_.workload != expected_workload)
     throw std::runtime_error(path.string() + ": a checkpoint of the '" + header_.workload +
@@ -340,34 +637,50 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const fs::path& path,
                              expected_workload + "' workload and cannot continue from it");
 }
 
-std::uint64_t CheckpointReader::rows(const std::string& name) const {
-  const QuietHdf5Errors quiet;
-  std::uint64_t n = 0;
-  agree(comm_, capture([&] {
-          if (!file_->has_dataset(array_path(name)))
-            throw std::runtime_error(path_.string() + ": the checkpoint has no array '" + name +
-                                     "' (written by an incompatible version?)");
-          n = file_->info(array_path(name)).rows;
-        }));
-  return n;
+std::vector<std::string> CheckpointReader::tables() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tables_) names.push_back(name);
+  return names;
 }
 
-void CheckpointReader::read(const std::string& name, Dtype type, std::uint64_t first,
-                            std::uint64_t count, void* out) const {
+const TableInfo& CheckpointReader::table(const std::string& table) const {
+  const auto found = tables_.find(table);
+  if (found == tables_.end())
+    throw std::runtime_error(path_.string() + ": the checkpoint has no table '" + table +
+                             "' (written by an incompatible version?)");
+  return found->second;
+}
+
+void CheckpointReader::read(const std::string& table, const std::string& column, Dtype type,
+                            std::uint64_t first, std::uint64_t count, void* out) const {
   const QuietHdf5Errors quiet;
-  const std::string set = array_path(name);
+  const std::string set = column_path(table, column);
   std::uint64_t stored = 0, mine = 0;
   agree(comm_, capture([&] {
-          const DatasetInfo info = file_->info(set);
-          if (info.type != type)
-            throw std::runtime_error(path_.string() + ": array '" + name + "' holds " +
-                                     dtype_name(info.type) + ", expected " + dtype_name(type));
+          const TableInfo& t = this->table(table);
+          const auto c = std::find_if(t.columns.begin(), t.columns.end(),
+                                      [&](const DatasetInfo& d) { return d.name == column; });
+          if (c == t.columns.end())
+            throw std::runtime_error(path_.string() + ": table '" + table + "' has no column '" +
+                                     column + "' (written by an incompatible version?)");
+          if (c->type != type)
+            throw std::runtime_error(path_.string() + ": column '" + column + "' of table '" +
+                                     table + "' holds " + dtype_name(c->type) + ", expected " +
+                                     dtype_name(type));
           file_->read(set, type, first, count, out);
           stored = file_->unsigned_integer("checksum", set);
-          mine = rows_checksum(out, row_bytes(type, info.components), count, first);
+          mine = rows_checksum(out, row_bytes(type, c->components), count, first);
         }));
   const std::uint64_t computed = sum_over_ranks(comm_, mine);
-  if (computed != stored) throw checksum_mismatch(path_.string(), name, stored, computed);
+  if (computed != stored) throw checksum_mismatch(path_.string(), column, stored, computed);
+}
+
+std::uint64_t CheckpointReader::replicated_rows(const std::string& name) const {
+  const auto found = replicated_.find(name);
+  if (found == replicated_.end())
+    throw std::runtime_error(path_.string() + ": the checkpoint has no array '" + name +
+                             "' (written by an incompatible version?)");
+  return found->second.rows;
 }
 
 void CheckpointReader::read_all(const std::string& name, Dtype type, void* out) const {
@@ -375,12 +688,56 @@ void CheckpointReader::read_all(const std::string& name, Dtype type, void* out) 
   const std::string set = array_path(name);
   agree(comm_, capture([&] {
           const DatasetInfo info = file_->info(set);
+          if (info.type != type)
+            throw std::runtime_error(path_.string() + ": array '" + name + "' holds " +
+                                     dtype_name(info.type) + ", expected " + dtype_name(type));
           file_->read(set, type, 0, info.rows, out);
           const std::uint64_t stored = file_->unsigned_integer("checksum", set);
           const std::uint64_t computed =
               rows_checksum(out, row_bytes(type, info.components), info.rows, 0);
           if (computed != stored) throw checksum_mismatch(path_.string(), name, stored, computed);
         }));
+}
+
+// ---- a workload's state as tables --------------------------------------------------------------
+
+PendingCheckpoint save_checkpoint(MPI_Comm comm, const fs::path& path,
+                                  const CheckpointState& state) {
+  CheckpointWriter out(comm);
+  for (const StateTable& t : state.tables) {
+    const std::uint64_t first = out.table(t.name, t.rows);
+    for (const StateColumn& c : t.columns) {
+      const std::uint64_t partial =
+          c.checksum ? c.checksum(first)
+                     : rows_checksum(c.field.data, row_bytes(c.field.type, c.field.components),
+                                     t.rows, first);
+      out.column(t.name, c.field, partial);
+    }
+  }
+  for (const ReplicatedArray& a : state.replicated) out.replicated(a.field, a.rows);
+  for (const auto& owner : state.keep) out.keep(owner);
+  return std::move(out).start(path, state.header);
+}
+
+TableShare share_of(const CheckpointReader& checkpoint, const std::string& table) {
+  const TableInfo& t = checkpoint.table(table);
+  const int rank = rank_of(checkpoint.comm()), ranks = size_of(checkpoint.comm());
+  TableShare share;
+  share.own_rows = static_cast<int>(t.rank_rows.size()) == ranks;
+  if (share.own_rows) {
+    for (int r = 0; r < rank; ++r) share.first += static_cast<std::uint64_t>(t.rank_rows[r]);
+    share.count = static_cast<std::uint64_t>(t.rank_rows[rank]);
+  } else {
+    share.first = t.rows * rank / ranks;
+    share.count = t.rows * (rank + 1) / ranks - share.first;
+  }
+  return share;
+}
+
+void read_share(const CheckpointReader& checkpoint, const std::string& table,
+                const TableShare& share, std::span<const ColumnTarget> columns) {
+  for (const ColumnTarget& c : columns)
+    checkpoint.read(table, c.name, c.type, share.first, share.count, c.out);
 }
 
 // ---- files -------------------------------------------------------------------------------------
@@ -407,6 +764,18 @@ void prune_checkpoints(const fs::path& output_dir, int keep) {
     std::error_code ignored;
     fs::remove(found[i].second, ignored);
   }
+}
+
+int remove_stale_checkpoints(const fs::path& output_dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& item : fs::directory_iterator(checkpoint_dir(output_dir), ec)) {
+    const fs::path& p = item.path();
+    if (p.extension() != ".tmp" || !step_of(p.parent_path() / p.stem())) continue;
+    std::error_code ignored;
+    if (fs::remove(p, ignored)) ++removed;
+  }
+  return removed;
 }
 
 // ---- inspect
@@ -444,12 +813,20 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
   std::ostringstream out;
   bool ok = true;
   const Hdf5File file = Hdf5File::open_serial(path);
-  const bool is_checkpoint =
-      file.has_attribute("format") && file.text("format") == kCheckpointMagic;
-  std::vector<std::string> sets;
+  const bool has_format = file.has_attribute("format");
+  const bool is_checkpoint = has_format && file.text("format") == kCheckpointMagic;
+  // What only a checkpoint has: a file with any of it but not the format is a damaged one.
+  const bool looks_like_checkpoint =
+      file.has_attribute("format_version") || file.has_attribute("workload") ||
+      file.has_group(kStateGroup) || file.has_group(kArraysGroup) || file.has_group(kTablesGroup);
+  struct Set {
+    std::string name;
+    std::optional<std::uint64_t> checksum;
+  };
+  std::vector<Set> sets;
   if (is_checkpoint) {
-    check_format(file);
-    const CheckpointHeader h = read_header(file);
+    const Manifest m = read_manifest(file);
+    const CheckpointHeader& h = m.header;
     out << path.string() << ": apron checkpoint, format " << kCheckpointFormat << "\n"
         << "  workload " << h.workload << ", case '" << h.case_name << "', step " << h.step
         << ", time " << h.time << " s, dt " << h.dt << " s\n"
@@ -457,26 +834,55 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
         << "\n  state:";
     for (const auto& [name, value] : h.scalars) out << " " << name << "=" << value;
     out << "\n  case file: " << h.config_text.size() << " bytes of YAML\n";
-    sets = file.datasets(kArraysGroup);
-  } else if (file.has_attribute("step") && file.has_attribute("time")) {
-    out << path.string() << ": apron particle output, step " << file.integer("step") << ", time "
-        << file.real("time") << " s, written by " << file.integer("ranks")
+    const std::string problem = manifest_problem(file, m);
+    out << "  header checksum " << hex(file.unsigned_integer("header_checksum"))
+        << (problem.empty() ? " (verified)" : " (MISMATCH or out of range)") << "\n";
+    if (!problem.empty()) {
+      ok = false;
+      out << "  error: " << problem << "\n";
+    }
+    for (const auto& [name, t] : m.tables) {
+      out << "  table '" << name << "': " << t.rows << " rows; per rank:";
+      for (const auto r : t.rank_rows) out << " " << r;
+      out << "\n";
+      for (const auto& [column, c] : t.columns)
+        sets.push_back({column_path(name, column), c.checksum});
+    }
+    for (const auto& [name, c] : m.arrays) sets.push_back({array_path(name), c.checksum});
+  } else if (looks_like_checkpoint) {
+    throw std::runtime_error(path.string() +
+                             ": a damaged apron checkpoint: its 'format' attribute is " +
+                             (has_format ? "'" + file.text("format") + "'" : "missing") +
+                             " (expected '" + kCheckpointMagic + "')");
+  } else if (file.has_attribute("step") && file.has_attribute("time") &&
+             file.has_attribute("ranks") &&
+             (file.has_attribute("kind") || file.has_dataset("/position"))) {
+    // A step of a visual output series (io/series_output.hpp).
+    const std::string kind = file.has_attribute("kind") ? file.text("kind") : "points";
+    const char* what = kind == "points" ? "particle" : kind == "mesh" ? "mesh" : "brick";
+    if (kind != "points" && kind != "mesh" && kind != "bricks")
+      throw std::runtime_error(path.string() + ": an output file of unknown kind '" + kind + "'");
+    out << path.string() << ": apron " << what << " output, step " << file.integer("step")
+        << ", time " << file.real("time") << " s, written by " << file.integer("ranks")
         << " rank(s); no checksums (visual output)\n";
-    sets = file.datasets("/");
+    for (const std::string group : {"/", "/triangle_fields", "/bricks"})
+      if (file.has_group(group))
+        for (const auto& name : file.datasets(group)) sets.push_back({name, std::nullopt});
   } else {
-    throw std::runtime_error(path.string() + ": an HDF5 file, but not one apron wrote");
+    throw std::runtime_error(path.string() +
+                             ": an HDF5 file, but neither an apron checkpoint nor an apron "
+                             "particle output");
   }
-  for (const auto& name : sets) {
-    const DatasetInfo info = file.info(name);
-    out << "  " << name << "  " << dtype_name(info.type) << " [" << info.rows;
+  for (const auto& set : sets) {
+    const DatasetInfo info = file.info(set.name);
+    out << "  " << set.name << "  " << dtype_name(info.type) << " [" << info.rows;
     if (info.components != 1) out << " x " << info.components;
     out << "]  "
         << size_text(static_cast<double>(info.rows * row_bytes(info.type, info.components)));
-    if (is_checkpoint) {
-      const std::uint64_t stored = file.unsigned_integer("checksum", name);
-      out << "  checksum " << hex(stored);
+    if (set.checksum) {
+      out << "  checksum " << hex(*set.checksum);
       if (verify) {
-        const bool good = checksum_of(file, info) == stored;
+        const bool good = checksum_of(file, info) == *set.checksum;
         ok = ok && good;
         out << (good ? " (verified)" : " (MISMATCH: altered or damaged)");
       }

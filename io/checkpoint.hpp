@@ -1,21 +1,29 @@
-// Checkpoints (ARCHITECTURE.md, "I/O"): one HDF5 file per checkpoint, every rank its slice of each
-// distributed array (offsets from MPI_Exscan), written under a .tmp name and renamed when
+// Checkpoints (ARCHITECTURE.md, "I/O"): one HDF5 file per checkpoint, every rank its rows of each
+// named table (offsets from MPI_Exscan per table), written under a .tmp name and renamed when
 // complete. Rank 0 lays the file out (header, checksums, small arrays, contiguous storage for the
 // distributed ones); then each rank writes its rows at their file offsets on a thread while the
 // run goes on. Not collective MPI-IO, which would hold the step loop for the whole write: one
-// large contiguous slice per rank and array reaches disk speed without it (bench/NOTES.md). The file
-// carries the case's YAML text, step, time, dt, seed, rank count, build and a format version as
-// attributes, and a checksum per dataset (kernels/common/element_hash.hpp) that every load
-// verifies. Workload-neutral: a workload names its arrays and scalars; io/ knows no physics.
+// large contiguous slice per rank and array reaches disk speed without it (bench/NOTES.md). The
+// file carries the case's YAML text (a dataset), step, time, dt, seed, rank count, build and a
+// format version, a checksum per dataset (kernels/common/element_hash.hpp) and a header checksum
+// over all of those, which every load verifies. Workload-neutral: a workload names its arrays and
+// scalars; io/ knows no physics.
+//
+// Layout (format 2): root attributes format, format_version, workload, case, step, time, dt,
+// ranks, seed, build, header_checksum; /config (uint8, the case text); /state (one attribute per
+// scalar); /tables/<table> (attribute rows) with rank_rows (int64, one per writing rank) and
+// columns/<column> (attribute checksum); /arrays/<array> (replicated, attribute checksum).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,7 +31,11 @@
 
 namespace apron::io {
 
-inline constexpr std::int64_t kCheckpointFormat = 1;
+// Format 2: distributed rows are grouped in named tables (particles, bricks, vertices, ...), each
+// with its own row count per rank; the case text is a dataset; a header checksum covers every
+// header value, scalar, table count and dataset checksum. Format 1 files (before tables) are
+// refused with a message saying so.
+inline constexpr std::int64_t kCheckpointFormat = 2;
 inline constexpr const char* kCheckpointMagic = "apron checkpoint";
 
 struct CheckpointHeader {
@@ -70,64 +82,149 @@ class PendingCheckpoint {
   std::unique_ptr<Writing> writing_;
 };
 
-// Collects one checkpoint's arrays, then writes them. Collective throughout.
+// Collects one checkpoint's tables and arrays, then writes them. Collective throughout: every
+// rank declares the same tables and columns in the same order.
 class CheckpointWriter {
  public:
-  // n_local: the rows this rank contributes to every distributed array.
-  CheckpointWriter(MPI_Comm comm, std::size_t n_local);
-  // The global index of this rank's first row: the checksum of a slice depends on it.
-  std::uint64_t first_row() const { return slab_.offset; }
-  // A distributed array: this rank's n_local rows and their partial checksum (over global rows
-  // first_row() ...; device_checksum or rows_checksum computes it). The rows are read by the
+  explicit CheckpointWriter(MPI_Comm comm);
+  // Declares table `name` with this rank's `local_rows` rows (collective: the offsets come from
+  // MPI_Exscan, and every rank's count is stored). Returns the global index of this rank's first
+  // row, on which the checksum of its slice depends.
+  std::uint64_t table(const std::string& name, std::size_t local_rows);
+  std::uint64_t first_row(const std::string& table) const;
+  // A column of a declared table: this rank's rows and their partial checksum (over global rows
+  // first_row(table) ...; device_checksum or rows_checksum computes it). The rows are read by the
   // background write: they must stay unchanged until it has finished (see keep()).
-  void distributed(const HostField& field, std::uint64_t partial_checksum);
+  void column(const std::string& table, const HostField& field, std::uint64_t partial_checksum);
   // A small array every rank holds the same copy of (written once, by rank 0, before start()
   // returns).
   void replicated(const HostField& field, std::size_t rows);
   // Keeps `owner` (the buffer the distributed rows live in) alive until the write has finished.
   void keep(std::shared_ptr<const void> owner) { owners_.push_back(std::move(owner)); }
   // Creates path.tmp with the header, the checksums, the replicated arrays and room for the
-  // distributed ones (rank 0), then starts each rank's background write of its rows.
+  // tables' columns (rank 0), then starts each rank's background write of its rows (one
+  // contiguous piece per column).
   PendingCheckpoint start(const std::filesystem::path& path, const CheckpointHeader& header) &&;
 
  private:
+  struct Table {
+    std::string name;
+    Slab slab;
+    std::vector<std::int64_t> rank_rows;  // every rank's row count
+  };
   struct Array {
     HostField field;
+    std::size_t table;  // index into tables_, or npos for a replicated array
     Slab slab;
     std::uint64_t checksum;  // global, after the sum over ranks
-    bool distributed;
   };
+  const Table& find(const std::string& table) const;
   std::vector<std::uint64_t> create_layout(const std::filesystem::path& tmp,
                                            const CheckpointHeader& header) const;
   MPI_Comm comm_;
-  Slab slab_;
+  std::vector<Table> tables_;
   std::vector<Array> arrays_;
   std::vector<std::shared_ptr<const void>> owners_;
+};
+
+// What the file says about one table.
+struct TableInfo {
+  std::uint64_t rows = 0;
+  std::vector<std::int64_t> rank_rows;  // rows written by each rank, in rank order
+  std::vector<DatasetInfo> columns;
 };
 
 // Opens and checks a checkpoint; reads verify each dataset's checksum. Collective.
 class CheckpointReader {
  public:
   // Refuses (std::runtime_error naming the file and the reason) a missing, non-HDF5, truncated or
-  // foreign file, an unknown format version, or a checkpoint of another workload.
+  // foreign file, an unknown format version, a checkpoint of another workload, a header that
+  // fails its checksum (a damaged step, time, count, scalar, or a dataset removed) or holds a
+  // value out of range.
   CheckpointReader(MPI_Comm comm, const std::filesystem::path& path,
                    const std::string& expected_workload);
   const CheckpointHeader& header() const { return header_; }
-  std::uint64_t rows(const std::string& name) const;
-  // Reads rows [first, first + count) into out and verifies the dataset's checksum over all
-  // ranks' reads together (the ranks must read disjoint parts that cover the dataset).
-  void read(const std::string& name, Dtype type, std::uint64_t first, std::uint64_t count,
-            void* out) const;
-  // Reads a replicated array whole on every rank, verifying its checksum.
+
+  std::vector<std::string> tables() const;
+  bool has_table(const std::string& table) const { return tables_.count(table) != 0; }
+  const TableInfo& table(const std::string& table) const;
+  std::uint64_t rows(const std::string& table) const { return this->table(table).rows; }
+  // Rows each writing rank held (header().ranks entries).
+  const std::vector<std::int64_t>& rank_rows(const std::string& table) const {
+    return this->table(table).rank_rows;
+  }
+  // Reads rows [first, first + count) of a table's column into out and verifies the column's
+  // checksum over all ranks' reads together (the ranks must read disjoint parts that cover the
+  // table).
+  void read(const std::string& table, const std::string& column, Dtype type, std::uint64_t first,
+            std::uint64_t count, void* out) const;
+  // A replicated array: its rows, and reading it whole on every rank, verifying its checksum.
+  std::uint64_t replicated_rows(const std::string& name) const;
   void read_all(const std::string& name, Dtype type, void* out) const;
   const std::filesystem::path& path() const { return path_; }
+  MPI_Comm comm() const { return comm_; }
 
  private:
   MPI_Comm comm_;
   std::filesystem::path path_;
   std::optional<Hdf5File> file_;
   CheckpointHeader header_;
+  std::map<std::string, TableInfo> tables_;
+  std::map<std::string, DatasetInfo> replicated_;
 };
+
+// ---- a workload's state as named tables --------------------------------------------------------
+// A workload describes what it saves instead of laying out the file: save_checkpoint() writes it,
+// share_of()/read_share() give each rank its rows back. io/ knows no decomposition: on another
+// rank count a rank gets an even contiguous share and migrates rows by position itself.
+
+struct StateColumn {
+  HostField field;  // this rank's rows (the table's row count), staged in host memory
+  // The partial checksum of this rank's rows, given their first global row (e.g. computed on the
+  // device). Empty: computed from the host rows.
+  std::function<std::uint64_t(std::uint64_t first_row)> checksum;
+};
+
+struct StateTable {
+  std::string name;
+  std::size_t rows = 0;  // this rank's
+  std::vector<StateColumn> columns;
+};
+
+struct ReplicatedArray {
+  HostField field;
+  std::size_t rows = 0;
+};
+
+struct CheckpointState {
+  CheckpointHeader header;
+  std::vector<StateTable> tables;
+  std::vector<ReplicatedArray> replicated;
+  std::vector<std::shared_ptr<const void>> keep;  // buffers the host rows live in
+};
+
+// Collective: starts writing `state` to `path` (see CheckpointWriter::start).
+PendingCheckpoint save_checkpoint(MPI_Comm comm, const std::filesystem::path& path,
+                                  const CheckpointState& state);
+
+// This rank's rows of a table on load.
+struct TableShare {
+  std::uint64_t first = 0, count = 0;
+  // True when the checkpoint was written by as many ranks as read it: the rows are the ones this
+  // rank wrote, in its order (bitwise continuation). False: an even contiguous share.
+  bool own_rows = false;
+};
+TableShare share_of(const CheckpointReader& checkpoint, const std::string& table);
+
+// A column to read: out must hold share.count * components values of type.
+struct ColumnTarget {
+  std::string name;
+  Dtype type;
+  void* out;
+};
+// Collective: reads the share's rows of each column, verifying checksums.
+void read_share(const CheckpointReader& checkpoint, const std::string& table,
+                const TableShare& share, std::span<const ColumnTarget> columns);
 
 // Checkpoint files live in <output dir>/checkpoints/checkpoint_<step>.h5.
 std::filesystem::path checkpoint_dir(const std::filesystem::path& output_dir);
@@ -136,10 +233,14 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& output_dir, s
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& output_dir);
 // Deletes all but the newest `keep` checkpoints (rank 0 only).
 void prune_checkpoints(const std::filesystem::path& output_dir, int keep);
+// Removes checkpoint_*.h5.tmp files a killed or failed run left in output_dir (rank 0 only, at
+// the start of a run, before any checkpoint of this run is started). Returns how many.
+int remove_stale_checkpoints(const std::filesystem::path& output_dir);
 
 // `apron inspect`: what a checkpoint or particle output file holds, from its metadata alone;
 // with verify, also reads every dataset and checks its checksum. Serial. Returns the text and
-// whether every check passed.
+// whether every check passed. A checkpoint whose header fails its checksum or range checks, or
+// a file that looks like neither a checkpoint nor a particle output, fails.
 std::pair<std::string, bool> inspect(const std::filesystem::path& path, bool verify);
 
 }  // namespace apron::io

@@ -383,8 +383,44 @@ DatasetInfo Hdf5File::info(const std::string& name) const {
     throw std::runtime_error(path_ + ": dataset '" + name + "' is not 1-D or 2-D");
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   info.rows = dims[0];
+  if (dims[1] < 1 || dims[1] > (1u << 20))
+    throw std::runtime_error(path_ + ": dataset '" + name + "' has " + std::to_string(dims[1]) +
+                             " components per row (an empty or damaged shape)");
   info.components = static_cast<int>(dims[1]);
   return info;
+}
+
+namespace {
+std::vector<std::string> children(const Hdf5File& file, hid_t id, const std::string& group) {
+  std::vector<std::string> names;
+  const auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->push_back(name);
+    return 0;
+  };
+  hsize_t index = 0;
+  if (H5Literate_by_name(id, group.c_str(), H5_INDEX_NAME, H5_ITER_INC, &index, collect, &names,
+                         H5P_DEFAULT) < 0)
+    throw std::runtime_error(file.path() + ": cannot list group '" + group +
+                             "' (HDF5: " + hdf5_cause() + ")");
+  for (auto& n : names) n = group == "/" ? "/" + n : group + "/" + n;
+  return names;
+}
+}  // namespace
+
+bool Hdf5File::has_group(const std::string& name) const {
+  if (name == "/") return true;
+  if (H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0) return false;
+  H5O_info_t object{};
+  return H5Oget_info_by_name2(file_.get(), name.c_str(), &object, H5O_INFO_BASIC, H5P_DEFAULT) >=
+             0 &&
+         object.type == H5O_TYPE_GROUP;
+}
+
+std::vector<std::string> Hdf5File::groups(const std::string& group) const {
+  std::vector<std::string> out;
+  for (const auto& full : children(*this, file_.get(), group))
+    if (has_group(full)) out.push_back(full);
+  return out;
 }
 
 std::vector<std::string> Hdf5File::datasets(const std::string& group) const {

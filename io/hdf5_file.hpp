@@ -159,6 +159,9 @@ class Hdf5File {
   DatasetInfo info(const std::string& name) const;
   // The datasets under a group ("/" for the root), by name, in the file's order.
   std::vector<std::string> datasets(const std::string& group) const;
+  // The groups under a group, by full name, in the file's order.
+  std::vector<std::string> groups(const std::string& group) const;
+  bool has_group(const std::string& name) const;
   // Reads rows [first, first + count) of a dataset into `out` (count * components values of
   // `type`), independently per rank.
   void read(const std::string& name, Dtype type, hsize_t first, hsize_t count, void* out) const;

@@ -72,7 +72,8 @@ bool parse_number(std::string_view word, T& out) {
 // Collects vertices and polygons, checking each against what a mesh must be.
 class MeshBuilder {
  public:
-  explicit MeshBuilder(fs::path file) : file_(std::move(file)) {}
+  MeshBuilder(fs::path file, const MeshReadOptions& options)
+      : file_(std::move(file)), options_(options) {}
 
   void add_vertex(double x, double y, double z, const std::string& place) {
     if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z))
@@ -114,8 +115,11 @@ class MeshBuilder {
  private:
   void add_triangle(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
     if (zero_area(a, b, c)) {
-      ++mesh_.degenerate_skipped;
-      return;
+      if (!options_.keep_degenerate) {
+        ++mesh_.degenerate_skipped;
+        return;
+      }
+      ++mesh_.degenerate_kept;
     }
     mesh_.triangles.push_back({a, b, c});
   }
@@ -136,6 +140,7 @@ class MeshBuilder {
   }
 
   fs::path file_;
+  MeshReadOptions options_;
   TriangleMesh mesh_;
 };
 
@@ -153,9 +158,9 @@ long long obj_index(std::string_view word, std::size_t vertices, const std::stri
 
 }  // namespace
 
-TriangleMesh read_obj(const fs::path& file) {
+TriangleMesh read_obj(const fs::path& file, const MeshReadOptions& options) {
   const std::string text = read_whole_file(file);
-  MeshBuilder mesh(file);
+  MeshBuilder mesh(file, options);
   for (const auto& [number, row] : Lines::of(text, true).rows) {
     const auto words = split_words(row);
     const std::string place = line_place(file, number);
@@ -181,10 +186,10 @@ TriangleMesh read_obj(const fs::path& file) {
 
 // ---- OFF -------------------------------------------------------------------------------------
 
-TriangleMesh read_off(const fs::path& file) {
+TriangleMesh read_off(const fs::path& file, const MeshReadOptions& options) {
   const std::string text = read_whole_file(file);
   const auto rows = Lines::of(text, true).rows;
-  MeshBuilder mesh(file);
+  MeshBuilder mesh(file, options);
   std::size_t r = 0;
   auto next_words = [&](const char* what) {
     if (r >= rows.size())
@@ -470,7 +475,7 @@ int find_property(const PlyElement& e, std::initializer_list<const char*> names)
 
 }  // namespace
 
-TriangleMesh read_ply(const fs::path& file) {
+TriangleMesh read_ply(const fs::path& file, const MeshReadOptions& options) {
   const std::string text = read_whole_file(file);
   const PlyHeader header = read_ply_header(text, file);
   auto vertex_element = std::find_if(header.elements.begin(), header.elements.end(),
@@ -481,7 +486,7 @@ TriangleMesh read_ply(const fs::path& file) {
   for (auto e = header.elements.begin(); e != vertex_element; ++e)
     if (e->name == "face")  // indices are checked against vertices already read
       throw MeshReadError(file.string() + ": the PLY 'face' element must follow 'vertex'");
-  MeshBuilder mesh(file);
+  MeshBuilder mesh(file, options);
   PlyValues values(text, header, file);
   for (const PlyElement& e : header.elements) {
     const bool is_vertex = e.name == "vertex", is_face = e.name == "face";
@@ -522,15 +527,196 @@ TriangleMesh read_ply(const fs::path& file) {
   return mesh.finish();
 }
 
-TriangleMesh read_mesh(const fs::path& file) {
+TriangleMesh read_mesh(const fs::path& file, const MeshReadOptions& options) {
   std::string ext = file.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  if (ext == ".obj") return read_obj(file);
-  if (ext == ".ply") return read_ply(file);
-  if (ext == ".off") return read_off(file);
+  if (ext == ".obj") return read_obj(file, options);
+  if (ext == ".ply") return read_ply(file, options);
+  if (ext == ".off") return read_off(file, options);
   throw MeshReadError(file.string() + ": unknown mesh format '" + ext +
                       "' (accepted: .obj, .ply, .off)");
+}
+
+// ---- point clouds ------------------------------------------------------------------------------
+
+namespace {
+
+// Collects points (and normals), checking each.
+class CloudBuilder {
+ public:
+  explicit CloudBuilder(fs::path file) : file_(std::move(file)) {}
+
+  void add(const double xyz[3], const double* normal, const std::string& place) {
+    for (int d = 0; d < 3; ++d) {
+      if (!std::isfinite(xyz[d]))
+        throw MeshReadError(place + ": point " + std::to_string(cloud_.points.size()) +
+                            " has a coordinate that is not a finite number (NaN or infinity)");
+      if (std::fabs(xyz[d]) > std::numeric_limits<float>::max())
+        throw MeshReadError(place + ": point " + std::to_string(cloud_.points.size()) +
+                            " has a coordinate beyond the float32 range (" +
+                            std::to_string(xyz[d]) + ")");
+    }
+    cloud_.points.push_back({xyz[0], xyz[1], xyz[2]});
+    if (normal == nullptr) return;
+    for (int d = 0; d < 3; ++d)
+      if (!std::isfinite(normal[d]))
+        throw MeshReadError(place + ": the normal of point " +
+                            std::to_string(cloud_.points.size() - 1) +
+                            " is not a finite number (NaN or infinity)");
+    cloud_.normals.push_back({normal[0], normal[1], normal[2]});
+  }
+
+  PointCloud finish() {
+    if (cloud_.points.empty())
+      throw MeshReadError(file_.string() + ": the point cloud is empty (no points)");
+    return std::move(cloud_);
+  }
+
+ private:
+  fs::path file_;
+  PointCloud cloud_;
+};
+
+// "1 2 3", "1,2,3", "1, 2, 3": the fields of a line; commas, when present, separate them.
+std::vector<std::string_view> split_fields(std::string_view line, const std::string& place) {
+  if (line.find(',') == std::string_view::npos) return split_words(line);
+  std::vector<std::string_view> fields;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = std::min(line.find(',', start), line.size());
+    const auto words = split_words(line.substr(start, end - start));
+    if (words.size() != 1)
+      throw MeshReadError(place + ": field " + std::to_string(fields.size() + 1) +
+                          (words.empty() ? " is empty" : " holds more than one value") +
+                          " (between commas)");
+    fields.push_back(words[0]);
+    if (end == line.size()) break;
+    start = end + 1;
+  }
+  return fields;
+}
+
+}  // namespace
+
+PointCloud read_xyz(const fs::path& file) {
+  const std::string text = read_whole_file(file);
+  CloudBuilder cloud(file);
+  int column[6] = {0, 1, 2, -1, -1, -1};  // x y z nx ny nz
+  std::size_t width = 0;                  // fields per line, fixed by the first line
+  bool first = true;
+  for (const auto& [number, raw] : Lines::of(text, true).rows) {
+    std::string_view row = raw;
+    if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
+    const std::string place = line_place(file, number);
+    const auto fields = split_fields(row, place);
+    double value = 0;
+    if (first && !fields.empty() && !parse_number(fields[0], value)) {
+      // A header line naming the columns.
+      static const char* names[6] = {"x", "y", "z", "nx", "ny", "nz"};
+      for (int k = 0; k < 6; ++k) {
+        column[k] = -1;
+        for (std::size_t f = 0; f < fields.size(); ++f) {
+          std::string name(fields[f]);
+          std::transform(name.begin(), name.end(), name.begin(),
+                         [](unsigned char c) { return std::tolower(c); });
+          if (name == names[k]) column[k] = static_cast<int>(f);
+        }
+      }
+      if (column[0] < 0 || column[1] < 0 || column[2] < 0)
+        throw MeshReadError(place + ": a header line must name the columns x, y and z");
+      const int normals = (column[3] >= 0) + (column[4] >= 0) + (column[5] >= 0);
+      if (normals != 0 && normals != 3)
+        throw MeshReadError(place + ": the header names some of nx, ny, nz but not all three");
+      width = fields.size();
+      first = false;
+      continue;
+    }
+    if (width == 0) {
+      width = fields.size();
+      if (width == 6) {
+        column[3] = 3, column[4] = 4, column[5] = 5;
+      } else if (width != 3) {
+        throw MeshReadError(place + ": expected 3 values (x y z) or 6 (x y z nx ny nz), found " +
+                            std::to_string(width) + " (a header line can name other columns)");
+      }
+    }
+    first = false;
+    if (fields.size() != width)
+      throw MeshReadError(place + ": " + std::to_string(fields.size()) + " values, but " +
+                          std::to_string(width) + " on the lines before");
+    double v[6] = {0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 6; ++k) {
+      if (column[k] < 0) continue;
+      if (!parse_number(fields[column[k]], v[k]))
+        throw MeshReadError(place + ": '" + std::string(fields[column[k]]) + "' is not a number");
+    }
+    cloud.add(v, column[3] >= 0 ? v + 3 : nullptr, place);
+  }
+  return cloud.finish();
+}
+
+PointCloud read_ply_points(const fs::path& file) {
+  const std::string text = read_whole_file(file);
+  const PlyHeader header = read_ply_header(text, file);
+  auto vertex = std::find_if(header.elements.begin(), header.elements.end(),
+                             [](const PlyElement& e) { return e.name == "vertex"; });
+  if (vertex == header.elements.end())
+    throw MeshReadError(file.string() + ": the PLY header declares no 'vertex' element");
+  const int coord[3] = {find_property(*vertex, {"x"}), find_property(*vertex, {"y"}),
+                        find_property(*vertex, {"z"})};
+  const int normal[3] = {find_property(*vertex, {"nx"}), find_property(*vertex, {"ny"}),
+                         find_property(*vertex, {"nz"})};
+  for (const int c : coord)
+    if (c < 0 || vertex->properties[c].is_list)
+      throw MeshReadError(file.string() + ": the PLY vertex element lacks x, y or z");
+  const int normals = (normal[0] >= 0) + (normal[1] >= 0) + (normal[2] >= 0);
+  if (normals != 0 && normals != 3)
+    throw MeshReadError(file.string() +
+                        ": the PLY vertex element has some of nx, ny, nz but "
+                        "not all three");
+  for (const int c : normal)
+    if (c >= 0 && vertex->properties[c].is_list)
+      throw MeshReadError(file.string() + ": the PLY normal properties must not be lists");
+  CloudBuilder cloud(file);
+  PlyValues values(text, header, file);
+  // Elements before the vertices are read past; those after them are not needed.
+  for (auto e = header.elements.begin(); e != std::next(vertex); ++e) {
+    if (e->properties.empty()) continue;  // no bytes, whatever its count says
+    const bool is_vertex = e == vertex;
+    for (long long item = 0; item < e->count; ++item) {
+      double xyz[3] = {0, 0, 0}, n[3] = {0, 0, 0};
+      std::string place;
+      for (std::size_t p = 0; p < e->properties.size(); ++p) {
+        const PlyProperty& prop = e->properties[p];
+        if (prop.is_list) {
+          const long long count = as_index(values.next(prop.count_type), values.place());
+          if (p == 0) place = values.place();
+          if (count < 0) throw MeshReadError(values.place() + ": a negative list length");
+          for (long long k = 0; k < count; ++k) values.next(prop.type);
+          continue;
+        }
+        const double v = values.next(prop.type);
+        if (p == 0) place = values.place();
+        for (int d = 0; d < 3; ++d) {
+          if (static_cast<int>(p) == coord[d]) xyz[d] = v;
+          if (static_cast<int>(p) == normal[d]) n[d] = v;
+        }
+      }
+      if (is_vertex) cloud.add(xyz, normals ? n : nullptr, place);
+    }
+  }
+  return cloud.finish();
+}
+
+PointCloud read_point_cloud(const fs::path& file) {
+  std::string ext = file.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".ply") return read_ply_points(file);
+  if (ext == ".xyz" || ext == ".csv" || ext == ".txt") return read_xyz(file);
+  throw MeshReadError(file.string() + ": unknown point-cloud format '" + ext +
+                      "' (accepted: .ply, .xyz, .csv, .txt)");
 }
 
 }  // namespace apron::io

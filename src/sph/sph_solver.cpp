@@ -209,7 +209,6 @@ PinnedBuffer& SphSolver::checkpoint_staging() const {
 
 io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
   const std::size_t n = store_.size();
-  io::CheckpointWriter out(ranks_.comm, n);
   Vec4 *pos, *vel;
   std::int64_t* id;
   {
@@ -221,21 +220,24 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
     thrust::copy(vel_.begin(), vel_.begin() + n, vel);
     thrust::copy(id_.begin(), id_.begin() + n, id);
   }
-  out.keep(checkpoint_staging_);
-  out.distributed({"position", io::Dtype::f32, 4, pos}, device_checksum(pos_, n, out.first_row()));
-  out.distributed({"velocity", io::Dtype::f32, 4, vel}, device_checksum(vel_, n, out.first_row()));
-  out.distributed({"id", io::Dtype::i64, 1, id}, device_checksum(id_, n, out.first_row()));
-
-  std::vector<std::int64_t> counts(ranks_.size);
-  const auto mine = static_cast<std::int64_t>(n);
-  MPI_Allgather(&mine, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, ranks_.comm);
   std::vector<double> boxes;
   for (const Box& b : exchange_.partition().subdomains())
     boxes.insert(boxes.end(), {b.lo[0], b.lo[1], b.lo[2], b.hi[0], b.hi[1], b.hi[2]});
-  out.replicated({"rank_counts", io::Dtype::i64, 1, counts.data()}, counts.size());
-  out.replicated({"partition", io::Dtype::f64, 6, boxes.data()}, counts.size());
 
-  io::CheckpointHeader h;
+  io::CheckpointState state;
+  // One table, "particles": each rank's rows and the per-rank counts are the file's own.
+  state.tables.push_back({"particles",
+                          n,
+                          {{{"position", io::Dtype::f32, 4, pos},
+                            [&](std::uint64_t first) { return device_checksum(pos_, n, first); }},
+                           {{"velocity", io::Dtype::f32, 4, vel},
+                            [&](std::uint64_t first) { return device_checksum(vel_, n, first); }},
+                           {{"id", io::Dtype::i64, 1, id},
+                            [&](std::uint64_t first) { return device_checksum(id_, n, first); }}}});
+  state.replicated.push_back({{"partition", io::Dtype::f64, 6, boxes.data()}, boxes.size() / 6});
+  state.keep.push_back(checkpoint_staging_);
+
+  io::CheckpointHeader& h = state.header;
   h.workload = "sph";
   h.case_name = config_.name;
   h.config_text = config_.effective_text;
@@ -248,37 +250,43 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
                {"min_dt", min_dt_},
                {"rebalances", static_cast<double>(rebalances_)},
                {"fluid_particles", static_cast<double>(global_fluid_)}};
-  return std::move(out).start(file, h);
+  return io::save_checkpoint(ranks_.comm, file, state);
 }
 
 void SphSolver::load(const io::CheckpointReader& checkpoint) {
   const io::CheckpointHeader& h = checkpoint.header();
-  const auto total = checkpoint.rows("position");
-  const auto counts_rows = checkpoint.rows("rank_counts");
-  std::vector<std::int64_t> counts(counts_rows);
-  std::vector<double> boxes(6 * counts_rows);
-  checkpoint.read_all("rank_counts", io::Dtype::i64, counts.data());
-  checkpoint.read_all("partition", io::Dtype::f64, boxes.data());
-
+  const auto total = checkpoint.rows("particles");
   // The same rank count reads each rank's own rows under the saved partition (bitwise
   // continuation); another rank count reads an even share and redistributes by position.
-  const bool same_ranks = static_cast<int>(counts_rows) == ranks_.size;
-  std::uint64_t first = 0, count = 0;
-  if (same_ranks) {
-    for (int r = 0; r < ranks_.rank; ++r) first += counts[r];
-    count = counts[ranks_.rank];
-  } else {
-    first = total * ranks_.rank / ranks_.size;
-    count = total * (ranks_.rank + 1) / ranks_.size - first;
-  }
-  std::vector<Vec4> pos(count), vel(count);
-  std::vector<std::int64_t> id(count);
+  const io::TableShare share = io::share_of(checkpoint, "particles");
+  const bool same_ranks = share.own_rows;
+  const auto boxes_rows = checkpoint.replicated_rows("partition");
+  if (boxes_rows != static_cast<std::uint64_t>(h.ranks))
+    throw std::runtime_error(checkpoint.path().string() + ": the partition has " +
+                             std::to_string(boxes_rows) + " subdomains for " +
+                             std::to_string(h.ranks) + " ranks");
+  std::vector<double> boxes(6 * boxes_rows);
+  checkpoint.read_all("partition", io::Dtype::f64, boxes.data());
+  for (const double v : boxes)
+    if (!std::isfinite(v))
+      throw std::runtime_error(checkpoint.path().string() +
+                               ": the partition holds a non-finite bound (" + std::to_string(v) +
+                               "): the checkpoint is damaged");
+  for (const char* name : {"next_output_time", "min_dt", "rebalances"})
+    if (!h.scalars.count(name))
+      throw std::runtime_error(checkpoint.path().string() + ": the checkpoint has no state '" +
+                               name + "'");
+
+  std::vector<Vec4> pos(share.count), vel(share.count);
+  std::vector<std::int64_t> id(share.count);
   {
     auto t = timers_.scope("checkpoint read");
-    checkpoint.read("position", io::Dtype::f32, first, count, pos.data());
-    checkpoint.read("velocity", io::Dtype::f32, first, count, vel.data());
-    checkpoint.read("id", io::Dtype::i64, first, count, id.data());
+    const io::ColumnTarget columns[] = {{"position", io::Dtype::f32, pos.data()},
+                                        {"velocity", io::Dtype::f32, vel.data()},
+                                        {"id", io::Dtype::i64, id.data()}};
+    io::read_share(checkpoint, "particles", share, columns);
   }
+  const std::size_t counts_rows = boxes_rows;
 
   Partition partition;
   if (same_ranks) {

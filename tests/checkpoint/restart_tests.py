@@ -16,6 +16,10 @@ Scenarios:
                file, exit status 3 with SIGUSR1, and the run continues from it.
   bad          truncated, altered, non-HDF5 and foreign-workload checkpoints and a changed physics
                key are refused (exit 2, a clear message) and no earlier output changes.
+  forged       issue 19: damaged header values (step, time, dt, ranks, /state, per-table counts,
+               case text), a removed dataset, a damaged 'format', an (N, 0) dataset, format 1:
+               refused by --restart and by inspect --verify (the header checksum, range checks);
+               a case file over 64 KiB checkpoints and restarts; stale .tmp files are removed.
 """
 import argparse
 import hashlib
@@ -29,6 +33,9 @@ import time
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ckpt_digest  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHORT = ["--set", "output.every=0.004", "--set", "output.progress_every=100",
@@ -195,10 +202,11 @@ def scenario_bad(r, work):
     open(truncated, "wb").write(data[: len(data) // 2])
     shutil.copy(good, altered)
     with h5py.File(altered, "r+") as f:
-        f["arrays/position"][5, 2] += 1e-3
+        f["tables/particles/columns/position"][5, 2] += 1e-3
     shutil.copy(good, foreign)
     with h5py.File(foreign, "r+") as f:
         f.attrs["workload"] = np.bytes_("flip")
+    ckpt_digest.reseal(foreign)  # a sound checkpoint of another workload, not a damaged one
     open(text, "w").write("step: 20\n")
     before = snapshot(out)
     cases = [
@@ -219,9 +227,138 @@ def scenario_bad(r, work):
     check(snapshot(out) == before, "no output of the earlier run changed")
 
 
+def inspect_file(r, path):
+    done = subprocess.run([r.apron, "inspect", path, "--verify"], capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def scenario_forged(r, work):
+    out = f"{work}/good"
+    r.run(2, out, "--set", "time.max_steps=30", "--set", "checkpoint.every_steps=15")
+    good = f"{out}/checkpoints/checkpoint_000000030.h5"
+    status, text = inspect_file(r, good)
+    check(status == 0 and "header checksum" in text and "(verified)" in text,
+          "the good checkpoint verifies, header included")
+    forged_dir = f"{work}/forged"
+    os.makedirs(forged_dir, exist_ok=True)
+
+    def attr(name, value):
+        return lambda f: f.attrs.__setitem__(name, value)
+
+    def drop(name):
+        return lambda f: f.__delitem__(name)
+
+    def shift_rank_rows(f):  # the same sum: only the header checksum sees it
+        counts = f["tables/particles/rank_rows"]
+        counts[0], counts[1] = counts[0] - 7, counts[1] + 7
+
+    def set_rank_rows(f):
+        counts = f["tables/particles/rank_rows"]
+        counts[0] = counts[0] - 7
+
+    def negative_rank_rows(f):
+        counts = f["tables/particles/rank_rows"]
+        counts[1] = counts[1] + counts[0] + 1
+        counts[0] = -1
+
+    def set_config(f):
+        text = f["config"][...].tobytes().replace(b"alpha: 0.02", b"alpha: 0.09")
+        del f["config"]
+        f["config"] = np.frombuffer(text, dtype=np.uint8)
+
+    def empty_columns(f):
+        del f["tables/particles/columns/id"]
+        d = f.create_dataset("tables/particles/columns/id", shape=(4800, 0), dtype=np.int64)
+        d.attrs["checksum"] = np.uint64(0)
+
+    # (name, change, reseal the header checksum afterwards, message on restart and inspect)
+    header_bad = "header fails its checksum"
+    cases = [
+        ("step_flipped", attr("step", np.int64(14)), False, header_bad),
+        ("step_negative", attr("step", np.int64(-5)), True, "the step is -5, must be >= 0"),
+        ("time_flipped", attr("time", np.float64(0.001)), False, header_bad),
+        ("time_nan", attr("time", np.float64("nan")), True, "the time is nan"),
+        ("dt_zero", attr("dt", np.float64(0)), True, "dt is 0, must be finite and > 0"),
+        ("dt_inf", attr("dt", np.float64("inf")), True, "dt is inf"),
+        ("ranks_flipped", attr("ranks", np.int64(3)), False,
+         "the per-rank row counts of table 'particles' is 2 entries, must be one per writing rank (3)"),
+        ("ranks_flipped_resealed", attr("ranks", np.int64(3)), True, "must be one per writing rank"),
+        ("ranks_zero", attr("ranks", np.int64(0)), True, "the rank count is 0"),
+        ("state_scalar", lambda f: f["state"].attrs.__setitem__("next_output_time",
+                                                                np.float64(1.0)), False, header_bad),
+        ("rank_rows_shifted", shift_rank_rows, False, header_bad),
+        ("rank_rows_negative", negative_rank_rows, True,
+         "the row count of rank 0 in table 'particles' is -1, must be >= 0"),
+        ("rank_rows_sum", set_rank_rows, False, "the per-rank row counts of table 'particles' is a sum of 4793, must be its 4800 rows"),
+        ("case_text", set_config, False, header_bad),
+        ("dataset_removed", drop("tables/particles/columns/velocity"), False, header_bad),
+        ("format_1", attr("format_version", np.int64(1)), False, "checkpoint format version 1"),
+    ]
+    before = snapshot(out)
+    for name, change, reseal, pattern in cases:
+        path = f"{forged_dir}/{name}.h5"
+        shutil.copy(good, path)
+        with h5py.File(path, "r+") as f:
+            change(f)
+        if reseal:
+            ckpt_digest.reseal(path)
+        output = r.run(1, out, "--set", "time.max_steps=60", "--restart", path, expect=2)
+        check(re.search(re.escape(pattern), output) is not None,
+              f"{name}: --restart refused: {pattern}")
+        status, text = inspect_file(r, path)
+        check(status == 2 and re.search(re.escape(pattern), text) is not None,
+              f"{name}: inspect --verify fails (status {status}): {pattern}")
+    check(snapshot(out) == before, "no output of the earlier run changed")
+
+    # A damaged 'format' attribute is not "particle output, no checksums".
+    for name, value in (("format_damaged", np.bytes_("apron checkpoinT")), ("format_gone", None)):
+        path = f"{forged_dir}/{name}.h5"
+        shutil.copy(good, path)
+        with h5py.File(path, "r+") as f:
+            if value is None:
+                del f.attrs["format"]
+            else:
+                f.attrs["format"] = value
+        status, text = inspect_file(r, path)
+        check(status == 2 and "damaged apron checkpoint" in text,
+              f"{name}: inspect --verify fails (status {status})")
+        output = r.run(1, out, "--set", "time.max_steps=60", "--restart", path, expect=2)
+        check("not an apron checkpoint" in output, f"{name}: --restart refused")
+    # A dataset of shape (N, 0): refused, no SIGFPE.
+    path = f"{forged_dir}/empty_columns.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        empty_columns(f)
+    status, text = inspect_file(r, path)
+    check(status == 2 and "0 components per row" in text,
+          f"(N, 0) dataset: inspect fails cleanly (status {status}, no signal)")
+    output = r.run(1, out, "--set", "time.max_steps=60", "--restart", path, expect=2)
+    check("0 components per row" in output, "(N, 0) dataset: --restart refused")
+    # A particle output file still inspects as one.
+    status, text = inspect_file(r, f"{out}/particles_000030.h5")
+    check(status == 0 and "particle output" in text, "particle output: inspect still reads it")
+
+    # A case file over 64 KiB: checkpoints are written (the case is a dataset) and restart.
+    big = os.path.join(HERE, "data", "case_over_64KiB.yaml")
+    big_out = f"{work}/big_case"
+    os.makedirs(f"{big_out}/checkpoints", exist_ok=True)
+    stale = f"{big_out}/checkpoints/checkpoint_000000007.h5.tmp"
+    open(stale, "w").write("left by a killed run")
+    runner = Runner(argparse.Namespace(apron=r.apron, case=big, mpiexec=" ".join(r.mpiexec)))
+    log = runner.run(2, big_out, "--set", "time.max_steps=10")
+    files = sorted(os.listdir(f"{big_out}/checkpoints"))
+    check(files == ["checkpoint_000000010.h5"], f"case over 64 KiB: checkpoint written, no .tmp ({files})")
+    status, text = inspect_file(r, f"{big_out}/checkpoints/{files[0]}")
+    size = re.search(r"case file: (\d+) bytes", text)
+    check(status == 0 and size is not None and int(size.group(1)) > 65536,
+          f"its case text ({size and size.group(1)} bytes) is whole and verifies")
+    log = runner.run(2, big_out, "--set", "time.max_steps=12", "--restart", "latest")
+    check("restarted from" in log, "case over 64 KiB: the run continues from its checkpoint")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", choices=["bitwise", "background", "ranks", "signal", "bad"])
+    p.add_argument("scenario", choices=["bitwise", "background", "ranks", "signal", "bad", "forged"])
     p.add_argument("--apron", required=True)
     p.add_argument("--case", required=True)
     p.add_argument("--work", required=True)

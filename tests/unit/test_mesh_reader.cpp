@@ -176,5 +176,146 @@ TEST_F(MeshReader, NotANumberOrFormat) {
   expect_error(dir_ / "missing.obj", ": cannot open", "does it exist");
 }
 
+TEST_F(MeshReader, DegenerateTrianglesKeptOnRequest) {
+  const fs::path file =
+      write("k.obj", "v 0 0 0\nv 1 0 0\nv 2 0 0\nv 0 1 0\nf 1 2 3\nf 1 1 4\nf 1 2 4\n");
+  const TriangleMesh m = read_mesh(file, MeshReadOptions{.keep_degenerate = true});
+  ASSERT_EQ(m.triangles.size(), 3u);  // the file's topology, unchanged
+  EXPECT_EQ(m.degenerate_kept, 2u);
+  EXPECT_EQ(m.degenerate_skipped, 0u);
+  EXPECT_EQ(m.triangles[1], (std::array<std::uint32_t, 3>{0, 0, 3}));
+  // The default is unchanged: skip and count.
+  EXPECT_EQ(read_mesh(file).degenerate_skipped, 2u);
+  const TriangleMesh ply = read_mesh(
+      write("k.ply",
+            "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+            "property float z\nelement face 1\nproperty list uchar int vertex_indices\n"
+            "end_header\n0 0 0\n1 0 0\n2 0 0\n3 0 1 2\n"),
+      {.keep_degenerate = true});
+  EXPECT_EQ(ply.triangles.size(), 1u);
+  EXPECT_EQ(ply.degenerate_kept, 1u);
+}
+
+// ---- point clouds ----
+
+void expect_cloud_error(const fs::path& file, const std::string& place, const std::string& reason) {
+  try {
+    read_point_cloud(file);
+    ADD_FAILURE() << file << ": no error";
+  } catch (const MeshReadError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(file.string() + place), std::string::npos) << msg;
+    EXPECT_NE(msg.find(reason), std::string::npos) << msg;
+  }
+}
+
+const char* kCloudHeader = "ply\nformat ascii 1.0\ncomment points\n";
+
+TEST_F(MeshReader, PointCloudPlyAscii) {
+  const PointCloud c = read_point_cloud(
+      write("c.ply", std::string(kCloudHeader) +
+                         "element vertex 3\nproperty float x\nproperty float y\nproperty float z\n"
+                         "property uchar red\nend_header\n0 0 0 9\n1 2 3 9\n-1.5 0.25 1e3 9\n"));
+  ASSERT_EQ(c.points.size(), 3u);
+  EXPECT_TRUE(c.normals.empty());
+  EXPECT_EQ(c.points[2], (std::array<double, 3>{-1.5, 0.25, 1000}));
+}
+
+TEST_F(MeshReader, PointCloudPlyWithNormalsAndFacesIgnored) {
+  const PointCloud c = read_point_cloud(write(
+      "n.ply", std::string(kCloudHeader) +
+                   "element junk 9223372036854775807\nelement vertex 2\nproperty double x\n"
+                   "property double y\nproperty double z\nproperty double nx\nproperty double ny\n"
+                   "property double nz\nelement face 1\nproperty list uchar int vertex_indices\n"
+                   "end_header\n0 0 0 0 0 1\n1 1 1 1 0 0\n3 0 1 1\n"));
+  ASSERT_EQ(c.points.size(), 2u);
+  ASSERT_EQ(c.normals.size(), 2u);
+  EXPECT_EQ(c.normals[1], (std::array<double, 3>{1, 0, 0}));
+}
+
+std::string binary_cloud(std::endian order, bool doubles, int points) {
+  const char* type = doubles ? "double" : "float";
+  std::string out = std::string("ply\nformat ") +
+                    (order == std::endian::little ? "binary_little_endian" : "binary_big_endian") +
+                    " 1.0\nelement vertex " + std::to_string(points) + "\nproperty " + type +
+                    " x\nproperty " + type + " y\nproperty " + type + " z\nproperty " + type +
+                    " nx\nproperty " + type + " ny\nproperty " + type + " nz\nend_header\n";
+  auto put = [&](auto value) {
+    char bytes[sizeof value];
+    std::memcpy(bytes, &value, sizeof value);
+    if (order != std::endian::native) std::reverse(bytes, bytes + sizeof value);
+    out.append(bytes, sizeof value);
+  };
+  for (int i = 0; i < points; ++i)
+    for (double v : {double(i), 2.0 * i, 0.5, 0.0, 0.0, 1.0}) {
+      if (doubles)
+        put(v);
+      else
+        put(static_cast<float>(v));
+    }
+  return out;
+}
+
+TEST_F(MeshReader, PointCloudPlyBinary) {
+  for (const bool doubles : {false, true})
+    for (const auto order : {std::endian::little, std::endian::big}) {
+      const PointCloud c = read_point_cloud(write("b.ply", binary_cloud(order, doubles, 4)));
+      ASSERT_EQ(c.points.size(), 4u);
+      ASSERT_EQ(c.normals.size(), 4u);
+      EXPECT_EQ(c.points[3], (std::array<double, 3>{3, 6, 0.5}));
+      EXPECT_EQ(c.normals[3], (std::array<double, 3>{0, 0, 1}));
+    }
+}
+
+TEST_F(MeshReader, PointCloudXyz) {
+  const PointCloud a = read_point_cloud(write("a.xyz", "# scan\n0 0 0\n1 2 3  # near\n\n4 5 6\n"));
+  ASSERT_EQ(a.points.size(), 3u);
+  EXPECT_TRUE(a.normals.empty());
+  EXPECT_EQ(a.points[1], (std::array<double, 3>{1, 2, 3}));
+  const PointCloud b = read_point_cloud(write("b.csv", "1,2,3,0,0,1\r\n4, 5, 6, 1, 0, 0\n"));
+  ASSERT_EQ(b.normals.size(), 2u);
+  EXPECT_EQ(b.points[1], (std::array<double, 3>{4, 5, 6}));
+  EXPECT_EQ(b.normals[1], (std::array<double, 3>{1, 0, 0}));
+  const PointCloud c = read_point_cloud(write("c.csv", "id,Z,y,x,r\n7,3,2,1,0\n8,6,5,4,0\n"));
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_EQ(c.points[0], (std::array<double, 3>{1, 2, 3}));
+}
+
+TEST_F(MeshReader, PointCloudMalformed) {
+  expect_cloud_error(write("w.xyz", "0 0 0\n1 zero 2\n"), ":2:", "'zero' is not a number");
+  expect_cloud_error(write("n.xyz", "0 0 0\n1 2\n"), ":2:", "2 values, but 3 on the lines before");
+  expect_cloud_error(write("f.xyz", "0 0 0 1\n"), ":1:", "expected 3 values (x y z) or 6");
+  expect_cloud_error(write("e.csv", "0,,0\n"), ":1:", "field 2 is empty");
+  expect_cloud_error(write("h.csv", "a,b,c\n1,2,3\n"), ":1:", "must name the columns x, y and z");
+  expect_cloud_error(write("p.csv", "x,y,z,nx\n1,2,3,4\n"), ":1:", "some of nx, ny, nz");
+  expect_cloud_error(write("i.xyz", "0 0 0\n1 inf 2\n"), ":2:", "not a finite number");
+  expect_cloud_error(write("r.xyz", "0 0 1e39\n"), ":1:", "beyond the float32 range");
+  expect_cloud_error(write("z.xyz", "# nothing\n\n"), ": the point cloud is empty", "no points");
+  expect_cloud_error(write("q.pcd", "x\n"), ": unknown point-cloud format", ".pcd");
+  expect_cloud_error(dir_ / "missing.xyz", ": cannot open", "does it exist");
+  const std::string full = binary_cloud(std::endian::little, true, 3);
+  expect_cloud_error(write("t.ply", full.substr(0, full.size() - 5)), ": byte offset",
+                     "the file ends early");
+  expect_cloud_error(write("nv.ply", std::string(kCloudHeader) + "element face 0\nend_header\n"),
+                     ": the PLY header", "no 'vertex' element");
+  expect_cloud_error(write("nz.ply", std::string(kCloudHeader) +
+                                         "element vertex 1\nproperty float x\nproperty float y\n"
+                                         "end_header\n0 0\n"),
+                     ": the PLY vertex element", "lacks x, y or z");
+  expect_cloud_error(
+      write("pn.ply", std::string(kCloudHeader) +
+                          "element vertex 1\nproperty float x\nproperty float y\n"
+                          "property float z\nproperty float nx\nend_header\n0 0 0 1\n"),
+      ": the PLY vertex element", "some of nx, ny, nz");
+  expect_cloud_error(write("bad.ply", std::string(kCloudHeader) +
+                                          "element vertex 2\nproperty float x\nproperty float y\n"
+                                          "property float z\nend_header\n0 0 0\n1 nan? 2\n"),
+                     ":10:", "'nan?' is not a valid number");
+  expect_cloud_error(write("ee.ply", std::string(kCloudHeader) +
+                                         "element vertex 0\nproperty float x\nproperty float y\n"
+                                         "property float z\nend_header\n"),
+                     ": the point cloud is empty", "no points");
+}
+
 }  // namespace
 }  // namespace apron::io
