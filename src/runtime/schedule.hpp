@@ -24,8 +24,9 @@ class TimeSchedule {
   }
 
   bool enabled() const { return every_ > 0; }
-  // Within a relative 1e-9, so that rounding in t = sum of dt does not skip an event.
-  bool due(double time) const { return every_ > 0 && time >= next_ * (1 - 1e-9); }
+  // Within a millionth of the interval, so that rounding in t = sum of dt does not skip an
+  // event (a tolerance relative to t would grow with it and skip events late in long runs).
+  bool due(double time) const { return every_ > 0 && time >= next_ - kSlack * every_; }
   // After an event at `time`: the next multiple of `every` beyond it.
   void passed(double time) {
     if (every_ > 0) next_ = next_after(time);
@@ -34,10 +35,11 @@ class TimeSchedule {
 
  private:
   double next_after(double time) const {
-    const double next = (std::floor(time * (1 + 1e-9) / every_) + 1) * every_;
+    const double next = (std::floor(time / every_ + kSlack) + 1) * every_;
     return next > time ? next : std::nextafter(time, std::numeric_limits<double>::infinity());
   }
 
+  static constexpr double kSlack = 1e-6;  // of an interval
   double every_ = 0;
   double next_ = 0;
 };
