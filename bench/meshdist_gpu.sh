@@ -3,7 +3,7 @@
 # to end (target < 2 ms on one H200/H100) and samples/s against 1M and 10M-triangle targets
 # (target >= 1e8), on one GPU and, with GPUS >= 2, two (the 2-GPU speed-up).
 # Usage (GPU machine, checkout root, CUDA build bundled as .device/): bash bench/meshdist_gpu.sh [GPUS]
-# Needs ../shared/data/meshes (the bunny pair). Results under $OUT.
+# The bunny pair ships in inputs/meshes/. Results under $OUT.
 set -uo pipefail
 source .device/env.sh
 out=${OUT:-gpu-out}; gpus=${1:-1}

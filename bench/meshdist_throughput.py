@@ -53,8 +53,8 @@ def bunny(args):
 
 
 def throughput(args, k):
-    extra = ["meshdist.a.file=../shared/data/meshes/stanford-bunny-low.obj",
-             "meshdist.b.file=../shared/data/meshes/stanford-bunny.obj",
+    extra = ["meshdist.a.file=inputs/meshes/stanford-bunny-low.ply",
+             "meshdist.b.file=inputs/meshes/stanford-bunny.ply",
              f"meshdist.b.subdivide={k}", "meshdist.directions=a_to_b",
              "meshdist.sampling.vertices=false", f"meshdist.sampling.count={int(args.samples)}"]
     # Each repetition measures again: the direction's seconds are those of the last one, so run
