@@ -215,13 +215,17 @@ std::size_t HaloPlan::gather(ParticleStore& store, std::span<const std::string> 
   return append(store, fields);
 }
 
-void HaloPlan::gather_into(ParticleStore& store, std::span<const std::string> fields,
-                           const IndexVector& slots) {
-  require_imports("gather_into");
+void HaloPlan::set_import_slots(const IndexVector& slots) {
+  require_imports("set_import_slots");
   if (slots.size() != import_total())
-    throw std::invalid_argument("HaloPlan::gather_into: one slot per import");
+    throw std::invalid_argument("HaloPlan: one import slot per import");
   resize_per_particle(import_slots_, slots.size());
   thrust::copy(policy(), slots.begin(), slots.end(), import_slots_.begin());
+}
+
+void HaloPlan::gather_into(ParticleStore& store, std::span<const std::string> fields,
+                           const IndexVector& slots) {
+  set_import_slots(slots);
   update(store, fields);
 }
 

@@ -56,6 +56,9 @@ class HaloPlan {
   // import_slots(). Import counts must be known (build() or a previous gather()).
   void gather_into(ParticleStore& store, std::span<const std::string> fields,
                    const IndexVector& slots);
+  // Sets where the copies sit without moving data (one slot per import, grouped by peer), for
+  // callers that lay out the copies themselves (BrickHalo). Import counts must be known.
+  void set_import_slots(const IndexVector& slots);
   // Refreshes the named fields of the existing copies (import_slots()); no size exchange.
   void update(ParticleStore& store, std::span<const std::string> fields);
   // Adds each copy's named fields into its owner's row (the copies keep their values). Also
@@ -72,6 +75,7 @@ class HaloPlan {
   // Forgets the exports and imports (capacity kept); peers stay.
   void clear();
 
+  MPI_Comm transport_comm() const { return comm_; }
   const std::vector<int>& peers() const { return peers_; }
   const std::vector<std::size_t>& export_counts() const { return export_counts_; }
   // Per peer; empty between build_grouped() and the first gather().

@@ -99,6 +99,19 @@ void TypedField<T>::scatter_add(const ByteVector& in, std::size_t in_offset,
 }
 
 template <class T>
+struct AssignAt {
+  T value;
+  const std::uint32_t* indices;
+  T* dst;
+  APRON_HD void operator()(std::size_t k) const { dst[indices[k]] = value; }
+};
+
+template <class T>
+void TypedField<T>::assign(const void* value, const std::uint32_t* indices, std::size_t count) {
+  for_each_index(count, AssignAt<T>{*static_cast<const T*>(value), indices, raw(data)});
+}
+
+template <class T>
 void TypedField<T>::move(const IndexVector& from, const IndexVector& to) {
   thrust::scatter(policy(), thrust::make_permutation_iterator(data.begin(), from.begin()),
                   thrust::make_permutation_iterator(data.begin(), from.end()), to.begin(),

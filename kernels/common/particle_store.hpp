@@ -36,6 +36,8 @@ class ParticleField {
   // The indices must be distinct. Vec4 adds all four components.
   virtual void scatter_add(const ByteVector& in, std::size_t in_offset,
                            const std::uint32_t* indices, std::size_t count) = 0;
+  // this[indices[k]] = *value, k < count; `value` points to one host element of this field's type.
+  virtual void assign(const void* value, const std::uint32_t* indices, std::size_t count) = 0;
   // this[to[k]] = this[from[k]]; no slot may be in both.
   virtual void move(const IndexVector& from, const IndexVector& to) = 0;
   virtual std::size_t device_bytes() const = 0;  // allocated, including the scratch buffer
@@ -61,6 +63,7 @@ class TypedField final : public ParticleField {
                std::size_t count) override;
   void scatter_add(const ByteVector& in, std::size_t in_offset, const std::uint32_t* indices,
                    std::size_t count) override;
+  void assign(const void* value, const std::uint32_t* indices, std::size_t count) override;
   void move(const IndexVector& from, const IndexVector& to) override;
   std::size_t device_bytes() const override {
     return (data.capacity() + scratch_.capacity()) * sizeof(T);

@@ -56,7 +56,7 @@ std::vector<std::int64_t> all_gather(const std::vector<std::int64_t>& mine, MPI_
 
 // Rows: rank s holds gids s * 1000 + i; rank 1 holds none (nothing to send), and the last rank
 // sends nothing (but receives). Exports are asymmetric: rank 2 never sends to rank 0.
-std::size_t rows_on(int rank, int size) {
+std::size_t rows_on(int rank, int /*size*/) {
   return rank == 1 ? 0 : 40 + 13 * rank;
 }
 bool exported(std::int64_t gid, int from, int to, int size) {
@@ -250,7 +250,9 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
     for (std::size_t k = first; k < g.size(); ++k) ASSERT_EQ(f2[k], f[k]) << k;
     // Some row somewhere must have been summed into (else the test proves nothing).
     const auto touched_total = global_sum(comm, static_cast<std::int64_t>(touched));
-    if (size > 1) EXPECT_GT(touched_total, 0);
+    if (size > 1) {
+      EXPECT_GT(touched_total, 0);
+    }
   }
 }
 
@@ -311,7 +313,9 @@ TEST_P(HaloPlanTest, GatherIntoGivenSlotsAndFollowPermutation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Build, HaloPlanTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "GivenPeers" : "AllToAll"; });
+                         [](const auto& param_info) {
+                           return param_info.param ? "GivenPeers" : "AllToAll";
+                         });
 
 TEST(Reductions, SumMaxMinArgmax) {
   MPI_Comm comm = MPI_COMM_WORLD;
@@ -403,7 +407,9 @@ TEST(WeightedRcb, SkewedWeightsBalanceWithinFivePercent) {
       EXPECT_EQ(unit.subdomain(r).hi[d], plain.subdomain(r).hi[d]);
     }
   // And the skew matters: on 2+ ranks the weighted cut differs from the count cut.
-  if (size > 1) EXPECT_NE(weighted.subdomain(0).hi[0], plain.subdomain(0).hi[0]);
+  if (size > 1) {
+    EXPECT_NE(weighted.subdomain(0).hi[0], plain.subdomain(0).hi[0]);
+  }
 }
 
 }  // namespace
