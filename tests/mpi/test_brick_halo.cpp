@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
 #include <set>
 #include <tuple>
 
@@ -106,7 +107,7 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
     EXPECT_EQ(checked, bricks.size() * halo.voxels_per_brick());
     long long remote_total = static_cast<long long>(from_remote), all_remote = 0;
     MPI_Allreduce(&remote_total, &all_remote, 1, MPI_LONG_LONG, MPI_SUM, comm);
-    if (size > 1) {
+    if (size > 1 && A > 0) {
       EXPECT_GT(all_remote, 0);  // the remote path was exercised
     }
 
@@ -160,8 +161,10 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
 INSTANTIATE_TEST_SUITE_P(Sizes, BrickHaloTest,
                          ::testing::Values(Params{4, 1}, Params{8, 1}, Params{3, 2}, Params{2, 0}),
                          [](const auto& param_info) {
-                           return "B" + std::to_string(param_info.param.b) + "A" +
-                                  std::to_string(param_info.param.a);
+                           char name[32];
+                           std::snprintf(name, sizeof name, "B%dA%d", param_info.param.b,
+                                         param_info.param.a);
+                           return std::string(name);
                          });
 
 }  // namespace
