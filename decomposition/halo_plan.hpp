@@ -61,8 +61,8 @@ class HaloPlan {
   void set_import_slots(const IndexVector& slots);
   // Refreshes the named fields of the existing copies (import_slots()); no size exchange.
   void update(ParticleStore& store, std::span<const std::string> fields);
-  // Adds each copy's named fields into its owner's row (the copies keep their values). Also
-  // moves nothing when no copies exist anywhere.
+  // Adds each copy's named fields into its owner's row (the copies keep their values). With no
+  // copies anywhere the peers still swap header-only messages.
   void reverse_sum(ParticleStore& store, std::span<const std::string> fields);
 
   // gather() in two halves, for callers that change the store in between (migration erases the
