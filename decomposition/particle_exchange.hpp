@@ -1,6 +1,8 @@
 // Moves particles between ranks: migration of owned particles that left their subdomain, and the
 // halo ("apron") of read-only ghost copies of particles within the interaction radius of a
 // neighbour's subdomain. Works on any ParticleStore; the caller names the fields that travel.
+// Selection is by box (leavers: outside the ownership box; ghosts: inside a neighbour's box grown
+// by the halo width); the selected rows and their destinations go to a HaloPlan, which moves them.
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "decomposition/halo_plan.hpp"
 #include "decomposition/partition.hpp"
 #include "decomposition/transport.hpp"
 #include "kernels/common/particle_store.hpp"
@@ -49,19 +52,15 @@ class ParticleExchange {
   // Refreshes the named fields of this rank's ghosts from their owners' current values.
   void update_ghosts(ParticleStore& store, std::span<const std::string> fields);
 
-  std::size_t ghost_count() const { return ghost_slots_.size(); }
+  std::size_t ghost_count() const { return halo_.import_slots().size(); }
+  // The plan behind the ghosts (valid from send_ghosts() until drop_ghosts()): e.g. for a
+  // reverse sum of ghost contributions into their owners.
+  HaloPlan& halo_plan() { return halo_; }
   std::size_t device_bytes() const;  // exchange buffers and bookkeeping
   const TransportStats& transport_stats() const { return transport_.stats(); }
   const char* transport_name() const { return transport_.name(); }
 
  private:
-  void pack(const ParticleStore& store, std::span<const std::string> fields,
-            const IndexVector& indices, std::size_t first, std::size_t count, ByteVector& out);
-  // Packs the named fields of the halo sources into send_bytes_, one message per neighbour;
-  // returns the messages' offsets.
-  std::vector<std::size_t> pack_halo(const ParticleStore& store,
-                                     std::span<const std::string> fields);
-
   MPI_Comm comm_;
   int rank_ = 0;
   Partition partition_;
@@ -69,22 +68,12 @@ class ParticleExchange {
   std::vector<int> neighbours_;
   double halo_width_ = 0;
   Transport transport_;
-
-  // Halo bookkeeping, valid from send_ghosts() until the ghosts are dropped.
-  IndexVector halo_sources_;               // owned slots sent, neighbour after neighbour
-  std::vector<std::size_t> halo_counts_;   // per neighbour, into halo_sources_
-  std::vector<std::size_t> ghost_counts_;  // received per neighbour
-  IndexVector ghost_slots_;                // where each received ghost now sits
-  IndexVector inverse_;                    // scratch for follow_permutation
-  IndexVector scratch_;
+  // Ghosts: export rows (owned particles sent, neighbour after neighbour) and import slots (where
+  // each received ghost sits), valid from send_ghosts() until the ghosts are dropped. Migration
+  // uses the same plan (the store then holds no ghosts).
+  HaloPlan halo_;
   IndexVector selected_;  // leavers, or particles near one neighbour
   DeviceVector<int> destination_, leaver_rank_;
-  ByteVector send_bytes_, recv_bytes_;
 };
-
-// Byte size of `count` elements of the named fields packed one field after another, each field's
-// block padded to 16 bytes so that every block starts aligned for any element type.
-std::size_t packed_bytes(const ParticleStore& store, std::span<const std::string> fields,
-                         std::size_t count);
 
 }  // namespace apron

@@ -128,6 +128,15 @@ std::vector<RcbAxis> cut_axes(const std::vector<RcbNode>& nodes, const std::vect
 }  // namespace
 
 Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4> points) {
+  return rcb(domain, comm, points, std::span<const double>{});
+}
+
+// Empty weights: every point weighs 1 (histogram sums of ones are exact in double, so the cuts
+// are those of a count histogram).
+Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4> points,
+                         std::span<const double> weights) {
+  if (!weights.empty() && weights.size() != points.size())
+    throw std::invalid_argument("Partition::rcb: one weight per point");
   int nranks = 1;
   MPI_Comm_size(comm, &nranks);
   constexpr int kBins = 4096;
@@ -139,10 +148,11 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
   while (std::any_of(nodes.begin(), nodes.end(), [](const RcbNode& n) { return n.ranks > 1; })) {
     const std::size_t count = nodes.size();
     const std::vector<RcbAxis> axes = cut_axes(nodes, node_of, points, comm);
-    std::vector<long long> hist(count * kBins, 0);
+    std::vector<double> hist(count * kBins, 0);
     for (std::size_t i = 0; i < points.size(); ++i)
-      hist[node_of[i] * kBins + axes[node_of[i]].bin_of(points[i], kBins)]++;
-    MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_LONG_LONG, MPI_SUM,
+      hist[node_of[i] * kBins + axes[node_of[i]].bin_of(points[i], kBins)] +=
+          weights.empty() ? 1.0 : weights[i];
+    MPI_Allreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_DOUBLE, MPI_SUM,
                   comm);
 
     std::vector<RcbNode> next;
@@ -155,10 +165,10 @@ Partition Partition::rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4>
         continue;
       }
       const int left_ranks = node.ranks / 2;
-      long long total = 0;
+      double total = 0;
       for (int b = 0; b < kBins; ++b) total += hist[n * kBins + b];
-      const double target = static_cast<double>(total) * left_ranks / node.ranks;
-      long long cumulative = 0;
+      const double target = total * left_ranks / node.ranks;
+      double cumulative = 0;
       int cut = kBins / 2;  // an empty node is split in the middle
       if (total > 0)
         for (cut = 1; cut < kBins; ++cut) {

@@ -1,5 +1,6 @@
 // Partition of the global domain box into one subdomain box per rank: cartesian (a process grid
-// whose shape minimises the cut area) or recursive coordinate bisection balanced by particle count,
+// whose shape minimises the cut area) or recursive coordinate bisection balanced by particle count
+// (or by a weight per point),
 // each cut across the longest side of its particles' bounding box.
 #pragma once
 
@@ -23,6 +24,11 @@ class Partition {
   // Collective over comm: boxes that hold (nearly) equal numbers of the given points. Each rank
   // passes its own points; the result is identical on every rank.
   static Partition rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4> points);
+  // The same balanced by weight: boxes that hold (nearly) equal total weight, one weight per
+  // point (particles per brick, work per vertex...). Unit weights give exactly the boxes of the
+  // overload above, which calls this one.
+  static Partition rcb(const Box& domain, MPI_Comm comm, std::span<const Vec4> points,
+                       std::span<const double> weights);
 
   const Box& domain() const { return domain_; }
   const Box& subdomain(int rank) const { return boxes_[rank]; }

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "kernels/common/particle_store.hpp"
+#include "kernels/common/device_buffers.hpp"
 
 namespace apron {
 
@@ -42,6 +42,7 @@ class Transport {
   // ~40 ms a channel on two H200). Nothing to do for MPI.
   void connect(const std::vector<int>& peers);
   const TransportStats& stats() const { return stats_; }
+  MPI_Comm comm() const { return comm_; }
   const char* name() const;
 
  private:

@@ -76,6 +76,42 @@ void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
 }
 
 template <class T>
+APRON_HD inline T plus(const T& a, const T& b) {
+  return static_cast<T>(a + b);
+}
+template <>
+APRON_HD inline Vec4 plus(const Vec4& a, const Vec4& b) {
+  return {a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w};
+}
+
+template <class T>
+struct ScatterAdd {
+  const T* src;
+  const std::uint32_t* indices;
+  T* dst;
+  APRON_HD void operator()(std::size_t k) const { dst[indices[k]] = plus(dst[indices[k]], src[k]); }
+};
+
+template <class T>
+void TypedField<T>::scatter_add(const ByteVector& in, std::size_t in_offset,
+                                const std::uint32_t* indices, std::size_t count) {
+  for_each_index(count, ScatterAdd<T>{typed<T>(in, in_offset), indices, raw(data)});
+}
+
+template <class T>
+struct AssignAt {
+  T value;
+  const std::uint32_t* indices;
+  T* dst;
+  APRON_HD void operator()(std::size_t k) const { dst[indices[k]] = value; }
+};
+
+template <class T>
+void TypedField<T>::assign(const void* value, const std::uint32_t* indices, std::size_t count) {
+  for_each_index(count, AssignAt<T>{*static_cast<const T*>(value), indices, raw(data)});
+}
+
+template <class T>
 void TypedField<T>::move(const IndexVector& from, const IndexVector& to) {
   thrust::scatter(policy(), thrust::make_permutation_iterator(data.begin(), from.begin()),
                   thrust::make_permutation_iterator(data.begin(), from.end()), to.begin(),
@@ -83,6 +119,8 @@ void TypedField<T>::move(const IndexVector& from, const IndexVector& to) {
 }
 
 template class TypedField<float>;
+template class TypedField<double>;
+template class TypedField<std::int32_t>;
 template class TypedField<Vec4>;
 template class TypedField<std::uint8_t>;
 template class TypedField<std::uint32_t>;

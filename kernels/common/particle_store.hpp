@@ -9,11 +9,9 @@
 #include <vector>
 
 #include "kernels/common/backend.hpp"
+#include "kernels/common/device_buffers.hpp"  // IndexVector, ByteVector (re-exported here)
 
 namespace apron {
-
-using IndexVector = DeviceVector<std::uint32_t>;
-using ByteVector = DeviceVector<std::byte>;
 
 class ParticleField {
  public:
@@ -34,6 +32,12 @@ class ParticleField {
   // this[indices[k]] = element k of in, k < count (scatter), starting at byte in_offset.
   virtual void scatter(const ByteVector& in, std::size_t in_offset, const std::uint32_t* indices,
                        std::size_t count) = 0;
+  // this[indices[k]] += element k of in, k < count, starting at byte in_offset (reverse halo sums).
+  // The indices must be distinct. Vec4 adds all four components.
+  virtual void scatter_add(const ByteVector& in, std::size_t in_offset,
+                           const std::uint32_t* indices, std::size_t count) = 0;
+  // this[indices[k]] = *value, k < count; `value` points to one host element of this field's type.
+  virtual void assign(const void* value, const std::uint32_t* indices, std::size_t count) = 0;
   // this[to[k]] = this[from[k]]; no slot may be in both.
   virtual void move(const IndexVector& from, const IndexVector& to) = 0;
   virtual std::size_t device_bytes() const = 0;  // allocated, including the scratch buffer
@@ -57,6 +61,9 @@ class TypedField final : public ParticleField {
               std::size_t count) override;
   void scatter(const ByteVector& in, std::size_t in_offset, const std::uint32_t* indices,
                std::size_t count) override;
+  void scatter_add(const ByteVector& in, std::size_t in_offset, const std::uint32_t* indices,
+                   std::size_t count) override;
+  void assign(const void* value, const std::uint32_t* indices, std::size_t count) override;
   void move(const IndexVector& from, const IndexVector& to) override;
   std::size_t device_bytes() const override {
     return (data.capacity() + scratch_.capacity()) * sizeof(T);

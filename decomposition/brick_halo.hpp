@@ -1,0 +1,84 @@
+// Aprons of sparse bricks. A brick holds B^3 voxels; each local brick stores (B + 2A)^3 values:
+// its interior and an apron A voxels wide that mirrors the neighbouring bricks' interiors. Layout
+// (for every field of the caller's ParticleStore, one row per voxel): brick-major, then voxel
+// (i, j, k) in [-A, B + A)^3 with x fastest; local bricks first in the order given to plan(), then
+// the remote copies (interiors only) of other ranks' bricks that touch a local brick.
+//
+// plan() (collective, on the host; again after every topology change) finds which bricks exist
+// next to the local ones and builds a HaloPlan that exports a brick's interior to every rank
+// holding one of its neighbours. fill() refreshes the remote copies and then fills every apron
+// voxel on the device from the neighbour brick's interior (local or remote copy) or with a
+// background value where no brick exists. reverse_sum() adds apron contributions back into the
+// interior voxels they overlap, on whichever rank owns that brick (particle-to-grid transfers).
+#pragma once
+
+#include <array>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "decomposition/halo_plan.hpp"
+
+namespace apron {
+
+using BrickCoord = std::array<int, 3>;
+
+class BrickHalo {
+ public:
+  // brick_size B >= 1, apron 0 <= A <= B.
+  BrickHalo(Transport& transport, int brick_size, int apron);
+
+  int brick_size() const { return b_; }
+  int apron() const { return a_; }
+  int side() const { return b_ + 2 * a_; }
+  std::size_t voxels_per_brick() const { return voxels_; }
+  // Row of voxel (i, j, k), each in [-A, B + A), of brick slot `brick`.
+  std::size_t voxel(std::size_t brick, int i, int j, int k) const {
+    const std::size_t s = side();
+    return brick * voxels_ + (static_cast<std::size_t>(k + a_) * s + (j + a_)) * s + (i + a_);
+  }
+
+  // Collective. bricks: this rank's bricks (distinct); owner: the rank of any brick coordinate,
+  // the same function on every rank, with owner(b) == this rank for each local brick. Afterwards
+  // the store must hold total_voxels() rows (the caller resizes it).
+  void plan(std::span<const BrickCoord> bricks, const std::function<int(const BrickCoord&)>& owner);
+
+  std::size_t local_bricks() const { return local_.size(); }
+  std::size_t remote_bricks() const { return remote_.size(); }
+  const std::vector<BrickCoord>& local_coords() const { return local_; }
+  const std::vector<BrickCoord>& remote_coords() const { return remote_; }  // slots after local
+  std::size_t total_voxels() const { return (local_.size() + remote_.size()) * voxels_; }
+  const HaloPlan& halo_plan() const { return halo_; }
+
+  // Refreshes the remote copies of the named fields, then fills every local brick's apron:
+  // from the neighbour brick's interior, or `background` (of the fields' element type) where no
+  // brick exists anywhere.
+  template <class T>
+  void fill(ParticleStore& store, std::span<const std::string> fields, const T& background) {
+    fill_bytes(store, fields, &background, sizeof(T));
+  }
+  // Adds every local brick's apron values into the interior voxels they overlap, local bricks
+  // and other ranks' alike (contributions where no brick exists are dropped). The remote copies'
+  // values are used as scratch; aprons keep their values. Arithmetic fields only.
+  void reverse_sum(ParticleStore& store, std::span<const std::string> fields);
+
+  std::size_t device_bytes() const;
+
+ private:
+  void fill_bytes(ParticleStore& store, std::span<const std::string> fields, const void* background,
+                  std::size_t element_size);
+  void check_store(const ParticleStore& store) const;
+
+  int b_, a_;
+  std::size_t voxels_;
+  HaloPlan halo_;
+  std::vector<BrickCoord> local_, remote_;
+  // Apron voxels with a neighbour brick: apron_[k] mirrors source_[k] (an interior voxel),
+  // grouped by direction to the neighbour (group_[d] .. group_[d + 1]); and those without.
+  IndexVector apron_, source_, empty_;
+  std::vector<std::size_t> group_;
+  ByteVector scratch_;
+};
+
+}  // namespace apron
