@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "config/yaml_reader.hpp"
+#include "decomposition/reductions.hpp"
 #include "io/atomic_file.hpp"
 #include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
@@ -71,10 +72,8 @@ struct PhaseRow {
 std::vector<PhaseRow> gather_phases(const PhaseTimers& timers, const RankInfo& ranks) {
   std::vector<PhaseRow> rows;
   for (const auto& name : timers.order()) {
-    double mine = timers.seconds(name), max = 0, sum = 0;
-    MPI_Allreduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, ranks.comm);
-    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, ranks.comm);
-    rows.push_back({name, max, sum / ranks.size});
+    const double mine = timers.seconds(name);
+    rows.push_back({name, global_max(ranks.comm, mine), global_sum(ranks.comm, mine) / ranks.size});
   }
   return rows;
 }

@@ -8,6 +8,7 @@
 #include <thrust/copy.h>
 
 #include "config/yaml_reader.hpp"
+#include "decomposition/reductions.hpp"
 #include "io/mesh_output.hpp"
 #include "kernels/meshdist/geometry.hpp"
 #include "runtime/json.hpp"
@@ -105,16 +106,13 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
   auto t = timers_.scope("reduce");
   const DistanceStats local = reduce_distances(distance_, first);
   double sums[2] = {local.sum, local.sum_squares};
-  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, ranks_.comm);
+  global_sum(ranks_.comm, sums);
   r.sum = sums[0];
   r.sum_squares = sums[1];
   // The maximum, then the lowest sample index attaining it: the same bits on any rank count.
-  float max = local.max;
-  MPI_Allreduce(MPI_IN_PLACE, &max, 1, MPI_FLOAT, MPI_MAX, ranks_.comm);
-  std::uint64_t argmax = local.max == max ? local.argmax : ~std::uint64_t(0);
-  MPI_Allreduce(MPI_IN_PLACE, &argmax, 1, MPI_UINT64_T, MPI_MIN, ranks_.comm);
-  r.max = max;
-  r.argmax = argmax;
+  const ArgMax max = global_argmax(ranks_.comm, local.max, static_cast<std::int64_t>(local.argmax));
+  r.max = static_cast<float>(max.value);  // a float's value, exact in double
+  r.argmax = static_cast<std::uint64_t>(max.index);
   r.seconds = wall_seconds() - start;
   return r;
 }
@@ -193,7 +191,7 @@ void MeshDistance::advance() {
     };
     if (a_to_b) run("a_to_b", *a_, *b_);
     if (b_to_a) run("b_to_a", *b_, *a_);
-    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, ranks_.comm);
+    seconds = global_max(ranks_.comm, seconds);
     analysis_seconds_.push_back(seconds);
     Log::info("analysis %d of %d: %.3f ms (excluding file parsing)", repetition + 1, md.repeat,
               1e3 * seconds);

@@ -12,6 +12,7 @@
 #include <thrust/gather.h>
 
 #include "config/yaml_reader.hpp"
+#include "decomposition/reductions.hpp"
 #include "io/atomic_file.hpp"
 #include "kernels/common/checksum.hpp"
 #include "runtime/json.hpp"
@@ -330,10 +331,9 @@ void SphSolver::maybe_rebalance() {
   if (ranks_.size == 1 || config_.decomposition.method != "rcb" ||
       step_ % config_.decomposition.rebalance_check_every != 0)
     return;
-  long long mine = static_cast<long long>(store_.size()), most = 0, total = 0;
-  MPI_Allreduce(&mine, &most, 1, MPI_LONG_LONG, MPI_MAX, ranks_.comm);
-  MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, ranks_.comm);
-  const double mean = static_cast<double>(total) / ranks_.size;
+  const double mine = static_cast<double>(store_.size());
+  const double most = global_max(ranks_.comm, mine);
+  const double mean = global_sum(ranks_.comm, mine) / ranks_.size;
   if (mean == 0 || most / mean <= config_.decomposition.rebalance_threshold) return;
   std::vector<Vec4> host(store_.size());
   thrust::copy(pos_.begin(), pos_.end(), host.begin());
@@ -369,8 +369,8 @@ void SphSolver::build_neighbour_tables() {
 
 double SphSolver::choose_dt() {
   const Extremes local = owned_extremes(vel_, acc_, flags_);
-  float extremes[2] = {local.max_speed, local.max_acceleration};
-  MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_FLOAT, MPI_MAX, ranks_.comm);
+  double extremes[2] = {local.max_speed, local.max_acceleration};  // floats: exact in double
+  global_max(ranks_.comm, extremes);
   if (!std::isfinite(extremes[0]) || !std::isfinite(extremes[1]))
     throw std::runtime_error("the simulation became unstable at step " + std::to_string(step_) +
                              " (t = " + std::to_string(time_) +
@@ -437,8 +437,8 @@ Diagnostics SphSolver::diagnostics() const {
   const Totals t = owned_totals(params_, pos_, vel_, flags_, walls_ ? *walls_ : container_);
   double sums[4] = {t.count, t.kinetic, t.potential, static_cast<double>(t.outside)};
   double maxima[2] = {t.max_speed, t.front_x};
-  MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, ranks_.comm);
-  MPI_Allreduce(MPI_IN_PLACE, maxima, 2, MPI_DOUBLE, MPI_MAX, ranks_.comm);
+  global_sum(ranks_.comm, sums);
+  global_max(ranks_.comm, maxima);
   Diagnostics d;
   d.step = step_;
   d.time = time_;
