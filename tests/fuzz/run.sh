@@ -45,7 +45,7 @@ for target in "${targets[@]}"; do
     -print_final_stats=1 -artifact_prefix="$findings/" "${flags[@]}" ${APRON_FUZZ_ARGS:-} \
     "$work" "$seeds" >"$log" 2>&1
   rc=$?
-  execs=$(grep -h 'stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s + 0}')
+  execs=$(grep -h 'stat::number_of_executed_units' "$log" | tail -1 | awk '{print $2 + 0}')
   found=$(find "$findings" -type f | sort)
   line="$target: ${execs} executions in ${seconds} s, exit status $rc"
   if [[ $rc -ne 0 || -n $found ]]; then
