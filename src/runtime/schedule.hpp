@@ -4,6 +4,7 @@
 // (one event per step at most), where `next += every` would spin or never catch up.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,8 +25,10 @@ class TimeSchedule {
   }
 
   bool enabled() const { return every_ > 0; }
-  // Within a relative 1e-9, so that rounding in t = sum of dt does not skip an event.
-  bool due(double time) const { return every_ > 0 && time >= next_ * (1 - 1e-9); }
+  // Within a relative 1e-9 (at most a millionth of the interval), so that rounding in
+  // t = sum of dt does not skip an event, and a time far beyond the interval does not make an
+  // event due whole intervals early.
+  bool due(double time) const { return every_ > 0 && time >= next_ - slack(next_); }
   // After an event at `time`: the next multiple of `every` beyond it.
   void passed(double time) {
     if (every_ > 0) next_ = next_after(time);
@@ -33,8 +36,9 @@ class TimeSchedule {
   double next() const { return next_; }
 
  private:
+  double slack(double time) const { return std::min(std::abs(time) * 1e-9, every_ * 1e-6); }
   double next_after(double time) const {
-    const double next = (std::floor(time * (1 + 1e-9) / every_) + 1) * every_;
+    const double next = (std::floor((time + slack(time)) / every_) + 1) * every_;
     return next > time ? next : std::nextafter(time, std::numeric_limits<double>::infinity());
   }
 

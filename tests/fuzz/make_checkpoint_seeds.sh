@@ -10,7 +10,7 @@ out=${2:-tests/fuzz/corpus/fuzz_checkpoint}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
-run=(run inputs/dam_break.yaml --set sph.spacing=0.02 --set time.max_steps=2
+run=(run inputs/dam_break.yaml --set sph.spacing=0.02 --set boundary.layers=1 --set time.max_steps=2
      --set checkpoint.every_steps=1 --set checkpoint.keep=3)
 export OMP_NUM_THREADS=1
 "$apron" "${run[@]}" --set output.every=0.0001 --set "output.dir=$work/np1" >/dev/null
