@@ -16,8 +16,12 @@ ctest --preset asan -j "${APRON_JOBS:-2}"
 echo "apron: sanitizer stage took $((SECONDS - stage_start)) s"
 if [[ ${APRON_FUZZ_SECONDS:-60} != 0 ]]; then
   stage_start=$SECONDS
-  # shellcheck disable=SC2086  # APRON_FUZZ_TARGETS: a space-separated subset (default: all)
-  tests/fuzz/run.sh "${APRON_FUZZ_SECONDS:-60}" ${APRON_FUZZ_TARGETS:-}
+  # APRON_FUZZ_TARGETS: which targets, TARGET=0 replaying its seeds only. fuzz_checkpoint only
+  # replays here: mutated HDF5 files crash libhdf5 1.10.8 itself within a minute or so
+  # (tests/fuzz/findings/README.md), which apron cannot fix; fuzz it with tests/fuzz/run.sh.
+  # shellcheck disable=SC2086
+  tests/fuzz/run.sh "${APRON_FUZZ_SECONDS:-60}" \
+    ${APRON_FUZZ_TARGETS:-fuzz_case_yaml fuzz_mesh_reader fuzz_checkpoint=0}
   echo "apron: fuzz stage took $((SECONDS - stage_start)) s"
 fi
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
