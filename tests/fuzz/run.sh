@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh [SECONDS] [TARGET[=SECONDS]...]: builds the `fuzz` preset (clang-14,
 # libFuzzer, ASan + UBSan) and runs each fuzz target (default: all three) for SECONDS (default 60)
-# from its seed corpus (tests/fuzz/corpus/<target>/); TARGET=0 only replays the seeds. Prints the executions per target; exits non-zero when any target
-# found something: a crash, a sanitizer report, an unexpected exception type, a leak, an input
-# slower than 10 s or using more than 2 GiB. Findings are saved as build-fuzz/findings/<target>/*
-# (emptied when the target next runs: copy what you keep)
-# (reproduce one with `build-fuzz/tests/fuzz/<target> FILE`, from the repository root).
-# New coverage-increasing inputs go to build-fuzz/corpus/<target>/, never into the repository;
-# to keep some, `<target> -merge=1 tests/fuzz/corpus/<target> build-fuzz/corpus/<target>`.
+# from its seed corpus (tests/fuzz/corpus/<target>/); TARGET=0 only replays the seeds. Prints the
+# executions per target; exits non-zero when any target found something: a crash, a sanitizer
+# report, an unexpected exception type, a leak, an input slower than 10 s or using more than
+# 2 GiB. Findings are saved as build-fuzz/findings/<target>/* (emptied when that target next
+# runs: copy what you keep); reproduce one with `build-fuzz/tests/fuzz/<target> FILE`, from the
+# repository root. New coverage-increasing inputs go to build-fuzz/corpus/<target>/, never into
+# the repository; to keep some, `<target> -merge=1 tests/fuzz/corpus/<target> build-fuzz/corpus/<target>`.
 # Environment: APRON_JOBS (build parallelism, default 2), APRON_FUZZ_ARGS (more libFuzzer flags,
 # e.g. "-jobs=4 -workers=4" or "-only_ascii=1").
 set -uo pipefail

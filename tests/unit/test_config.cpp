@@ -153,6 +153,17 @@ TEST(Config, DuplicateComplexAndOversizedInput) {
   expect_error(big, {"case.yaml", "limited to 1024 KiB"});
 }
 
+// decomposition.dims beyond an int converted with undefined behaviour (found by
+// tests/fuzz/fuzz_case_yaml); their product is a rank count and must fit one too.
+TEST(Config, DecompositionDimsOutOfRange) {
+  expect_error(kValid, {"key 'decomposition.dims'", "non-negative integers"},
+               {"decomposition.dims=[7e120, 1, 1]"});
+  expect_error(kValid, {"key 'decomposition.dims'", "finite"}, {"decomposition.dims=[.inf, 1, 1]"});
+  expect_error(kValid, {"key 'decomposition.dims'", "product (the rank count) is too large"},
+               {"decomposition.dims=[65536, 65536, 0]"});
+  EXPECT_EQ(error_of(kValid, {"decomposition.dims=[4, 1, 1]"}), "");
+}
+
 // An alias inside its own anchor makes a cyclic YAML graph that yaml-cpp accepts; walking it ran
 // out of memory (found by tests/fuzz/fuzz_case_yaml). Refused, in the file and in --set values,
 // as are duplicate keys in --set values; aliases that only reuse a value still work.
