@@ -56,6 +56,7 @@ for spec in "${targets[@]}"; do
     echo "apron: fuzzing $target for ${time_s} s (log: $log)"
     flags+=(-max_total_time="$time_s")
   fi
+  started=$SECONDS
   # shellcheck disable=SC2086
   ASAN_OPTIONS=$asan build-fuzz/tests/fuzz/$target -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$findings/" "${flags[@]}" ${APRON_FUZZ_ARGS:-} \
@@ -63,7 +64,7 @@ for spec in "${targets[@]}"; do
   rc=$?
   execs=$(grep -h 'stat::number_of_executed_units' "$log" | tail -1 | awk '{print $2 + 0}')
   found=$(find "$findings" -type f | sort)
-  line="$target: ${execs} executions in ${time_s} s, exit status $rc"
+  line="$target: ${execs} executions in $((SECONDS - started)) s, exit status $rc"
   if [[ $rc -ne 0 || -n $found ]]; then
     status=1
     line+=", FINDINGS:"
