@@ -7,6 +7,7 @@ packages=(build-essential cmake git pkg-config python3
           libgtest-dev libbenchmark-dev libthrust-dev
           python3-h5py python3-numpy python3-paraview  # checkpoint and ParaView tests
           python3-matplotlib  # jobs/scaling draws its plots with it
+          clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzz targets (tests/fuzz, libFuzzer)
           slurm-wlm munge     # the jobs/ tests start a one-node SLURM cluster
           # In-situ visualisation (ParaView Catalyst); ParaView's CMake package needs the -dev
           # packages after it, Xvfb gives the Catalyst tests' screenshots a display.

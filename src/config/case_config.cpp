@@ -1,9 +1,11 @@
 #include "config/case_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -89,11 +91,16 @@ DecompositionConfig read_decomposition(MapReader d) {
   DecompositionConfig c;
   c.method = d.choice("method", {"cartesian", "rcb"}, c.method);
   const auto dims = d.vec3("dims", std::array<double, 3>{0, 0, 0});
+  // The product of the dims is a rank count: an int (a larger value would not even convert).
+  constexpr double kMaxRanks = std::numeric_limits<int>::max();
+  double ranks = 1;
   for (int i = 0; i < 3; ++i) {
-    if (dims[i] < 0 || dims[i] != std::floor(dims[i]))
+    if (dims[i] < 0 || dims[i] != std::floor(dims[i]) || dims[i] > kMaxRanks)
       d.fail("dims", "must be three non-negative integers (0: chosen automatically)");
+    ranks *= std::max(dims[i], 1.0);
     c.dims[i] = static_cast<int>(dims[i]);
   }
+  if (ranks > kMaxRanks) d.fail("dims", "their product (the rank count) is too large");
   c.rebalance_threshold = d.in_range("rebalance_threshold", 1.0, 100.0, c.rebalance_threshold);
   c.rebalance_check_every = d.get<long>("rebalance_check_every", c.rebalance_check_every);
   if (c.rebalance_check_every < 1) d.fail("rebalance_check_every", "must be at least 1");

@@ -39,21 +39,36 @@ const char* type_name() {
 
 // Every mapping key must be a plain name, given once: yaml-cpp keeps both values of a repeated
 // key and lookups see the first, so a second one would be ignored without a word. Iterative,
-// with a budget of nodes, so that deep nesting or aliases expanding without end cannot exhaust
-// the stack or the time.
+// with a budget of nodes and of depth, so that deep nesting or aliases expanding without end
+// cannot exhaust the stack, the memory or the time. An alias inside its own anchor
+// (`a: &x {b: *x}`) makes a cycle that yaml-cpp accepts: it nests without end, and the paths of a
+// walk down it grow without end, so depth is what refuses it.
+struct PendingNode {
+  YAML::Node node;
+  std::string path;
+  std::size_t depth;
+};
+
 void check_keys(const YAML::Node& root, const std::string& file) {
   constexpr std::size_t kMaxNodes = 1'000'000;
-  std::vector<std::pair<YAML::Node, std::string>> todo{{root, ""}};
+  constexpr std::size_t kMaxDepth = 64;
+  std::vector<PendingNode> todo{{root, "", 0}};
   for (std::size_t visited = 0; !todo.empty(); ++visited) {
     if (visited > kMaxNodes)
       throw ConfigError(file +
                         ": the case expands to more than 1,000,000 YAML nodes (aliases?); "
                         "a case file describes a run, large data belongs in files it names");
-    const auto [node, path] = todo.back();
+    const auto [node, path, depth] = todo.back();
     todo.pop_back();
+    if (depth > kMaxDepth)
+      throw ConfigError(file + ": key '" + path.substr(0, 200) +
+                        (path.size() > 200 ? "...'" : "'") + " nests more than " +
+                        std::to_string(kMaxDepth) +
+                        " levels deep (an alias inside its own anchor?); case files nest a few "
+                        "levels");
     if (node.IsSequence()) {
       for (std::size_t i = 0; i < node.size(); ++i)
-        todo.emplace_back(node[i], path + "[" + std::to_string(i) + "]");
+        todo.push_back({node[i], path + "[" + std::to_string(i) + "]", depth + 1});
       continue;
     }
     if (!node.IsMap()) continue;
@@ -73,7 +88,7 @@ void check_keys(const YAML::Node& root, const std::string& file) {
         throw ConfigError(at(kv.first.Mark()) + ": key '" + full + "' is given twice (lines " +
                           std::to_string(it->second) + " and " +
                           std::to_string(kv.first.Mark().line + 1) + "); keep one");
-      todo.emplace_back(kv.second, full);
+      todo.push_back({kv.second, full, depth + 1});
     }
   }
 }
@@ -280,6 +295,8 @@ YAML::Node load_with_overrides(const std::string& file, const std::string& text,
     }
     chain.back()[keys.back()] = value;
   }
+  // The overrides' values are YAML too: the same rules (and budgets) for them.
+  if (!overrides.empty()) check_keys(root, file);
   return root;
 }
 

@@ -4,6 +4,7 @@
 // (one event per step at most), where `next += every` would spin or never catch up.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

@@ -153,6 +153,31 @@ TEST(Config, DuplicateComplexAndOversizedInput) {
   expect_error(big, {"case.yaml", "limited to 1024 KiB"});
 }
 
+// decomposition.dims beyond an int converted with undefined behaviour (found by
+// tests/fuzz/fuzz_case_yaml); their product is a rank count and must fit one too.
+TEST(Config, DecompositionDimsOutOfRange) {
+  expect_error(kValid, {"key 'decomposition.dims'", "non-negative integers"},
+               {"decomposition.dims=[7e120, 1, 1]"});
+  expect_error(kValid, {"key 'decomposition.dims'", "finite"}, {"decomposition.dims=[.inf, 1, 1]"});
+  expect_error(kValid, {"key 'decomposition.dims'", "product (the rank count) is too large"},
+               {"decomposition.dims=[65536, 65536, 0]"});
+  EXPECT_EQ(error_of(kValid, {"decomposition.dims=[4, 1, 1]"}), "");
+}
+
+// An alias inside its own anchor makes a cyclic YAML graph that yaml-cpp accepts; walking it ran
+// out of memory (found by tests/fuzz/fuzz_case_yaml). Refused, in the file and in --set values,
+// as are duplicate keys in --set values; aliases that only reuse a value still work.
+TEST(Config, CyclicAliasesAndOverrideValues) {
+  expect_error(
+      kValid + "output: &o {dir: x, more: *o}\n",
+      {"case.yaml", "key 'output.more.more", "levels deep", "alias inside its own anchor"});
+  expect_error(kValid + "output: &o [*o]\n", {"levels deep"});
+  expect_error(kValid, {"levels deep"}, {"output.dir=&o {a: *o}"});
+  expect_error(kValid, {"key 'sph.spacing' is given twice"}, {"sph={spacing: 1, spacing: 2}"});
+  const std::string reuse = replace(kValid, "  spacing: 0.02\n", "  spacing: &s 0.02\n");
+  EXPECT_EQ(error_of(replace(reuse, "  end: 0.1\n", "  end: *s\n")), "");
+}
+
 // The workload is named in every case; the message lists those this build has.
 TEST(Config, WorkloadIsRequiredAndChecked) {
   expect_error(replace(kValid, "workload: sph\n", ""), {"key 'workload'", "is required"});

@@ -1,0 +1,90 @@
+// libFuzzer target: the mesh readers (io::read_obj, read_ply, read_off). The readers take a path,
+// so each input is written to a temporary file and read by all three (a file of one format read
+// as another must be refused cleanly too). MeshReadError is the expected failure for bad input;
+// any other exception, a crash, a sanitizer report or a hang is a finding.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <typeinfo>
+
+#include "io/mesh_reader.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A private folder for this process's files, on tmpfs where there is one.
+const fs::path& work_dir() {
+  static const fs::path dir = [] {
+    std::error_code ec;
+    const fs::path base =
+        fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
+    fs::path d = base / ("apron_fuzz_mesh_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct RemoveWorkDir {
+  ~RemoveWorkDir() {
+    std::error_code ec;
+    fs::remove_all(work_dir(), ec);
+  }
+} remove_work_dir;
+
+void write_file(const fs::path& path, const std::uint8_t* data, std::size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) {
+    std::fprintf(stderr, "fuzz_mesh_reader: cannot write %s\n", path.c_str());
+    std::abort();
+  }
+}
+
+template <class Read>
+void read_one(const char* format, const fs::path& path, Read read) {
+  try {
+    const apron::io::TriangleMesh mesh = read(path);
+    // What a reader returns must be usable: every triangle's indices name a vertex.
+    for (const auto& t : mesh.triangles)
+      for (const auto i : t)
+        if (i >= mesh.vertices.size()) {
+          std::fprintf(stderr, "fuzz_mesh_reader: %s: vertex index %u of %zu vertices\n", format,
+                       static_cast<unsigned>(i), mesh.vertices.size());
+          std::abort();
+        }
+  } catch (const apron::io::MeshReadError&) {
+    // Refused with a message: the expected outcome for bad input.
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuzz_mesh_reader: %s: unexpected %s: %s\n", format, typeid(e).name(),
+                 e.what());
+    std::abort();
+  } catch (...) {
+    std::fprintf(stderr, "fuzz_mesh_reader: %s: unexpected exception of unknown type\n", format);
+    std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const fs::path obj = work_dir() / "input.obj";
+  const fs::path ply = work_dir() / "input.ply";
+  const fs::path off = work_dir() / "input.off";
+  write_file(obj, data, size);
+  write_file(ply, data, size);
+  write_file(off, data, size);
+  read_one("obj", obj, [](const fs::path& p) { return apron::io::read_obj(p); });
+  read_one("ply", ply, [](const fs::path& p) { return apron::io::read_ply(p); });
+  read_one("off", off, [](const fs::path& p) { return apron::io::read_off(p); });
+  return 0;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tests/fuzz/run.sh [SECONDS] [TARGET[=SECONDS]...]: builds the `fuzz` preset (clang-14,
+# libFuzzer, ASan + UBSan) and runs each fuzz target (default: all three) for SECONDS (default 60)
+# from its seed corpus (tests/fuzz/corpus/<target>/); TARGET=0 only replays the seeds. Prints the
+# executions per target; exits non-zero when any target found something: a crash, a sanitizer
+# report, an unexpected exception type, a leak, an input slower than 10 s or using more than
+# 2 GiB. Findings are saved as build-fuzz/findings/<target>/* (emptied when that target next
+# runs: copy what you keep); reproduce one with `build-fuzz/tests/fuzz/<target> FILE`, from the
+# repository root. New coverage-increasing inputs go to build-fuzz/corpus/<target>/, never into
+# the repository; to keep some, `<target> -merge=1 tests/fuzz/corpus/<target> build-fuzz/corpus/<target>`.
+# Environment: APRON_JOBS (build parallelism, default 2), APRON_FUZZ_ARGS (more libFuzzer flags,
+# e.g. "-jobs=4 -workers=4" or "-only_ascii=1").
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_case_yaml fuzz_mesh_reader fuzz_checkpoint)
+
+cmake --preset fuzz >/dev/null || exit 1
+cmake --build --preset fuzz -j "${APRON_JOBS:-2}" >&2 || exit 1
+
+# LeakSanitizer stays on; tests/fuzz/lsan.supp names the libraries (MPI, HDF5) whose
+# allocations-until-exit it must not report.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export OMP_NUM_THREADS=1
+
+status=0
+summary=""
+for spec in "${targets[@]}"; do
+  target=${spec%%=*}
+  time_s=$seconds
+  [[ $spec == *=* ]] && time_s=${spec#*=}
+  seeds=tests/fuzz/corpus/$target
+  work=build-fuzz/corpus/$target
+  findings=build-fuzz/findings/$target
+  log=build-fuzz/fuzz-$target.log
+  rm -rf "$findings"  # this run's findings only
+  mkdir -p "$work" "$findings"
+  flags=()
+  [[ -f tests/fuzz/$target.dict ]] && flags+=(-dict=tests/fuzz/$target.dict)
+  # Text inputs stay small (larger seeds are cut to this, which is fine for parsers); HDF5 seeds
+  # must stay whole.
+  [[ $target != fuzz_checkpoint ]] && flags+=(-max_len=8192)
+  asan=$ASAN_OPTIONS
+  # Leaks inside libhdf5 (which has no frame pointers) only match lsan.supp with slow unwinding.
+  [[ $target == fuzz_checkpoint ]] && asan+=:fast_unwind_on_malloc=0
+  corpora=("$work" "$seeds")
+  if [[ $time_s == 0 ]]; then
+    echo "apron: replaying the seeds of $target (log: $log)"
+    flags+=(-runs=0)
+    corpora=("$seeds")
+  else
+    echo "apron: fuzzing $target for ${time_s} s (log: $log)"
+    flags+=(-max_total_time="$time_s")
+  fi
+  started=$SECONDS
+  # shellcheck disable=SC2086
+  ASAN_OPTIONS=$asan build-fuzz/tests/fuzz/$target -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$findings/" "${flags[@]}" ${APRON_FUZZ_ARGS:-} \
+    "${corpora[@]}" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -h 'stat::number_of_executed_units' "$log" | tail -1 | awk '{print $2 + 0}')
+  found=$(find "$findings" -type f | sort)
+  line="$target: ${execs} executions in $((SECONDS - started)) s, exit status $rc"
+  if [[ $rc -ne 0 || -n $found ]]; then
+    status=1
+    line+=", FINDINGS:"
+    for f in $found; do line+=$'\n'"    $f"; done
+    echo "---- $target: the end of its log ----"
+    grep -E -A30 '^==[0-9]+==|SUMMARY|fuzz_[a-z_]+: unexpected|ALARM|out-of-memory' "$log" | head -60
+  fi
+  summary+="$line"$'\n'
+done
+echo "apron: fuzzing summary"
+printf '%s' "$summary"
+exit $status
