@@ -4,16 +4,19 @@
 # 1-4 ranks, then "no speed lost": the CUDA build before the change (.device/apron-base, 36126c6)
 # against the one after (.device/apron), same calls: SPH at 10M on one GPU, 2-GPU weak scaling at
 # 10M per GPU, the bunny mesh distance. Results in $OUT.
+# Usage: bash bench/gpu_foundations.sh [tests|bench|all] (two calls fit the 10-minute limit).
 set -uo pipefail
 source .device/env.sh
 out=${OUT:-gpu-out}; mkdir -p "$out"
 nvidia-smi -L | tee "$out/gpus.txt"
 export APRON_SOURCE_DIR=$PWD APRON_BINARY_DIR=$out
+part=${1:-all}
 status=0
 run() {  # run NAME COMMAND...: log to $out/NAME.log, one line of verdict
   local name=$1; shift
   if "$@" > "$out/$name.log" 2>&1; then echo "ok     $name"; else echo "FAILED $name"; status=1; fi
 }
+if [[ $part != bench ]]; then
 run primitives .device/test_primitives
 run sph_kernels .device/test_sph_kernels
 run meshdist .device/test_meshdist
@@ -31,6 +34,8 @@ for n in 1 2 3 4; do
 done
 run rank_consistency python3 tests/mpi/compare_runs.py $out/np1 $out/np2 $out/np3 $out/np4
 grep -h "outside_tank\|max relative" "$out/surge_front.log"
+fi
+[[ $part == tests ]] && exit $status
 
 # Before and after, the same calls, alternating so that drift hits both.
 sph() { python3 bench/sph_throughput.py --apron ".device/$1" --steps 100 --repeat 3 "${@:2}" 2>&1 | tail -1; }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -79,6 +80,12 @@ class MeshBuilder {
     if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z))
       throw MeshReadError(place + ": vertex " + std::to_string(mesh_.vertices.size()) +
                           " has a coordinate that is not a finite number (NaN or infinity)");
+    // The device computes in float: a coordinate beyond its range would become infinite there.
+    constexpr double kFloatMax = std::numeric_limits<float>::max();
+    if (std::fabs(x) > kFloatMax || std::fabs(y) > kFloatMax || std::fabs(z) > kFloatMax)
+      throw MeshReadError(place + ": vertex " + std::to_string(mesh_.vertices.size()) +
+                          " has a coordinate beyond the float range (3.4e38) apron computes in; "
+                          "rescale the mesh");
     mesh_.vertices.push_back({x, y, z});
   }
 
@@ -198,9 +205,14 @@ TriangleMesh read_off(const fs::path& file, const MeshReadOptions& options) {
     return std::pair{row.first, split_words(row.second)};
   };
   auto [header_line, header] = next_words("the OFF header");
+  // OFF and its 3-D variants ([ST][C][N]OFF: texture, colour, normal per vertex); not 4OFF
+  // (4-D) nor anything else ending in OFF.
   const std::string_view magic = header[0];
-  if (magic.size() < 3 || magic.substr(magic.size() - 3) != "OFF")
-    throw MeshReadError(line_place(file, header_line) + ": expected the keyword 'OFF', found '" +
+  static const std::set<std::string_view> kVariants = {"OFF",    "COFF",  "NOFF",   "CNOFF",
+                                                       "STOFF",  "STCOFF", "STNOFF", "STCNOFF"};
+  if (!kVariants.count(magic))
+    throw MeshReadError(line_place(file, header_line) +
+                        ": expected the keyword 'OFF' (or COFF, NOFF, CNOFF, STOFF...), found '" +
                         std::string(magic) + "'");
   // The counts may follow the keyword on the same line.
   std::vector<std::string_view> counts(header.begin() + 1, header.end());
@@ -241,6 +253,10 @@ TriangleMesh read_off(const fs::path& file, const MeshReadOptions& options) {
         throw MeshReadError(place + ": '" + std::string(words[k + 1]) + "' is not a vertex index");
     mesh.add_polygon(indices, place, mesh.vertex_count());
   }
+  if (r < rows.size())
+    throw MeshReadError(line_place(file, rows[r].first) +
+                        ": more lines follow the " + std::to_string(nf) +
+                        " faces the header declares (is its face count too small?)");
   return mesh.finish();
 }
 
@@ -386,6 +402,18 @@ class PlyValues {
     return format_ == PlyHeader::Format::ascii ? line_place(file_, line_)
                                                : byte_place(file_, value_offset_);
   }
+  // After the last element: nothing may follow but white space (ascii) or nothing (binary), or
+  // the header's counts are smaller than what the file holds and data would be dropped.
+  void expect_end() {
+    if (format_ == PlyHeader::Format::ascii)
+      while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])))
+        if (text_[pos_++] == '\n') ++line_;
+    if (pos_ >= text_.size()) return;
+    value_offset_ = pos_;
+    throw MeshReadError(place() +
+                        ": data follows the last element the header declares (are its element "
+                        "counts too small?)");
+  }
 
  private:
   double next_word(PlyType t) {
@@ -463,6 +491,8 @@ class PlyValues {
 long long as_index(double v, const std::string& place) {
   if (v != std::floor(v) || !std::isfinite(v))
     throw MeshReadError(place + ": a list count or index must be an integer");
+  if (std::fabs(v) > 9007199254740992.0)  // 2^53: beyond it a double holds no exact integer
+    throw MeshReadError(place + ": a list count or index is out of range");
   return static_cast<long long>(v);
 }
 
@@ -490,6 +520,7 @@ TriangleMesh read_ply(const fs::path& file, const MeshReadOptions& options) {
   PlyValues values(text, header, file);
   for (const PlyElement& e : header.elements) {
     const bool is_vertex = e.name == "vertex", is_face = e.name == "face";
+    if (e.properties.empty() && !is_vertex && !is_face) continue;  // no bytes, whatever its count
     const int coord[3] = {find_property(e, {"x"}), find_property(e, {"y"}),
                           find_property(e, {"z"})};
     const int corners = find_property(e, {"vertex_indices", "vertex_index"});
@@ -524,6 +555,7 @@ TriangleMesh read_ply(const fs::path& file, const MeshReadOptions& options) {
       if (is_face) mesh.add_polygon(indices, place, vertex_total);
     }
   }
+  values.expect_end();
   return mesh.finish();
 }
 

@@ -64,7 +64,46 @@ void MeshDistance::setup() {
     Log::info("mesh %s: %zu vertices, %zu triangles (%zu zero-area skipped), area %.6g",
               m == a_.get() ? "a" : "b", m->host.vertices.size(), m->host.triangles.size(),
               m->host.degenerate_skipped, m->area);
+  check_extent();
+  check_sample_memory();
   if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
+}
+
+// Distances are computed in float from squared distances: two meshes that span more than
+// ~1e18 would overflow them (a Hausdorff distance of inf), so such input is refused, not run.
+void MeshDistance::check_extent() const {
+  constexpr double kMaxSpan = 1e18;
+  double span = 0;
+  for (int d = 0; d < 3; ++d)
+    span = std::max(span, std::max(a_->hi[d], b_->hi[d]) - std::min(a_->lo[d], b_->lo[d]));
+  if (!(span <= kMaxSpan))
+    throw config::ConfigError(config_.file + ": key 'meshdist': the two meshes together span " +
+                              std::to_string(span) +
+                              " units; distances are computed in float and overflow beyond 1e18: "
+                              "rescale the meshes (or a stray vertex lies far away)");
+}
+
+// The samples this rank will hold (position, distance, triangle, sort scratch: ~40 B each) must
+// fit, on every rank, before anything is allocated: a count too large is bad input, named.
+void MeshDistance::check_sample_memory() const {
+  constexpr double kBytesPerSample = 40;
+  double most = 0;
+  for (const PreparedMesh* m : {a_.get(), b_.get()}) {
+    const double area = md_.area_density > 0 ? md_.area_density * m->area
+                                             : static_cast<double>(md_.area_samples);
+    const double vertices = md_.sample_vertices ? static_cast<double>(m->host.vertices.size()) : 0;
+    most = std::max(most, (area + vertices) / ranks_.size);
+  }
+  const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
+  if (most * kBytesPerSample > 0.9 * free_bytes) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  ": key 'meshdist.sampling.%s': %.3g samples per rank need about %.3g GB, but "
+                  "%.3g GB are available per rank; lower it or run on more ranks",
+                  md_.area_density > 0 ? "density" : "count", most, most * kBytesPerSample / 1e9,
+                  free_bytes / 1e9);
+    throw config::ConfigError(config_.file + text);
+  }
 }
 
 std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {

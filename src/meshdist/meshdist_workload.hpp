@@ -65,6 +65,8 @@ class MeshDistance final : public Workload {
   std::unique_ptr<PreparedMesh> load_mesh(const MeshInput& input, const char* key) const;
   DirectionResult measure(const char* name, PreparedMesh& source, PreparedMesh& target);
   void finish_result(DirectionResult& r, const PreparedMesh& source, const PreparedMesh& target);
+  void check_extent() const;
+  void check_sample_memory() const;
   std::uint64_t area_sample_count(const PreparedMesh& mesh) const;
   void print_table() const;
   void write_vertex_errors() const;

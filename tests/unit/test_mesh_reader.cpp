@@ -317,5 +317,38 @@ TEST_F(MeshReader, PointCloudMalformed) {
                      ": the point cloud is empty", "no points");
 }
 
+// Headers that lie or are not what they claim (issue 19): counts smaller than the file holds
+// would drop data without a word; an element without properties holds no bytes whatever its
+// count; a list count beyond any integer; coordinates the float device arithmetic cannot hold.
+TEST_F(MeshReader, HeadersThatLie) {
+  const std::string square = "0 0 0\n1 0 0\n1 1 0\n0 1 0\n1.5 0.5 0.5\n";
+  expect_error(write("few.off", "OFF\n5 1 0\n" + square + "4 0 1 2 3\n3 1 4 2\n"), ":9:",
+               "more lines follow the 1 faces");
+  expect_error(write("g.off", "garbageOFF\n5 1 0\n" + square + "4 0 1 2 3\n"), ":1:",
+               "expected the keyword 'OFF'");
+  expect_error(write("4.off", "4OFF\n5 1 0\n" + square + "4 0 1 2 3\n"), ":1:",
+               "expected the keyword 'OFF'");
+  EXPECT_EQ(read_mesh(write("c.off", "COFF\n5 1 0\n" + square + "4 0 1 2 3\n")).triangles.size(),
+            2u);
+  const std::string ply_head =
+      "ply\nformat ascii 1.0\nelement vertex 5\nproperty float x\nproperty float y\n"
+      "property float z\nelement face 1\nproperty list uchar int vertex_indices\n";
+  expect_error(write("few.ply", ply_head + "end_header\n" + square + "4 0 1 2 3\n3 1 4 2\n"),
+               ":16", "data follows the last element");
+  const auto junk = read_mesh(write("junk.ply", ply_head +
+                                                    "element junk 9223372036854775807\n"
+                                                    "end_header\n" +
+                                                    square + "4 0 1 2 3\n"));
+  EXPECT_EQ(junk.triangles.size(), 2u);
+  expect_error(write("list.ply",
+                     "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\n"
+                     "property float y\nproperty float z\nelement face 1\n"
+                     "property list float int vertex_indices\nend_header\n"
+                     "0 0 0\n1 0 0\n0 1 0\n7e22 0 1 2\n"),
+               ":13", "out of range");
+  expect_error(write("big.obj", "v 0 0 0\nv 1e39 0 0\nv 0 1 0\nf 1 2 3\n"), ":2:",
+               "beyond the float range");
+}
+
 }  // namespace
 }  // namespace apron::io
