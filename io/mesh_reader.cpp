@@ -208,8 +208,8 @@ TriangleMesh read_off(const fs::path& file, const MeshReadOptions& options) {
   // OFF and its 3-D variants ([ST][C][N]OFF: texture, colour, normal per vertex); not 4OFF
   // (4-D) nor anything else ending in OFF.
   const std::string_view magic = header[0];
-  static const std::set<std::string_view> kVariants = {"OFF",    "COFF",  "NOFF",   "CNOFF",
-                                                       "STOFF",  "STCOFF", "STNOFF", "STCNOFF"};
+  static const std::set<std::string_view> kVariants = {"OFF",   "COFF",   "NOFF",   "CNOFF",
+                                                       "STOFF", "STCOFF", "STNOFF", "STCNOFF"};
   if (!kVariants.count(magic))
     throw MeshReadError(line_place(file, header_line) +
                         ": expected the keyword 'OFF' (or COFF, NOFF, CNOFF, STOFF...), found '" +
@@ -254,8 +254,8 @@ TriangleMesh read_off(const fs::path& file, const MeshReadOptions& options) {
     mesh.add_polygon(indices, place, mesh.vertex_count());
   }
   if (r < rows.size())
-    throw MeshReadError(line_place(file, rows[r].first) +
-                        ": more lines follow the " + std::to_string(nf) +
+    throw MeshReadError(line_place(file, rows[r].first) + ": more lines follow the " +
+                        std::to_string(nf) +
                         " faces the header declares (is its face count too small?)");
   return mesh.finish();
 }
@@ -542,7 +542,8 @@ TriangleMesh read_ply(const fs::path& file, const MeshReadOptions& options) {
             if (static_cast<int>(p) == coord[d]) xyz[d] = v;
           continue;
         }
-        const long long n = as_index(values.next(prop.count_type), values.place());
+        const double length = values.next(prop.count_type);  // before place(): its line
+        const long long n = as_index(length, values.place());
         if (p == 0) place = values.place();
         if (n < 0) throw MeshReadError(values.place() + ": a negative list length");
         for (long long k = 0; k < n; ++k) {
@@ -722,7 +723,8 @@ PointCloud read_ply_points(const fs::path& file) {
       for (std::size_t p = 0; p < e->properties.size(); ++p) {
         const PlyProperty& prop = e->properties[p];
         if (prop.is_list) {
-          const long long count = as_index(values.next(prop.count_type), values.place());
+          const double length = values.next(prop.count_type);  // before place(): its line
+          const long long count = as_index(length, values.place());
           if (p == 0) place = values.place();
           if (count < 0) throw MeshReadError(values.place() + ": a negative list length");
           for (long long k = 0; k < count; ++k) values.next(prop.type);

@@ -54,7 +54,36 @@ io::TriangleMesh subdivide(const io::TriangleMesh& mesh, int k) {
   return out;
 }
 
+namespace {
+
+// Whether the triangle keeps a normal in the float arithmetic of the device: the squared norm of
+// its edges' cross product must be a normal float. Triangles below that (a 1e-40-sized one, or one
+// 1e-10 across among coordinates near 1) have no direction there, and the closest-point test
+// would divide by zero; they are as degenerate to the device as zero-area ones are.
+bool has_float_normal(const Vec4& a, const Vec4& b, const Vec4& c) {
+  const Vec3 e1 = xyz(b) - xyz(a), e2 = xyz(c) - xyz(a);
+  const Vec3 n{e1.y * e2.z - e1.z * e2.y, e1.z * e2.x - e1.x * e2.z, e1.x * e2.y - e1.y * e2.x};
+  return norm2(n) >= std::numeric_limits<float>::min();
+}
+
+// Leaves out the triangles without a float normal, counting them with the zero-area ones.
+void drop_float_degenerate(io::TriangleMesh& mesh) {
+  const auto before = mesh.triangles.size();
+  std::erase_if(mesh.triangles, [&](const std::array<std::uint32_t, 3>& t) {
+    return !has_float_normal(as_vec4(mesh.vertices[t[0]]), as_vec4(mesh.vertices[t[1]]),
+                             as_vec4(mesh.vertices[t[2]]));
+  });
+  mesh.degenerate_skipped += before - mesh.triangles.size();
+  if (mesh.triangles.empty())
+    throw io::MeshReadError(
+        "every triangle is too small for the float arithmetic distances are computed in (its "
+        "edges' cross product underflows); rescale the mesh");
+}
+
+}  // namespace
+
 PreparedMesh::PreparedMesh(io::TriangleMesh mesh) : host(std::move(mesh)) {
+  drop_float_degenerate(host);
   for (int d = 0; d < 3; ++d) {
     lo[d] = std::numeric_limits<double>::infinity();
     hi[d] = -lo[d];

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 
 #include <thrust/copy.h>
 
@@ -45,11 +46,18 @@ MeshDistance::MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo
 
 std::unique_ptr<PreparedMesh> MeshDistance::load_mesh(const MeshInput& input,
                                                       const char* key) const {
+  // Every rank reads the same file and fails the same way: bad input, reported once.
+  const std::string where = std::string("meshdist.") + key + ".file: ";
+  io::TriangleMesh mesh;
   try {
-    return std::make_unique<PreparedMesh>(subdivide(io::read_mesh(input.file), input.subdivide));
+    mesh = subdivide(io::read_mesh(input.file), input.subdivide);
   } catch (const io::MeshReadError& e) {
-    // Every rank reads the same file and fails the same way: bad input, reported once.
-    throw config::ConfigError(std::string("meshdist.") + key + ".file: " + e.what());
+    throw config::ConfigError(where + e.what());
+  }
+  try {
+    return std::make_unique<PreparedMesh>(std::move(mesh));
+  } catch (const io::MeshReadError& e) {
+    throw config::ConfigError(where + input.file + ": " + e.what());
   }
 }
 
@@ -89,8 +97,8 @@ void MeshDistance::check_sample_memory() const {
   constexpr double kBytesPerSample = 40;
   double most = 0;
   for (const PreparedMesh* m : {a_.get(), b_.get()}) {
-    const double area = md_.area_density > 0 ? md_.area_density * m->area
-                                             : static_cast<double>(md_.area_samples);
+    const double area =
+        md_.area_density > 0 ? md_.area_density * m->area : static_cast<double>(md_.area_samples);
     const double vertices = md_.sample_vertices ? static_cast<double>(m->host.vertices.size()) : 0;
     most = std::max(most, (area + vertices) / ranks_.size);
   }
@@ -162,6 +170,9 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
   const std::vector<float> local = to_host(distance_);
 
+  if (!std::isfinite(r.max))
+    throw std::runtime_error("mesh distance " + r.name + ": a distance is not finite (" +
+                             std::to_string(r.max) + "); the meshes' float arithmetic failed");
   const int bins = md_.histogram_bins;
   r.bin_width = static_cast<double>(r.max) / bins;
   r.histogram.assign(bins, 0);
