@@ -108,6 +108,20 @@ DecompositionConfig read_decomposition(MapReader d) {
   return c;
 }
 
+// A folder the run can create and write: caught here, with the key, rather than as a raw file
+// system error after the ranks have started.
+void check_output_dir(MapReader& o, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) o.fail("dir", "must name a folder (e.g. out/my_case)");
+  if (dir.find('\0') != std::string::npos) o.fail("dir", "holds a NUL character");
+  for (const auto& part : fs::path(dir))
+    if (part.native().size() > 255)
+      o.fail("dir", "a name in it is longer than 255 bytes, which file systems refuse");
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error))
+    o.fail("dir", "'" + dir + "' exists and is not a folder");
+}
+
 // The shared sections the workload takes (config/workload_schema.hpp); those it does not take
 // are left unread, so the root's finish() refuses them as unknown keys.
 void read_shared_sections(CaseConfig& c, MapReader& root, unsigned sections, bool has_catalyst) {
@@ -126,6 +140,7 @@ void read_shared_sections(CaseConfig& c, MapReader& root, unsigned sections, boo
   {
     auto o = root.child("output");
     c.output.dir = o.get<std::string>("dir", c.output.dir);
+    check_output_dir(o, c.output.dir);
     c.output.progress_every = o.positive("progress_every", c.output.progress_every);
     if (sections & kOutputSeries) {
       c.output.every = o.get<double>("every", 0.0);

@@ -90,9 +90,9 @@ void check_overlaps(const SphCase& c, MapReader& root) {
   }
 }
 
-// The lattice counts, in float64 before anything is allocated: a spacing far below the blocks'
-// size would overflow the particle count (and each lattice's integer size).
-void check_particle_count(const SphCase& c, MapReader& root) {
+// The lattice counts and the cell grid, in float64 before anything is allocated: a spacing far
+// below the blocks' size (or a domain far beyond them) would overflow their integer sizes.
+void check_particle_count(const Box& domain, const SphCase& c, MapReader& root) {
   double total = 0;
   for (const Box& b : c.fluid_blocks) {
     double n = 1;
@@ -105,6 +105,20 @@ void check_particle_count(const SphCase& c, MapReader& root) {
     std::snprintf(text, sizeof text,
                   "gives %.3g fluid particles (at most 1e13 can be counted); increase it", total);
     root.fail("sph", std::string("spacing ") + text);
+  }
+  // The cell grid over the domain (cells of 2h / cell_divisions) has 32-bit cell indices. A
+  // grid too large because there are too many particles is the memory check's to report (with
+  // the GiB they need); one too large because the domain dwarfs the fluid is reported here.
+  double cells = 1;
+  const double cell = 2 * c.sph.smoothing_ratio * c.sph.spacing / c.sph.cell_divisions;
+  for (int d = 0; d < 3; ++d) cells *= std::ceil(domain.extent(d) / cell);
+  if (!(cells < 4e9) && !(cells <= 1000 * total)) {
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "needs a cell grid of %.3g cells at sph.spacing (at most 4e9), more than 1000 "
+                  "per fluid particle; shrink the domain to where the fluid can go",
+                  cells);
+    root.fail("domain", text);
   }
 }
 
@@ -137,7 +151,7 @@ void check_geometry(const config::CaseConfig& shared, const SphCase& c, MapReade
                                 "; enlarge 'domain'");
   }
   check_overlaps(c, root);
-  check_particle_count(c, root);
+  check_particle_count(domain, c, root);
   for (int d = 0; d < 3; ++d)
     if (domain.extent(d) < support)
       root.fail("domain", "is smaller than the interaction radius 2h = " + std::to_string(support) +
