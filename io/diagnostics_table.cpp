@@ -25,7 +25,8 @@ void DiagnosticsTable::open(std::optional<long> resume_step) {
   const std::filesystem::path partial = temporary_name(path_);
   std::string kept = header_ + "\n";
   if (resume_step) {
-    std::ifstream in(std::filesystem::exists(path_) ? path_ : partial);
+    // A .tmp table exists only while a run goes on or after one was killed: it is the newer.
+    std::ifstream in(std::filesystem::exists(partial) ? partial : path_);
     std::string line;
     for (bool header = true; std::getline(in, line); header = false) {
       if (header) continue;

@@ -400,12 +400,13 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   const double start = wall_seconds();
   install_stop_signals();
   auto workload = workload_spec(config.workload).make({config, ranks, device, timers});
-  if (ranks.rank == 0) {
+  // Collective: when rank 0 cannot make the folder, every rank fails with its message.
+  io::on_root(ranks.comm, [&] {
     io::make_output_directory(workload->output_dir());
     // A checkpoint of an earlier run that never finished (killed, disk full) is only a .tmp.
     if (const int stale = io::remove_stale_checkpoints(workload->output_dir()))
       Log::info("removed %d unfinished checkpoint file(s) (.tmp) of an earlier run", stale);
-  }
+  });
   if (!options.restart.empty() && !workload->checkpointable())
     throw config::ConfigError("--restart: the " + config.workload +
                               " workload is a one-shot analysis without checkpoints; run it "

@@ -74,7 +74,6 @@ void MeshDistance::setup() {
               m->host.degenerate_skipped, m->area);
   check_extent();
   check_sample_memory();
-  if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
 }
 
 // Distances are computed in float from squared distances: two meshes that span more than
@@ -154,6 +153,11 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
   const DistanceStats local = reduce_distances(distance_, first);
   double sums[2] = {local.sum, local.sum_squares};
   global_sum(ranks_.comm, sums);
+  // A NaN distance reaches the global sum on every rank alike (the maximum would hide it).
+  if (!std::isfinite(sums[1]))
+    throw std::runtime_error("mesh distance " + r.name +
+                             ": a distance is not finite; the meshes' float arithmetic failed "
+                             "(rescale them)");
   r.sum = sums[0];
   r.sum_squares = sums[1];
   // The maximum, then the lowest sample index attaining it: the same bits on any rank count.
@@ -177,6 +181,7 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   r.bin_width = static_cast<double>(r.max) / bins;
   r.histogram.assign(bins, 0);
   for (float d : local) {
+    if (!(d >= 0)) continue;  // not reached: measure() refuses non-finite distances
     const double bin = r.bin_width > 0 ? d / r.bin_width : 0;
     ++r.histogram[static_cast<std::size_t>(std::min<double>(bin, bins - 1))];
   }

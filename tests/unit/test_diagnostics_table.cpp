@@ -62,5 +62,17 @@ TEST(DiagnosticsTable, RestartAfterAKillContinuesTheTemporaryTable) {
   EXPECT_EQ(read(path), "step,x\n0,a\n10,b\n");
 }
 
+// A finished table (run A, to step 20) and a .tmp one (run B continued it to step 40 and was
+// killed): a restart from step 30 continues B's, the newer one.
+TEST(DiagnosticsTable, RestartPrefersTheTemporaryTableOverAnOlderFinishedOne) {
+  const fs::path path = fresh_dir("apron_diag_newer") / "diagnostics.csv";
+  std::ofstream(path) << "step,x\n0,a\n10,b\n20,c\n";
+  std::ofstream(temporary_name(path)) << "step,x\n0,a\n10,b\n20,c\n30,d\n40,e\n";
+  DiagnosticsTable t(path, "step,x");
+  t.open(30);
+  t.close();
+  EXPECT_EQ(read(path), "step,x\n0,a\n10,b\n20,c\n30,d\n");
+}
+
 }  // namespace
 }  // namespace apron::io
