@@ -795,7 +795,10 @@ std::string size_text(double bytes) {
 // Reads a dataset in blocks and returns its checksum.
 std::uint64_t checksum_of(const Hdf5File& file, const DatasetInfo& info) {
   const std::size_t bytes = row_bytes(info.type, info.components);
-  const std::uint64_t block = std::max<std::uint64_t>(1, (64u << 20) / bytes);
+  // Read in 64 MiB pieces, and never more than the dataset holds (a small dataset's buffer is
+  // small: inspect --verify of many small files stays fast).
+  const std::uint64_t block =
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>((64u << 20) / bytes, info.rows));
   std::vector<unsigned char> buffer(block * bytes);
   std::uint64_t sum = 0;
   for (std::uint64_t first = 0; first < info.rows; first += block) {
