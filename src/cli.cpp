@@ -134,20 +134,6 @@ void print_workloads() {
   }
 }
 
-// The effective case's value at a dotted key path ("sph.spacing"), or "" when it has none.
-std::string value_at(const std::string& yaml_text, const std::string& key_path) {
-  YAML::Node node = YAML::Load(yaml_text);
-  std::size_t at = 0;
-  while (node && node.IsMap()) {
-    const std::size_t dot = key_path.find('.', at);
-    const std::string key = key_path.substr(at, dot == std::string::npos ? dot : dot - at);
-    node = node[key];
-    if (dot == std::string::npos) return node && node.IsScalar() ? node.Scalar() : "";
-    at = dot + 1;
-  }
-  return "";
-}
-
 // `apron validate --json`: what the scaling-study driver (jobs/scaling) needs of a case.
 void print_case_json(const apron::config::CaseConfig& config) {
   const auto& spec = apron::workload_spec(config.workload);
@@ -159,7 +145,7 @@ void print_case_json(const apron::config::CaseConfig& config) {
   j.begin_object("weak_scaling");
   j.value("key", spec.weak_scaling.key);
   j.value("exponent", spec.weak_scaling.exponent);
-  j.value("value", value_at(config.effective_text, spec.weak_scaling.key));
+  j.value("value", apron::config::scalar_at(config.effective_text, spec.weak_scaling.key));
   j.end_object();
   j.end_object();
   std::cout << j.str() << "\n";

@@ -206,6 +206,13 @@ CaseConfig parse_case_text(const std::string& file, const std::string& text,
   return c;
 }
 
+std::string scalar_at(const std::string& yaml_text, const std::string& key_path) {
+  std::map<std::string, std::string> scalars;
+  flatten(YAML::Load(yaml_text), "", scalars);
+  const auto it = scalars.find(key_path);
+  return it == scalars.end() ? "" : it->second;
+}
+
 void check_restart_compatible(const CaseConfig& now, const std::string& checkpoint_file,
                               const std::string& checkpoint_text) {
   std::map<std::string, std::string> before, after;

@@ -18,6 +18,11 @@ using Vec3d = std::array<double, 3>;
 struct TimeConfig {
   double end = 0;
   long max_steps = 0;  // 0: no limit
+  // Whether a time-stepping run is done: its end reached (within round-off of the sum of the
+  // steps), or max_steps taken.
+  bool reached(long step, double time) const {
+    return time >= end * (1 - 1e-12) || (max_steps > 0 && step >= max_steps);
+  }
 };
 
 struct OutputConfig {
@@ -85,6 +90,10 @@ std::string box_text(const Box& b);
 CaseConfig parse_case(const std::string& file, const std::vector<std::string>& overrides);
 CaseConfig parse_case_text(const std::string& file, const std::string& text,
                            const std::vector<std::string>& overrides);
+
+// The scalar at a dotted key path ("sph.spacing", "fluid[0].lo[1]") of a YAML text, or "" where
+// it has none.
+std::string scalar_at(const std::string& yaml_text, const std::string& key_path);
 
 // A restart may change the end, the output (its folder and cadence), the checkpoints, Catalyst and
 // the decomposition (so the rank count), nothing else: throws ConfigError naming each key whose

@@ -16,7 +16,7 @@ struct Lattice {
 
   static Lattice over(const Box& b, double dx) {
     Lattice l{{b.lo[0], b.lo[1], b.lo[2]}, {0, 0, 0}, dx};
-    for (int d = 0; d < 3; ++d) l.n[d] = static_cast<long>(std::floor(b.extent(d) / dx + 1e-6));
+    for (int d = 0; d < 3; ++d) l.n[d] = static_cast<long>(lattice_points(b.extent(d), dx));
     return l;
   }
   std::int64_t size() const { return std::int64_t{1} * n[0] * n[1] * n[2]; }

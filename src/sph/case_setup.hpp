@@ -4,6 +4,7 @@
 // lattice index, so they do not depend on the rank count.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,12 @@ struct HostParticles {
   std::vector<Vec4> pos;
   std::vector<std::int64_t> id;
 };
+
+// Lattice points of spacing dx along an extent, in float64 (any input, no integer overflow):
+// what the case's lattices use, and what the case check counts with before anything is made.
+inline double lattice_points(double extent, double dx) {
+  return std::floor(extent / dx + 1e-6);
+}
 
 // Number of fluid particles the case generates (exact, all ranks).
 std::int64_t fluid_count(const SphCase& c);

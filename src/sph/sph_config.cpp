@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/yaml_reader.hpp"
+#include "sph/case_setup.hpp"
 
 namespace apron::sph {
 namespace {
@@ -96,7 +97,7 @@ void check_particle_count(const Box& domain, const SphCase& c, MapReader& root) 
   double total = 0;
   for (const Box& b : c.fluid_blocks) {
     double n = 1;
-    for (int d = 0; d < 3; ++d) n *= std::floor(b.extent(d) / c.sph.spacing + 1e-6);
+    for (int d = 0; d < 3; ++d) n *= lattice_points(b.extent(d), c.sph.spacing);
     total += n;
   }
   constexpr double kMaxParticles = 1e13;  // far beyond any machine, far within int64

@@ -118,8 +118,7 @@ void SphSolver::check_memory() const {  // collective
   const double wall = static_cast<double>(boundary_count_estimate(case_)) / ranks_.size;
   const double need = fluid * kBytesPerFluidParticle + wall * kBytesPerWallParticle;
   // The smallest free memory of any rank decides, so every rank takes the same decision.
-  unsigned long long free_bytes = device_.free_bytes;
-  MPI_Allreduce(MPI_IN_PLACE, &free_bytes, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, ranks_.comm);
+  const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
   if (need > 0.9 * static_cast<double>(free_bytes)) {
     std::ostringstream msg;
     msg << config_.file << ": " << global_fluid_
@@ -247,7 +246,7 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
   h.dt = dt_;
   h.ranks = ranks_.size;
   h.build = std::string(kVersion) + " " + kGitRevision + " " + device_.backend;
-  h.scalars = {{"next_output_time", next_output_time_},
+  h.scalars = {{"next_output_time", outputs_.next()},
                {"min_dt", min_dt_},
                {"rebalances", static_cast<double>(rebalances_)},
                {"fluid_particles", static_cast<double>(global_fluid_)}};
@@ -287,12 +286,11 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
                                         {"id", io::Dtype::i64, id.data()}};
     io::read_share(checkpoint, "particles", share, columns);
   }
-  const std::size_t counts_rows = boxes_rows;
 
   Partition partition;
   if (same_ranks) {
-    std::vector<Box> subdomains(counts_rows);
-    for (std::size_t r = 0; r < counts_rows; ++r)
+    std::vector<Box> subdomains(boxes_rows);
+    for (std::size_t r = 0; r < boxes_rows; ++r)
       for (int d = 0; d < 3; ++d)
         subdomains[r].lo[d] = boxes[6 * r + d], subdomains[r].hi[d] = boxes[6 * r + 3 + d];
     partition = Partition(config_.domain, subdomains);
@@ -306,7 +304,7 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
   step_ = h.step;
   time_ = h.time;
   dt_ = h.dt;
-  next_output_time_ = h.scalars.at("next_output_time");
+  outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
   min_dt_ = h.scalars.at("min_dt");
   rebalances_ = static_cast<long>(h.scalars.at("rebalances"));
   adopt_particles(partition, pos, vel, id);
@@ -429,8 +427,7 @@ void SphSolver::advance() {
 }
 
 bool SphSolver::done() const {
-  return time_ >= config_.time.end * (1 - 1e-12) ||
-         (config_.time.max_steps > 0 && step_ >= config_.time.max_steps);
+  return config_.time.reached(step_, time_);
 }
 
 Diagnostics SphSolver::diagnostics() const {
@@ -530,12 +527,10 @@ void SphSolver::write_outputs(bool final) {
     last_ = diagnostics();
     write_diagnostics_row(*last_);
   }
-  auto outputs = TimeSchedule::resumed(config_.output.every, next_output_time_);
-  if (outputs.enabled() && (final || outputs.due(time_))) {
+  if (outputs_.enabled() && (final || outputs_.due(time_))) {
     auto t = timers_.scope("output");
     write_particles();
-    outputs.passed(time_);
-    next_output_time_ = outputs.next();
+    outputs_.passed(time_);
   }
   if (final && diagnostics_) diagnostics_->close();
 }

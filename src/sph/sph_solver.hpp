@@ -13,6 +13,7 @@
 #include "kernels/common/cell_list.hpp"
 #include "kernels/sph/sph_kernels.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/schedule.hpp"
 #include "sph/sph_config.hpp"
 #include "workload.hpp"
 #include "workload_registry.hpp"
@@ -138,7 +139,7 @@ class SphSolver final : public Workload {
   long step_ = 0;
   double time_ = 0;
   double dt_ = 0;
-  double next_output_time_ = 0;
+  TimeSchedule outputs_{config_.output.every, 0, true};  // the particle series, from t = 0
   long rebalances_ = 0;
   double min_dt_ = 0;
 

@@ -5,7 +5,6 @@
 // failure; any other exception, a crash, a sanitizer report or a hang is a finding. Written
 // against the public API only (io/checkpoint.hpp).
 #include <mpi.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,23 +18,15 @@
 #include <system_error>
 #include <typeinfo>
 
+#include "fuzz_files.hpp"
 #include "io/checkpoint.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// A private folder for this process's file, on tmpfs where there is one.
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    std::error_code ec;
-    const fs::path base =
-        fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
-    fs::path d = base / ("apron_fuzz_checkpoint_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  return apron::fuzz::work_dir("fuzz_checkpoint");
 }
 
 void finish() {
@@ -59,14 +50,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const fs::path path = work_dir() / "input.h5";
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    if (!out) {
-      std::fprintf(stderr, "fuzz_checkpoint: cannot write %s\n", path.c_str());
-      std::abort();
-    }
-  }
+  apron::fuzz::write_input(path, data, size);
   try {
     const auto [text, ok] = apron::io::inspect(path, /*verify=*/true);
     (void)text;

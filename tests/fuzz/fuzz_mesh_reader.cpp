@@ -2,8 +2,6 @@
 // so each input is written to a temporary file and read by all three (a file of one format read
 // as another must be refused cleanly too). MeshReadError is the expected failure for bad input;
 // any other exception, a crash, a sanitizer report or a hang is a finding.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -15,23 +13,15 @@
 #include <system_error>
 #include <typeinfo>
 
+#include "fuzz_files.hpp"
 #include "io/mesh_reader.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// A private folder for this process's files, on tmpfs where there is one.
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    std::error_code ec;
-    const fs::path base =
-        fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
-    fs::path d = base / ("apron_fuzz_mesh_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  return apron::fuzz::work_dir("fuzz_mesh_reader");
 }
 
 struct RemoveWorkDir {
@@ -40,15 +30,6 @@ struct RemoveWorkDir {
     fs::remove_all(work_dir(), ec);
   }
 } remove_work_dir;
-
-void write_file(const fs::path& path, const std::uint8_t* data, std::size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  if (!out) {
-    std::fprintf(stderr, "fuzz_mesh_reader: cannot write %s\n", path.c_str());
-    std::abort();
-  }
-}
 
 template <class Read>
 void read_one(const char* format, const fs::path& path, Read read) {
@@ -80,9 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const fs::path obj = work_dir() / "input.obj";
   const fs::path ply = work_dir() / "input.ply";
   const fs::path off = work_dir() / "input.off";
-  write_file(obj, data, size);
-  write_file(ply, data, size);
-  write_file(off, data, size);
+  apron::fuzz::write_input(obj, data, size);
+  apron::fuzz::write_input(ply, data, size);
+  apron::fuzz::write_input(off, data, size);
   read_one("obj", obj, [](const fs::path& p) { return apron::io::read_obj(p); });
   read_one("ply", ply, [](const fs::path& p) { return apron::io::read_ply(p); });
   read_one("off", off, [](const fs::path& p) { return apron::io::read_off(p); });

@@ -48,10 +48,7 @@ class Toy final : public Workload {
     time_ += settings_.dt;
     value_ += settings_.increment;
   }
-  bool done() const override {
-    return time_ >= config_.time.end * (1 - 1e-12) ||
-           (config_.time.max_steps > 0 && step_ >= config_.time.max_steps);
-  }
+  bool done() const override { return config_.time.reached(step_, time_); }
   long step() const override { return step_; }
   double time() const override { return time_; }
   double end_time() const override { return config_.time.end; }
