@@ -48,16 +48,21 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
   const auto& boxes = ownership_boxes_;
   for_each_index(
       n, OwnerOf{{raw(boxes), static_cast<int>(boxes.size())}, raw(positions), raw(destination_)});
+  return migrate(store, destination_);
+}
 
+MigrationStats ParticleExchange::migrate(ParticleStore& store,
+                                         const DeviceVector<int>& destination) {
+  const std::size_t n = store.size();
   // Select: the leavers and their owners.
   auto& leavers = selected_;
   resize_per_particle(leavers, n);
   auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
                              thrust::counting_iterator<std::uint32_t>(n), leavers.begin(),
-                             NotEqual{raw(destination_), rank_});
+                             NotEqual{raw(destination), rank_});
   leavers.resize(end - leavers.begin());
   leaver_rank_.resize(leavers.size());
-  thrust::gather(policy(), leavers.begin(), leavers.end(), destination_.begin(),
+  thrust::gather(policy(), leavers.begin(), leavers.end(), destination.begin(),
                  leaver_rank_.begin());
 
   // Plan: grouped by destination rank; counts all-to-all (particles may jump to any rank after a

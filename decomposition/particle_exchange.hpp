@@ -35,6 +35,9 @@ class ParticleExchange {
   // Sends every particle whose position is outside this rank's subdomain to its owner and
   // appends the particles other ranks send here. `store` must hold owned particles only.
   MigrationStats migrate(ParticleStore& store, const DeviceVector<Vec4>& positions);
+  // The same where the caller decides each particle's owner (destination[i], one per particle):
+  // a sparse grid whose bricks, not boxes, say who owns a particle.
+  MigrationStats migrate(ParticleStore& store, const DeviceVector<int>& destination);
 
   // Appends ghost copies (the named fields) of other ranks' particles near this subdomain.
   // Returns the index of the first ghost; ghosts occupy [first, store.size()).

@@ -98,6 +98,9 @@ void global_min(MPI_Comm comm, std::span<double> values) {
 void global_sum(MPI_Comm comm, std::span<std::int64_t> values) {
   MPI_Allreduce(MPI_IN_PLACE, values.data(), count_of(values.size()), MPI_INT64_T, MPI_SUM, comm);
 }
+void global_or(MPI_Comm comm, std::span<std::uint8_t> flags) {
+  MPI_Allreduce(MPI_IN_PLACE, flags.data(), count_of(flags.size()), MPI_UINT8_T, MPI_BOR, comm);
+}
 
 void global_argmax(MPI_Comm comm, std::span<const double> values,
                    std::span<const std::int64_t> indices, std::span<ArgMax> result) {

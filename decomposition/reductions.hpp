@@ -20,6 +20,8 @@ void global_sum(MPI_Comm comm, std::span<double> values);
 void global_max(MPI_Comm comm, std::span<double> values);
 void global_min(MPI_Comm comm, std::span<double> values);
 void global_sum(MPI_Comm comm, std::span<std::int64_t> values);
+// Bitwise or of flag arrays (which bricks some rank needs).
+void global_or(MPI_Comm comm, std::span<std::uint8_t> flags);
 
 // The largest value over all ranks and where it is: among equal values (and on every rank alike)
 // the lowest global index wins, then the lowest rank. A rank with nothing to offer passes

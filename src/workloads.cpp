@@ -1,4 +1,5 @@
 // The built-in workloads: adding one is its own folder and one line here.
+#include "flip/flip_solver.hpp"
 #include "meshdist/meshdist_workload.hpp"
 #include "sph/sph_solver.hpp"
 #include "workload_registry.hpp"
@@ -6,7 +7,7 @@
 namespace apron {
 
 std::vector<WorkloadSpec> builtin_workloads() {
-  return {sph::sph_spec(), meshdist::meshdist_spec()};
+  return {sph::sph_spec(), meshdist::meshdist_spec(), flip::flip_spec()};
 }
 
 }  // namespace apron

@@ -1,0 +1,795 @@
+#include "flip/flip_solver.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include <thrust/copy.h>
+
+#include "config/yaml_reader.hpp"
+#include "decomposition/reductions.hpp"
+#include "kernels/common/checksum.hpp"
+#include "kernels/common/primitives.hpp"
+#include "runtime/json.hpp"
+#include "version.hpp"
+
+namespace apron::flip {
+namespace {
+
+constexpr Vec4 kZero{0, 0, 0, 0};
+// Device bytes per particle: its fields and sort buffers (~100), and its share of the bricks'
+// voxels (~90 bytes per stored voxel, about 2 stored voxels per fluid voxel of 8 particles,
+// plus the air bricks around the surface). A bound for the memory check, not a measurement.
+constexpr double kBytesPerParticle = 220;
+
+BrickGrid make_grid(const config::CaseConfig& c, const FlipConfig& f) {
+  BrickGrid g;
+  g.dx = static_cast<float>(f.voxel_size);
+  g.b = f.brick_size;
+  for (int d = 0; d < 3; ++d) {
+    g.origin[d] = static_cast<float>(c.domain.lo[d]);
+    g.voxels[d] = static_cast<int>(std::lround(c.domain.extent(d) / f.voxel_size));
+    g.bricks[d] = (g.voxels[d] + g.b - 1) / g.b;
+  }
+  return g;
+}
+
+// Voxel index range [lo, hi) whose centres lie in [a, b) along axis d.
+std::array<int, 2> voxel_range(const config::CaseConfig& c, const BrickGrid& g, double a, double b,
+                               int d) {
+  const double dx = g.dx, o = c.domain.lo[d];
+  const auto clampv = [&](double v) {
+    return static_cast<int>(std::clamp(std::ceil(v), 0.0, static_cast<double>(g.voxels[d])));
+  };
+  return {clampv((a - o) / dx - 0.5), clampv((b - o) / dx - 0.5)};
+}
+
+std::vector<int> solid_voxel_boxes(const config::CaseConfig& c, const FlipCase& f,
+                                   const BrickGrid& g) {
+  std::vector<int> boxes;
+  for (const Box& s : f.solids) {
+    for (int d = 0; d < 3; ++d) boxes.push_back(voxel_range(c, g, s.lo[d], s.hi[d], d)[0]);
+    for (int d = 0; d < 3; ++d) boxes.push_back(voxel_range(c, g, s.lo[d], s.hi[d], d)[1]);
+  }
+  return boxes;
+}
+
+// Every fluid voxel (centre inside a fluid block) once, in block order, for which keep(i, j, k).
+template <class Keep, class Visit>
+void for_fluid_voxels(const config::CaseConfig& c, const FlipCase& f, const BrickGrid& g, Keep keep,
+                      Visit visit) {
+  std::vector<std::array<int, 6>> seen;
+  for (const Box& block : f.fluid_blocks) {
+    std::array<int, 6> r;
+    for (int d = 0; d < 3; ++d) {
+      const auto range = voxel_range(c, g, block.lo[d], block.hi[d], d);
+      r[d] = range[0], r[3 + d] = range[1];
+    }
+    for (int k = r[2]; k < r[5]; ++k)
+      for (int j = r[1]; j < r[4]; ++j)
+        for (int i = r[0]; i < r[3]; ++i) {
+          const bool earlier = std::any_of(seen.begin(), seen.end(), [&](const auto& q) {
+            return i >= q[0] && j >= q[1] && k >= q[2] && i < q[3] && j < q[4] && k < q[5];
+          });
+          if (!earlier && keep(i, j, k)) visit(i, j, k);
+        }
+    seen.push_back(r);
+  }
+}
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A jittered n^3 lattice in each fluid voxel (n^3 = particles_per_voxel): each particle in the
+// middle half of its sub-cell, jittered by a hash of (seed, id, axis), so any rank count seeds
+// the same particles.
+struct Seeds {
+  std::vector<Vec4> pos;
+  std::vector<std::int64_t> id;
+};
+void seed_voxel(const BrickGrid& g, const FlipConfig& f, int i, int j, int k, Seeds& out) {
+  const int n = static_cast<int>(std::lround(std::cbrt(f.particles_per_voxel)));
+  const std::int64_t voxel = (static_cast<std::int64_t>(k) * g.voxels[1] + j) * g.voxels[0] + i;
+  int sub = 0;
+  for (int c = 0; c < n; ++c)
+    for (int b = 0; b < n; ++b)
+      for (int a = 0; a < n; ++a, ++sub) {
+        const std::int64_t id = voxel * f.particles_per_voxel + sub;
+        const int v[3] = {i, j, k}, s[3] = {a, b, c};
+        float x[3];
+        for (int d = 0; d < 3; ++d) {
+          const double u =
+              static_cast<double>(
+                  mix(f.seed * 0x100000001b3ULL ^ static_cast<std::uint64_t>(3 * id + d)) >> 11) *
+              0x1.0p-53;
+          x[d] = static_cast<float>(g.origin[d] + g.dx * (v[d] + (s[d] + 0.25 + 0.5 * u) / n));
+        }
+        out.pos.push_back({x[0], x[1], x[2], 0});
+        out.id.push_back(id);
+      }
+}
+
+// RCB boxes cut on brick planes, so that a brick lies in one box: interior faces move to the
+// nearest brick plane; faces on the domain's boundary stay.
+Partition snap_to_bricks(const Partition& p, const Box& domain, const BrickGrid& g) {
+  const double edge = static_cast<double>(g.dx) * g.b;
+  std::vector<Box> boxes = p.subdomains();
+  for (Box& b : boxes)
+    for (int d = 0; d < 3; ++d)
+      for (double* face : {&b.lo[d], &b.hi[d]})
+        if (*face != domain.lo[d] && *face != domain.hi[d])
+          *face = domain.lo[d] + std::round((*face - domain.lo[d]) / edge) * edge;
+  return Partition(domain, boxes);
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+template <class T>
+std::vector<T> to_host(const DeviceVector<T>& v, std::size_t n) {
+  std::vector<T> h(n);
+  thrust::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), h.begin());
+  return h;
+}
+
+}  // namespace
+
+FlipSolver::FlipSolver(const WorkloadContext& context)
+    : config_(context.config),
+      case_(flip_case(context.config)),
+      ranks_(context.ranks),
+      device_(context.device),
+      timers_(context.timers),
+      grid_(make_grid(config_, case_.flip)),
+      pos_(particles_.add<Vec4>("position")),
+      vel_(particles_.add<Vec4>("velocity")),
+      id_(particles_.add<std::int64_t>("id")),
+      exchange_(context.ranks.comm),
+      pool_(grid_),
+      brick_transport_(context.ranks.comm),
+      halo_(brick_transport_, grid_.b, BrickGrid::kApron) {
+  const auto boxes = solid_voxel_boxes(config_, case_, grid_);
+  solid_boxes_ = DeviceVector<int>(boxes.begin(), boxes.end());
+  particle_mass_ =
+      case_.flip.density * std::pow(case_.flip.voxel_size, 3) / case_.flip.particles_per_voxel;
+  voxels_.add<Vec4>("momentum");
+  voxels_.add<Vec4>("weight");
+  voxels_.add<Vec4>("velocity");
+  voxels_.add<Vec4>("velocity_old");
+  voxels_.add<std::int32_t>("marker");
+  for (const char* name : {"pressure", "residual", "preconditioned", "direction", "product"})
+    voxels_.add<float>(name);
+}
+
+// ---- setup -------------------------------------------------------------------------------------
+
+void FlipSolver::setup() {
+  // The particle count and its memory, before anything is allocated.
+  std::int64_t voxels = 0;
+  for_fluid_voxels(
+      config_, case_, grid_, [](int, int, int) { return true; }, [&](int, int, int) { ++voxels; });
+  global_particles_ = voxels * case_.flip.particles_per_voxel;
+  const double need = kBytesPerParticle * static_cast<double>(global_particles_) / ranks_.size;
+  const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
+  if (need > 0.9 * free_bytes)
+    throw config::ConfigError(
+        config_.file + ": " + std::to_string(global_particles_) + " particles (flip.voxel_size = " +
+        std::to_string(case_.flip.voxel_size) + ") need about " + gib(need) + " per rank on " +
+        std::to_string(ranks_.size) + " rank(s), but " + device_.name + " has " + gib(free_bytes) +
+        " available per rank; increase flip.voxel_size, lower "
+        "flip.particles_per_voxel or run on more ranks");
+
+  // Cartesian first; RCB balances the fluid voxels each rank then holds under it.
+  Partition partition =
+      snap_to_bricks(Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims),
+                     config_.domain, grid_);
+  const auto mine = [&](int i, int j, int k) {
+    return owner_[grid_.brick_key(i, j, k)] == ranks_.rank;
+  };
+  if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
+    set_partition(partition);
+    std::vector<Vec4> centres;
+    for_fluid_voxels(config_, case_, grid_, mine, [&](int i, int j, int k) {
+      const float dx = grid_.dx;
+      centres.push_back({grid_.origin[0] + dx * (i + 0.5f), grid_.origin[1] + dx * (j + 0.5f),
+                         grid_.origin[2] + dx * (k + 0.5f), 0});
+    });
+    partition =
+        snap_to_bricks(Partition::rcb(config_.domain, ranks_.comm, centres), config_.domain, grid_);
+  }
+  set_partition(partition);
+  Seeds seeds;
+  for_fluid_voxels(config_, case_, grid_, mine,
+                   [&](int i, int j, int k) { seed_voxel(grid_, case_.flip, i, j, k, seeds); });
+  adopt(partition, seeds.pos, std::vector<Vec4>(seeds.pos.size(), kZero), seeds.id);
+  open_outputs(std::nullopt);
+}
+
+void FlipSolver::set_partition(const Partition& snapped) {
+  exchange_.set_partition(snapped, grid_.dx);
+  const auto& boxes = snapped.ownership_boxes();
+  owner_.assign(grid_.brick_count(), 0);
+  const double edge = static_cast<double>(grid_.dx) * grid_.b;
+  for (std::uint32_t key = 0; key < owner_.size(); ++key) {
+    int c[3];
+    grid_.brick_coords(key, c);
+    const Vec3 centre{static_cast<float>(config_.domain.lo[0] + (c[0] + 0.5) * edge),
+                      static_cast<float>(config_.domain.lo[1] + (c[1] + 0.5) * edge),
+                      static_cast<float>(config_.domain.lo[2] + (c[2] + 0.5) * edge)};
+    for (int r = 0; r < static_cast<int>(boxes.size()); ++r)
+      if (boxes[r].contains(centre)) {
+        owner_[key] = r;
+        break;
+      }
+  }
+  owner_device_ = DeviceVector<int>(owner_.begin(), owner_.end());
+}
+
+// Puts particles on the device under `partition` (sent to their owners when they are not this
+// rank's) and builds the bricks from scratch.
+void FlipSolver::adopt(const Partition& partition, const std::vector<Vec4>& pos,
+                       const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id) {
+  set_partition(partition);
+  particles_.resize(pos.size());
+  thrust::copy(pos.begin(), pos.end(), pos_.begin());
+  thrust::copy(vel.begin(), vel.end(), vel_.begin());
+  thrust::copy(id.begin(), id.end(), id_.begin());
+  migrate();
+  update_topology(true);
+}
+
+// ---- the step ----------------------------------------------------------------------------------
+
+void FlipSolver::advance() {
+  dt_ = choose_dt();
+  update_topology(false);
+  sort_particles();
+  particles_to_grid();
+  project();
+  particles_from_grid();
+  migrate();
+  ++step_;
+  time_ += dt_;
+}
+
+double FlipSolver::choose_dt() const {
+  const auto sums = particle_sums(pos_, vel_, particles_.size());
+  const double v_max = global_max(ranks_.comm, sums.max_speed);
+  const auto& g = case_.flip.gravity;
+  const double g_norm = std::sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]);
+  const double dx = case_.flip.voxel_size;
+  const double dt = case_.flip.cfl * dx / (v_max + std::sqrt(g_norm * dx) + 1e-30);
+  if (!std::isfinite(v_max))
+    throw std::runtime_error("flip: step " + std::to_string(step_) +
+                             ": a particle velocity is not finite; the run is unstable (lower "
+                             "flip.cfl or flip.max_dt)");
+  return std::min(dt, case_.flip.max_dt);
+}
+
+// Which bricks any rank's particles need (flags per brick key, the same on every rank).
+std::vector<std::uint8_t> FlipSolver::brick_flags() {
+  flag_needed_bricks(grid_, pos_, particles_.size(), flags_);
+  auto flags = to_host(flags_, flags_.size());
+  if (ranks_.size > 1) global_or(ranks_.comm, flags);
+  return flags;
+}
+
+std::vector<std::uint32_t> FlipSolver::needed_bricks() {
+  const auto flags = brick_flags();
+  std::vector<std::uint32_t> needed;
+  for (std::uint32_t key = 0; key < flags.size(); ++key)
+    if (flags[key] && owner_[key] == ranks_.rank) needed.push_back(key);
+  return needed;
+}
+
+void FlipSolver::update_topology(bool rebuild) {
+  auto t = timers_.scope("topology");
+  const auto needed = needed_bricks();
+  if (rebuild) {
+    pool_.assign(needed);
+  } else if (!pool_.update(needed).any()) {
+    return;
+  }
+  replan();
+}
+
+// The apron plan and everything indexed by slot follow the pool's slots.
+void FlipSolver::replan() {
+  std::vector<BrickCoord> coords(pool_.size());
+  std::vector<int> origins;
+  origins.reserve(3 * pool_.size());
+  for (std::size_t s = 0; s < pool_.size(); ++s) {
+    int c[3];
+    grid_.brick_coords(pool_.keys()[s], c);
+    coords[s] = {c[0], c[1], c[2]};
+    for (int d = 0; d < 3; ++d) origins.push_back(c[d] * grid_.b);
+  }
+  halo_.plan(coords, [&](const BrickCoord& b) {
+    int c[3];
+    for (int d = 0; d < 3; ++d) c[d] = std::clamp(b[d], 0, grid_.bricks[d] - 1);
+    return owner_[(static_cast<std::size_t>(c[2]) * grid_.bricks[1] + c[1]) * grid_.bricks[0] +
+                  c[0]];
+  });
+  voxels_.resize(halo_.total_voxels());
+  stencil_.resize(pool_.size() * grid_.interior_per_brick());
+  slot_of_ = DeviceVector<std::int32_t>(pool_.slot_table().begin(), pool_.slot_table().end());
+  slot_origin_ = DeviceVector<int>(origins.begin(), origins.end());
+  ++replans_;
+}
+
+SlotGeometry FlipSolver::geometry() const {
+  return {grid_, raw(slot_origin_),
+          SolidVoxels{raw(solid_boxes_), static_cast<int>(solid_boxes_.size() / 6)}, pool_.size()};
+}
+
+GridFields FlipSolver::fields() {
+  const auto vec4 = [&](const char* name) {
+    return raw(static_cast<TypedField<Vec4>&>(voxels_.field(name)).data);
+  };
+  const auto real = [&](const char* name) {
+    return raw(static_cast<TypedField<float>&>(voxels_.field(name)).data);
+  };
+  return {vec4("momentum"),
+          vec4("weight"),
+          vec4("velocity"),
+          vec4("velocity_old"),
+          raw(static_cast<TypedField<std::int32_t>&>(voxels_.field("marker")).data),
+          raw(stencil_),
+          real("pressure"),
+          real("residual")};
+}
+
+template <class T>
+void FlipSolver::fill(std::initializer_list<std::string> names, const T& background) {
+  const std::vector<std::string> list(names);
+  halo_.fill(voxels_, std::span<const std::string>(list), background);
+}
+
+// Particles sorted by voxel within their brick's slot; each voxel's range of particles.
+void FlipSolver::sort_particles() {
+  auto t = timers_.scope("particle sort");
+  const std::size_t n = particles_.size();
+  const SlotGeometry g = geometry();
+  particle_voxel_keys(g, raw(slot_of_), pos_, n, keys_, order_);
+  sort_pairs(keys_, order_, n, key_bits(g.interior_voxels()), keys_alt_, order_alt_);
+  particles_.permute(order_);
+  voxel_ranges(g, keys_, n, voxel_first_, voxel_last_);
+}
+
+void FlipSolver::particles_to_grid() {
+  const SlotGeometry g = geometry();
+  const GridFields f = fields();
+  {
+    auto t = timers_.scope("p2g");
+    particle_to_grid(g, voxel_first_, voxel_last_, pos_, vel_, f);
+  }
+  {
+    auto t = timers_.scope("apron");
+    const std::string sums[] = {"momentum", "weight"};
+    halo_.reverse_sum(voxels_, sums);
+  }
+  {
+    auto t = timers_.scope("p2g");
+    const auto& a = case_.flip.gravity;
+    grid_velocities(
+        g, f, Vec3{static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])},
+        static_cast<float>(dt_));
+  }
+  auto t = timers_.scope("apron");
+  fill({"velocity", "velocity_old"}, kZero);
+  fill({"marker"}, std::int32_t{kAir});
+}
+
+// Conjugate gradient on A s = -dx div u over the fluid voxels of every rank (float64 global dot
+// products); the residual r = dx div u after the update, so max |r| dt / dx is the fraction of
+// a voxel's volume the step would still create or destroy.
+void FlipSolver::project() {
+  auto t = timers_.scope("pressure");
+  const SlotGeometry g = geometry();
+  const GridFields f = fields();
+  const auto& pc = case_.flip.pressure;
+  const bool jacobi = pc.preconditioner == "jacobi";
+  const double to_residual = dt_ / case_.flip.voxel_size;  // |r| -> |div u| dt
+  const double tolerance = pc.tolerance / to_residual;
+  auto& x = static_cast<TypedField<float>&>(voxels_.field("pressure")).data;
+  float* r = f.rhs;
+  float* z = raw(static_cast<TypedField<float>&>(voxels_.field("preconditioned")).data);
+  float* d = raw(static_cast<TypedField<float>&>(voxels_.field("direction")).data);
+  float* q = raw(static_cast<TypedField<float>&>(voxels_.field("product")).data);
+  const MPI_Comm comm = ranks_.comm;
+
+  projection_ = {};
+  projection_.initial = global_max(comm, pressure_system(g, f)) * to_residual;
+  projection_.fluid_voxels = global_sum(comm, static_cast<std::int64_t>(fluid_voxels(g, f.marker)));
+  clear(x);
+  double residual = projection_.initial / to_residual;
+  precondition(g, f.stencil, jacobi, r, z);
+  // d = z: its apron is filled before every product.
+  cg_direction(g, 0.0, z, d);
+  double rz = global_sum(comm, interior_dot(g, r, z));
+  int it = 0;
+  while (residual >= tolerance && rz > 0) {
+    if (it == pc.max_iterations) {
+      char text[320];
+      std::snprintf(text, sizeof text,
+                    "flip: step %ld (t = %.6g s): the pressure solve did not converge in %d "
+                    "iterations: max |div u| dt = %.3g, tolerance %.3g (raise "
+                    "flip.pressure.max_iterations, use preconditioner: jacobi, or lower flip.cfl)",
+                    step_, time_, it, residual * to_residual, pc.tolerance);
+      throw std::runtime_error(text);
+    }
+    ++it;
+    fill({"direction"}, 0.0f);
+    apply_laplacian(g, f.stencil, d, q);
+    const double alpha = rz / global_sum(comm, interior_dot(g, d, q));
+    cg_step(g, alpha, d, q, raw(x), r);
+    if (it % pc.check_every == 0 || it == pc.max_iterations)
+      residual = global_max(comm, interior_max_abs(g, r));
+    if (residual < tolerance) break;
+    precondition(g, f.stencil, jacobi, r, z);
+    const double rz_next = global_sum(comm, interior_dot(g, r, z));
+    cg_direction(g, rz_next / rz, z, d);
+    rz = rz_next;
+  }
+  projection_.iterations = it;
+  projection_.residual = residual * to_residual;
+  fill({"pressure"}, 0.0f);
+  subtract_pressure_gradient(g, f);
+  fill({"velocity"}, kZero);
+}
+
+void FlipSolver::particles_from_grid() {
+  auto t = timers_.scope("g2p+advection");
+  grid_to_particle(geometry(), keys_, fields(),
+                   {static_cast<float>(case_.flip.flip_ratio), static_cast<float>(dt_)}, pos_, vel_,
+                   particles_.size());
+}
+
+void FlipSolver::migrate() {
+  if (ranks_.size == 1) return;
+  auto t = timers_.scope("migration");
+  particle_owners(grid_, raw(owner_device_), pos_, particles_.size(), destination_);
+  exchange_.migrate(particles_, destination_);
+}
+
+// ---- diagnostics and output --------------------------------------------------------------------
+
+Diagnostics FlipSolver::diagnostics() const {
+  const auto sums = particle_sums(pos_, vel_, particles_.size());
+  double totals[] = {sums.speed2, static_cast<double>(pool_.size())};
+  global_sum(ranks_.comm, std::span<double>(totals));
+  double maxima[] = {sums.max_speed, sums.max_x};
+  global_max(ranks_.comm, std::span<double>(maxima));
+  Diagnostics d;
+  d.step = step_;
+  d.time = time_;
+  d.particles = global_sum(ranks_.comm, static_cast<std::int64_t>(particles_.size()));
+  d.kinetic = 0.5 * particle_mass_ * totals[0];
+  d.fluid_voxels = projection_.fluid_voxels;
+  d.volume = static_cast<double>(d.fluid_voxels) * std::pow(case_.flip.voxel_size, 3);
+  d.bricks = static_cast<std::int64_t>(totals[1]);
+  d.cg_iterations = projection_.iterations;
+  d.cg_residual = projection_.residual;
+  d.max_speed = maxima[0];
+  d.surge_front = d.particles ? maxima[1] - config_.domain.lo[0] : 0;
+  return d;
+}
+
+void FlipSolver::open_outputs(std::optional<long> resume_step) {
+  if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
+  particle_series_ =
+      std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "particles");
+  brick_series_ = std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "bricks");
+  if (resume_step) {
+    particle_series_->resume(*resume_step);
+    brick_series_->resume(*resume_step);
+  }
+  if (ranks_.rank == 0) {
+    diagnostics_.emplace(config_.output.dir + "/diagnostics.csv",
+                         "step,time,dt,particles,kinetic,fluid_voxels,volume,bricks,cg_iterations,"
+                         "cg_residual,max_speed,surge_front");
+    diagnostics_->open(resume_step);
+  }
+  Log::info("flip: %lld particles, %d x %d x %d voxels of %g m in bricks of %d^3, %d rank(s)",
+            static_cast<long long>(global_particles_), grid_.voxels[0], grid_.voxels[1],
+            grid_.voxels[2], grid_.dx, grid_.b, ranks_.size);
+}
+
+void FlipSolver::write_diagnostics_row(const Diagnostics& d) {
+  if (!diagnostics_) return;
+  char row[400];
+  std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%lld,%.9g,%lld,%.9g,%lld,%d,%.6g,%.6g,%.9g", d.step,
+                d.time, dt_, static_cast<long long>(d.particles), d.kinetic,
+                static_cast<long long>(d.fluid_voxels), d.volume, static_cast<long long>(d.bricks),
+                d.cg_iterations, d.cg_residual, d.max_speed, d.surge_front);
+  diagnostics_->append(row);
+}
+
+void FlipSolver::write_outputs(bool final) {
+  if (final || step_ % config_.output.diagnostics_every == 0) {
+    auto t = timers_.scope("diagnostics");
+    last_ = diagnostics();
+    write_diagnostics_row(*last_);
+  }
+  if (outputs_.enabled() && (final || outputs_.due(time_))) {
+    auto t = timers_.scope("output");
+    write_particles();
+    write_bricks();
+    outputs_.passed(time_);
+  }
+  if (final && diagnostics_) diagnostics_->close();
+}
+
+std::vector<io::VisualBlock> FlipSolver::visual_blocks() {
+  const Snapshot s = snapshot();
+  stage_pos_.clear(), stage_vel_.clear();
+  for (std::size_t p = 0; p < s.pos.size(); ++p) {
+    stage_pos_.insert(stage_pos_.end(), {s.pos[p].x, s.pos[p].y, s.pos[p].z});
+    stage_vel_.insert(stage_vel_.end(), {s.vel[p].x, s.vel[p].y, s.vel[p].z});
+  }
+  stage_id_ = s.id;
+  stage_rank_.assign(s.id.size(), ranks_.rank);
+  io::VisualBlock particles;
+  particles.channel = "particles";
+  particles.kind = io::VisualBlock::Kind::points;
+  particles.points = s.id.size();
+  particles.point_fields = {{"position", io::Dtype::f32, 3, stage_pos_.data()},
+                            {"velocity", io::Dtype::f32, 3, stage_vel_.data()},
+                            {"id", io::Dtype::i64, 1, stage_id_.data()},
+                            {"rank", io::Dtype::i32, 1, stage_rank_.data()}};
+  return {particles};
+}
+
+void FlipSolver::write_particles() {
+  const auto blocks = visual_blocks();
+  particle_series_->write(step_, time_, io::PointSetPart{blocks[0].points, blocks[0].point_fields});
+}
+
+// The bricks' interiors as cell data: velocity at voxel centres (the mean of the two faces per
+// axis), pressure [Pa], divergence after the projection [1/s] and the marker.
+void FlipSolver::write_bricks() {
+  const auto values = voxel_values();
+  std::vector<io::ImageBrick> bricks;
+  const double dx = grid_.dx;
+  for (std::size_t s = 0; s < pool_.size(); ++s) {
+    int c[3];
+    grid_.brick_coords(pool_.keys()[s], c);
+    io::ImageBrick b;
+    for (int d = 0; d < 3; ++d) b.origin[d] = config_.domain.lo[d] + c[d] * grid_.b * dx;
+    b.spacing = {dx, dx, dx};
+    b.dims = {grid_.b, grid_.b, grid_.b};
+    bricks.push_back(b);
+  }
+  std::vector<float> velocity, pressure, divergence;
+  std::vector<std::int32_t> marker;
+  for (const auto& v : values) {
+    velocity.insert(velocity.end(), {v.velocity.x, v.velocity.y, v.velocity.z});
+    pressure.push_back(v.pressure);
+    divergence.push_back(v.divergence);
+    marker.push_back(v.marker);
+  }
+  const io::HostField fields[] = {{"velocity", io::Dtype::f32, 3, velocity.data()},
+                                  {"pressure", io::Dtype::f32, 1, pressure.data()},
+                                  {"divergence", io::Dtype::f32, 1, divergence.data()},
+                                  {"marker", io::Dtype::i32, 1, marker.data()}};
+  brick_series_->write(step_, time_, io::BrickSetPart{bricks, fields, true});
+}
+
+FlipSolver::Snapshot FlipSolver::snapshot() const {
+  const std::size_t n = particles_.size();
+  return {to_host(pos_, n), to_host(vel_, n), to_host(id_, n)};
+}
+
+// Per interior voxel of every local slot, slot after slot, x fastest (the brick series' order).
+std::vector<FlipSolver::VoxelValues> FlipSolver::voxel_values() const {
+  const auto& vel_dev = static_cast<TypedField<Vec4>&>(voxels_.field("velocity")).data;
+  const auto& marker_dev = static_cast<TypedField<std::int32_t>&>(voxels_.field("marker")).data;
+  const auto& pressure_dev = static_cast<TypedField<float>&>(voxels_.field("pressure")).data;
+  const std::size_t rows = pool_.size() * grid_.stored_per_brick();
+  if (voxels_.size() < rows) return {};
+  const auto vel = to_host(vel_dev, rows);
+  const auto marker = to_host(marker_dev, rows);
+  const auto pressure = to_host(pressure_dev, rows);
+  const double to_pascal = dt_ > 0 ? case_.flip.density * case_.flip.voxel_size / dt_ : 0;
+  std::vector<VoxelValues> out;
+  out.reserve(pool_.size() * grid_.interior_per_brick());
+  const int b = grid_.b;
+  for (std::size_t s = 0; s < pool_.size(); ++s) {
+    int c[3];
+    grid_.brick_coords(pool_.keys()[s], c);
+    for (int k = 0; k < b; ++k)
+      for (int j = 0; j < b; ++j)
+        for (int i = 0; i < b; ++i) {
+          const std::size_t row = grid_.row(s, i, j, k);
+          const Vec4 u = vel[row];
+          const Vec4 ux = vel[grid_.row(s, i + 1, j, k)], uy = vel[grid_.row(s, i, j + 1, k)],
+                     uz = vel[grid_.row(s, i, j, k + 1)];
+          VoxelValues v;
+          v.voxel = {c[0] * b + i, c[1] * b + j, c[2] * b + k};
+          v.velocity = {0.5f * (u.x + ux.x), 0.5f * (u.y + uy.y), 0.5f * (u.z + uz.z), 0};
+          v.marker = marker[row];
+          v.pressure = static_cast<float>(to_pascal * pressure[row]);
+          v.divergence =
+              marker[row] == kFluid ? (ux.x - u.x + uy.y - u.y + uz.z - u.z) / grid_.dx : 0.0f;
+          out.push_back(v);
+        }
+  }
+  return out;
+}
+
+void FlipSolver::report(Json& json) const {
+  std::int64_t peak = static_cast<std::int64_t>(pool_.peak());
+  double bytes = static_cast<double>(particles_.device_bytes() + voxels_.device_bytes() +
+                                     halo_.device_bytes() + exchange_.device_bytes());
+  const double per_particle =
+      global_max(ranks_.comm, particles_.size() ? bytes / particles_.size() : 0.0);
+  const double max_peak = global_max(ranks_.comm, static_cast<double>(peak));
+  const auto d = last_ ? *last_ : diagnostics();
+  json.begin_object("flip");
+  json.value("particles", static_cast<long long>(global_particles_));
+  json.value("voxel_size", case_.flip.voxel_size);
+  json.value("brick_size", grid_.b);
+  json.value("bricks", static_cast<long long>(d.bricks));
+  json.value("brick_pool_peak", max_peak);  // the most bricks one rank held at once
+  json.value("replans", static_cast<long long>(replans_));
+  json.value("cg_iterations", projection_.iterations);
+  json.value("cg_residual", projection_.residual);
+  json.value("device_bytes_per_particle", per_particle);
+  json.value("kinetic", d.kinetic);
+  json.value("volume", d.volume);
+  json.value("surge_front", d.surge_front);
+  json.end_object();
+}
+
+// ---- checkpoints -------------------------------------------------------------------------------
+// A checkpoint holds the particles in each rank's order (table "particles"), each rank's bricks in
+// slot order (table "bricks": the order of the float64 dot products), the partition and the
+// counters. The voxels are rebuilt from the particles by the next step, so continuing on the same
+// rank count repeats the uninterrupted run bit for bit.
+
+io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const {
+  struct Rows {
+    Snapshot particles;
+    std::vector<std::uint32_t> bricks;
+    std::vector<double> boxes;
+  };
+  auto rows = std::make_shared<Rows>();
+  {
+    auto t = timers_.scope("checkpoint copy");
+    rows->particles = snapshot();
+    rows->bricks = pool_.keys();
+  }
+  for (const Box& b : exchange_.partition().subdomains())
+    rows->boxes.insert(rows->boxes.end(), {b.lo[0], b.lo[1], b.lo[2], b.hi[0], b.hi[1], b.hi[2]});
+  const std::size_t n = particles_.size();
+  io::CheckpointState state;
+  state.tables.push_back({"particles",
+                          n,
+                          {{{"position", io::Dtype::f32, 4, rows->particles.pos.data()},
+                            [&](std::uint64_t first) { return device_checksum(pos_, n, first); }},
+                           {{"velocity", io::Dtype::f32, 4, rows->particles.vel.data()},
+                            [&](std::uint64_t first) { return device_checksum(vel_, n, first); }},
+                           {{"id", io::Dtype::i64, 1, rows->particles.id.data()}, {}}}});
+  state.tables.push_back(
+      {"bricks", rows->bricks.size(), {{{"key", io::Dtype::u32, 1, rows->bricks.data()}, {}}}});
+  state.replicated.push_back(
+      {{"partition", io::Dtype::f64, 6, rows->boxes.data()}, rows->boxes.size() / 6});
+  state.keep.push_back(rows);
+  io::CheckpointHeader& h = state.header;
+  h.workload = "flip";
+  h.case_name = config_.name;
+  h.config_text = config_.effective_text;
+  h.step = step_;
+  h.time = time_;
+  h.dt = dt_;
+  h.ranks = ranks_.size;
+  h.seed = case_.flip.seed;
+  h.build = std::string(kVersion) + " " + kGitRevision + " " + device_.backend;
+  h.scalars = {{"next_output_time", outputs_.next()},
+               {"replans", static_cast<double>(replans_)},
+               {"particles", static_cast<double>(global_particles_)}};
+  return io::save_checkpoint(ranks_.comm, file, state);
+}
+
+void FlipSolver::load(const io::CheckpointReader& checkpoint) {
+  const io::CheckpointHeader& h = checkpoint.header();
+  const std::string where = checkpoint.path().string();
+  for (const char* name : {"next_output_time", "replans"})
+    if (!h.scalars.count(name))
+      throw std::runtime_error(where + ": the checkpoint has no state '" + name + "'");
+  if (!checkpoint.has_table("particles") || !checkpoint.has_table("bricks"))
+    throw std::runtime_error(where + ": the checkpoint has no 'particles' or 'bricks' table");
+  const auto boxes_rows = checkpoint.replicated_rows("partition");
+  if (boxes_rows != static_cast<std::uint64_t>(h.ranks))
+    throw std::runtime_error(where + ": the partition has " + std::to_string(boxes_rows) +
+                             " subdomains for " + std::to_string(h.ranks) + " ranks");
+  std::vector<double> boxes(6 * boxes_rows);
+  checkpoint.read_all("partition", io::Dtype::f64, boxes.data());
+  for (const double v : boxes)
+    if (!std::isfinite(v))
+      throw std::runtime_error(where +
+                               ": the partition holds a non-finite bound: the checkpoint "
+                               "is damaged");
+
+  const io::TableShare share = io::share_of(checkpoint, "particles");
+  std::vector<Vec4> pos(share.count), vel(share.count);
+  std::vector<std::int64_t> id(share.count);
+  {
+    auto t = timers_.scope("checkpoint read");
+    const io::ColumnTarget columns[] = {{"position", io::Dtype::f32, pos.data()},
+                                        {"velocity", io::Dtype::f32, vel.data()},
+                                        {"id", io::Dtype::i64, id.data()}};
+    io::read_share(checkpoint, "particles", share, columns);
+  }
+  const io::TableShare brick_share = io::share_of(checkpoint, "bricks");
+  std::vector<std::uint32_t> bricks(brick_share.count);
+  const io::ColumnTarget brick_columns[] = {{"key", io::Dtype::u32, bricks.data()}};
+  io::read_share(checkpoint, "bricks", brick_share, brick_columns);
+  for (const std::uint32_t key : bricks)
+    if (key >= grid_.brick_count())
+      throw std::runtime_error(where + ": brick key " + std::to_string(key) +
+                               " is outside the grid: the checkpoint is damaged");
+
+  Partition partition;
+  if (share.own_rows) {
+    std::vector<Box> subdomains(boxes_rows);
+    for (std::size_t r = 0; r < boxes_rows; ++r)
+      for (int d = 0; d < 3; ++d)
+        subdomains[r].lo[d] = boxes[6 * r + d], subdomains[r].hi[d] = boxes[6 * r + 3 + d];
+    partition = Partition(config_.domain, subdomains);
+  } else if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
+    partition =
+        snap_to_bricks(Partition::rcb(config_.domain, ranks_.comm, pos), config_.domain, grid_);
+  } else {
+    partition = snap_to_bricks(
+        Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims),
+        config_.domain, grid_);
+  }
+  global_particles_ = static_cast<std::int64_t>(checkpoint.rows("particles"));
+  step_ = h.step;
+  time_ = h.time;
+  dt_ = h.dt;
+  outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
+  adopt(partition, pos, vel, id);
+  // The same rank count continues with the saved slot order (bitwise); another rebuilds.
+  if (brick_share.own_rows && share.own_rows) {
+    const auto needed = needed_bricks();
+    std::vector<std::uint32_t> sorted = bricks;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != needed)
+      throw std::runtime_error(where +
+                               ": the saved bricks are not those its particles need: "
+                               "the checkpoint is damaged");
+    pool_.assign(bricks);
+    replan();
+  }
+  replans_ = static_cast<long>(h.scalars.at("replans"));
+  open_outputs(step_);
+}
+
+// ---- registration ------------------------------------------------------------------------------
+
+WorkloadSpec flip_spec() {
+  WorkloadSpec spec;
+  spec.name = "flip";
+  spec.summary = "FLIP fluid on sparse bricks (Wu et al. 2018), multi-rank";
+  spec.schema = flip_schema();
+  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
+    return std::make_unique<FlipSolver>(x);
+  };
+  // Particles grow with the voxel count: dx^-3.
+  spec.weak_scaling = {"flip.voxel_size", -1.0 / 3.0};
+  return spec;
+}
+
+}  // namespace apron::flip
