@@ -143,11 +143,18 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
   }
   halo_.set_import_slots(to_device(slots));
 
-  // 3. Every apron voxel of every local brick: its neighbour's interior voxel, by direction.
+  // 3. Every apron voxel of every local brick: its neighbour's interior voxel, by direction. The
+  // neighbour is looked up once per brick and direction (not per voxel: replanning thousands of
+  // bricks every step of a moving fluid must stay cheap).
   std::vector<std::vector<std::uint32_t>> apron(27), source(27);
   std::vector<std::uint32_t> empty;
   for (std::size_t bi = 0; bi < local_.size(); ++bi) {
-    const auto& b = local_[bi];
+    std::int64_t neighbour[27];
+    for (int d = 0; d < 27; ++d) {
+      const BrickCoord o{d % 3 - 1, (d / 3) % 3 - 1, d / 9 - 1};
+      const auto it = index.find(plus(local_[bi], o));
+      neighbour[d] = it == index.end() ? -1 : static_cast<std::int64_t>(it->second);
+    }
     for (int k = -a_; k < b_ + a_; ++k)
       for (int j = -a_; j < b_ + a_; ++j)
         for (int i = -a_; i < b_ + a_; ++i) {
@@ -159,14 +166,14 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
           }
           if (o == BrickCoord{0, 0, 0}) continue;  // interior
           const auto to = static_cast<std::uint32_t>(voxel(bi, i, j, k));
-          const auto it = index.find(plus(b, o));
-          if (it == index.end()) {
+          const int d = direction_index(o);
+          if (neighbour[d] < 0) {
             empty.push_back(to);
             continue;
           }
-          const int d = direction_index(o);
           apron[d].push_back(to);
-          source[d].push_back(static_cast<std::uint32_t>(voxel(it->second, g[0], g[1], g[2])));
+          source[d].push_back(static_cast<std::uint32_t>(
+              voxel(static_cast<std::size_t>(neighbour[d]), g[0], g[1], g[2])));
         }
   }
   std::vector<std::uint32_t> all_apron, all_source;

@@ -234,7 +234,19 @@ struct CgDirection {
   APRON_HD void operator()(std::size_t t) const {
     const InteriorVoxel v(grid, t);
     const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
-    d[row] = z[row] + beta * d[row];
+    d[row] = beta == 0 ? z[row] : z[row] + beta * d[row];  // d may hold garbage at first
+  }
+};
+
+struct Difference {
+  BrickGrid grid;
+  const float* a;
+  const float* b;
+  float* out;
+  APRON_HD void operator()(std::size_t t) const {
+    const InteriorVoxel v(grid, t);
+    const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
+    out[row] = a[row] - b[row];
   }
 };
 
@@ -446,6 +458,10 @@ void cg_step(const SlotGeometry& g, double alpha, const float* d, const float* q
 
 void cg_direction(const SlotGeometry& g, double beta, const float* z, float* d) {
   for_each_index(g.interior_voxels(), CgDirection{g.grid, static_cast<float>(beta), z, d});
+}
+
+void difference(const SlotGeometry& g, const float* a, const float* b, float* out) {
+  for_each_index(g.interior_voxels(), Difference{g.grid, a, b, out});
 }
 
 double interior_dot(const SlotGeometry& g, const float* a, const float* b) {

@@ -87,7 +87,10 @@ void precondition(const SlotGeometry& g, const std::int32_t* stencil, bool jacob
 // x += alpha d, r -= alpha q; then d = z + beta d is a separate step (z first needs r).
 void cg_step(const SlotGeometry& g, double alpha, const float* d, const float* q, float* x,
              float* r);
+// d = z + beta d (beta = 0: d = z, whatever d held).
 void cg_direction(const SlotGeometry& g, double beta, const float* z, float* d);
+// out = a - b over interior voxels (the true residual b - A x).
+void difference(const SlotGeometry& g, const float* a, const float* b, float* out);
 // Sum over interior voxels of a * b, in float64 (this rank).
 double interior_dot(const SlotGeometry& g, const float* a, const float* b);
 // Max over interior voxels of |a| (this rank).

@@ -71,10 +71,18 @@ void check_grid(const Box& domain, const FlipConfig& f, MapReader& root) {
     }
     voxels *= std::round(n);
   }
+  // Every rank holds a table of 4 + 1 bytes per brick of the domain (owner, flags) and the
+  // pool's slot table: 2^26 bricks (the domain of 2048^3 voxels in 8^3 bricks) keep it under
+  // 1 GiB.
   const double bricks = voxels / std::pow(f.brick_size, 3);
-  if (!(bricks < 2e9) || !(voxels < 1e12))
-    root.fail("flip", "voxel_size gives " + std::to_string(voxels) +
-                          " voxels in the domain; increase it or shrink the domain");
+  if (!(bricks <= 67108864.0)) {
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "voxel_size %g gives %.3g voxels in the domain, %.3g bricks of %d^3 (at most "
+                  "2^26); increase voxel_size or brick_size, or shrink the domain",
+                  f.voxel_size, voxels, bricks, f.brick_size);
+    root.fail("flip", text);
+  }
 }
 
 void check_blocks(const config::CaseConfig& shared, const FlipCase& c, MapReader& root) {

@@ -167,27 +167,37 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
   voxels_.add<Vec4>("velocity");
   voxels_.add<Vec4>("velocity_old");
   voxels_.add<std::int32_t>("marker");
-  for (const char* name : {"pressure", "residual", "preconditioned", "direction", "product"})
+  for (const char* name : {"pressure", "rhs", "residual", "preconditioned", "direction", "product"})
     voxels_.add<float>(name);
 }
 
 // ---- setup -------------------------------------------------------------------------------------
 
 void FlipSolver::setup() {
-  // The particle count and its memory, before anything is allocated.
-  std::int64_t voxels = 0;
-  for_fluid_voxels(
-      config_, case_, grid_, [](int, int, int) { return true; }, [&](int, int, int) { ++voxels; });
-  global_particles_ = voxels * case_.flip.particles_per_voxel;
-  const double need = kBytesPerParticle * static_cast<double>(global_particles_) / ranks_.size;
+  // The particle count (at most: overlapping blocks count twice) and its memory, before
+  // anything is allocated.
+  double voxels = 0;
+  for (const Box& block : case_.fluid_blocks) {
+    double n = 1;
+    for (int d = 0; d < 3; ++d) {
+      const auto r = voxel_range(config_, grid_, block.lo[d], block.hi[d], d);
+      n *= r[1] - r[0];
+    }
+    voxels += n;
+  }
+  const double particles = voxels * case_.flip.particles_per_voxel;
+  const double need = kBytesPerParticle * particles / ranks_.size;
   const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
-  if (need > 0.9 * free_bytes)
-    throw config::ConfigError(
-        config_.file + ": " + std::to_string(global_particles_) + " particles (flip.voxel_size = " +
-        std::to_string(case_.flip.voxel_size) + ") need about " + gib(need) + " per rank on " +
-        std::to_string(ranks_.size) + " rank(s), but " + device_.name + " has " + gib(free_bytes) +
-        " available per rank; increase flip.voxel_size, lower "
-        "flip.particles_per_voxel or run on more ranks");
+  if (need > 0.9 * free_bytes) {
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "%s: %.4g particles (flip.voxel_size = %g) need about %s per rank on %d "
+                  "rank(s), but %s has %s available per rank; increase flip.voxel_size, lower "
+                  "flip.particles_per_voxel or run on more ranks",
+                  config_.file.c_str(), particles, case_.flip.voxel_size, gib(need).c_str(),
+                  ranks_.size, device_.name.c_str(), gib(free_bytes).c_str());
+    throw config::ConfigError(text);
+  }
 
   // Cartesian first; RCB balances the fluid voxels each rank then holds under it.
   Partition partition =
@@ -211,6 +221,7 @@ void FlipSolver::setup() {
   Seeds seeds;
   for_fluid_voxels(config_, case_, grid_, mine,
                    [&](int i, int j, int k) { seed_voxel(grid_, case_.flip, i, j, k, seeds); });
+  global_particles_ = global_sum(ranks_.comm, static_cast<std::int64_t>(seeds.pos.size()));
   adopt(partition, seeds.pos, std::vector<Vec4>(seeds.pos.size(), kZero), seeds.id);
   open_outputs(std::nullopt);
 }
@@ -295,12 +306,14 @@ std::vector<std::uint32_t> FlipSolver::needed_bricks() {
 void FlipSolver::update_topology(bool rebuild) {
   auto t = timers_.scope("topology");
   const auto needed = needed_bricks();
-  if (rebuild) {
+  bool changed = true;
+  if (rebuild)
     pool_.assign(needed);
-  } else if (!pool_.update(needed).any()) {
-    return;
-  }
-  replan();
+  else
+    changed = pool_.update(needed).any();
+  // Re-planning is collective: when any rank's bricks changed, every rank plans again.
+  if (ranks_.size > 1) changed = global_max(ranks_.comm, changed ? 1.0 : 0.0) > 0;
+  if (changed) replan();
 }
 
 // The apron plan and everything indexed by slot follow the pool's slots.
@@ -346,7 +359,7 @@ GridFields FlipSolver::fields() {
           raw(static_cast<TypedField<std::int32_t>&>(voxels_.field("marker")).data),
           raw(stencil_),
           real("pressure"),
-          real("residual")};
+          real("rhs")};
 }
 
 template <class T>
@@ -391,8 +404,11 @@ void FlipSolver::particles_to_grid() {
 }
 
 // Conjugate gradient on A s = -dx div u over the fluid voxels of every rank (float64 global dot
-// products); the residual r = dx div u after the update, so max |r| dt / dx is the fraction of
-// a voxel's volume the step would still create or destroy.
+// products). The residual r = b - A s = -dx div u after the update, so max |r| dt / dx is the
+// fraction of a voxel's volume the step would still create or destroy. Every check_every
+// iterations r is recomputed from s (residual replacement): the float32 recurrence drifts from
+// the true residual by more than a tight tolerance, and the check must hold for the field that
+// the particles then see.
 void FlipSolver::project() {
   auto t = timers_.scope("pressure");
   const SlotGeometry g = geometry();
@@ -401,20 +417,20 @@ void FlipSolver::project() {
   const bool jacobi = pc.preconditioner == "jacobi";
   const double to_residual = dt_ / case_.flip.voxel_size;  // |r| -> |div u| dt
   const double tolerance = pc.tolerance / to_residual;
-  auto& x = static_cast<TypedField<float>&>(voxels_.field("pressure")).data;
-  float* r = f.rhs;
-  float* z = raw(static_cast<TypedField<float>&>(voxels_.field("preconditioned")).data);
-  float* d = raw(static_cast<TypedField<float>&>(voxels_.field("direction")).data);
-  float* q = raw(static_cast<TypedField<float>&>(voxels_.field("product")).data);
+  const auto scalar = [&](const char* name) {
+    return raw(static_cast<TypedField<float>&>(voxels_.field(name)).data);
+  };
+  float *x = f.pressure, *b = f.rhs, *r = scalar("residual"), *z = scalar("preconditioned"),
+        *d = scalar("direction"), *q = scalar("product");
   const MPI_Comm comm = ranks_.comm;
 
   projection_ = {};
   projection_.initial = global_max(comm, pressure_system(g, f)) * to_residual;
   projection_.fluid_voxels = global_sum(comm, static_cast<std::int64_t>(fluid_voxels(g, f.marker)));
-  clear(x);
+  clear(static_cast<TypedField<float>&>(voxels_.field("pressure")).data);
+  cg_direction(g, 0.0, b, r);  // r = b - A 0
   double residual = projection_.initial / to_residual;
   precondition(g, f.stencil, jacobi, r, z);
-  // d = z: its apron is filled before every product.
   cg_direction(g, 0.0, z, d);
   double rz = global_sum(comm, interior_dot(g, r, z));
   int it = 0;
@@ -432,10 +448,14 @@ void FlipSolver::project() {
     fill({"direction"}, 0.0f);
     apply_laplacian(g, f.stencil, d, q);
     const double alpha = rz / global_sum(comm, interior_dot(g, d, q));
-    cg_step(g, alpha, d, q, raw(x), r);
-    if (it % pc.check_every == 0 || it == pc.max_iterations)
+    cg_step(g, alpha, d, q, x, r);
+    if (it % pc.check_every == 0 || it == pc.max_iterations) {
+      fill({"pressure"}, 0.0f);
+      apply_laplacian(g, f.stencil, x, q);
+      difference(g, b, q, r);
       residual = global_max(comm, interior_max_abs(g, r));
-    if (residual < tolerance) break;
+      if (residual < tolerance) break;
+    }
     precondition(g, f.stencil, jacobi, r, z);
     const double rz_next = global_sum(comm, interior_dot(g, r, z));
     cg_direction(g, rz_next / rz, z, d);
@@ -645,9 +665,16 @@ void FlipSolver::report(Json& json) const {
   json.value("cg_iterations", projection_.iterations);
   json.value("cg_residual", projection_.residual);
   json.value("device_bytes_per_particle", per_particle);
-  json.value("kinetic", d.kinetic);
+  json.begin_object("final_diagnostics");
+  json.value("step", static_cast<long long>(d.step));
+  json.value("particles", static_cast<long long>(d.particles));
+  json.value("kinetic_energy", d.kinetic);
   json.value("volume", d.volume);
+  json.value("fluid_voxels", static_cast<long long>(d.fluid_voxels));
+  json.value("bricks", static_cast<long long>(d.bricks));
   json.value("surge_front", d.surge_front);
+  json.value("max_speed", d.max_speed);
+  json.end_object();
   json.end_object();
 }
 
