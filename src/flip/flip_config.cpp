@@ -16,7 +16,8 @@ using config::read_box;
 
 PressureConfig read_pressure(MapReader r) {
   PressureConfig c;
-  c.tolerance = r.in_range("tolerance", 1e-9, 0.1, c.tolerance);
+  // float32 voxels: below ~1e-6 the true residual stalls at its round-off floor.
+  c.tolerance = r.in_range("tolerance", 1e-6, 0.1, c.tolerance);
   c.max_iterations = r.get<int>("max_iterations", c.max_iterations);
   if (c.max_iterations < 1 || c.max_iterations > 100000)
     r.fail("max_iterations", "must be between 1 and 100000");
@@ -56,10 +57,14 @@ void check_grid(const Box& domain, const FlipConfig& f, MapReader& root) {
   double voxels = 1;
   for (int d = 0; d < 3; ++d) {
     const double n = domain.extent(d) / f.voxel_size;
-    if (!(n >= 1))
-      root.fail("flip", "voxel_size " + std::to_string(f.voxel_size) +
-                            " is larger than the domain along axis " + std::to_string(d) +
-                            "; make it smaller than " + std::to_string(domain.extent(d)));
+    if (!(n >= 1)) {
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "voxel_size %g is larger than the domain along axis %d; make it smaller than "
+                    "%g",
+                    f.voxel_size, d, domain.extent(d));
+      root.fail("flip", text);
+    }
     if (std::abs(n - std::round(n)) > 1e-6 * n) {
       char text[200];
       std::snprintf(text, sizeof text,

@@ -109,6 +109,7 @@ class FlipSolver final : public Workload {
   void sort_particles();
   void particles_to_grid();
   void project();
+  [[noreturn]] void throw_not_converged(int iterations, double residual) const;
   void particles_from_grid();
   void migrate();
   SlotGeometry geometry() const;

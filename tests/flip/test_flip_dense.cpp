@@ -30,7 +30,7 @@ namespace {
 
 // 16^3 voxels of 1 cm; a block of water against the x = 0 wall, 3 cm above the floor, a solid
 // box in its way, gravity tilted so that the fluid also moves along x and y. The CG stops at
-// max |div u| dt < 1e-7, checked every iteration.
+// max |div u| dt < 1e-6, checked every iteration.
 std::string case_text(int brick_size, const std::string& out) {
   std::string text = R"(workload: flip
 name: flip_dense
@@ -44,7 +44,7 @@ flip:
   max_dt: 0.01
   density: 1000
   gravity: [3.0, 1.5, -9.81]
-  pressure: {tolerance: 1.0e-7, max_iterations: 5000, preconditioner: jacobi, check_every: 1}
+  pressure: {tolerance: 1.0e-6, max_iterations: 5000, preconditioner: jacobi, check_every: 1}
 fluid:
   - {lo: [0, 0.01, 0.03], hi: [0.06, 0.08, 0.11]}
 solids:
@@ -387,17 +387,18 @@ void compare_steps(int brick_size, int steps, Worst& worst) {
     //   sparse face field. CG updates s and its residual in float32 over k iterations, so the true
     //   residual drifts from the updated one by ~u32 (|A| max|s|) sqrt(k) (|A| = 12), and the
     //   faces u - grad s round at u32 (|u| + |s|): tolerance + 4 u32 (speed + 12 max|s|)
-    //   sqrt(k) dt / dx. Measured: 5.7e-7 at a tolerance of 1e-7 (0.12 of this allowance; the
-    //   dense side's is 2e-14): below ~1e-6 the float32 CG's own residual understates the true
-    //   divergence of the face field it leaves.
-    // - pressure at fluid voxels: 2e-5 of the largest |p| (the CG's error in s; measured 2e-6).
+    //   sqrt(k) dt / dx. Measured: 1.0e-6 at a tolerance of 1e-6 (0.58 of this allowance; the
+    //   dense side's is 2e-14). The solver checks its true residual (b - A s), so a tolerance
+    //   below the float32 floor (~1e-6, the schema's minimum) would stall, not lie.
+    // - pressure at fluid voxels: 1e-4 of the largest |p|, the CG's error in s at a tolerance of
+    //   1e-6 (measured 2.7e-5; 2e-6 at 1e-7).
     double s_max = 0;
     for (const double x : dense.s) s_max = std::max(s_max, std::abs(x));
     const int k_cg = std::max(solver.last_projection().iterations, 1);
     const double div_floor = 4 * 0x1p-24 * (speed + 12 * s_max) * std::sqrt(k_cg) * dt / dx;
     EXPECT_LT(du, 1e-5 * speed + 1e-6) << "max speed " << speed;
     EXPECT_LT(ddiv, tolerance + div_floor) << "max speed " << speed << ", max |s| " << s_max;
-    EXPECT_LT(dp, 2e-5 * p_max + 1e-6) << "max pressure " << p_max;
+    EXPECT_LT(dp, 1e-4 * p_max + 1e-6) << "max pressure " << p_max;
     worst.div_share = std::max(worst.div_share, ddiv / (tolerance + div_floor));
     worst.velocity = std::max(worst.velocity, du);
     worst.divergence = std::max(worst.divergence, ddiv);
