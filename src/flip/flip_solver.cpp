@@ -88,15 +88,16 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
 }
 
 // A jittered n^3 lattice in each fluid voxel (n^3 = particles_per_voxel): each particle in the
-// middle half of its sub-cell, jittered by a hash of (seed, id, axis), so any rank count seeds
-// the same particles.
+// middle half of its sub-cell, jittered by a hash of (seed, id, axis). Ids count the fluid voxels
+// in block order (voxel v holds ids v n^3 .. (v + 1) n^3 - 1), so any rank count seeds the same
+// particles with the same ids 0 .. N-1.
 struct Seeds {
   std::vector<Vec4> pos;
   std::vector<std::int64_t> id;
 };
-void seed_voxel(const BrickGrid& g, const FlipConfig& f, int i, int j, int k, Seeds& out) {
+void seed_voxel(const BrickGrid& g, const FlipConfig& f, int i, int j, int k, std::int64_t voxel,
+                Seeds& out) {
   const int n = static_cast<int>(std::lround(std::cbrt(f.particles_per_voxel)));
-  const std::int64_t voxel = (static_cast<std::int64_t>(k) * g.voxels[1] + j) * g.voxels[0] + i;
   int sub = 0;
   for (int c = 0; c < n; ++c)
     for (int b = 0; b < n; ++b)
@@ -219,8 +220,13 @@ void FlipSolver::setup() {
   }
   set_partition(partition);
   Seeds seeds;
-  for_fluid_voxels(config_, case_, grid_, mine,
-                   [&](int i, int j, int k) { seed_voxel(grid_, case_.flip, i, j, k, seeds); });
+  std::int64_t voxel = 0;
+  for_fluid_voxels(
+      config_, case_, grid_, [](int, int, int) { return true; },
+      [&](int i, int j, int k) {
+        if (mine(i, j, k)) seed_voxel(grid_, case_.flip, i, j, k, voxel, seeds);
+        ++voxel;
+      });
   global_particles_ = global_sum(ranks_.comm, static_cast<std::int64_t>(seeds.pos.size()));
   adopt(partition, seeds.pos, std::vector<Vec4>(seeds.pos.size(), kZero), seeds.id);
   open_outputs(std::nullopt);
@@ -566,6 +572,10 @@ void FlipSolver::write_outputs(bool final) {
 }
 
 std::vector<io::VisualBlock> FlipSolver::visual_blocks() {
+  return {particle_block(), brick_block()};
+}
+
+io::VisualBlock FlipSolver::particle_block() {
   const Snapshot s = snapshot();
   stage_pos_.clear(), stage_vel_.clear();
   for (std::size_t p = 0; p < s.pos.size(); ++p) {
@@ -582,12 +592,60 @@ std::vector<io::VisualBlock> FlipSolver::visual_blocks() {
                             {"velocity", io::Dtype::f32, 3, stage_vel_.data()},
                             {"id", io::Dtype::i64, 1, stage_id_.data()},
                             {"rank", io::Dtype::i32, 1, stage_rank_.data()}};
-  return {particles};
+  return particles;
+}
+
+// The bricks as one image piece per rank: the rank's box (cut on brick planes, so the pieces tile
+// the domain as ParaView's image reader needs), cell data; cells outside every brick have marker
+// -1.
+io::VisualBlock FlipSolver::brick_block() {
+  io::VisualBlock block;
+  block.channel = "bricks";
+  block.kind = io::VisualBlock::Kind::image;
+  block.origin = {config_.domain.lo[0], config_.domain.lo[1], config_.domain.lo[2]};
+  block.spacing = {grid_.dx, grid_.dx, grid_.dx};
+  block.whole_extent = {0, grid_.voxels[0], 0, grid_.voxels[1], 0, grid_.voxels[2]};
+  const auto values = voxel_values();
+  const Box& box = exchange_.partition().subdomain(ranks_.rank);
+  std::array<int, 3> lo, hi;  // voxels [lo, hi)
+  for (int d = 0; d < 3; ++d) {
+    const auto voxel = [&](double x) {
+      return static_cast<int>(std::clamp(std::round((x - config_.domain.lo[d]) / grid_.dx), 0.0,
+                                         static_cast<double>(grid_.voxels[d])));
+    };
+    lo[d] = voxel(box.lo[d]), hi[d] = std::max(lo[d], voxel(box.hi[d]));
+  }
+  for (int d = 0; d < 3; ++d) block.extent[2 * d] = lo[d], block.extent[2 * d + 1] = hi[d];
+  const std::array<std::size_t, 3> n{static_cast<std::size_t>(hi[0] - lo[0]),
+                                     static_cast<std::size_t>(hi[1] - lo[1]),
+                                     static_cast<std::size_t>(hi[2] - lo[2])};
+  block.cells = n[0] * n[1] * n[2];
+  stage_cell_velocity_.assign(3 * block.cells, 0.0f);
+  stage_cell_pressure_.assign(block.cells, 0.0f);
+  stage_cell_marker_.assign(block.cells, -1);
+  for (const auto& v : values) {
+    // Bricks on the domain's far faces reach past it (a domain need not be whole bricks).
+    bool inside = true;
+    for (int d = 0; d < 3; ++d) inside = inside && v.voxel[d] >= lo[d] && v.voxel[d] < hi[d];
+    if (!inside) continue;
+    const std::size_t c =
+        (static_cast<std::size_t>(v.voxel[2] - lo[2]) * n[1] + (v.voxel[1] - lo[1])) * n[0] +
+        (v.voxel[0] - lo[0]);
+    stage_cell_velocity_[3 * c] = v.velocity.x;
+    stage_cell_velocity_[3 * c + 1] = v.velocity.y;
+    stage_cell_velocity_[3 * c + 2] = v.velocity.z;
+    stage_cell_pressure_[c] = v.pressure;
+    stage_cell_marker_[c] = v.marker;
+  }
+  block.cell_fields = {{"velocity", io::Dtype::f32, 3, stage_cell_velocity_.data()},
+                       {"pressure", io::Dtype::f32, 1, stage_cell_pressure_.data()},
+                       {"marker", io::Dtype::i32, 1, stage_cell_marker_.data()}};
+  return block;
 }
 
 void FlipSolver::write_particles() {
-  const auto blocks = visual_blocks();
-  particle_series_->write(step_, time_, io::PointSetPart{blocks[0].points, blocks[0].point_fields});
+  const io::VisualBlock b = particle_block();
+  particle_series_->write(step_, time_, io::PointSetPart{b.points, b.point_fields});
 }
 
 // The bricks' interiors as cell data: velocity at voxel centres (the mean of the two faces per

@@ -117,6 +117,8 @@ class FlipSolver final : public Workload {
   template <class T>
   void fill(std::initializer_list<std::string> names, const T& background);
   void open_outputs(std::optional<long> resume_step);
+  io::VisualBlock particle_block();  // "particles": position, velocity, id, rank
+  io::VisualBlock brick_block();     // "bricks": velocity, pressure, marker per voxel
   void write_particles();
   void write_bricks();
   void write_diagnostics_row(const Diagnostics& d);
@@ -168,6 +170,8 @@ class FlipSolver final : public Workload {
   std::vector<float> stage_pos_, stage_vel_;
   std::vector<std::int64_t> stage_id_;
   std::vector<std::int32_t> stage_rank_;
+  std::vector<float> stage_cell_velocity_, stage_cell_pressure_;
+  std::vector<std::int32_t> stage_cell_marker_;
 };
 
 WorkloadSpec flip_spec();

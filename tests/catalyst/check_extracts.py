@@ -40,14 +40,15 @@ def check_data(path, step, particles, ranks, fields):
     seen_ranks = sorted(set(vtk_to_numpy(point_data.GetArray("rank")).tolist()))
     if seen_ranks != list(range(ranks)):
         problems.append(f"{path}: particles of ranks {seen_ranks}, expected 0..{ranks - 1}")
-    density = vtk_to_numpy(point_data.GetArray("density"))
-    # Densities are computed by the first step; the initial state (step 0) has none yet.
-    if step > 0 and not (density.min() > 0 and density.max() < 1100):
-        problems.append(f"{path}: implausible densities {density.min()}..{density.max()}")
     if point_data.GetArray("velocity").GetNumberOfComponents() != 3:
         problems.append(f"{path}: velocity is not a 3-vector")
-    print(f"{path}: {data.GetNumberOfPoints()} points, ranks {seen_ranks}, "
-          f"density {density.min():.1f}..{density.max():.1f}")
+    summary = ""
+    if "density" in fields:  # SPH's; densities are computed by the first step, not at step 0
+        density = vtk_to_numpy(point_data.GetArray("density"))
+        if step > 0 and not (density.min() > 0 and density.max() < 1100):
+            problems.append(f"{path}: implausible densities {density.min()}..{density.max()}")
+        summary = f", density {density.min():.1f}..{density.max():.1f}"
+    print(f"{path}: {data.GetNumberOfPoints()} points, ranks {seen_ranks}{summary}")
     return problems
 
 
