@@ -1,22 +1,22 @@
 #include "decomposition/brick_halo.hpp"
 
+#include "kernels/common/vec.hpp"
+
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <thrust/copy.h>
 
 namespace apron {
 namespace {
-
-int floor_div(int a, int b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 BrickCoord plus(const BrickCoord& a, const BrickCoord& o) {
   return {a[0] + o[0], a[1] + o[1], a[2] + o[2]};
@@ -30,10 +30,6 @@ std::vector<BrickCoord> directions() {
       for (int x = -1; x <= 1; ++x)
         if (x || y || z) d.push_back({x, y, z});
   return d;
-}
-
-int direction_index(const BrickCoord& o) {
-  return (o[0] + 1) + 3 * (o[1] + 1) + 9 * (o[2] + 1);
 }
 
 // Sends per-rank lists of brick coordinates (3 ints each) to every rank; returns the lists
@@ -64,6 +60,109 @@ std::vector<BrickCoord> all_to_all(const std::vector<std::vector<BrickCoord>>& o
 template <class T>
 DeviceVector<T> to_device(const std::vector<T>& h) {
   return DeviceVector<T>(h.begin(), h.end());
+}
+
+// Stored voxel t of a slot -> its (i, j, k) in [-A, B + A).
+struct SlotVoxel {
+  std::size_t slot;
+  int v[3];
+};
+
+APRON_HD inline int floor_div(int a, int b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+struct ApronGeometry {
+  int b, a, side;
+  std::size_t voxels;              // stored per slot
+  std::size_t local;               // local slots (the others are remote copies)
+  const std::int32_t* neighbours;  // 27 per slot
+
+  APRON_HD SlotVoxel stored(std::size_t t) const {
+    SlotVoxel s;
+    s.slot = t / voxels;
+    const auto r = static_cast<int>(t - s.slot * voxels);
+    s.v[0] = r % side - a, s.v[1] = (r / side) % side - a, s.v[2] = r / (side * side) - a;
+    return s;
+  }
+  APRON_HD std::size_t row(std::size_t slot, int i, int j, int k) const {
+    return slot * voxels +
+           (static_cast<std::size_t>(k + a) * side + (j + a)) * static_cast<std::size_t>(side) +
+           (i + a);
+  }
+};
+
+// Every apron voxel of every local slot: the neighbour's interior voxel it mirrors, or the
+// background where no brick is.
+template <class T>
+struct FillApron {
+  ApronGeometry g;
+  T* data;
+  T background;
+  APRON_HD void operator()(std::size_t t) const {
+    const SlotVoxel s = g.stored(t);
+    int o[3], w[3];
+    for (int d = 0; d < 3; ++d) {
+      o[d] = floor_div(s.v[d], g.b);
+      w[d] = s.v[d] - o[d] * g.b;
+    }
+    if (!o[0] && !o[1] && !o[2]) return;  // interior
+    const int n = g.neighbours[27 * s.slot + (o[0] + 1) + 3 * (o[1] + 1) + 9 * (o[2] + 1)];
+    data[t] = n < 0 ? background : data[g.row(static_cast<std::size_t>(n), w[0], w[1], w[2])];
+  }
+};
+
+template <class T>
+APRON_HD inline void add_to(T& a, const T& b) {
+  a += b;
+}
+APRON_HD inline void add_to(Vec4& a, const Vec4& b) {
+  a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+}
+
+// Every interior voxel of every slot (local and remote copies) gathers the apron voxels of the
+// local slots that mirror it: one pass, no atomics (each voxel writes only itself).
+template <class T>
+struct SumAprons {
+  ApronGeometry g;
+  T* data;
+  APRON_HD void operator()(std::size_t t) const {
+    const std::size_t per = static_cast<std::size_t>(g.b) * g.b * g.b;
+    const std::size_t slot = t / per;
+    const auto r = static_cast<int>(t - slot * per);
+    const int v[3] = {r % g.b, (r / g.b) % g.b, r / (g.b * g.b)};
+    T sum{};
+    bool any = false;
+    for (int q = 0; q < 27; ++q) {
+      const int o[3] = {q % 3 - 1, (q / 3) % 3 - 1, q / 9 - 1};
+      if (!o[0] && !o[1] && !o[2]) continue;
+      int p[3];
+      bool within = true;
+      for (int d = 0; d < 3; ++d) {
+        p[d] = v[d] + o[d] * g.b;  // this voxel in the coordinates of the brick at -o
+        within = within && p[d] >= -g.a && p[d] < g.b + g.a;
+      }
+      if (!within) continue;
+      const int y = g.neighbours[27 * slot + (1 - o[0]) + 3 * (1 - o[1]) + 9 * (1 - o[2])];
+      if (y < 0 || static_cast<std::size_t>(y) >= g.local) continue;
+      add_to(sum, data[g.row(static_cast<std::size_t>(y), p[0], p[1], p[2])]);
+      any = true;
+    }
+    if (any) add_to(data[g.row(slot, v[0], v[1], v[2])], sum);
+  }
+};
+
+// Calls f(T*) with the field's data for its element type.
+template <class F>
+void with_type(ParticleField& field, F f) {
+  if (auto* x = dynamic_cast<TypedField<float>*>(&field)) return f(raw(x->data));
+  if (auto* x = dynamic_cast<TypedField<double>*>(&field)) return f(raw(x->data));
+  if (auto* x = dynamic_cast<TypedField<std::int32_t>*>(&field)) return f(raw(x->data));
+  if (auto* x = dynamic_cast<TypedField<std::uint32_t>*>(&field)) return f(raw(x->data));
+  if (auto* x = dynamic_cast<TypedField<std::int64_t>*>(&field)) return f(raw(x->data));
+  if (auto* x = dynamic_cast<TypedField<Vec4>*>(&field)) return f(raw(x->data));
+  if (auto* x = dynamic_cast<TypedField<std::uint8_t>*>(&field)) return f(raw(x->data));
+  throw std::invalid_argument("BrickHalo: field '" + field.name() + "' has an unknown type");
 }
 
 }  // namespace
@@ -143,49 +242,19 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
   }
   halo_.set_import_slots(to_device(slots));
 
-  // 3. Every apron voxel of every local brick: its neighbour's interior voxel, by direction. The
-  // neighbour is looked up once per brick and direction (not per voxel: replanning thousands of
-  // bricks every step of a moving fluid must stay cheap).
-  std::vector<std::vector<std::uint32_t>> apron(27), source(27);
-  std::vector<std::uint32_t> empty;
-  for (std::size_t bi = 0; bi < local_.size(); ++bi) {
-    std::int64_t neighbour[27];
+  // 3. Each slot's neighbours, by direction (-1: no brick there): all the apron kernels need.
+  // 27 lookups per brick on the host, the voxels on the device: replanning thousands of bricks
+  // every step of a moving fluid stays cheap.
+  const std::size_t all_slots = local_.size() + remote_.size();
+  std::vector<std::int32_t> neighbours(27 * all_slots);
+  for (std::size_t s = 0; s < all_slots; ++s) {
+    const BrickCoord& b = s < local_.size() ? local_[s] : remote_[s - local_.size()];
     for (int d = 0; d < 27; ++d) {
-      const BrickCoord o{d % 3 - 1, (d / 3) % 3 - 1, d / 9 - 1};
-      const auto it = index.find(plus(local_[bi], o));
-      neighbour[d] = it == index.end() ? -1 : static_cast<std::int64_t>(it->second);
+      const auto it = index.find(plus(b, BrickCoord{d % 3 - 1, (d / 3) % 3 - 1, d / 9 - 1}));
+      neighbours[27 * s + d] = it == index.end() ? -1 : static_cast<std::int32_t>(it->second);
     }
-    for (int k = -a_; k < b_ + a_; ++k)
-      for (int j = -a_; j < b_ + a_; ++j)
-        for (int i = -a_; i < b_ + a_; ++i) {
-          const int v[3] = {i, j, k};
-          BrickCoord o, g;
-          for (int d = 0; d < 3; ++d) {
-            o[d] = floor_div(v[d], b_);
-            g[d] = v[d] - o[d] * b_;  // voxel inside the neighbour, in [0, B)
-          }
-          if (o == BrickCoord{0, 0, 0}) continue;  // interior
-          const auto to = static_cast<std::uint32_t>(voxel(bi, i, j, k));
-          const int d = direction_index(o);
-          if (neighbour[d] < 0) {
-            empty.push_back(to);
-            continue;
-          }
-          apron[d].push_back(to);
-          source[d].push_back(static_cast<std::uint32_t>(
-              voxel(static_cast<std::size_t>(neighbour[d]), g[0], g[1], g[2])));
-        }
   }
-  std::vector<std::uint32_t> all_apron, all_source;
-  group_.assign(1, 0);
-  for (int d = 0; d < 27; ++d) {
-    all_apron.insert(all_apron.end(), apron[d].begin(), apron[d].end());
-    all_source.insert(all_source.end(), source[d].begin(), source[d].end());
-    group_.push_back(all_apron.size());
-  }
-  apron_ = to_device(all_apron);
-  source_ = to_device(all_source);
-  empty_ = to_device(empty);
+  neighbours_ = to_device(neighbours);
 }
 
 void BrickHalo::check_store(const ParticleStore& store) const {
@@ -203,38 +272,43 @@ void BrickHalo::fill_bytes(ParticleStore& store, std::span<const std::string> fi
     if (field.element_size() != element_size)
       throw std::invalid_argument("BrickHalo::fill: background of another type than field '" +
                                   name + "'");
-    // Sources are interior voxels, targets apron voxels: no slot is both.
-    field.move(source_, apron_);
-    field.assign(background, raw(empty_), empty_.size());
+    with_type(field, [&](auto* data) {
+      using T = std::remove_pointer_t<decltype(data)>;
+      T value;
+      std::memcpy(&value, background, sizeof(T));
+      for_each_index(
+          local_.size() * voxels_,
+          FillApron<T>{{b_, a_, side(), voxels_, local_.size(), raw(neighbours_)}, data, value});
+    });
   }
 }
 
 void BrickHalo::reverse_sum(ParticleStore& store, std::span<const std::string> fields) {
   check_store(store);
   alignas(16) const std::byte zeros[64] = {};
+  const std::size_t interior = static_cast<std::size_t>(b_) * b_ * b_;
+  const std::size_t slots = local_.size() + remote_.size();
   for (const auto& name : fields) {
     auto& field = store.field(name);
     if (field.element_size() > sizeof zeros)
       throw std::invalid_argument("BrickHalo::reverse_sum: field '" + name + "' is too wide");
     // Remote copies collect this rank's contributions to other ranks' bricks.
     field.assign(zeros, raw(halo_.import_slots()), halo_.import_slots().size());
-    // One direction at a time: within one, every interior voxel receives from one apron voxel
-    // at most, so the adds need no atomics.
-    for (int d = 0; d < 27; ++d) {
-      const std::size_t first = group_[d], count = group_[d + 1] - group_[d];
-      if (count == 0) continue;
-      resize_per_particle(scratch_, count * field.element_size());
-      field.pack(raw(apron_) + first, count, scratch_, 0);
-      field.scatter_add(scratch_, 0, raw(source_) + first, count);
-    }
+    with_type(field, [&](auto* data) {
+      using T = std::remove_pointer_t<decltype(data)>;
+      if constexpr (std::is_same_v<T, std::uint8_t>)
+        throw std::invalid_argument("BrickHalo::reverse_sum: field '" + name + "' is not summed");
+      else
+        for_each_index(
+            slots * interior,
+            SumAprons<T>{{b_, a_, side(), voxels_, local_.size(), raw(neighbours_)}, data});
+    });
   }
   halo_.reverse_sum(store, fields);
 }
 
 std::size_t BrickHalo::device_bytes() const {
-  return halo_.device_bytes() +
-         (apron_.capacity() + source_.capacity() + empty_.capacity()) * sizeof(std::uint32_t) +
-         scratch_.capacity();
+  return halo_.device_bytes() + neighbours_.capacity() * sizeof(std::int32_t);
 }
 
 }  // namespace apron

@@ -74,11 +74,10 @@ class BrickHalo {
   std::size_t voxels_;
   HaloPlan halo_;
   std::vector<BrickCoord> local_, remote_;
-  // Apron voxels with a neighbour brick: apron_[k] mirrors source_[k] (an interior voxel),
-  // grouped by direction to the neighbour (group_[d] .. group_[d + 1]); and those without.
-  IndexVector apron_, source_, empty_;
-  std::vector<std::size_t> group_;
-  ByteVector scratch_;
+  // Per slot (local, then remote copies) the slot of its neighbour in each of the 27 directions
+  // ((x + 1) + 3 (y + 1) + 9 (z + 1)), -1 where no brick is: the device kernels that fill and
+  // sum the aprons look their sources up in it.
+  DeviceVector<std::int32_t> neighbours_;
 };
 
 }  // namespace apron
