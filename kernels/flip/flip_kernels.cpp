@@ -177,14 +177,16 @@ struct Laplacian {
   const std::int32_t* stencil;
   const float* d;
   float* q;
-  APRON_HD void operator()(std::size_t t) const {
+  // Writes q and returns d q: the dot product comes with the pass (a functor with a side effect
+  // in a transform-reduce: each index is visited once).
+  APRON_HD double operator()(std::size_t t) const {
     const BrickGrid& grid = g.grid;
     const InteriorVoxel v(grid, t);
     const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
     const int bits = stencil[t];
     if (!(bits & kSelfFluid)) {
       q[row] = 0;
-      return;
+      return 0;
     }
     float sum = static_cast<float>(bits >> kDiagShift) * d[row];
     for (int n = 0; n < 6; ++n)
@@ -194,6 +196,7 @@ struct Laplacian {
         sum -= d[grid.row(v.slot, v.i + di, v.j + dj, v.k + dk)];
       }
     q[row] = sum;
+    return static_cast<double>(d[row]) * static_cast<double>(sum);
   }
 };
 
@@ -203,11 +206,13 @@ struct Precondition {
   bool jacobi;
   const float* r;
   float* z;
-  APRON_HD void operator()(std::size_t t) const {
+  APRON_HD double operator()(std::size_t t) const {  // writes z, returns r z
     const InteriorVoxel v(grid, t);
     const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
     const int diag = stencil[t] >> kDiagShift;
-    z[row] = (jacobi && diag > 0) ? r[row] / static_cast<float>(diag) : r[row];
+    const float zr = (jacobi && diag > 0) ? r[row] / static_cast<float>(diag) : r[row];
+    z[row] = zr;
+    return static_cast<double>(r[row]) * static_cast<double>(zr);
   }
 };
 
@@ -247,17 +252,6 @@ struct Difference {
     const InteriorVoxel v(grid, t);
     const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
     out[row] = a[row] - b[row];
-  }
-};
-
-struct InteriorProduct {
-  BrickGrid grid;
-  const float* a;
-  const float* b;
-  APRON_HD double operator()(std::size_t t) const {
-    const InteriorVoxel v(grid, t);
-    const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
-    return static_cast<double>(a[row]) * static_cast<double>(b[row]);
   }
 };
 
@@ -442,13 +436,16 @@ float pressure_system(const SlotGeometry& g, const GridFields& f) {
   return reduce_indices(g.interior_voxels(), PressureSystem{g, f}, 0.0f, thrust::maximum<float>());
 }
 
-void apply_laplacian(const SlotGeometry& g, const std::int32_t* stencil, const float* d, float* q) {
-  for_each_index(g.interior_voxels(), Laplacian{g, stencil, d, q});
+double apply_laplacian(const SlotGeometry& g, const std::int32_t* stencil, const float* d,
+                       float* q) {
+  return reduce_indices(g.interior_voxels(), Laplacian{g, stencil, d, q}, 0.0,
+                        thrust::plus<double>());
 }
 
-void precondition(const SlotGeometry& g, const std::int32_t* stencil, bool jacobi, const float* r,
-                  float* z) {
-  for_each_index(g.interior_voxels(), Precondition{g.grid, stencil, jacobi, r, z});
+double precondition(const SlotGeometry& g, const std::int32_t* stencil, bool jacobi, const float* r,
+                    float* z) {
+  return reduce_indices(g.interior_voxels(), Precondition{g.grid, stencil, jacobi, r, z}, 0.0,
+                        thrust::plus<double>());
 }
 
 void cg_step(const SlotGeometry& g, double alpha, const float* d, const float* q, float* x,
@@ -462,11 +459,6 @@ void cg_direction(const SlotGeometry& g, double beta, const float* z, float* d) 
 
 void difference(const SlotGeometry& g, const float* a, const float* b, float* out) {
   for_each_index(g.interior_voxels(), Difference{g.grid, a, b, out});
-}
-
-double interior_dot(const SlotGeometry& g, const float* a, const float* b) {
-  return reduce_indices(g.interior_voxels(), InteriorProduct{g.grid, a, b}, 0.0,
-                        thrust::plus<double>());
 }
 
 float interior_max_abs(const SlotGeometry& g, const float* a) {

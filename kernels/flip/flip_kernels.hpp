@@ -79,11 +79,14 @@ void grid_velocities(const SlotGeometry& g, const GridFields& f, Vec3 gravity, f
 float pressure_system(const SlotGeometry& g, const GridFields& f);
 
 // q = A d at fluid voxels (0 elsewhere): A = the 7-point Laplacian scaled by -dx^2, air
-// neighbours Dirichlet 0, solid neighbours Neumann. d's apron must be filled.
-void apply_laplacian(const SlotGeometry& g, const std::int32_t* stencil, const float* d, float* q);
-// z = M^-1 r: Jacobi (divide by the diagonal) or none (copy). Interior voxels.
-void precondition(const SlotGeometry& g, const std::int32_t* stencil, bool jacobi, const float* r,
-                  float* z);
+// neighbours Dirichlet 0, solid neighbours Neumann. d's apron must be filled. Returns the sum of
+// d q over interior voxels (this rank, float64): the product and its dot product in one pass.
+double apply_laplacian(const SlotGeometry& g, const std::int32_t* stencil, const float* d,
+                       float* q);
+// z = M^-1 r: Jacobi (divide by the diagonal) or none (copy). Interior voxels. Returns the sum
+// of r z (this rank, float64).
+double precondition(const SlotGeometry& g, const std::int32_t* stencil, bool jacobi, const float* r,
+                    float* z);
 // x += alpha d, r -= alpha q; then d = z + beta d is a separate step (z first needs r).
 void cg_step(const SlotGeometry& g, double alpha, const float* d, const float* q, float* x,
              float* r);
@@ -91,8 +94,6 @@ void cg_step(const SlotGeometry& g, double alpha, const float* d, const float* q
 void cg_direction(const SlotGeometry& g, double beta, const float* z, float* d);
 // out = a - b over interior voxels (the true residual b - A x).
 void difference(const SlotGeometry& g, const float* a, const float* b, float* out);
-// Sum over interior voxels of a * b, in float64 (this rank).
-double interior_dot(const SlotGeometry& g, const float* a, const float* b);
 // Max over interior voxels of |a| (this rank).
 float interior_max_abs(const SlotGeometry& g, const float* a);
 // Sets the named values of every stored voxel to zero.

@@ -437,16 +437,14 @@ void FlipSolver::project() {
   clear(static_cast<TypedField<float>&>(voxels_.field("pressure")).data);
   cg_direction(g, 0.0, b, r);  // r = b - A 0
   double residual = projection_.initial / to_residual;
-  precondition(g, f.stencil, jacobi, r, z);
+  double rz = global_sum(comm, precondition(g, f.stencil, jacobi, r, z));
   cg_direction(g, 0.0, z, d);
-  double rz = global_sum(comm, interior_dot(g, r, z));
   int it = 0;
   while (residual >= tolerance && rz > 0) {
     if (it == pc.max_iterations) break;
     ++it;
     fill({"direction"}, 0.0f);
-    apply_laplacian(g, f.stencil, d, q);
-    const double dq = global_sum(comm, interior_dot(g, d, q));
+    const double dq = global_sum(comm, apply_laplacian(g, f.stencil, d, q));
     // A is positive definite on the fluid voxels: dq <= 0 means the float32 iteration has
     // stagnated at its round-off floor; the true residual decides below.
     if (!(dq > 0)) break;
@@ -459,8 +457,7 @@ void FlipSolver::project() {
       residual = global_max(comm, interior_max_abs(g, r));
       if (residual < tolerance) break;
     }
-    precondition(g, f.stencil, jacobi, r, z);
-    const double rz_next = global_sum(comm, interior_dot(g, r, z));
+    const double rz_next = global_sum(comm, precondition(g, f.stencil, jacobi, r, z));
     cg_direction(g, rz_next / rz, z, d);
     rz = rz_next;
   }
