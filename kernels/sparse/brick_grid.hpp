@@ -72,11 +72,13 @@ struct BrickGrid {
   }
 };
 
-// Solid voxels: outside the domain (the tank's walls), or with their centre inside a solid box.
-// Boxes are given in voxel index ranges [lo, hi) per axis.
+// Solid voxels: outside the domain (the tank's walls), with their centre inside a solid box, or
+// marked in a mask (voxelised meshes). Boxes are given in voxel index ranges [lo, hi) per axis.
 struct SolidVoxels {
   const int* boxes = nullptr;  // 6 ints per box: lo[3], hi[3]
   int count = 0;
+  const std::uint8_t* mask = nullptr;  // voxels [mask_lo, mask_lo + mask_dims), x fastest
+  int mask_lo[3] = {0, 0, 0}, mask_dims[3] = {0, 0, 0};
 
   APRON_HD bool operator()(const BrickGrid& g, int i, int j, int k) const {
     if (!g.inside(i, j, k)) return true;
@@ -84,7 +86,10 @@ struct SolidVoxels {
       const int* q = boxes + 6 * s;
       if (i >= q[0] && j >= q[1] && k >= q[2] && i < q[3] && j < q[4] && k < q[5]) return true;
     }
-    return false;
+    const int x = i - mask_lo[0], y = j - mask_lo[1], z = k - mask_lo[2];
+    return mask && x >= 0 && y >= 0 && z >= 0 && x < mask_dims[0] && y < mask_dims[1] &&
+           z < mask_dims[2] &&
+           mask[(static_cast<std::size_t>(z) * mask_dims[1] + y) * mask_dims[0] + x];
   }
 };
 

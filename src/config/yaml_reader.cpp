@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -298,6 +299,21 @@ YAML::Node load_with_overrides(const std::string& file, const std::string& text,
   // The overrides' values are YAML too: the same rules (and budgets) for them.
   if (!overrides.empty()) check_keys(root, file);
   return root;
+}
+
+std::string resolve_input_path(MapReader& r, const std::string& key, const std::string& given,
+                               const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path path(given);
+  if (path.is_absolute() || fs::exists(path)) {
+    if (!fs::exists(path)) r.fail(key, what + " '" + given + "' does not exist");
+    return given;
+  }
+  const fs::path beside = fs::path(r.file()).parent_path() / path;
+  if (fs::exists(beside)) return beside.string();
+  r.fail(key, what + " '" + given + "' does not exist (looked in the working directory " +
+                  fs::current_path().string() + " and beside the case file, as " + beside.string() +
+                  ")");
 }
 
 }  // namespace apron::config

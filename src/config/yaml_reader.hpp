@@ -52,6 +52,12 @@ class MapReader {
   std::set<std::string> known_;
 };
 
+// The input file a key names (`what` says what it is in messages: "mesh file"): a relative path
+// names a file under the working directory (cases are run from the repository root) or, failing
+// that, beside the case file. A missing file fails through r.fail() naming both places.
+std::string resolve_input_path(MapReader& r, const std::string& key, const std::string& given,
+                               const std::string& what);
+
 // Loads a YAML file (or string) and applies --set key.path=value overrides.
 YAML::Node load_with_overrides(const std::string& file, const std::string& text,
                                const std::vector<std::string>& overrides);

@@ -1,6 +1,7 @@
 // The FLIP workload's own sections of a case file (its schema, registered with the workload):
-// `flip` (the method's parameters), `fluid` (blocks seeded with particles) and `solids` (boxes
-// that are solid voxels). The domain is the tank: its faces are solid walls.
+// `flip` (the method's parameters), `fluid` (blocks seeded with particles) and `solids` (boxes,
+// or closed triangle meshes, whose voxels are solid). The domain is the tank: its faces are solid
+// walls.
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "config/case_config.hpp"
+#include "flip/mesh_solids.hpp"
 #include "kernels/common/box.hpp"
 
 namespace apron::flip {
@@ -38,7 +40,8 @@ struct FlipConfig {
 struct FlipCase : config::WorkloadSettings {
   FlipConfig flip;
   std::vector<Box> fluid_blocks;
-  std::vector<Box> solids;
+  std::vector<Box> solids;              // solids: [{lo, hi}, ...]
+  std::vector<MeshSolid> solid_meshes;  // solids: [{mesh: file, scale, offset}, ...]
 };
 
 std::shared_ptr<const FlipCase> read_flip_case(const config::CaseConfig& c,

@@ -161,6 +161,14 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
       halo_(brick_transport_, grid_.b, BrickGrid::kApron) {
   const auto boxes = solid_voxel_boxes(config_, case_, grid_);
   solid_boxes_ = DeviceVector<int>(boxes.begin(), boxes.end());
+  if (!case_.solid_meshes.empty()) {
+    try {
+      solid_mesh_ = voxelise_meshes(case_.solid_meshes, grid_);
+    } catch (const std::runtime_error& e) {  // every rank reads the same files: all fail alike
+      throw config::ConfigError(config_.file + ": solids: " + e.what());
+    }
+    solid_mask_ = DeviceVector<std::uint8_t>(solid_mesh_.solid.begin(), solid_mesh_.solid.end());
+  }
   particle_mass_ =
       case_.flip.density * std::pow(case_.flip.voxel_size, 3) / case_.flip.particles_per_voxel;
   voxels_.add<Vec4>("momentum");
@@ -220,10 +228,21 @@ void FlipSolver::setup() {
   }
   set_partition(partition);
   Seeds seeds;
+  const auto in_solid_mesh = [&](int i, int j, int k) {
+    const auto& m = solid_mesh_;
+    const int x = i - m.lo[0], y = j - m.lo[1], z = k - m.lo[2];
+    return x >= 0 && y >= 0 && z >= 0 && x < m.dims[0] && y < m.dims[1] && z < m.dims[2] &&
+           m.solid[(static_cast<std::size_t>(z) * m.dims[1] + y) * m.dims[0] + x];
+  };
   std::int64_t voxel = 0;
   for_fluid_voxels(
       config_, case_, grid_, [](int, int, int) { return true; },
       [&](int i, int j, int k) {
+        if (in_solid_mesh(i, j, k))
+          throw config::ConfigError(config_.file + ": solids: voxel (" + std::to_string(i) + ", " +
+                                    std::to_string(j) + ", " + std::to_string(k) +
+                                    ") of a fluid block is inside a solid mesh; fluid cannot "
+                                    "start inside a solid");
         if (mine(i, j, k)) seed_voxel(grid_, case_.flip, i, j, k, voxel, seeds);
         ++voxel;
       });
@@ -348,8 +367,13 @@ void FlipSolver::replan() {
 }
 
 SlotGeometry FlipSolver::geometry() const {
-  return {grid_, raw(slot_origin_),
-          SolidVoxels{raw(solid_boxes_), static_cast<int>(solid_boxes_.size() / 6)}, pool_.size()};
+  SolidVoxels solid{raw(solid_boxes_), static_cast<int>(solid_boxes_.size() / 6)};
+  if (!solid_mask_.empty()) {
+    solid.mask = raw(solid_mask_);
+    for (int d = 0; d < 3; ++d)
+      solid.mask_lo[d] = solid_mesh_.lo[d], solid.mask_dims[d] = solid_mesh_.dims[d];
+  }
+  return {grid_, raw(slot_origin_), solid, pool_.size()};
 }
 
 GridFields FlipSolver::fields() {

@@ -131,6 +131,8 @@ class FlipSolver final : public Workload {
   PhaseTimers& timers_;
   BrickGrid grid_;
   DeviceVector<int> solid_boxes_;  // 6 voxel indices per solid box
+  SolidMask solid_mesh_;           // voxelised solid meshes (host), and on the device
+  DeviceVector<std::uint8_t> solid_mask_;
   double particle_mass_ = 0;
 
   // Particles: owned only (no ghosts: aprons carry everything across brick and rank faces).

@@ -7,27 +7,11 @@
 namespace apron::meshdist {
 namespace {
 
-namespace fs = std::filesystem;
 using config::MapReader;
-
-// A relative path names a file under the working directory (cases are run from the repository
-// root) or, failing that, beside the case file.
-std::string resolve_mesh_path(MapReader& r, const std::string& key, const std::string& given) {
-  const fs::path path(given);
-  if (path.is_absolute() || fs::exists(path)) {
-    if (!fs::exists(path)) r.fail(key, "mesh file '" + given + "' does not exist");
-    return given;
-  }
-  const fs::path beside = fs::path(r.file()).parent_path() / path;
-  if (fs::exists(beside)) return beside.string();
-  r.fail(key, "mesh file '" + given + "' does not exist (looked in the working directory " +
-                  fs::current_path().string() + " and beside the case file, as " + beside.string() +
-                  ")");
-}
 
 MeshInput read_mesh_input(MapReader r) {
   MeshInput m;
-  m.file = resolve_mesh_path(r, "file", r.get<std::string>("file"));
+  m.file = config::resolve_input_path(r, "file", r.get<std::string>("file"), "mesh file");
   m.subdivide = r.get<int>("subdivide", 1);
   if (m.subdivide < 1 || m.subdivide > 64) r.fail("subdivide", "must be between 1 and 64");
   r.finish();
