@@ -14,6 +14,9 @@
 namespace apron {
 
 class Json;
+namespace config {
+struct CaseConfig;
+}
 
 class Workload {
  public:
@@ -49,5 +52,12 @@ class Workload {
     throw std::logic_error("this workload reads no checkpoints");
   }
 };
+
+// The header every checkpoint of a time-stepping workload carries: which workload wrote it, the
+// case as run, where the run is, the rank count and the build. The workload adds its seed and
+// scalars.
+io::CheckpointHeader checkpoint_header(const std::string& workload,
+                                       const config::CaseConfig& config, long step, double time,
+                                       double dt, int ranks, const std::string& backend);
 
 }  // namespace apron

@@ -14,7 +14,6 @@
 #include "kernels/common/checksum.hpp"
 #include "kernels/common/primitives.hpp"
 #include "runtime/json.hpp"
-#include "version.hpp"
 
 namespace apron::flip {
 namespace {
@@ -807,15 +806,8 @@ io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const 
       {{"partition", io::Dtype::f64, 6, rows->boxes.data()}, rows->boxes.size() / 6});
   state.keep.push_back(rows);
   io::CheckpointHeader& h = state.header;
-  h.workload = "flip";
-  h.case_name = config_.name;
-  h.config_text = config_.effective_text;
-  h.step = step_;
-  h.time = time_;
-  h.dt = dt_;
-  h.ranks = ranks_.size;
+  h = checkpoint_header("flip", config_, step_, time_, dt_, ranks_.size, device_.backend);
   h.seed = case_.flip.seed;
-  h.build = std::string(kVersion) + " " + kGitRevision + " " + device_.backend;
   h.scalars = {{"next_output_time", outputs_.next()},
                {"replans", static_cast<double>(replans_)},
                {"particles", static_cast<double>(global_particles_)}};

@@ -18,7 +18,6 @@
 #include "runtime/json.hpp"
 #include "runtime/schedule.hpp"
 #include "sph/case_setup.hpp"
-#include "version.hpp"
 
 namespace apron::sph {
 namespace {
@@ -238,14 +237,7 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
   state.keep.push_back(checkpoint_staging_);
 
   io::CheckpointHeader& h = state.header;
-  h.workload = "sph";
-  h.case_name = config_.name;
-  h.config_text = config_.effective_text;
-  h.step = step_;
-  h.time = time_;
-  h.dt = dt_;
-  h.ranks = ranks_.size;
-  h.build = std::string(kVersion) + " " + kGitRevision + " " + device_.backend;
+  h = checkpoint_header("sph", config_, step_, time_, dt_, ranks_.size, device_.backend);
   h.scalars = {{"next_output_time", outputs_.next()},
                {"min_dt", min_dt_},
                {"rebalances", static_cast<double>(rebalances_)},
