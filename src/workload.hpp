@@ -14,6 +14,15 @@
 namespace apron {
 
 class Json;
+
+// A step that failed before it changed the workload's state (the pressure solve of FLIP did not
+// converge, say): the driver writes a last checkpoint of the state the step started from, then
+// the run fails with this message (exit 1). Thrown on every rank alike.
+class StepFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 namespace config {
 struct CaseConfig;
 }

@@ -431,7 +431,19 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   bool stopped = false;
   while (!workload->done()) {
     const double step_start = wall_seconds();
-    workload->advance();
+    try {
+      workload->advance();
+    } catch (const StepFailure&) {
+      if (workload->checkpointable()) {
+        writes.start(*workload, checkpoints);
+        writes.finish();
+        Log::info(
+            "step %ld failed: a last checkpoint holds the state before it (continue with "
+            "--restart latest after changing the case)",
+            workload->step());
+      }
+      throw;
+    }
     loop.step_done();
     if (!workload->done()) workload->write_outputs(false);
     if (!workload->done()) in_situ.maybe_execute(*workload, false);

@@ -506,7 +506,7 @@ void FlipSolver::throw_not_converged(int iterations, double residual) const {
                 "flip.pressure.max_iterations or flip.pressure.tolerance, use preconditioner: "
                 "jacobi, or lower flip.cfl)",
                 step_, time_, iterations, residual, case_.flip.pressure.tolerance);
-  throw std::runtime_error(text);
+  throw StepFailure(text);  // the particles are still those the step started from
 }
 
 void FlipSolver::particles_from_grid() {
