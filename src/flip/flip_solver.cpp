@@ -287,6 +287,7 @@ void FlipSolver::adopt(const Partition& partition, const std::vector<Vec4>& pos,
 
 void FlipSolver::advance() {
   dt_ = choose_dt();
+  maybe_rebalance();
   update_topology(false);
   sort_particles();
   particles_to_grid();
@@ -295,6 +296,26 @@ void FlipSolver::advance() {
   migrate();
   ++step_;
   time_ += dt_;
+}
+
+// A new RCB cut (on brick planes) when the particles per rank drift apart: a collapsing column
+// leaves the ranks of its top empty.
+void FlipSolver::maybe_rebalance() {
+  if (ranks_.size == 1 || config_.decomposition.method != "rcb" ||
+      step_ % config_.decomposition.rebalance_check_every != 0)
+    return;
+  const double mine = static_cast<double>(particles_.size());
+  const double most = global_max(ranks_.comm, mine);
+  const double mean = global_sum(ranks_.comm, mine) / ranks_.size;
+  if (mean == 0 || most / mean <= config_.decomposition.rebalance_threshold) return;
+  auto t = timers_.scope("rebalance");
+  const std::vector<Vec4> host = to_host(pos_, particles_.size());
+  set_partition(
+      snap_to_bricks(Partition::rcb(config_.domain, ranks_.comm, host), config_.domain, grid_));
+  migrate();
+  update_topology(true);
+  ++rebalances_;
+  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, most / mean);
 }
 
 double FlipSolver::choose_dt() const {
@@ -755,6 +776,7 @@ void FlipSolver::report(Json& json) const {
   json.value("bricks", static_cast<long long>(d.bricks));
   json.value("brick_pool_peak", max_peak);  // the most bricks one rank held at once
   json.value("replans", static_cast<long long>(replans_));
+  json.value("rebalances", static_cast<long long>(rebalances_));
   json.value("cg_iterations", projection_.iterations);
   json.value("cg_residual", projection_.residual);
   json.value("device_bytes_per_particle", per_particle);
@@ -810,6 +832,7 @@ io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const 
   h.seed = case_.flip.seed;
   h.scalars = {{"next_output_time", outputs_.next()},
                {"replans", static_cast<double>(replans_)},
+               {"rebalances", static_cast<double>(rebalances_)},
                {"particles", static_cast<double>(global_particles_)}};
   return io::save_checkpoint(ranks_.comm, file, state);
 }
@@ -817,7 +840,7 @@ io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const 
 void FlipSolver::load(const io::CheckpointReader& checkpoint) {
   const io::CheckpointHeader& h = checkpoint.header();
   const std::string where = checkpoint.path().string();
-  for (const char* name : {"next_output_time", "replans"})
+  for (const char* name : {"next_output_time", "replans", "rebalances"})
     if (!h.scalars.count(name))
       throw std::runtime_error(where + ": the checkpoint has no state '" + name + "'");
   if (!checkpoint.has_table("particles") || !checkpoint.has_table("bricks"))
@@ -887,6 +910,7 @@ void FlipSolver::load(const io::CheckpointReader& checkpoint) {
     replan();
   }
   replans_ = static_cast<long>(h.scalars.at("replans"));
+  rebalances_ = static_cast<long>(h.scalars.at("rebalances"));
   open_outputs(step_);
 }
 

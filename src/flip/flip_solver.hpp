@@ -100,6 +100,7 @@ class FlipSolver final : public Workload {
 
  private:
   double choose_dt() const;  // collective
+  void maybe_rebalance();    // collective
   void adopt(const Partition& partition, const std::vector<Vec4>& pos, const std::vector<Vec4>& vel,
              const std::vector<std::int64_t>& id);
   void set_partition(const Partition& snapped);
@@ -158,6 +159,7 @@ class FlipSolver final : public Workload {
   DeviceVector<std::int32_t> stencil_;
   DeviceVector<std::uint8_t> flags_;
   long replans_ = 0;
+  long rebalances_ = 0;
 
   std::int64_t global_particles_ = 0;
   long step_ = 0;
