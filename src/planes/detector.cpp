@@ -1,0 +1,336 @@
+#include "planes/detector.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <thrust/copy.h>
+
+#include "decomposition/reductions.hpp"
+#include "runtime/runtime.hpp"
+
+namespace apron::planes {
+namespace {
+
+constexpr int kFitTerms = 10;  // count, sum x (3), sum x x^T (6)
+
+struct PlaneLabels {
+  const std::int32_t* point_cluster;
+  const std::int32_t* cluster_plane;
+  std::int32_t* labels;
+  APRON_HD void operator()(std::size_t i) const {
+    const std::int32_t c = point_cluster[i];
+    labels[i] = c < 0 ? -1 : cluster_plane[c];
+  }
+};
+
+// Per cluster: the extent of its points along its plane's in-plane axes (u, v), relative to the
+// plane's centroid. Clusters are contiguous in Morton order, so each reads one range.
+struct ClusterExtent {
+  const Cluster* clusters;
+  const std::int32_t* cluster_plane;
+  const double* frames;  // per plane: centroid, u, v (9 values)
+  const Vec4* sorted;
+  double* extent;        // per cluster: u_min, u_max, v_min, v_max
+  APRON_HD void operator()(std::size_t c) const {
+    const double inf = 1e300;
+    double e[4] = {inf, -inf, inf, -inf};
+    const std::int32_t p = cluster_plane[c];
+    if (p >= 0) {
+      const double* f = frames + 9 * p;
+      const Cluster& k = clusters[c];
+      for (std::uint32_t i = k.begin; i < k.begin + k.count; ++i) {
+        const Vec4 q = sorted[i];
+        const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
+        const double u = d[0] * f[3] + d[1] * f[4] + d[2] * f[5];
+        const double v = d[0] * f[6] + d[1] * f[7] + d[2] * f[8];
+        e[0] = u < e[0] ? u : e[0], e[1] = u > e[1] ? u : e[1];
+        e[2] = v < e[2] ? v : e[2], e[3] = v > e[3] ? v : e[3];
+      }
+    }
+    for (int k = 0; k < 4; ++k) extent[4 * c + k] = e[k];
+  }
+};
+
+double elapsed(double& mark) {
+  device_synchronize();
+  const double now = wall_seconds();
+  const double s = now - mark;
+  mark = now;
+  return s;
+}
+
+// Sums of a plane's inliers from its clusters' means and covariances (centred coordinates).
+void add_cluster(const Cluster& c, double* sums) {
+  const double n = c.count;
+  const double* m = c.mean;
+  sums[0] += n;
+  for (int d = 0; d < 3; ++d) sums[1 + d] += n * m[d];
+  const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+  for (int k = 0; k < 6; ++k) sums[4 + k] += n * (c.cov[k] + m[ij[k][0]] * m[ij[k][1]]);
+}
+
+// The least-squares plane of summed inliers, in centred coordinates (normal . mean >= 0).
+Plane fit(const double* sums) {
+  Plane p;
+  Moments m;
+  m.count = sums[0];
+  for (int d = 0; d < 3; ++d) m.s[d] = sums[1 + d];
+  for (int k = 0; k < 6; ++k) m.ss[k] = sums[4 + k];
+  double mean[3];
+  const Eigen3 e = eigen_symmetric(m.covariance(mean));
+  double dot = 0;
+  for (int d = 0; d < 3; ++d) dot += e.vec[d][0] * mean[d];
+  const double sign = dot < 0 ? -1 : 1;
+  for (int d = 0; d < 3; ++d) {
+    p.normal[d] = sign * e.vec[d][0];
+    p.centroid[d] = mean[d];
+    p.axis_u[d] = e.vec[d][2];
+  }
+  p.axis_v = {p.normal[1] * p.axis_u[2] - p.normal[2] * p.axis_u[1],
+              p.normal[2] * p.axis_u[0] - p.normal[0] * p.axis_u[2],
+              p.normal[0] * p.axis_u[1] - p.normal[1] * p.axis_u[0]};
+  p.offset = std::fabs(dot);
+  p.inliers = static_cast<std::uint64_t>(std::llround(sums[0]));
+  p.rms = std::sqrt(std::max(0.0, e.value[0]));
+  return p;
+}
+
+int find_root(std::vector<int>& parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+}  // namespace
+
+std::array<std::array<double, 3>, 4> Plane::corners() const {
+  std::array<std::array<double, 3>, 4> c;
+  const double us[4] = {u_min, u_max, u_max, u_min}, vs[4] = {v_min, v_min, v_max, v_max};
+  for (int k = 0; k < 4; ++k)
+    for (int d = 0; d < 3; ++d) c[k][d] = centroid[d] + us[k] * axis_u[d] + vs[k] * axis_v[d];
+  return c;
+}
+
+PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params)
+    : comm_(comm), params_(params) {}
+
+Detection PlaneDetector::detect(const std::vector<Vec4>& points,
+                                const std::array<double, 3>& centre, double half_extent,
+                                double rho_max, bool want_labels) {
+  Detection out;
+  MPI_Barrier(comm_);
+  const double start = wall_seconds();
+  double mark = start;
+  StageTimes& t = out.times;
+  points_.assign(points.begin(), points.end());
+  t.upload = elapsed(mark);
+
+  OctreeFrame frame;
+  const double size = 2 * half_extent * (1 + 1e-6) + 1e-30;
+  for (int d = 0; d < 3; ++d) frame.origin[d] = -size / 2;
+  frame.size = size;
+  octree_.build(points_, points.size(), frame, params_.octree);
+  t.octree = elapsed(mark);
+
+  if (!accumulator_ || rho_max_ != rho_max)
+    accumulator_ = std::make_unique<Accumulator>(params_.phi_cells, params_.rho_cells,
+                                                 rho_max * (1 + 1e-9) + 1e-30);
+  rho_max_ = rho_max;
+  accumulator_->vote(octree_.clusters);
+  t.vote = elapsed(mark);
+
+  std::vector<double> votes(accumulator_->cells());
+  thrust::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
+  global_sum(comm_, std::span<double>(votes));
+  thrust::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+  t.reduce = elapsed(mark);
+
+  accumulator_->smooth();
+  peaks_ = accumulator_->peaks(params_.min_votes);
+  out.peaks = peaks_.size();
+  t.peaks = elapsed(mark);
+
+  peak_cells_.assign(peaks_.begin(), peaks_.end());
+  assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
+  std::vector<int> peak_plane;
+  out.planes = fit_planes(centre, peak_plane);
+  t.planes = elapsed(mark);
+
+  // Clusters -> planes, then points -> planes.
+  std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
+  thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
+  std::vector<std::int32_t> cluster_plane(cluster_peak.size());
+  for (std::size_t c = 0; c < cluster_peak.size(); ++c)
+    cluster_plane[c] = cluster_peak[c] < 0 ? -1 : peak_plane[cluster_peak[c]];
+  cluster_plane_.assign(cluster_plane.begin(), cluster_plane.end());
+  labels_.resize(points.size());
+  for_each_index(points.size(),
+                 PlaneLabels{raw(octree_.point_cluster), raw(cluster_plane_), raw(labels_)});
+  t.labels = elapsed(mark);
+
+  compute_extents(out.planes, centre);
+  t.extent = elapsed(mark);
+  t.total = wall_seconds() - start;
+
+  // Outside the timed analysis: statistics and the labels on the host.
+  double* stage[] = {&t.upload, &t.octree, &t.vote, &t.reduce, &t.peaks,
+                     &t.planes, &t.labels, &t.extent, &t.total};
+  std::vector<double> seconds;
+  for (double* s : stage) seconds.push_back(*s);
+  global_max(comm_, std::span<double>(seconds));
+  for (std::size_t k = 0; k < seconds.size(); ++k) *stage[k] = seconds[k];
+  std::vector<std::int64_t> counts = {static_cast<std::int64_t>(octree_.clusters.size()),
+                                      static_cast<std::int64_t>(accumulator_->vote_count)};
+  const std::size_t levels = static_cast<std::size_t>(params_.octree.max_depth);
+  for (std::size_t l = 0; l < levels; ++l) {
+    counts.push_back(l < octree_.stats.nodes.size() ? static_cast<std::int64_t>(octree_.stats.nodes[l]) : 0);
+    counts.push_back(l < octree_.stats.clusters.size() ? static_cast<std::int64_t>(octree_.stats.clusters[l]) : 0);
+  }
+  global_sum(comm_, std::span<std::int64_t>(counts));
+  out.clusters = static_cast<std::uint64_t>(counts[0]);
+  out.votes = static_cast<std::uint64_t>(counts[1]);
+  for (std::size_t l = 0; l < levels; ++l) {
+    out.nodes_per_level.push_back(static_cast<std::uint64_t>(counts[2 + 2 * l]));
+    out.clusters_per_level.push_back(static_cast<std::uint64_t>(counts[3 + 2 * l]));
+  }
+  if (want_labels) {
+    out.labels.resize(points.size());
+    thrust::copy(labels_.begin(), labels_.end(), out.labels.begin());
+  }
+  return out;
+}
+
+// Each peak's plane from the clusters assigned to it on every rank; peaks whose planes agree
+// within merge_angle and merge_distance are merged; planes with too few inliers are dropped.
+// peak_plane: per peak, its plane's index in the result (-1: none).
+std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre,
+                                             std::vector<int>& peak_plane) {
+  const std::size_t peaks = peaks_.size();
+  std::vector<Cluster> clusters(octree_.clusters.size());
+  thrust::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
+  std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
+  thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
+  std::vector<double> sums(peaks * kFitTerms, 0.0);
+  std::vector<double> cluster_counts(peaks, 0.0);
+  for (std::size_t c = 0; c < clusters.size(); ++c)
+    if (cluster_peak[c] >= 0) {
+      add_cluster(clusters[c], &sums[kFitTerms * cluster_peak[c]]);
+      cluster_counts[cluster_peak[c]] += 1;
+    }
+  global_sum(comm_, std::span<double>(sums));
+  global_sum(comm_, std::span<double>(cluster_counts));
+
+  // Merge peaks that are one plane (the accumulator's aliasing, or a plane through the origin
+  // voting at n and -n): union-find over pairs, in peak order, on data equal on every rank.
+  std::vector<int> parent(peaks);
+  std::iota(parent.begin(), parent.end(), 0);
+  const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<double> merged(peaks * kFitTerms, 0.0);
+    for (std::size_t p = 0; p < peaks; ++p) {
+      const int r = find_root(parent, static_cast<int>(p));
+      for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums[kFitTerms * p + k];
+    }
+    std::vector<Plane> fits(peaks);
+    for (std::size_t p = 0; p < peaks; ++p)
+      if (find_root(parent, static_cast<int>(p)) == static_cast<int>(p) && merged[kFitTerms * p] >= 3)
+        fits[p] = fit(&merged[kFitTerms * p]);
+    bool changed = false;
+    for (std::size_t a = 0; a < peaks; ++a)
+      for (std::size_t b = a + 1; b < peaks; ++b) {
+        const int ra = find_root(parent, static_cast<int>(a)), rb = find_root(parent, static_cast<int>(b));
+        if (ra != static_cast<int>(a) || rb != static_cast<int>(b) || merged[kFitTerms * a] < 3 ||
+            merged[kFitTerms * b] < 3)
+          continue;
+        const Plane& pa = fits[a];
+        const Plane& pb = fits[b];
+        double cosine = 0;
+        for (int d = 0; d < 3; ++d) cosine += pa.normal[d] * pb.normal[d];
+        const double offset_b = cosine < 0 ? -pb.offset : pb.offset;
+        if (std::fabs(cosine) >= cos_merge &&
+            std::fabs(pa.offset - offset_b) <= params_.merge_distance) {
+          parent[b] = static_cast<int>(a);
+          changed = true;
+        }
+      }
+    if (!changed) break;
+  }
+
+  std::vector<double> merged(peaks * kFitTerms, 0.0), merged_clusters(peaks, 0.0);
+  for (std::size_t p = 0; p < peaks; ++p) {
+    const int r = find_root(parent, static_cast<int>(p));
+    for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums[kFitTerms * p + k];
+    merged_clusters[r] += cluster_counts[p];
+  }
+  std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
+  for (std::size_t p = 0; p < peaks; ++p) {
+    if (find_root(parent, static_cast<int>(p)) != static_cast<int>(p)) continue;
+    if (merged[kFitTerms * p] < std::max<double>(3, static_cast<double>(params_.min_plane_points)))
+      continue;
+    Plane plane = fit(&merged[kFitTerms * p]);
+    plane.clusters = static_cast<std::uint64_t>(merged_clusters[p]);
+    plane.peak_cell = peaks_[p];
+    kept.emplace_back(static_cast<int>(p), plane);
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.second.inliers > b.second.inliers;
+  });
+  std::vector<int> root_plane(peaks, -1);
+  std::vector<Plane> planes;
+  for (auto& [root, plane] : kept) {
+    root_plane[root] = static_cast<int>(planes.size());
+    planes.push_back(plane);
+  }
+  peak_plane.assign(peaks, -1);
+  for (std::size_t p = 0; p < peaks; ++p) peak_plane[p] = root_plane[find_root(parent, static_cast<int>(p))];
+  (void)centre;
+  return planes;
+}
+
+// The oriented rectangles (in centred coordinates, from the clusters' points), then every plane
+// moved to the cloud's own coordinates.
+void PlaneDetector::compute_extents(std::vector<Plane>& planes,
+                                    const std::array<double, 3>& centre) {
+  std::vector<double> frames(9 * planes.size());
+  for (std::size_t p = 0; p < planes.size(); ++p)
+    for (int d = 0; d < 3; ++d) {
+      frames[9 * p + d] = planes[p].centroid[d];
+      frames[9 * p + 3 + d] = planes[p].axis_u[d];
+      frames[9 * p + 6 + d] = planes[p].axis_v[d];
+    }
+  plane_frames_.assign(frames.begin(), frames.end());
+  const std::size_t clusters = octree_.clusters.size();
+  cluster_extent_.resize(4 * clusters);
+  for_each_index(clusters, ClusterExtent{raw(octree_.clusters), raw(cluster_plane_),
+                                         raw(plane_frames_), raw(octree_.sorted),
+                                         raw(cluster_extent_)});
+  std::vector<double> extent(cluster_extent_.size());
+  thrust::copy(cluster_extent_.begin(), cluster_extent_.end(), extent.begin());
+  std::vector<std::int32_t> cluster_plane(clusters);
+  thrust::copy(cluster_plane_.begin(), cluster_plane_.end(), cluster_plane.begin());
+  // Minima as negated maxima: one allreduce.
+  std::vector<double> most(4 * planes.size(), -1e300);
+  for (std::size_t c = 0; c < clusters; ++c) {
+    const int p = cluster_plane[c];
+    if (p < 0) continue;
+    for (int k = 0; k < 4; ++k) {
+      const double v = k % 2 == 0 ? -extent[4 * c + k] : extent[4 * c + k];
+      most[4 * p + k] = std::max(most[4 * p + k], v);
+    }
+  }
+  global_max(comm_, std::span<double>(most));
+  for (std::size_t p = 0; p < planes.size(); ++p) {
+    Plane& plane = planes[p];
+    plane.u_min = -most[4 * p], plane.u_max = most[4 * p + 1];
+    plane.v_min = -most[4 * p + 2], plane.v_max = most[4 * p + 3];
+    double offset = 0;
+    for (int d = 0; d < 3; ++d) {
+      plane.centroid[d] += centre[d];
+      offset += plane.normal[d] * plane.centroid[d];
+    }
+    plane.offset = offset;
+  }
+}
+
+}  // namespace apron::planes
