@@ -1,12 +1,13 @@
 // The built-in workloads: adding one is its own folder and one line here.
 #include "meshdist/meshdist_workload.hpp"
+#include "planes/planes_workload.hpp"
 #include "sph/sph_solver.hpp"
 #include "workload_registry.hpp"
 
 namespace apron {
 
 std::vector<WorkloadSpec> builtin_workloads() {
-  return {sph::sph_spec(), meshdist::meshdist_spec()};
+  return {sph::sph_spec(), meshdist::meshdist_spec(), planes::planes_spec()};
 }
 
 }  // namespace apron

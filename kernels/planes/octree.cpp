@@ -7,6 +7,8 @@
 namespace apron::planes {
 namespace {
 
+constexpr int kTerms = 10;  // count, dx dy dz, xx xy xz yy yz zz
+
 struct MortonKeys {
   const Vec4* points;
   OctreeFrame frame;
@@ -25,11 +27,11 @@ struct GatherSorted {
   const std::uint32_t* order;
   Vec4* sorted;
   std::uint32_t* active;
-  std::int32_t* point_cluster;
+  std::int32_t* sorted_cluster;
   APRON_HD void operator()(std::size_t i) const {
     sorted[i] = points[order[i]];
     active[i] = static_cast<std::uint32_t>(i);
-    point_cluster[i] = -1;
+    sorted_cluster[i] = -1;
   }
 };
 
@@ -49,26 +51,80 @@ struct IsHead {
   APRON_HD bool operator()(std::uint32_t i) const { return head[i] != 0; }
 };
 
-// One of the nine moment terms of an active point, relative to its node's first point.
-struct MomentTerm {
+// A point's offset from its node's reference point (the node's first point), in double.
+struct NodePoints {
   const Vec4* sorted;
   const std::uint32_t* active;
   const std::uint32_t* segment;  // inclusive scan of the heads: node index + 1
   const std::uint32_t* starts;
-  int term;  // 0-2: dx dy dz; 3-8: xx xy xz yy yz zz
-  double* out;
-  APRON_HD void operator()(std::size_t i) const {
+  APRON_HD void offset(std::size_t i, double d[3]) const {
     const Vec4 p = sorted[active[i]];
     const Vec4 r = sorted[active[starts[segment[i] - 1]]];
-    const double d[3] = {static_cast<double>(p.x) - r.x, static_cast<double>(p.y) - r.y,
-                         static_cast<double>(p.z) - r.z};
+    d[0] = static_cast<double>(p.x) - r.x;
+    d[1] = static_cast<double>(p.y) - r.y;
+    d[2] = static_cast<double>(p.z) - r.z;
+  }
+};
+
+// One moment term of an active point (times its inlier weight, when weighted).
+struct MomentTerm {
+  NodePoints nodes;
+  const std::uint8_t* inlier;  // null: every point counts
+  int term;
+  double* out;
+  APRON_HD void operator()(std::size_t i) const {
+    if (inlier != nullptr && inlier[i] == 0) {
+      out[i] = 0;
+      return;
+    }
+    double d[3];
+    nodes.offset(i, d);
     constexpr int kPair[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
-    out[i] = term < 3 ? d[term] : d[kPair[term - 3][0]] * d[kPair[term - 3][1]];
+    out[i] = term == 0 ? 1.0 : (term < 4 ? d[term - 1] : d[kPair[term - 4][0]] * d[kPair[term - 4][1]]);
   }
 };
 
 struct SumArrays {
-  const double* p[9];
+  const double* p[kTerms];
+  APRON_HD Moments at(std::size_t s) const {
+    Moments m;
+    m.count = p[0][s];
+    for (int d = 0; d < 3; ++d) m.s[d] = p[1 + d][s];
+    for (int k = 0; k < 6; ++k) m.ss[k] = p[4 + k][s];
+    return m;
+  }
+};
+
+// Per node: the plane of its (current) inliers, as normal and mean relative to the reference.
+struct FitNodes {
+  SumArrays sums;
+  double* fit;  // 6 per node
+  APRON_HD void operator()(std::size_t s) const {
+    const Moments m = sums.at(s);
+    double* f = fit + 6 * s;
+    if (m.count < 3) {  // too few to fit: a plane no point is near
+      for (int k = 0; k < 6; ++k) f[k] = k == 0 ? 1.0 : (k < 3 ? 0.0 : 1e300);
+      return;
+    }
+    double mean[3];
+    const Eigen3 e = eigen_symmetric(m.covariance(mean));
+    for (int d = 0; d < 3; ++d) f[d] = e.vec[d][0], f[3 + d] = mean[d];
+  }
+};
+
+// Inlier of its node's plane: within the node's edge / trim_divisor.
+struct TrimPoints {
+  NodePoints nodes;
+  const double* fit;
+  double distance;
+  std::uint8_t* inlier;
+  APRON_HD void operator()(std::size_t i) const {
+    double d[3];
+    nodes.offset(i, d);
+    const double* f = fit + 6 * (nodes.segment[i] - 1);
+    const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
+    inlier[i] = (along <= distance && along >= -distance) ? 1 : 0;
+  }
 };
 
 struct ClassifyNodes {
@@ -76,27 +132,27 @@ struct ClassifyNodes {
   const std::uint64_t* keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;  // segments + 1 entries
-  SumArrays sums;               // nine arrays of per-node sums
+  SumArrays sums;               // of the node's inliers
   OctreeParams params;
   int level, shift;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
   Cluster* level_clusters;
   APRON_HD void operator()(std::size_t s) const {
-    Moments m;
-    m.count = static_cast<double>(starts[s + 1] - starts[s]);
-    for (int d = 0; d < 3; ++d) m.s[d] = sums.p[d][s];
-    for (int k = 0; k < 6; ++k) m.ss[k] = sums.p[3 + k][s];
+    const Moments m = sums.at(s);
+    const double count = static_cast<double>(starts[s + 1] - starts[s]);
+    Eigen3 e{};
     double mean[3];
-    const Eigen3 e = eigen_symmetric(m.covariance(mean));
-    const NodeState st = classify_node(params, level, m.count, e);
+    if (m.count >= 3) e = eigen_symmetric(m.covariance(mean));
+    const NodeState st = classify_node(params, level, count, m.count, e);
     state[s] = st;
     is_cluster[s] = st == kCluster;
     if (st != kCluster) return;
     const std::uint32_t first = active[starts[s]];
     const Vec4 r = sorted[first];
     const double ref[3] = {r.x, r.y, r.z};
-    level_clusters[s] = make_cluster(m, ref, e, keys[first] >> shift, level, first);
+    level_clusters[s] = make_cluster(m, ref, e, keys[first] >> shift, level, first,
+                                     static_cast<std::uint32_t>(count));
   }
 };
 
@@ -110,18 +166,24 @@ struct AppendClusters {
   }
 };
 
+// A cluster's inliers join it; a dropped node's points leave for good; a subdivided node's points
+// and a cluster's trimmed points (another plane's points in its corner, say) stay active, to be
+// tested in the nodes of the next level.
 struct MarkPoints {
   const std::uint32_t* active;
   const std::uint32_t* segment;
   const std::uint8_t* state;
   const std::uint32_t* rank;
+  const std::uint8_t* inlier;  // null: all
   std::uint32_t first_new;
-  std::int32_t* sorted_cluster;  // per sorted position
+  bool deepest;
+  std::int32_t* sorted_cluster;
   std::uint8_t* keep;
   APRON_HD void operator()(std::size_t i) const {
     const std::uint32_t s = segment[i] - 1;
-    if (state[s] == kCluster) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[s]);
-    keep[i] = state[s] == kSubdivide;
+    const bool joins = state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
+    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[s]);
+    keep[i] = state[s] == kSubdivide || (state[s] == kCluster && !joins && !deepest);
   }
 };
 
@@ -141,23 +203,31 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   if (n >= (std::size_t{1} << 32) - 1)
     throw std::invalid_argument("octree: more than 2^32 - 2 points on one rank");
   depth_ = params.max_depth;
+  frame_ = frame;
   keys_.resize(n);
   order.resize(n);
   for_each_index(n, MortonKeys{raw(points), frame, depth_, raw(keys_), raw(order)});
   sort_pairs(keys_, order, n, 3 * depth_);
   sorted.resize(n);
   active_.resize(n);
-  DeviceVector<std::int32_t>& sorted_cluster = point_cluster;  // per sorted position until the end
   sorted_cluster.resize(n);
   for_each_index(n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_),
                                  raw(sorted_cluster)});
   clusters.resize(0);
   stats = {};
   for (int level = 1; level <= depth_ && !active_.empty(); ++level) level_pass(level, params);
-  // Labels from sorted positions to the points' own order.
-  DeviceVector<std::int32_t> labels(n);
-  for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(labels)});
-  point_cluster.swap(labels);
+  point_cluster.resize(n);
+  for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
+}
+
+// The ten moment sums of every node (of its inliers when weighted).
+void OctreeBuilder::node_moments(std::size_t m, std::size_t nodes, bool weighted) {
+  values_.resize(m);
+  const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
+  for (int term = 0; term < kTerms; ++term) {
+    for_each_index(m, MomentTerm{np, weighted ? raw(inlier_) : nullptr, term, raw(values_)});
+    segmented_reduce(values_, starts_, nodes, Reduction::sum, sums_[term]);
+  }
 }
 
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
@@ -171,21 +241,28 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   starts_.resize(nodes + 1);
   starts_[nodes] = static_cast<std::uint32_t>(m);
 
-  values_.resize(m);
-  SumArrays sum_arrays{};
-  for (int term = 0; term < 9; ++term) {
-    for_each_index(m, MomentTerm{raw(sorted), raw(active_), raw(segment_), raw(starts_), term,
-                                 raw(values_)});
-    segmented_reduce(values_, starts_, nodes, Reduction::sum, sums_[term]);
-    sum_arrays.p[term] = raw(sums_[term]);
+  node_moments(m, nodes, false);
+  SumArrays sums{};  // after the first node_moments: it sizes the arrays
+  for (int term = 0; term < kTerms; ++term) sums.p[term] = raw(sums_[term]);
+  const bool trim = params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
+  if (trim) {
+    const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
+    const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
+    node_fit_.resize(6 * nodes);
+    inlier_.resize(m);
+    for (int pass = 0; pass < params.trim_passes; ++pass) {
+      for_each_index(nodes, FitNodes{sums, raw(node_fit_)});
+      for_each_index(m, TrimPoints{np, raw(node_fit_), edge / params.trim_divisor, raw(inlier_)});
+      node_moments(m, nodes, true);
+    }
   }
 
   state_.resize(nodes);
   cluster_flag_.resize(nodes);
   level_clusters_.resize(nodes);
-  for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_),
-                                      sum_arrays, params, level, shift, raw(state_),
-                                      raw(cluster_flag_), raw(level_clusters_)});
+  for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), sums,
+                                      params, level, shift, raw(state_), raw(cluster_flag_),
+                                      raw(level_clusters_)});
   cluster_rank_.resize(nodes);
   exclusive_scan(cluster_flag_, nodes, cluster_rank_);
   const std::size_t found = reduce_sum(cluster_flag_, nodes);
@@ -195,8 +272,8 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
                                        raw(clusters) + first_new});
   keep_.resize(m);
   for_each_index(m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(cluster_rank_),
-                               static_cast<std::uint32_t>(first_new), raw(point_cluster),
-                               raw(keep_)});
+                               trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
+                               level >= depth_, raw(sorted_cluster), raw(keep_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);

@@ -32,15 +32,16 @@ struct Cluster {
   double axis_max[3];
   double eig[3];       // eigenvalues, ascending
   std::uint64_t node;  // the node's Morton prefix at its level
-  std::uint32_t count;
+  std::uint32_t count;  // its points (the node's points within the trim distance of its plane)
   std::uint32_t level;
-  std::uint32_t begin;  // its points are sorted positions [begin, begin + count)
-  std::uint32_t pad = 0;
+  std::uint32_t begin;  // its points are among sorted positions [begin, begin + span)
+  std::uint32_t span;   // the node's points
 };
 
 // A cluster from a node's moments (host and device; the reference uses it as well).
 APRON_HD inline Cluster make_cluster(const Moments& m, const double ref[3], const Eigen3& e,
-                                     std::uint64_t node, int level, std::uint32_t begin) {
+                                     std::uint64_t node, int level, std::uint32_t begin,
+                                     std::uint32_t span) {
   Cluster c{};
   double mean[3];
   const Sym3 cov = m.covariance(mean);
@@ -58,6 +59,7 @@ APRON_HD inline Cluster make_cluster(const Moments& m, const double ref[3], cons
   c.count = static_cast<std::uint32_t>(m.count);
   c.level = static_cast<std::uint32_t>(level);
   c.begin = begin;
+  c.span = span;
   return c;
 }
 
@@ -77,18 +79,21 @@ class OctreeBuilder {
   DeviceVector<Cluster> clusters;
   DeviceVector<std::uint32_t> order;
   DeviceVector<std::int32_t> point_cluster;
-  DeviceVector<Vec4> sorted;  // the points in Morton order
+  DeviceVector<std::int32_t> sorted_cluster;  // the same per sorted position
+  DeviceVector<Vec4> sorted;                  // the points in Morton order
   OctreeStats stats;
 
  private:
   void level_pass(int level, const OctreeParams& params);
+  void node_moments(std::size_t m, std::size_t nodes, bool weighted);
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
       cluster_rank_;
-  DeviceVector<std::uint8_t> keep_, state_;
-  DeviceVector<double> values_;
-  DeviceVector<double> sums_[9];
+  DeviceVector<std::uint8_t> keep_, state_, inlier_;
+  DeviceVector<double> values_, node_fit_;
+  DeviceVector<double> sums_[10];
+  OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
   int depth_ = 0;
 };

@@ -142,6 +142,13 @@ struct OctreeParams {
   int min_points = 30;        // s_ms: a node with fewer points is dropped
   double thickness = 25;      // s_alpha: coplanar needs lambda_mid > s_alpha * lambda_min
   double isotropy = 6;        // s_beta: and lambda_max < s_beta * lambda_mid
+  // Robust fit before the test (3D-KHT's refitting step, moved before the test so that outliers
+  // spread through the volume do not fail nodes on a plane): points farther than the node's edge
+  // / trim_divisor from the node's plane leave its moments, trim_passes times; the node then
+  // needs min_inlier_fraction of its points left. trim_passes = 0: the paper's plain test.
+  double trim_divisor = 10;
+  int trim_passes = 2;
+  double min_inlier_fraction = 0.8;
 };
 
 enum NodeState : std::uint8_t { kSubdivide = 0, kCluster = 1, kDrop = 2 };
@@ -150,9 +157,10 @@ enum NodeState : std::uint8_t { kSubdivide = 0, kCluster = 1, kDrop = 2 };
 // (approximately coplanar: thin against its middle extent, not a line), subdivided, or dropped
 // (too few points, or the deepest level without passing).
 APRON_HD inline NodeState classify_node(const OctreeParams& p, int level, double count,
-                                        const Eigen3& e) {
+                                        double inliers, const Eigen3& e) {
   if (count < p.min_points) return kDrop;
-  if (level >= p.first_level) {
+  if (level >= p.first_level && inliers >= p.min_points &&
+      inliers >= p.min_inlier_fraction * count) {
     const double lmin = e.value[0] < 0 ? 0 : e.value[0], lmid = e.value[1], lmax = e.value[2];
     if (lmid > p.thickness * lmin && lmax < p.isotropy * lmid) return kCluster;
   }

@@ -32,6 +32,7 @@ struct ClusterExtent {
   const std::int32_t* cluster_plane;
   const double* frames;  // per plane: centroid, u, v (9 values)
   const Vec4* sorted;
+  const std::int32_t* sorted_cluster;
   double* extent;        // per cluster: u_min, u_max, v_min, v_max
   APRON_HD void operator()(std::size_t c) const {
     const double inf = 1e300;
@@ -40,7 +41,8 @@ struct ClusterExtent {
     if (p >= 0) {
       const double* f = frames + 9 * p;
       const Cluster& k = clusters[c];
-      for (std::uint32_t i = k.begin; i < k.begin + k.count; ++i) {
+      for (std::uint32_t i = k.begin; i < k.begin + k.span; ++i) {
+        if (sorted_cluster[i] != static_cast<std::int32_t>(c)) continue;  // trimmed
         const Vec4 q = sorted[i];
         const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
         const double u = d[0] * f[3] + d[1] * f[4] + d[2] * f[5];
@@ -304,6 +306,7 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes,
   cluster_extent_.resize(4 * clusters);
   for_each_index(clusters, ClusterExtent{raw(octree_.clusters), raw(cluster_plane_),
                                          raw(plane_frames_), raw(octree_.sorted),
+                                         raw(octree_.sorted_cluster),
                                          raw(cluster_extent_)});
   std::vector<double> extent(cluster_extent_.size());
   thrust::copy(cluster_extent_.begin(), cluster_extent_.end(), extent.begin());
