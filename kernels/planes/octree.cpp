@@ -8,6 +8,7 @@ namespace apron::planes {
 namespace {
 
 constexpr int kTerms = 10;  // count, dx dy dz, xx xy xz yy yz zz
+constexpr int kFit = 7;     // normal, mean, band
 
 struct MortonKeys {
   const Vec4* points;
@@ -95,20 +96,29 @@ struct SumArrays {
   }
 };
 
-// Per node: the plane of its (current) inliers, as normal and mean relative to the reference.
+// Per node: the plane of its (current) inliers, as normal and mean relative to the reference,
+// and the distance within which points are its inliers in the next pass: the node's edge /
+// trim_divisor at first, then at most three standard deviations of the inliers off the plane
+// (sigma clipping: a strip of another surface within the first band, the side of a box standing
+// on a floor, say, leaves in a pass or two).
 struct FitNodes {
   SumArrays sums;
-  double* fit;  // 6 per node
+  double first_band;
+  bool clip;
+  double* fit;  // 7 per node
   APRON_HD void operator()(std::size_t s) const {
     const Moments m = sums.at(s);
-    double* f = fit + 6 * s;
+    double* f = fit + kFit * s;
     if (m.count < 3) {  // too few to fit: a plane no point is near
-      for (int k = 0; k < 6; ++k) f[k] = k == 0 ? 1.0 : (k < 3 ? 0.0 : 1e300);
+      for (int k = 0; k < kFit; ++k) f[k] = k == 0 ? 1.0 : (k < 3 ? 0.0 : 1e300);
+      f[6] = 0;
       return;
     }
     double mean[3];
     const Eigen3 e = eigen_symmetric(m.covariance(mean));
     for (int d = 0; d < 3; ++d) f[d] = e.vec[d][0], f[3 + d] = mean[d];
+    const double spread = 3 * std::sqrt(e.value[0] > 0 ? e.value[0] : 0);
+    f[6] = clip && spread < first_band ? spread : first_band;
   }
 };
 
@@ -116,12 +126,12 @@ struct FitNodes {
 struct TrimPoints {
   NodePoints nodes;
   const double* fit;
-  double distance;
   std::uint8_t* inlier;
   APRON_HD void operator()(std::size_t i) const {
     double d[3];
     nodes.offset(i, d);
-    const double* f = fit + 6 * (nodes.segment[i] - 1);
+    const double* f = fit + kFit * (nodes.segment[i] - 1);
+    const double distance = f[6];
     const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
     inlier[i] = (along <= distance && along >= -distance) ? 1 : 0;
   }
@@ -248,11 +258,11 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   if (trim) {
     const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
     const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
-    node_fit_.resize(6 * nodes);
+    node_fit_.resize(kFit * nodes);
     inlier_.resize(m);
     for (int pass = 0; pass < params.trim_passes; ++pass) {
-      for_each_index(nodes, FitNodes{sums, raw(node_fit_)});
-      for_each_index(m, TrimPoints{np, raw(node_fit_), edge / params.trim_divisor, raw(inlier_)});
+      for_each_index(nodes, FitNodes{sums, edge / params.trim_divisor, pass > 0, raw(node_fit_)});
+      for_each_index(m, TrimPoints{np, raw(node_fit_), raw(inlier_)});
       node_moments(m, nodes, true);
     }
   }

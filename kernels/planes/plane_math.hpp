@@ -144,10 +144,11 @@ struct OctreeParams {
   double isotropy = 6;        // s_beta: and lambda_max < s_beta * lambda_mid
   // Robust fit before the test (3D-KHT's refitting step, moved before the test so that outliers
   // spread through the volume do not fail nodes on a plane): points farther than the node's edge
-  // / trim_divisor from the node's plane leave its moments, trim_passes times; the node then
+  // / trim_divisor from the node's plane leave its moments; then, trim_passes - 1 times, those
+  // farther than three standard deviations of the remaining ones (sigma clipping); the node then
   // needs min_inlier_fraction of its points left. trim_passes = 0: the paper's plain test.
   double trim_divisor = 10;
-  int trim_passes = 2;
+  int trim_passes = 3;
   double min_inlier_fraction = 0.8;
 };
 

@@ -1,6 +1,8 @@
 #include "planes/detector.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -8,12 +10,43 @@
 #include <thrust/copy.h>
 
 #include "decomposition/reductions.hpp"
+#include "kernels/common/primitives.hpp"
 #include "runtime/runtime.hpp"
 
 namespace apron::planes {
 namespace {
 
 constexpr int kFitTerms = 10;  // count, sum x (3), sum x x^T (6)
+
+// Growing (optional): a point on no cluster joins the nearest plane within `band` plane rms of
+// it whose rectangle (widened by the band) holds its projection.
+struct GrowLabels {
+  const Vec4* points;
+  const double* planes;  // per plane: normal, offset, centroid, u, v, u/v extents, band (18)
+  int count;
+  std::int32_t* labels;
+  std::uint32_t* grown;  // 1 where a point joined a plane
+  APRON_HD void operator()(std::size_t i) const {
+    grown[i] = 0;
+    if (labels[i] >= 0) return;
+    const Vec4 q = points[i];
+    int best = -1;
+    double best_distance = 0;
+    for (int p = 0; p < count; ++p) {
+      const double* f = planes + 18 * p;
+      const double band = f[17];
+      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
+      if (distance > band || distance < -band) continue;
+      const double d[3] = {q.x - f[4], q.y - f[5], q.z - f[6]};
+      const double u = d[0] * f[7] + d[1] * f[8] + d[2] * f[9];
+      const double v = d[0] * f[10] + d[1] * f[11] + d[2] * f[12];
+      if (u < f[13] - band || u > f[14] + band || v < f[15] - band || v > f[16] + band) continue;
+      const double a = distance < 0 ? -distance : distance;
+      if (best < 0 || a < best_distance) best = p, best_distance = a;
+    }
+    if (best >= 0) labels[i] = best, grown[i] = 1;
+  }
+};
 
 struct PlaneLabels {
   const std::int32_t* point_cluster;
@@ -155,29 +188,29 @@ Detection PlaneDetector::detect(const std::vector<Vec4>& points,
 
   peak_cells_.assign(peaks_.begin(), peaks_.end());
   assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
-  std::vector<int> peak_plane;
-  out.planes = fit_planes(centre, peak_plane);
+  std::vector<std::int32_t> cluster_plane;
+  out.planes = fit_planes(centre, cluster_plane);
   t.planes = elapsed(mark);
 
   // Clusters -> planes, then points -> planes.
-  std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
-  thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
-  std::vector<std::int32_t> cluster_plane(cluster_peak.size());
-  for (std::size_t c = 0; c < cluster_peak.size(); ++c)
-    cluster_plane[c] = cluster_peak[c] < 0 ? -1 : peak_plane[cluster_peak[c]];
   cluster_plane_.assign(cluster_plane.begin(), cluster_plane.end());
   labels_.resize(points.size());
   for_each_index(points.size(),
                  PlaneLabels{raw(octree_.point_cluster), raw(cluster_plane_), raw(labels_)});
   t.labels = elapsed(mark);
 
-  compute_extents(out.planes, centre);
+  compute_extents(out.planes);
   t.extent = elapsed(mark);
+  if (params_.grow_band > 0) {
+    out.grown = grow_inliers(out.planes);
+    t.grow = elapsed(mark);
+  }
+  to_cloud_coordinates(out.planes, centre);
   t.total = wall_seconds() - start;
 
   // Outside the timed analysis: statistics and the labels on the host.
   double* stage[] = {&t.upload, &t.octree, &t.vote, &t.reduce, &t.peaks,
-                     &t.planes, &t.labels, &t.extent, &t.total};
+                     &t.planes, &t.labels, &t.extent, &t.grow, &t.total};
   std::vector<double> seconds;
   for (double* s : stage) seconds.push_back(*s);
   global_max(comm_, std::span<double>(seconds));
@@ -203,75 +236,139 @@ Detection PlaneDetector::detect(const std::vector<Vec4>& points,
   return out;
 }
 
-// Each peak's plane from the clusters assigned to it on every rank; peaks whose planes agree
-// within merge_angle and merge_distance are merged; planes with too few inliers are dropped.
-// peak_plane: per peak, its plane's index in the result (-1: none).
+// The planes, in four steps on data equal on every rank (sums over all ranks' clusters):
+// 1. each peak's least-squares plane from the clusters whose kernels reach it;
+// 2. peaks whose planes agree within merge_angle and merge_distance are merged (the
+//    accumulator's aliasing, or a plane through the origin voting at n and -n);
+// 3. every cluster is checked against the planes: it belongs to its peak's plane if its own
+//    normal and centroid agree with it within the same tolerances, else to the nearest plane it
+//    agrees with (a very certain cluster whose kernel stopped short of the peak's cell), else to
+//    none (a cluster of another surface that only voted nearby);
+// 4. the planes are refitted from their clusters; those with fewer than min_plane_points
+//    inliers are dropped.
+// cluster_plane: per local cluster, its plane's index in the result (-1: none).
 std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre,
-                                             std::vector<int>& peak_plane) {
+                                             std::vector<std::int32_t>& cluster_plane) {
+  (void)centre;
   const std::size_t peaks = peaks_.size();
   std::vector<Cluster> clusters(octree_.clusters.size());
   thrust::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
   std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
   thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
-  std::vector<double> sums(peaks * kFitTerms, 0.0);
-  std::vector<double> cluster_counts(peaks, 0.0);
-  for (std::size_t c = 0; c < clusters.size(); ++c)
-    if (cluster_peak[c] >= 0) {
-      add_cluster(clusters[c], &sums[kFitTerms * cluster_peak[c]]);
-      cluster_counts[cluster_peak[c]] += 1;
-    }
-  global_sum(comm_, std::span<double>(sums));
-  global_sum(comm_, std::span<double>(cluster_counts));
 
-  // Merge peaks that are one plane (the accumulator's aliasing, or a plane through the origin
-  // voting at n and -n): union-find over pairs, in peak order, on data equal on every rank.
+  // 1. Only clusters that lie on the peak cell's plane (within three times the tolerances plus
+  // a cell) count: a small cluster whose uncertain kernel reached the peak from afar (a tilted
+  // fragment of another surface, whose offset the tilt shifts) would pull the fit off.
+  const BallLayout layout = accumulator_->host_layout();
+  const double loose_cos = std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout.dphi()));
+  const double loose_distance = 3 * params_.merge_distance + layout.drho();
+  std::vector<double> sums(peaks * kFitTerms, 0.0);
+  for (std::size_t c = 0; c < clusters.size(); ++c) {
+    const int p = cluster_peak[c];
+    if (p < 0) continue;
+    double at[3];
+    layout.centre(peaks_[p], at);
+    const double n[3] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
+                         std::cos(at[1])};
+    const Cluster& k = clusters[c];
+    const double cosine = n[0] * k.normal[0] + n[1] * k.normal[1] + n[2] * k.normal[2];
+    const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - at[2];
+    if (std::fabs(cosine) < loose_cos || std::fabs(off) > loose_distance) {
+      cluster_peak[c] = -1;
+      continue;
+    }
+    add_cluster(k, &sums[kFitTerms * p]);
+  }
+  global_sum(comm_, std::span<double>(sums));
+
+  // 2.
   std::vector<int> parent(peaks);
   std::iota(parent.begin(), parent.end(), 0);
   const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
-  for (int round = 0; round < 3; ++round) {
-    std::vector<double> merged(peaks * kFitTerms, 0.0);
+  auto agree = [&](const double* na, double da, const double* nb, double db) {
+    const double cosine = na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2];
+    return std::fabs(cosine) >= cos_merge &&
+           std::fabs(da - (cosine < 0 ? -db : db)) <= params_.merge_distance;
+  };
+  std::vector<double> merged;
+  std::vector<Plane> fits(peaks);
+  std::vector<char> has_fit(peaks, 0);
+  auto refit_roots = [&] {
+    merged.assign(peaks * kFitTerms, 0.0);
     for (std::size_t p = 0; p < peaks; ++p) {
       const int r = find_root(parent, static_cast<int>(p));
       for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums[kFitTerms * p + k];
     }
-    std::vector<Plane> fits(peaks);
-    for (std::size_t p = 0; p < peaks; ++p)
-      if (find_root(parent, static_cast<int>(p)) == static_cast<int>(p) && merged[kFitTerms * p] >= 3)
-        fits[p] = fit(&merged[kFitTerms * p]);
+    for (std::size_t p = 0; p < peaks; ++p) {
+      has_fit[p] = find_root(parent, static_cast<int>(p)) == static_cast<int>(p) &&
+                   merged[kFitTerms * p] >= 3;
+      if (has_fit[p]) fits[p] = fit(&merged[kFitTerms * p]);
+    }
+  };
+  for (int round = 0; round < 4; ++round) {
+    refit_roots();
     bool changed = false;
     for (std::size_t a = 0; a < peaks; ++a)
-      for (std::size_t b = a + 1; b < peaks; ++b) {
-        const int ra = find_root(parent, static_cast<int>(a)), rb = find_root(parent, static_cast<int>(b));
-        if (ra != static_cast<int>(a) || rb != static_cast<int>(b) || merged[kFitTerms * a] < 3 ||
-            merged[kFitTerms * b] < 3)
-          continue;
-        const Plane& pa = fits[a];
-        const Plane& pb = fits[b];
-        double cosine = 0;
-        for (int d = 0; d < 3; ++d) cosine += pa.normal[d] * pb.normal[d];
-        const double offset_b = cosine < 0 ? -pb.offset : pb.offset;
-        if (std::fabs(cosine) >= cos_merge &&
-            std::fabs(pa.offset - offset_b) <= params_.merge_distance) {
+      for (std::size_t b = a + 1; b < peaks; ++b)
+        if (has_fit[a] && has_fit[b] && find_root(parent, static_cast<int>(b)) == static_cast<int>(b) &&
+            agree(fits[a].normal.data(), fits[a].offset, fits[b].normal.data(), fits[b].offset)) {
           parent[b] = static_cast<int>(a);
+          has_fit[b] = 0;
           changed = true;
         }
-      }
     if (!changed) break;
   }
+  refit_roots();
 
-  std::vector<double> merged(peaks * kFitTerms, 0.0), merged_clusters(peaks, 0.0);
-  for (std::size_t p = 0; p < peaks; ++p) {
-    const int r = find_root(parent, static_cast<int>(p));
-    for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums[kFitTerms * p + k];
-    merged_clusters[r] += cluster_counts[p];
+  // 3. Every cluster is matched with the planes: its own peak's plane if its normal and centroid
+  // agree with it, else the nearest plane it agrees with, else none.
+  std::vector<int> cluster_root(clusters.size(), -1);
+  for (std::size_t c = 0; c < clusters.size(); ++c) {
+    const Cluster& k = clusters[c];
+    const double own = k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
+    auto fits_root = [&](int r) {
+      return has_fit[r] && agree(fits[r].normal.data(), fits[r].offset, k.normal, own);
+    };
+    auto distance = [&](int r) {
+      const Plane& f = fits[r];
+      double d = -f.offset;
+      for (int a = 0; a < 3; ++a) d += f.normal[a] * k.mean[a];
+      return std::fabs(d);
+    };
+    const int own_root = cluster_peak[c] >= 0 ? find_root(parent, cluster_peak[c]) : -1;
+    int best = own_root >= 0 && fits_root(own_root) ? own_root : -1;
+    if (best < 0)
+      for (std::size_t r = 0; r < peaks; ++r)
+        if (fits_root(static_cast<int>(r)) && (best < 0 || distance(static_cast<int>(r)) < distance(best)))
+          best = static_cast<int>(r);
+    cluster_root[c] = best;
   }
+
+  if (std::getenv("APRON_PLANES_DEBUG") != nullptr) {
+    for (std::size_t p = 0; p < peaks; ++p) {
+      double at[3];
+      accumulator_->host_layout().centre(peaks_[p], at);
+      std::printf("peak %zu cell %u (theta %.3f phi %.3f rho %.3f) root %d fit %d n (%.3f %.3f %.3f) d %.4f count %.0f\n", p, peaks_[p], at[0], at[1], at[2],
+                  find_root(parent, static_cast<int>(p)), has_fit[p], fits[p].normal[0], fits[p].normal[1], fits[p].normal[2], fits[p].offset, merged[kFitTerms * p]);
+    }
+    for (std::size_t c = 0; c < clusters.size(); ++c)
+      std::printf("cluster %zu level %u count %u mean (%.3f %.3f %.3f) n (%.3f %.3f %.3f) peak %d root %d\n", c, clusters[c].level, clusters[c].count, clusters[c].mean[0], clusters[c].mean[1], clusters[c].mean[2], clusters[c].normal[0], clusters[c].normal[1], clusters[c].normal[2], cluster_peak[c], cluster_root[c]);
+  }
+  // 4.
+  std::vector<double> final_sums(peaks * (kFitTerms + 1), 0.0);  // + the cluster count
+  for (std::size_t c = 0; c < clusters.size(); ++c) {
+    if (cluster_root[c] < 0) continue;
+    double* at = &final_sums[(kFitTerms + 1) * cluster_root[c]];
+    add_cluster(clusters[c], at);
+    at[kFitTerms] += 1;
+  }
+  global_sum(comm_, std::span<double>(final_sums));
   std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
   for (std::size_t p = 0; p < peaks; ++p) {
-    if (find_root(parent, static_cast<int>(p)) != static_cast<int>(p)) continue;
-    if (merged[kFitTerms * p] < std::max<double>(3, static_cast<double>(params_.min_plane_points)))
-      continue;
-    Plane plane = fit(&merged[kFitTerms * p]);
-    plane.clusters = static_cast<std::uint64_t>(merged_clusters[p]);
+    const double* at = &final_sums[(kFitTerms + 1) * p];
+    if (at[0] < std::max<double>(3, static_cast<double>(params_.min_plane_points))) continue;
+    Plane plane = fit(at);
+    plane.clusters = static_cast<std::uint64_t>(at[kFitTerms]);
     plane.peak_cell = peaks_[p];
     kept.emplace_back(static_cast<int>(p), plane);
   }
@@ -284,16 +381,14 @@ std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre
     root_plane[root] = static_cast<int>(planes.size());
     planes.push_back(plane);
   }
-  peak_plane.assign(peaks, -1);
-  for (std::size_t p = 0; p < peaks; ++p) peak_plane[p] = root_plane[find_root(parent, static_cast<int>(p))];
-  (void)centre;
+  cluster_plane.assign(clusters.size(), -1);
+  for (std::size_t c = 0; c < clusters.size(); ++c)
+    if (cluster_root[c] >= 0) cluster_plane[c] = root_plane[cluster_root[c]];
   return planes;
 }
 
-// The oriented rectangles (in centred coordinates, from the clusters' points), then every plane
-// moved to the cloud's own coordinates.
-void PlaneDetector::compute_extents(std::vector<Plane>& planes,
-                                    const std::array<double, 3>& centre) {
+// The oriented rectangles (in centred coordinates, from the clusters' points).
+void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
   std::vector<double> frames(9 * planes.size());
   for (std::size_t p = 0; p < planes.size(); ++p)
     for (int d = 0; d < 3; ++d) {
@@ -327,6 +422,12 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes,
     Plane& plane = planes[p];
     plane.u_min = -most[4 * p], plane.u_max = most[4 * p + 1];
     plane.v_min = -most[4 * p + 2], plane.v_max = most[4 * p + 3];
+  }
+}
+
+void PlaneDetector::to_cloud_coordinates(std::vector<Plane>& planes,
+                                         const std::array<double, 3>& centre) {
+  for (Plane& plane : planes) {
     double offset = 0;
     for (int d = 0; d < 3; ++d) {
       plane.centroid[d] += centre[d];
@@ -334,6 +435,24 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes,
     }
     plane.offset = offset;
   }
+}
+
+std::uint64_t PlaneDetector::grow_inliers(const std::vector<Plane>& planes) {
+  std::vector<double> host;
+  for (const Plane& p : planes) {
+    const double values[18] = {p.normal[0], p.normal[1], p.normal[2], p.offset, p.centroid[0],
+                               p.centroid[1], p.centroid[2], p.axis_u[0], p.axis_u[1], p.axis_u[2],
+                               p.axis_v[0], p.axis_v[1], p.axis_v[2], p.u_min, p.u_max, p.v_min,
+                               p.v_max, params_.grow_band * p.rms};
+    host.insert(host.end(), values, values + 18);
+  }
+  plane_frames_.assign(host.begin(), host.end());
+  grown_.resize(points_.size());
+  for_each_index(points_.size(), GrowLabels{raw(points_), raw(plane_frames_),
+                                            static_cast<int>(planes.size()), raw(labels_),
+                                            raw(grown_)});
+  const std::int64_t local = static_cast<std::int64_t>(reduce_sum(grown_, grown_.size()));
+  return static_cast<std::uint64_t>(global_sum(comm_, local));
 }
 
 }  // namespace apron::planes

@@ -27,6 +27,9 @@ struct DetectorParams {
   std::uint64_t min_plane_points = 1;  // inliers a plane needs (global)
   double merge_angle_deg = 3;        // planes closer than this angle and distance are one
   double merge_distance = 0.01;      // in the cloud's units
+  // > 0: points on no cluster join the nearest plane within grow_band times its rms (and within
+  // its rectangle); 0: a plane's inliers are its clusters' points only, as in the paper.
+  double grow_band = 0;
 };
 
 // A detected plane, in the cloud's own coordinates: normal . x = offset.
@@ -47,7 +50,7 @@ struct Plane {
 // Seconds per stage (the maximum over ranks), from points in host memory.
 struct StageTimes {
   double upload = 0, octree = 0, vote = 0, reduce = 0, peaks = 0, planes = 0, labels = 0,
-         extent = 0, total = 0;
+         extent = 0, grow = 0, total = 0;
 };
 
 struct Detection {
@@ -56,6 +59,7 @@ struct Detection {
   StageTimes times;
   std::uint64_t clusters = 0;        // over all ranks
   std::uint64_t votes = 0;           // (cell, vote) pairs over all ranks
+  std::uint64_t grown = 0;           // points that joined a plane by growing (over all ranks)
   std::size_t peaks = 0;             // before merging and the inlier minimum
   std::vector<std::uint64_t> nodes_per_level, clusters_per_level;  // over all ranks
 };
@@ -77,8 +81,11 @@ class PlaneDetector {
 
  private:
   struct PeakFit;
-  std::vector<Plane> fit_planes(const std::array<double, 3>& centre, std::vector<int>& peak_plane);
-  void compute_extents(std::vector<Plane>& planes, const std::array<double, 3>& centre);
+  std::vector<Plane> fit_planes(const std::array<double, 3>& centre,
+                                std::vector<std::int32_t>& cluster_plane);
+  void compute_extents(std::vector<Plane>& planes);
+  std::uint64_t grow_inliers(const std::vector<Plane>& planes);
+  void to_cloud_coordinates(std::vector<Plane>& planes, const std::array<double, 3>& centre);
 
   MPI_Comm comm_;
   DetectorParams params_;
@@ -89,6 +96,7 @@ class PlaneDetector {
   DeviceVector<std::uint32_t> peak_cells_;
   DeviceVector<std::int32_t> cluster_peak_, cluster_plane_, labels_;
   DeviceVector<double> plane_frames_, cluster_extent_;
+  DeviceVector<std::uint32_t> grown_;
   std::vector<std::uint32_t> peaks_;
 };
 

@@ -87,6 +87,7 @@ std::shared_ptr<const PlanesConfig> read_planes_config(MapReader& root) {
   c->min_plane_fraction = m.in_range("min_plane_fraction", 0, 1, c->min_plane_fraction);
   c->merge_angle = m.in_range("merge_angle", 0, 45, c->merge_angle);
   c->merge_distance = m.in_range("merge_distance", 0, 0.5, c->merge_distance);
+  c->grow_band = m.in_range("grow_band", 0, 100, c->grow_band);
   c->point_output = m.get<bool>("point_output", c->point_output);
   c->repeat = int_in_range(m, "repeat", 1, 1000, c->repeat);
   m.finish();

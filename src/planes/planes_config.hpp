@@ -26,6 +26,9 @@ struct PlanesConfig : config::WorkloadSettings {
   // Detected planes closer than this are one plane (degrees; fraction of the scene's diagonal).
   double merge_angle = 3;
   double merge_distance = 0.005;
+  // Points on no cluster within grow_band plane rms of a plane (and within its rectangle) join
+  // it; 0: off, a plane's inliers are its clusters' points (the paper's definition).
+  double grow_band = 0;
   bool point_output = true;  // per-point labels: HDF5 + XDMF and a PLY coloured by plane
   int repeat = 1;            // analyses run (benchmarks: the first includes warm-up)
 };

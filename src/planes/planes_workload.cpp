@@ -250,6 +250,7 @@ void PlaneDetection::setup() {
   p.min_plane_points = min_plane_points();
   p.merge_angle_deg = pc_.merge_angle;
   p.merge_distance = pc_.merge_distance * 2 * rho_max_;
+  p.grow_band = pc_.grow_band;
   detector_ = std::make_unique<PlaneDetector>(ranks_.comm, p);
 }
 
@@ -285,9 +286,9 @@ void PlaneDetection::print_table() const {
               static_cast<unsigned long long>(planes[p].clusters));
   const StageTimes& t = detection_.times;
   Log::info("stages (ms): upload %.3f, octree %.3f, vote %.3f, reduce %.3f, peaks %.3f, planes %.3f, "
-            "labels %.3f, extent %.3f; total %.3f",
+            "labels %.3f, extent %.3f, grow %.3f; total %.3f",
             1e3 * t.upload, 1e3 * t.octree, 1e3 * t.vote, 1e3 * t.reduce, 1e3 * t.peaks,
-            1e3 * t.planes, 1e3 * t.labels, 1e3 * t.extent, 1e3 * t.total);
+            1e3 * t.planes, 1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.total);
   if (has_truth_)
     Log::info("ground truth: %zu of %zu planes with enough points found, %zu detected planes "
               "unmatched; normal error <= %.3f deg, offset error <= %.4g (%.3f%% of the scene); "
@@ -444,6 +445,8 @@ void PlaneDetection::report(Json& j) const {
   j.value("clusters", static_cast<std::size_t>(detection_.clusters));
   j.value("votes", static_cast<std::size_t>(detection_.votes));
   j.value("peaks", detection_.peaks);
+  j.value("grow_band", pc_.grow_band);
+  j.value("grown", static_cast<std::size_t>(detection_.grown));
   j.begin_array("octree_levels");
   for (std::size_t l = 0; l < detection_.nodes_per_level.size(); ++l) {
     j.begin_object();
@@ -477,7 +480,8 @@ void PlaneDetection::report(Json& j) const {
   j.begin_object("stage_seconds");  // the last repetition, maximum over ranks
   j.value("upload", t.upload).value("octree", t.octree).value("vote", t.vote);
   j.value("reduce", t.reduce).value("peaks", t.peaks).value("planes", t.planes);
-  j.value("labels", t.labels).value("extent", t.extent).value("total", t.total);
+  j.value("labels", t.labels).value("extent", t.extent).value("grow", t.grow);
+  j.value("total", t.total);
   j.end_object();
   j.begin_array("analysis_seconds");
   for (double s : analysis_seconds_) j.value("", s);
@@ -496,6 +500,16 @@ void PlaneDetection::report(Json& j) const {
     j.value("f1", score_.f1);
     j.begin_array("match");
     for (int m : score_.match) j.value("", m);
+    j.end_array();
+    j.begin_array("truth");
+    for (std::size_t g = 0; g < scene_.planes.size(); ++g) {
+      j.begin_object();
+      j.value("name", scene_.planes[g].name);
+      json_vec3(j, "normal", scene_.planes[g].normal);
+      j.value("offset", scene_.planes[g].offset);
+      j.value("points", static_cast<long long>(score_.truth_points[g]));
+      j.end_object();
+    }
     j.end_array();
     j.end_object();
   }
