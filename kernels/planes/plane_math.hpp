@@ -138,7 +138,9 @@ struct Moments {
 // 3D-KHT's parameters of the octree (Limberger & Oliveira 2015, section 3.1 and table 2).
 struct OctreeParams {
   int max_depth = 10;         // deepest level (a level-l node has edge size / 2^l)
-  int first_level = 1;        // s_level: nodes above it are subdivided without a test
+  // s_level: nodes above it are subdivided without a test. 2 rather than 1: a level-1 node (half
+  // the cloud) that the data fills only in part can hold a slab of outliers that looks planar.
+  int first_level = 2;
   int min_points = 30;        // s_ms: a node with fewer points is dropped
   double thickness = 25;      // s_alpha: coplanar needs lambda_mid > s_alpha * lambda_min
   double isotropy = 6;        // s_beta: and lambda_max < s_beta * lambda_mid
@@ -148,7 +150,7 @@ struct OctreeParams {
   // farther than three standard deviations of the remaining ones (sigma clipping); the node then
   // needs min_inlier_fraction of its points left. trim_passes = 0: the paper's plain test.
   double trim_divisor = 10;
-  int trim_passes = 3;
+  int trim_passes = 4;
   double min_inlier_fraction = 0.8;
 };
 

@@ -61,6 +61,9 @@ void read_octree(MapReader r, OctreeParams& o) {
   o.min_points = int_in_range(r, "min_points", 3, 1'000'000, o.min_points);
   o.thickness = r.in_range("thickness", 1, 1e6, o.thickness);
   o.isotropy = r.in_range("isotropy", 1, 1e6, o.isotropy);
+  o.trim_divisor = r.in_range("trim_divisor", 0, 1e6, o.trim_divisor);
+  o.trim_passes = int_in_range(r, "trim_passes", 0, 10, o.trim_passes);
+  o.min_inlier_fraction = r.in_range("min_inlier_fraction", 0, 1, o.min_inlier_fraction);
   r.finish();
 }
 
