@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
+#include <tuple>
 #include <stdexcept>
 
 #include "config/yaml_reader.hpp"
@@ -155,9 +157,55 @@ void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
   }
 }
 
+// Recursive coordinate bisection of the cloud (every rank holds all of it and computes the same
+// split): each cut across the longest side of its points' box at the count-weighted position,
+// moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
+// that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
+// rank would; only the coarsest tested nodes can be cut. Returns the owner of every point.
+std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const {
+  const int level = std::min(pc_.octree.first_level + 1, pc_.octree.max_depth);
+  const double size = 2 * half_extent_ * (1 + 1e-6) + 1e-30;
+  std::vector<int> owner(cloud.size(), 0);
+  std::vector<std::uint32_t> all(cloud.size());
+  std::iota(all.begin(), all.end(), 0u);
+  // (points, first rank, ranks)
+  std::vector<std::tuple<std::vector<std::uint32_t>, int, int>> work;
+  work.emplace_back(std::move(all), 0, ranks_.size);
+  while (!work.empty()) {
+    auto [pts, first, count] = std::move(work.back());
+    work.pop_back();
+    if (count == 1 || pts.empty()) {
+      for (std::uint32_t i : pts) owner[i] = first;
+      continue;
+    }
+    std::array<double, 3> lo{1e300, 1e300, 1e300}, hi{-1e300, -1e300, -1e300};
+    for (std::uint32_t i : pts)
+      for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
+    int axis = 0;
+    for (int d = 1; d < 3; ++d)
+      if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
+    const int left = count / 2;
+    const std::size_t k = pts.size() * left / count;
+    std::nth_element(pts.begin(), pts.begin() + k, pts.end(), [&](auto a, auto b) {
+      return cloud[a][axis] < cloud[b][axis];
+    });
+    // The cell face nearest to the median, by cell index computed as the octree computes it
+    // (from the centred float coordinate), so that no cell's points fall on both sides.
+    auto cell_of = [&](std::uint32_t i) {
+      const auto c = static_cast<float>(cloud[i][axis] - centre_[axis]);
+      return std::floor((static_cast<double>(c) + size / 2) / size * (1 << level));
+    };
+    const double cut = std::round(cell_of(pts[k]) + 0.5);
+    std::vector<std::uint32_t> a, b;
+    for (std::uint32_t i : pts) (cell_of(i) < cut ? a : b).push_back(i);
+    work.emplace_back(std::move(a), first, left);
+    work.emplace_back(std::move(b), first + left, count - left);
+  }
+  return owner;
+}
+
 // The bounding box and its centre (every rank holds the whole cloud: no reduction needed), then
-// RCB over the centred points (each rank offers its slice of the cloud), and this rank keeps the
-// points in its ownership box.
+// the split over the ranks; this rank keeps its points.
 void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                            const std::vector<std::int32_t>& truth) {
   const std::size_t n = cloud.size();
@@ -181,22 +229,13 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                 static_cast<float>(cloud[i][1] - centre_[1]),
                 static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
   };
-  Box domain;
-  for (int d = 0; d < 3; ++d) {
-    domain.lo[d] = lo_[d] - centre_[d] - 1e-6 * half_extent_;
-    domain.hi[d] = hi_[d] - centre_[d] + 1e-6 * half_extent_;
-  }
-  const std::size_t first = n * ranks_.rank / ranks_.size, last = n * (ranks_.rank + 1) / ranks_.size;
-  std::vector<Vec4> slice(last - first);
-  for (std::size_t i = first; i < last; ++i) slice[i - first] = centred(i);
-  const Partition partition = Partition::rcb(domain, ranks_.comm, slice);
-  const Box& mine = partition.ownership_boxes()[ranks_.rank];
+  const std::vector<int> owner = rcb_on_octree_grid(cloud);
   local_.clear();
   local_index_.clear();
   local_truth_.clear();
   for (std::size_t i = 0; i < n; ++i) {
+    if (owner[i] != ranks_.rank) continue;
     const Vec4 p = centred(i);
-    if (!mine.contains(p)) continue;
     local_.push_back(p);
     local_index_.push_back(i);
     if (has_truth_) local_truth_.push_back(truth[i]);

@@ -64,11 +64,13 @@ class PlaneDetection final : public Workload {
   }
 
   const Detection& detection() const { return detection_; }
+  const std::vector<std::uint64_t>& local_index() const { return local_index_; }
   const GroundTruthScore* score() const { return has_truth_ ? &score_ : nullptr; }
 
  private:
   void load_points(std::vector<std::array<double, 3>>& cloud, std::vector<std::int32_t>& truth);
   void split(const std::vector<std::array<double, 3>>& cloud, const std::vector<std::int32_t>& truth);
+  std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const;
   void check_memory() const;
   std::uint64_t min_plane_points() const;
   void print_table() const;
