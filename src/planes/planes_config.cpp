@@ -11,15 +11,21 @@ namespace {
 namespace fs = std::filesystem;
 using config::MapReader;
 
+// A name the file system refuses (too long, say) is a file that does not exist, not an exception.
+bool file_exists(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
 // Relative paths: the working directory first, then beside the case file (as meshdist).
 std::string resolve_cloud_path(MapReader& r, const std::string& given) {
   const fs::path path(given);
-  if (path.is_absolute() || fs::exists(path)) {
-    if (!fs::exists(path)) r.fail("file", "point-cloud file '" + given + "' does not exist");
+  if (path.is_absolute() || file_exists(path)) {
+    if (!file_exists(path)) r.fail("file", "point-cloud file '" + given + "' does not exist");
     return given;
   }
   const fs::path beside = fs::path(r.file()).parent_path() / path;
-  if (fs::exists(beside)) return beside.string();
+  if (file_exists(beside)) return beside.string();
   r.fail("file", "point-cloud file '" + given + "' does not exist (looked in the working "
                  "directory " + fs::current_path().string() + " and beside the case file, as " +
                  beside.string() + ")");

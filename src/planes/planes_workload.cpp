@@ -301,6 +301,7 @@ void PlaneDetection::advance() {
       detection_ = detector_->detect(local_, centre_, half_extent_, rho_max_, last);
     }
     analysis_seconds_.push_back(detection_.times.total);
+    stage_history_.push_back(detection_.times);
     Log::info("analysis %d of %d: %.3f ms (excluding file parsing): %zu planes, %llu clusters",
               repetition + 1, pc_.repeat, 1e3 * detection_.times.total, detection_.planes.size(),
               static_cast<unsigned long long>(detection_.clusters));
@@ -524,6 +525,16 @@ void PlaneDetection::report(Json& j) const {
   j.end_object();
   j.begin_array("analysis_seconds");
   for (double s : analysis_seconds_) j.value("", s);
+  j.end_array();
+  j.begin_array("stage_seconds_per_repetition");
+  for (const StageTimes& r : stage_history_) {
+    j.begin_object();
+    j.value("upload", r.upload).value("octree", r.octree).value("vote", r.vote);
+    j.value("reduce", r.reduce).value("peaks", r.peaks).value("planes", r.planes);
+    j.value("labels", r.labels).value("extent", r.extent).value("grow", r.grow);
+    j.value("total", r.total);
+    j.end_object();
+  }
   j.end_array();
   if (has_truth_) {
     j.begin_object("ground_truth");

@@ -96,6 +96,7 @@ class PlaneDetection final : public Workload {
   Detection detection_;
   GroundTruthScore score_;
   std::vector<double> analysis_seconds_;
+  std::vector<StageTimes> stage_history_;  // per repetition
   // Host buffers of the visual output and the Catalyst blocks.
   std::vector<float> vis_position_;
   std::vector<double> rect_position_;

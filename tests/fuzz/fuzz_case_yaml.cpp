@@ -17,6 +17,7 @@
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 #include "meshdist/meshdist_config.hpp"
+#include "planes/planes_config.hpp"
 #include "sph/sph_config.hpp"
 #include "workload.hpp"
 #include "workload_registry.hpp"
@@ -30,7 +31,8 @@ std::vector<WorkloadSpec> builtin_workloads() {
   return {
       WorkloadSpec{"sph", "SPH (schema only)", sph::sph_schema(), no_solver, {}},
       WorkloadSpec{
-          "meshdist", "mesh distance (schema only)", meshdist::meshdist_schema(), no_solver, {}}};
+          "meshdist", "mesh distance (schema only)", meshdist::meshdist_schema(), no_solver, {}},
+      WorkloadSpec{"planes", "plane detection (schema only)", planes::planes_schema(), no_solver, {}}};
 }
 
 }  // namespace apron
