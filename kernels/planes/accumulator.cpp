@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include <thrust/copy.h>
-#include <thrust/fill.h>
 
 #include "kernels/common/primitives.hpp"
 
@@ -100,6 +99,18 @@ struct IsPeak {
   }
 };
 
+struct GatherPeakValues {
+  const std::uint32_t* cells;
+  const double* smoothed;
+  double* values;
+  APRON_HD void operator()(std::size_t i) const { values[i] = smoothed[cells[i]]; }
+};
+
+struct Zero {
+  double* values;
+  APRON_HD void operator()(std::size_t i) const { values[i] = 0; }
+};
+
 struct AssignClusters {
   const VoteKernel* kernels;
   BallLayout layout;
@@ -146,7 +157,7 @@ void Accumulator::vote(const DeviceVector<Cluster>& clusters) {
   vote_value_.resize(total);
   for_each_index(n, WriteVotes{raw(kernels), b, raw(vote_offset_), raw(vote_cell_), raw(vote_id_),
                                raw(vote_value_)});
-  thrust::fill(policy(), votes.begin(), votes.end(), 0.0);
+  for_each_index(votes.size(), Zero{raw(votes)});
   if (total == 0) return;
   sort_pairs(vote_cell_, vote_id_, total, key_bits(votes.size()));
   sorted_value_.resize(total);
@@ -166,14 +177,21 @@ void Accumulator::smooth() {
 std::vector<std::uint32_t> Accumulator::peaks(double min_value) {
   const std::size_t count = select_indices_if(
       votes.size(), IsPeak{layout(), raw(votes), raw(smoothed), min_value}, peak_cells_);
+  // Only the peaks' values come to the host (the accumulator may hold millions of cells).
+  peak_values_.resize(count);
+  for_each_index(count, GatherPeakValues{raw(peak_cells_), raw(smoothed), raw(peak_values_)});
   std::vector<std::uint32_t> cells(count);
+  std::vector<double> values(count);
   thrust::copy(peak_cells_.begin(), peak_cells_.begin() + count, cells.begin());
-  std::vector<double> value(votes.size());
-  thrust::copy(smoothed.begin(), smoothed.end(), value.begin());
-  std::sort(cells.begin(), cells.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return value[a] != value[b] ? value[a] > value[b] : a < b;
+  thrust::copy(peak_values_.begin(), peak_values_.end(), values.begin());
+  std::vector<std::size_t> order(count);
+  for (std::size_t k = 0; k < count; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return values[a] != values[b] ? values[a] > values[b] : cells[a] < cells[b];
   });
-  return cells;
+  std::vector<std::uint32_t> sorted(count);
+  for (std::size_t k = 0; k < count; ++k) sorted[k] = cells[order[k]];
+  return sorted;
 }
 
 void assign_clusters(const DeviceVector<VoteKernel>& kernels, const BallLayout& layout,

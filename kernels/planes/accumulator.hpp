@@ -261,7 +261,7 @@ class Accumulator {
   DeviceVector<std::uint32_t> ring_start_;
   DeviceVector<std::uint32_t> vote_offset_, vote_cell_, vote_id_, unique_cells_, run_count_,
       run_start_, peak_cells_;
-  DeviceVector<double> vote_value_, sorted_value_, run_sum_;
+  DeviceVector<double> vote_value_, sorted_value_, run_sum_, peak_values_;
 };
 
 // Which peak each cluster belongs to (-1: none): among the peaks whose cell centre lies within

@@ -67,21 +67,26 @@ struct NodePoints {
   }
 };
 
-// One moment term of an active point (times its inlier weight, when weighted).
-struct MomentTerm {
+struct TermArrays {
+  double* p[kTerms];
+};
+
+// The ten moment terms of an active point (zero when it is not an inlier), one launch for all.
+struct MomentTerms {
   NodePoints nodes;
   const std::uint8_t* inlier;  // null: every point counts
-  int term;
-  double* out;
+  TermArrays out;
   APRON_HD void operator()(std::size_t i) const {
     if (inlier != nullptr && inlier[i] == 0) {
-      out[i] = 0;
+      for (int t = 0; t < kTerms; ++t) out.p[t][i] = 0;
       return;
     }
     double d[3];
     nodes.offset(i, d);
+    out.p[0][i] = 1;
+    for (int a = 0; a < 3; ++a) out.p[1 + a][i] = d[a];
     constexpr int kPair[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
-    out[i] = term == 0 ? 1.0 : (term < 4 ? d[term - 1] : d[kPair[term - 4][0]] * d[kPair[term - 4][1]]);
+    for (int k = 0; k < 6; ++k) out.p[4 + k][i] = d[kPair[k][0]] * d[kPair[k][1]];
   }
 };
 
@@ -197,6 +202,18 @@ struct MarkPoints {
   }
 };
 
+// A level above first_level: nodes with enough points are split, the others dropped.
+struct SplitOrDrop {
+  const std::uint32_t* segment;
+  const std::uint32_t* starts;
+  int min_points;
+  std::uint8_t* keep;
+  APRON_HD void operator()(std::size_t i) const {
+    const std::uint32_t s = segment[i] - 1;
+    keep[i] = starts[s + 1] - starts[s] >= static_cast<std::uint32_t>(min_points);
+  }
+};
+
 struct ScatterLabels {
   const std::uint32_t* order;
   const std::int32_t* sorted_cluster;
@@ -232,12 +249,15 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
 
 // The ten moment sums of every node (of its inliers when weighted).
 void OctreeBuilder::node_moments(std::size_t m, std::size_t nodes, bool weighted) {
-  values_.resize(m);
-  const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
+  TermArrays terms{};
   for (int term = 0; term < kTerms; ++term) {
-    for_each_index(m, MomentTerm{np, weighted ? raw(inlier_) : nullptr, term, raw(values_)});
-    segmented_reduce(values_, starts_, nodes, Reduction::sum, sums_[term]);
+    values_[term].resize(m);
+    terms.p[term] = raw(values_[term]);
   }
+  const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
+  for_each_index(m, MomentTerms{np, weighted ? raw(inlier_) : nullptr, terms});
+  for (int term = 0; term < kTerms; ++term)
+    segmented_reduce(values_[term], starts_, nodes, Reduction::sum, sums_[term]);
 }
 
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
@@ -251,6 +271,10 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   starts_.resize(nodes + 1);
   starts_[nodes] = static_cast<std::uint32_t>(m);
 
+  if (level < params.first_level) {  // untested: only the node sizes matter
+    untested_level(m, nodes, params);
+    return;
+  }
   node_moments(m, nodes, false);
   SumArrays sums{};  // after the first node_moments: it sizes the arrays
   for (int term = 0; term < kTerms; ++term) sums.p[term] = raw(sums_[term]);
@@ -288,6 +312,15 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
   stats.clusters.push_back(found);
+}
+
+void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
+  keep_.resize(m);
+  for_each_index(m, SplitOrDrop{raw(segment_), raw(starts_), params.min_points, raw(keep_)});
+  compact(active_, keep_, m, active_next_);
+  active_.swap(active_next_);
+  stats.nodes.push_back(nodes);
+  stats.clusters.push_back(0);
 }
 
 }  // namespace apron::planes

@@ -86,12 +86,14 @@ class OctreeBuilder {
  private:
   void level_pass(int level, const OctreeParams& params);
   void node_moments(std::size_t m, std::size_t nodes, bool weighted);
+  void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
       cluster_rank_;
   DeviceVector<std::uint8_t> keep_, state_, inlier_;
-  DeviceVector<double> values_, node_fit_;
+  DeviceVector<double> node_fit_;
+  DeviceVector<double> values_[10];
   DeviceVector<double> sums_[10];
   OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
