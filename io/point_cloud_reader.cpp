@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -23,12 +24,18 @@ std::string place_line(const fs::path& file, std::size_t line) {
   return file.string() + ":" + std::to_string(line);
 }
 
+// The whole file in one read into a buffer of its size (no stream copies).
 std::string read_all(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  if (!in || ec) throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (static_cast<std::uintmax_t>(in.gcount()) != size)
+    throw MeshReadError(file.string() + ": cannot read the point-cloud file (" +
+                        std::to_string(in.gcount()) + " of " + std::to_string(size) + " bytes)");
+  return text;
 }
 
 std::vector<std::string_view> words_of(std::string_view line) {
@@ -183,10 +190,8 @@ int pcd_field(const PcdHeader& h, const char* name) {
   return -1;
 }
 
-double decode_le(const unsigned char* b, int size, char type) {
-  unsigned char v[8];
-  std::memcpy(v, b, size);
-  if (std::endian::native == std::endian::big) std::reverse(v, v + size);
+// A value of `size` bytes in native byte order: float (F), signed (I) or unsigned (U) integer.
+double decode_native(const unsigned char* v, int size, char type) {
   auto as = [&](auto zero) {
     decltype(zero) x;
     std::memcpy(&x, v, sizeof x);
@@ -207,6 +212,106 @@ double decode_le(const unsigned char* b, int size, char type) {
     case 4: return as(std::uint32_t{});
     default: return as(std::uint64_t{});
   }
+}
+
+double decode_le(const unsigned char* b, int size, char type) {
+  unsigned char v[8];
+  std::memcpy(v, b, size);
+  if (std::endian::native == std::endian::big) std::reverse(v, v + size);
+  return decode_native(v, size, type);
+}
+
+// The common case of scans, read at the disk's speed: a binary PLY whose first element is the
+// vertex element with scalar properties only and x, y, z among them (no normals). Anything else,
+// or anything malformed, returns nothing and the general reader (io/mesh_reader.hpp), which
+// names every error, reads the file.
+std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const std::string& text) {
+  std::size_t pos = 0;
+  std::vector<std::vector<std::string_view>> header;
+  while (true) {
+    const std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos || header.size() > 1000) return std::nullopt;
+    std::string_view row(text.data() + pos, end - pos);
+    if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
+    pos = end + 1;
+    header.push_back(words_of(row));
+    if (!header.back().empty() && header.back()[0] == "end_header") break;
+  }
+  if (header.size() < 3 || header[0].size() != 1 || header[0][0] != "ply") return std::nullopt;
+  bool big = false, in_vertex = false, seen_format = false;
+  long long count = -1;
+  std::size_t stride = 0, offset[3] = {0, 0, 0};
+  int size[3] = {0, 0, 0};
+  char type[3] = {0, 0, 0};
+  for (std::size_t h = 1; h + 1 < header.size(); ++h) {
+    const auto& w = header[h];
+    if (w.empty() || w[0] == "comment" || w[0] == "obj_info") continue;
+    if (w[0] == "format") {
+      if (w.size() != 3 || (w[1] != "binary_little_endian" && w[1] != "binary_big_endian"))
+        return std::nullopt;
+      big = w[1] == "binary_big_endian";
+      seen_format = true;
+    } else if (w[0] == "element") {
+      if (count >= 0) {  // a later element: the vertices are all we read
+        in_vertex = false;
+        continue;
+      }
+      if (w.size() != 3 || w[1] != "vertex" || !parse(w[2], count) || count < 0) return std::nullopt;
+      in_vertex = true;
+    } else if (w[0] == "property") {
+      if (!in_vertex) continue;
+      if (w.size() != 3) return std::nullopt;  // a list, or malformed
+      static const std::pair<const char*, std::pair<int, char>> types[] = {
+          {"char", {1, 'I'}},  {"int8", {1, 'I'}},    {"uchar", {1, 'U'}},  {"uint8", {1, 'U'}},
+          {"short", {2, 'I'}}, {"int16", {2, 'I'}},   {"ushort", {2, 'U'}}, {"uint16", {2, 'U'}},
+          {"int", {4, 'I'}},   {"int32", {4, 'I'}},   {"uint", {4, 'U'}},   {"uint32", {4, 'U'}},
+          {"float", {4, 'F'}}, {"float32", {4, 'F'}}, {"double", {8, 'F'}}, {"float64", {8, 'F'}}};
+      int bytes = 0;
+      char kind = 0;
+      for (const auto& [name, t] : types)
+        if (w[1] == name) bytes = t.first, kind = t.second;
+      if (bytes == 0 || w[2] == "nx" || w[2] == "ny" || w[2] == "nz") return std::nullopt;
+      static const std::string_view axes[3] = {"x", "y", "z"};
+      for (int d = 0; d < 3; ++d)
+        if (w[2] == axes[d]) {
+          if (size[d] != 0) return std::nullopt;
+          size[d] = bytes, type[d] = kind, offset[d] = stride;
+        }
+      stride += static_cast<std::size_t>(bytes);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!seen_format || count < 0 || size[0] == 0 || size[1] == 0 || size[2] == 0) return std::nullopt;
+  const auto n = static_cast<std::size_t>(count);
+  if ((text.size() - pos) / stride < n) return std::nullopt;  // truncated: the general reader says where
+  PointCloud cloud;
+  cloud.points.resize(n);
+  const auto* base = reinterpret_cast<const unsigned char*>(text.data()) + pos;
+  const bool swap = big != (std::endian::native == std::endian::big);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& p = cloud.points[i];
+    for (int d = 0; d < 3; ++d) {
+      const unsigned char* at = base + i * stride + offset[d];
+      if (!swap && type[d] == 'F' && size[d] == 4) {
+        float v;
+        std::memcpy(&v, at, 4);
+        p[d] = v;
+      } else {
+        unsigned char v[8];
+        std::memcpy(v, at, size[d]);
+        if (swap) std::reverse(v, v + size[d]);
+        p[d] = decode_native(v, size[d], type[d]);
+      }
+      if (!std::isfinite(p[d]) || std::fabs(p[d]) > std::numeric_limits<float>::max())
+        throw MeshReadError(file.string() + ": byte offset " + std::to_string(pos + i * stride) +
+                            ": point " + std::to_string(i) +
+                            (std::isfinite(p[d]) ? " has a coordinate beyond the float32 range; rescale the cloud"
+                                                 : " has a coordinate that is not a finite number (NaN or infinity)"));
+    }
+  }
+  if (n == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
+  return cloud;
 }
 
 }  // namespace
@@ -355,7 +460,11 @@ PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
   const bool binary_capable = ext == ".ply" || ext == ".pcd";
   check_read_memory(file, bytes, static_cast<double>(bytes) / (binary_capable ? 12.0 : 6.0),
                     available_bytes);
-  if (ext == ".ply") return read_ply_points(file);
+  if (ext == ".ply") {
+    const std::string text = read_all(file);
+    if (auto fast = read_binary_ply_vertices(file, text)) return std::move(*fast);
+    return read_ply_points(file);
+  }
   if (ext == ".xyz" || ext == ".csv" || ext == ".txt") return read_xyz(file);
   if (ext == ".pts") return read_pts(file);
   if (ext == ".pcd") return read_pcd(file);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -130,6 +131,27 @@ TEST_F(PointCloudReader, FileLargerThanMemoryIsRefusedBeforeReading) {
   // 100 bytes of memory: the file (and the points it may hold) cannot fit.
   expect_error(big, "needs about .* GB of memory .* are available", 100);
   EXPECT_GT(available_memory_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace apron::io
+
+namespace apron::io {
+namespace {
+
+TEST_F(PointCloudReader, BinaryPlyFastPathChecksValues) {
+  std::string f = ply_header("binary_little_endian", "float", 2);
+  f += bytes_of<float>({1.f, 2.f, 3.f}, false) + '\x01';
+  f += bytes_of<float>({4.f, std::numeric_limits<float>::infinity(), 6.f}, false) + '\x02';
+  expect_error(write("inf.ply", f), "byte offset [0-9]+: point 1 has a coordinate that is not a finite");
+  // Normals go through the general reader, which keeps them.
+  std::string n = "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
+                  "property float y\nproperty float z\nproperty float nx\nproperty float ny\n"
+                  "property float nz\nend_header\n" +
+                  bytes_of<float>({1.f, 2.f, 3.f, 0.f, 0.f, 1.f}, false);
+  const auto c = read_point_file(write("normals.ply", n));
+  ASSERT_EQ(c.normals.size(), 1u);
+  EXPECT_EQ(c.normals[0][2], 1);
 }
 
 }  // namespace
