@@ -64,6 +64,15 @@ std::vector<std::uint32_t> ball_ring_starts(int phi_cells);
 // Calls f(neighbour) for each cell that shares a face, edge or corner with `cell`: rho +-1 and the
 // theta cells of the same and the adjacent rings whose theta range touches the cell's (exact
 // integer arithmetic, so that the relation is symmetric). Each neighbour once; not the cell.
+// The cell visitors take host lambdas in host code (the tests' references) and device ones in
+// kernels: nvcc must not check the callee's execution space per instantiation.
+#if defined(__CUDACC__)
+#define APRON_PLANES_HD_TEMPLATE _Pragma("nv_exec_check_disable")
+#else
+#define APRON_PLANES_HD_TEMPLATE
+#endif
+
+APRON_PLANES_HD_TEMPLATE
 template <class F>
 APRON_HD void for_each_neighbour(const BallLayout& b, std::uint32_t cell, F&& f) {
   int ring, t, r;
@@ -196,6 +205,7 @@ APRON_HD inline int clamp_int(int v, int lo, int hi) {
 
 // Calls f(cell, vote) for every cell within 2 sigma of the kernel's centre along each axis (at
 // most kMaxHalfCells cells either side of the centre's cell), the centre's cell included.
+APRON_PLANES_HD_TEMPLATE
 template <class F>
 APRON_HD void for_each_kernel_cell(const VoteKernel& k, const BallLayout& b, F&& f) {
   const double dphi = b.dphi(), drho = b.drho();
