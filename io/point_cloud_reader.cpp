@@ -29,7 +29,8 @@ std::string read_all(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::error_code ec;
   const auto size = fs::file_size(file, ec);
-  if (!in || ec) throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
+  if (!in || ec)
+    throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
   std::string text(static_cast<std::size_t>(size), '\0');
   in.read(text.data(), static_cast<std::streamsize>(size));
   if (static_cast<std::uintmax_t>(in.gcount()) != size)
@@ -73,7 +74,8 @@ void add_point(PointCloud& cloud, const double p[3], const std::string& place) {
 }
 
 PointCloud finish(PointCloud cloud, const fs::path& file) {
-  if (cloud.points.empty()) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
+  if (cloud.points.empty())
+    throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
   return cloud;
 }
 
@@ -109,7 +111,8 @@ PcdHeader read_pcd_header(const std::string& text, const fs::path& file) {
   while (true) {
     const std::size_t end = text.find('\n', pos);
     if (end == std::string::npos)
-      throw MeshReadError(file.string() + ": the PCD header has no 'DATA' line (truncated, or not a PCD file?)");
+      throw MeshReadError(file.string() +
+                          ": the PCD header has no 'DATA' line (truncated, or not a PCD file?)");
     ++h.lines;
     std::string_view row(text.data() + pos, end - pos);
     if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
@@ -123,7 +126,8 @@ PcdHeader read_pcd_header(const std::string& text, const fs::path& file) {
       for (std::size_t k = 1; k < words.size(); ++k) {
         int v = 0;
         if (!parse(words[k], v) || v <= 0)
-          throw MeshReadError(place + ": '" + std::string(words[k]) + "' in " + key + " is not a positive integer");
+          throw MeshReadError(place + ": '" + std::string(words[k]) + "' in " + key +
+                              " is not a positive integer");
         out.push_back(v);
       }
     };
@@ -137,11 +141,13 @@ PcdHeader read_pcd_header(const std::string& text, const fs::path& file) {
     } else if (key == "SIZE") {
       ints(h.size);
       for (int s : h.size)
-        if (s != 1 && s != 2 && s != 4 && s != 8) throw MeshReadError(place + ": SIZE must be 1, 2, 4 or 8");
+        if (s != 1 && s != 2 && s != 4 && s != 8)
+          throw MeshReadError(place + ": SIZE must be 1, 2, 4 or 8");
     } else if (key == "TYPE") {
       for (std::size_t k = 1; k < words.size(); ++k) {
         if (words[k] != "F" && words[k] != "I" && words[k] != "U")
-          throw MeshReadError(place + ": TYPE must be F, I or U, not '" + std::string(words[k]) + "'");
+          throw MeshReadError(place + ": TYPE must be F, I or U, not '" + std::string(words[k]) +
+                              "'");
         h.type.push_back(words[k][0]);
       }
     } else if (key == "COUNT") {
@@ -153,13 +159,16 @@ PcdHeader read_pcd_header(const std::string& text, const fs::path& file) {
     } else if (key == "POINTS") {
       one(h.points);
     } else if (key == "DATA") {
-      if (words.size() != 2) throw MeshReadError(place + ": expected 'DATA ascii' or 'DATA binary'");
+      if (words.size() != 2)
+        throw MeshReadError(place + ": expected 'DATA ascii' or 'DATA binary'");
       h.data = words[1];
       if (h.data == "binary_compressed")
-        throw MeshReadError(place + ": PCD 'DATA binary_compressed' is not supported; convert it "
+        throw MeshReadError(place +
+                            ": PCD 'DATA binary_compressed' is not supported; convert it "
                             "to binary or ascii (pcl_convert_pcd_ascii_binary)");
       if (h.data != "ascii" && h.data != "binary")
-        throw MeshReadError(place + ": unknown PCD DATA '" + h.data + "' (accepted: ascii, binary)");
+        throw MeshReadError(place + ": unknown PCD DATA '" + h.data +
+                            "' (accepted: ascii, binary)");
       break;
     } else {
       throw MeshReadError(place + ": unknown PCD header line '" + key + "'");
@@ -200,17 +209,25 @@ double decode_native(const unsigned char* v, int size, char type) {
   if (type == 'F') return size == 4 ? as(float{}) : as(double{});
   if (type == 'I') {
     switch (size) {
-      case 1: return as(std::int8_t{});
-      case 2: return as(std::int16_t{});
-      case 4: return as(std::int32_t{});
-      default: return as(std::int64_t{});
+      case 1:
+        return as(std::int8_t{});
+      case 2:
+        return as(std::int16_t{});
+      case 4:
+        return as(std::int32_t{});
+      default:
+        return as(std::int64_t{});
     }
   }
   switch (size) {
-    case 1: return as(std::uint8_t{});
-    case 2: return as(std::uint16_t{});
-    case 4: return as(std::uint32_t{});
-    default: return as(std::uint64_t{});
+    case 1:
+      return as(std::uint8_t{});
+    case 2:
+      return as(std::uint16_t{});
+    case 4:
+      return as(std::uint32_t{});
+    default:
+      return as(std::uint64_t{});
   }
 }
 
@@ -256,7 +273,8 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
         in_vertex = false;
         continue;
       }
-      if (w.size() != 3 || w[1] != "vertex" || !parse(w[2], count) || count < 0) return std::nullopt;
+      if (w.size() != 3 || w[1] != "vertex" || !parse(w[2], count) || count < 0)
+        return std::nullopt;
       in_vertex = true;
     } else if (w[0] == "property") {
       if (!in_vertex) continue;
@@ -282,9 +300,11 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
       return std::nullopt;
     }
   }
-  if (!seen_format || count < 0 || size[0] == 0 || size[1] == 0 || size[2] == 0) return std::nullopt;
+  if (!seen_format || count < 0 || size[0] == 0 || size[1] == 0 || size[2] == 0)
+    return std::nullopt;
   const auto n = static_cast<std::size_t>(count);
-  if ((text.size() - pos) / stride < n) return std::nullopt;  // truncated: the general reader says where
+  if ((text.size() - pos) / stride < n)
+    return std::nullopt;  // truncated: the general reader says where
   PointCloud cloud;
   cloud.points.resize(n);
   const auto* base = reinterpret_cast<const unsigned char*>(text.data()) + pos;
@@ -304,10 +324,12 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
         p[d] = decode_native(v, size[d], type[d]);
       }
       if (!std::isfinite(p[d]) || std::fabs(p[d]) > std::numeric_limits<float>::max())
-        throw MeshReadError(file.string() + ": byte offset " + std::to_string(pos + i * stride) +
-                            ": point " + std::to_string(i) +
-                            (std::isfinite(p[d]) ? " has a coordinate beyond the float32 range; rescale the cloud"
-                                                 : " has a coordinate that is not a finite number (NaN or infinity)"));
+        throw MeshReadError(
+            file.string() + ": byte offset " + std::to_string(pos + i * stride) + ": point " +
+            std::to_string(i) +
+            (std::isfinite(p[d])
+                 ? " has a coordinate beyond the float32 range; rescale the cloud"
+                 : " has a coordinate that is not a finite number (NaN or infinity)"));
     }
   }
   if (n == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
@@ -355,8 +377,10 @@ PointCloud read_pts(const fs::path& file) {
     if (width == 0) {
       width = words.size();
       if (width != 3 && width != 4 && width != 6 && width != 7)
-        throw MeshReadError(place + ": expected 3, 4 (x y z intensity) or 7 (x y z intensity r g b) "
-                            "values, found " + std::to_string(width));
+        throw MeshReadError(place +
+                            ": expected 3, 4 (x y z intensity) or 7 (x y z intensity r g b) "
+                            "values, found " +
+                            std::to_string(width));
     }
     if (words.size() != width)
       throw MeshReadError(place + ": " + std::to_string(words.size()) + " values, but " +
@@ -394,7 +418,8 @@ PointCloud read_pcd(const fs::path& file) {
     // Columns: each field contributes COUNT values.
     std::vector<int> column(h.fields.size());
     std::size_t width = 0;
-    for (std::size_t f = 0; f < h.fields.size(); ++f) column[f] = static_cast<int>(width), width += h.count[f];
+    for (std::size_t f = 0; f < h.fields.size(); ++f)
+      column[f] = static_cast<int>(width), width += h.count[f];
     long long read = 0;
     for_each_line(std::string_view(text).substr(h.data_offset), h.lines + 1,
                   [&](std::size_t number, std::string_view row) {
@@ -402,11 +427,12 @@ PointCloud read_pcd(const fs::path& file) {
                     if (words.empty()) return;
                     const std::string place = place_line(file, number);
                     if (read >= h.points)
-                      throw MeshReadError(place + ": more points than the " + std::to_string(h.points) +
-                                          " the header declares");
+                      throw MeshReadError(place + ": more points than the " +
+                                          std::to_string(h.points) + " the header declares");
                     if (words.size() != width)
                       throw MeshReadError(place + ": " + std::to_string(words.size()) +
-                                          " values, but the FIELDS and COUNT declare " + std::to_string(width));
+                                          " values, but the FIELDS and COUNT declare " +
+                                          std::to_string(width));
                     double p[3];
                     for (int d = 0; d < 3; ++d) {
                       const std::string_view w = words[column[xyz[d]]];
@@ -435,8 +461,9 @@ PointCloud read_pcd(const fs::path& file) {
                         ": the file ends early: the header declares " + std::to_string(h.points) +
                         " points of " + std::to_string(stride) + " bytes (truncated?)");
   if (available != points * stride)
-    throw MeshReadError(file.string() + ": byte offset " + std::to_string(h.data_offset + points * stride) +
-                        ": data follows the " + std::to_string(h.points) +
+    throw MeshReadError(file.string() + ": byte offset " +
+                        std::to_string(h.data_offset + points * stride) + ": data follows the " +
+                        std::to_string(h.points) +
                         " points the header declares (is POINTS too small?)");
   cloud.points.reserve(points);
   const auto* base = reinterpret_cast<const unsigned char*>(text.data()) + h.data_offset;
@@ -452,10 +479,12 @@ PointCloud read_pcd(const fs::path& file) {
 PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
   std::error_code ec;
   const auto bytes = fs::file_size(file, ec);
-  if (ec) throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
+  if (ec)
+    throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
   if (available_bytes == 0) available_bytes = available_memory_bytes();
   std::string ext = file.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   // The most points the file can hold: 12 bytes per binary point (3 floats), 6 per text line.
   const bool binary_capable = ext == ".ply" || ext == ".pcd";
   check_read_memory(file, bytes, static_cast<double>(bytes) / (binary_capable ? 12.0 : 6.0),

@@ -26,7 +26,7 @@ std::size_t available_memory_bytes();
 
 // Throws MeshReadError when reading `file` (its bytes plus up to `points` points of 48 bytes, the
 // points and normals in double) would not fit in `available_bytes`.
-void check_read_memory(const std::filesystem::path& file, std::size_t file_bytes,
-                       double points, std::size_t available_bytes);
+void check_read_memory(const std::filesystem::path& file, std::size_t file_bytes, double points,
+                       std::size_t available_bytes);
 
 }  // namespace apron::io

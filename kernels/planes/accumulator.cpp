@@ -198,9 +198,9 @@ void assign_clusters(const DeviceVector<VoteKernel>& kernels, const BallLayout& 
                      const DeviceVector<std::uint32_t>& peak_cells,
                      DeviceVector<std::int32_t>& cluster_peak) {
   cluster_peak.resize(kernels.size());
-  for_each_index(kernels.size(), AssignClusters{raw(kernels), layout, raw(peak_cells),
-                                                static_cast<int>(peak_cells.size()),
-                                                raw(cluster_peak)});
+  for_each_index(kernels.size(),
+                 AssignClusters{raw(kernels), layout, raw(peak_cells),
+                                static_cast<int>(peak_cells.size()), raw(cluster_peak)});
 }
 
 }  // namespace apron::planes

@@ -41,8 +41,10 @@ struct BallLayout {
     int lo = 0, hi = phi_cells - 1;  // the last ring whose start is <= angular
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (ring_start[mid] <= angular) lo = mid;
-      else hi = mid - 1;
+      if (ring_start[mid] <= angular)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     ring = lo;
     t = static_cast<int>(angular - ring_start[ring]);
@@ -102,10 +104,10 @@ APRON_HD void for_each_neighbour(const BallLayout& b, std::uint32_t cell, F&& f)
 
 // A cluster's trivariate Gaussian in (theta, phi, rho).
 struct VoteKernel {
-  double centre[3];  // theta, phi, rho
+  double centre[3];   // theta, phi, rho
   double inverse[6];  // inverse covariance, xx xy xz yy yz zz over (theta, phi, rho)
   double sigma[3];
-  double weight;      // the vote at the centre: the cluster's point count
+  double weight;  // the vote at the centre: the cluster's point count
 };
 
 // Half-widths of a kernel are capped at this many cells per axis (a cluster so uncertain that

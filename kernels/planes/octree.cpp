@@ -238,8 +238,8 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   sorted.resize(n);
   active_.resize(n);
   sorted_cluster.resize(n);
-  for_each_index(n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_),
-                                 raw(sorted_cluster)});
+  for_each_index(
+      n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
   clusters.resize(0);
   stats = {};
   for (int level = 1; level <= depth_ && !active_.empty(); ++level) level_pass(level, params);
@@ -278,7 +278,8 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   node_moments(m, nodes, false);
   SumArrays sums{};  // after the first node_moments: it sizes the arrays
   for (int term = 0; term < kTerms; ++term) sums.p[term] = raw(sums_[term]);
-  const bool trim = params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
+  const bool trim =
+      params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
   if (trim) {
     const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
     const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
@@ -294,9 +295,9 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   state_.resize(nodes);
   cluster_flag_.resize(nodes);
   level_clusters_.resize(nodes);
-  for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), sums,
-                                      params, level, shift, raw(state_), raw(cluster_flag_),
-                                      raw(level_clusters_)});
+  for_each_index(
+      nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), sums, params, level,
+                           shift, raw(state_), raw(cluster_flag_), raw(level_clusters_)});
   cluster_rank_.resize(nodes);
   exclusive_scan(cluster_flag_, nodes, cluster_rank_);
   const std::size_t found = reduce_sum(cluster_flag_, nodes);

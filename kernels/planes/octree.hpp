@@ -30,8 +30,8 @@ struct Cluster {
   double normal[3];    // unit, the smallest eigenvalue's eigenvector, oriented so normal.mean >= 0
   double axis_mid[3];  // unit in-plane axes: the middle and largest eigenvalues' eigenvectors
   double axis_max[3];
-  double eig[3];       // eigenvalues, ascending
-  std::uint64_t node;  // the node's Morton prefix at its level
+  double eig[3];        // eigenvalues, ascending
+  std::uint64_t node;   // the node's Morton prefix at its level
   std::uint32_t count;  // its points (the node's points within the trim distance of its plane)
   std::uint32_t level;
   std::uint32_t begin;  // its points are among sorted positions [begin, begin + span)

@@ -74,7 +74,8 @@ APRON_HD inline Eigen3 eigen_symmetric(const Sym3& s) {
       for (int q = p + 1; q < 3; ++q) {
         if (a[p][q] == 0) continue;
         const double theta = (a[q][q] - a[p][p]) / (2 * a[p][q]);
-        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const double t =
+            (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
         const double c = 1 / std::sqrt(t * t + 1), sn = t * c;
         for (int k = 0; k < 3; ++k) {  // A <- A J (columns p, q)
           const double akp = a[k][p], akq = a[k][q];
@@ -137,13 +138,13 @@ struct Moments {
 
 // 3D-KHT's parameters of the octree (Limberger & Oliveira 2015, section 3.1 and table 2).
 struct OctreeParams {
-  int max_depth = 10;         // deepest level (a level-l node has edge size / 2^l)
+  int max_depth = 10;  // deepest level (a level-l node has edge size / 2^l)
   // s_level: nodes above it are subdivided without a test. 2 rather than 1: a level-1 node (half
   // the cloud) that the data fills only in part can hold a slab of outliers that looks planar.
   int first_level = 2;
-  int min_points = 30;        // s_ms: a node with fewer points is dropped
-  double thickness = 25;      // s_alpha: coplanar needs lambda_mid > s_alpha * lambda_min
-  double isotropy = 6;        // s_beta: and lambda_max < s_beta * lambda_mid
+  int min_points = 30;    // s_ms: a node with fewer points is dropped
+  double thickness = 25;  // s_alpha: coplanar needs lambda_mid > s_alpha * lambda_min
+  double isotropy = 6;    // s_beta: and lambda_max < s_beta * lambda_mid
   // Robust fit before the test (3D-KHT's refitting step, moved before the test so that outliers
   // spread through the volume do not fail nodes on a plane): points farther than the node's edge
   // / trim_divisor from the node's plane leave its moments; then, trim_passes - 1 times, those

@@ -1,9 +1,9 @@
 #include "planes/detector.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -66,7 +66,7 @@ struct ClusterExtent {
   const double* frames;  // per plane: centroid, u, v (9 values)
   const Vec4* sorted;
   const std::int32_t* sorted_cluster;
-  double* extent;        // per cluster: u_min, u_max, v_min, v_max
+  double* extent;  // per cluster: u_min, u_max, v_min, v_max
   APRON_HD void operator()(std::size_t c) const {
     const double inf = 1e300;
     double e[4] = {inf, -inf, inf, -inf};
@@ -147,8 +147,7 @@ std::array<std::array<double, 3>, 4> Plane::corners() const {
   return c;
 }
 
-PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params)
-    : comm_(comm), params_(params) {}
+PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {}
 
 Detection PlaneDetector::detect(const std::vector<Vec4>& points,
                                 const std::array<double, 3>& centre, double half_extent,
@@ -209,8 +208,8 @@ Detection PlaneDetector::detect(const std::vector<Vec4>& points,
   t.total = wall_seconds() - start;
 
   // Outside the timed analysis: statistics and the labels on the host.
-  double* stage[] = {&t.upload, &t.octree, &t.vote, &t.reduce, &t.peaks,
-                     &t.planes, &t.labels, &t.extent, &t.grow, &t.total};
+  double* stage[] = {&t.upload, &t.octree, &t.vote,   &t.reduce, &t.peaks,
+                     &t.planes, &t.labels, &t.extent, &t.grow,   &t.total};
   std::vector<double> seconds;
   for (double* s : stage) seconds.push_back(*s);
   global_max(comm_, std::span<double>(seconds));
@@ -219,8 +218,11 @@ Detection PlaneDetector::detect(const std::vector<Vec4>& points,
                                       static_cast<std::int64_t>(accumulator_->vote_count)};
   const std::size_t levels = static_cast<std::size_t>(params_.octree.max_depth);
   for (std::size_t l = 0; l < levels; ++l) {
-    counts.push_back(l < octree_.stats.nodes.size() ? static_cast<std::int64_t>(octree_.stats.nodes[l]) : 0);
-    counts.push_back(l < octree_.stats.clusters.size() ? static_cast<std::int64_t>(octree_.stats.clusters[l]) : 0);
+    counts.push_back(
+        l < octree_.stats.nodes.size() ? static_cast<std::int64_t>(octree_.stats.nodes[l]) : 0);
+    counts.push_back(l < octree_.stats.clusters.size()
+                         ? static_cast<std::int64_t>(octree_.stats.clusters[l])
+                         : 0);
   }
   global_sum(comm_, std::span<std::int64_t>(counts));
   out.clusters = static_cast<std::uint64_t>(counts[0]);
@@ -260,7 +262,8 @@ std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre
   // a cell) count: a small cluster whose uncertain kernel reached the peak from afar (a tilted
   // fragment of another surface, whose offset the tilt shifts) would pull the fit off.
   const BallLayout layout = accumulator_->host_layout();
-  const double loose_cos = std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout.dphi()));
+  const double loose_cos =
+      std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout.dphi()));
   const double loose_distance = 3 * params_.merge_distance + layout.drho();
   std::vector<double> sums(peaks * kFitTerms, 0.0);
   for (std::size_t c = 0; c < clusters.size(); ++c) {
@@ -310,7 +313,8 @@ std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre
     bool changed = false;
     for (std::size_t a = 0; a < peaks; ++a)
       for (std::size_t b = a + 1; b < peaks; ++b)
-        if (has_fit[a] && has_fit[b] && find_root(parent, static_cast<int>(b)) == static_cast<int>(b) &&
+        if (has_fit[a] && has_fit[b] &&
+            find_root(parent, static_cast<int>(b)) == static_cast<int>(b) &&
             agree(fits[a].normal.data(), fits[a].offset, fits[b].normal.data(), fits[b].offset)) {
           parent[b] = static_cast<int>(a);
           has_fit[b] = 0;
@@ -339,7 +343,8 @@ std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre
     int best = own_root >= 0 && fits_root(own_root) ? own_root : -1;
     if (best < 0)
       for (std::size_t r = 0; r < peaks; ++r)
-        if (fits_root(static_cast<int>(r)) && (best < 0 || distance(static_cast<int>(r)) < distance(best)))
+        if (fits_root(static_cast<int>(r)) &&
+            (best < 0 || distance(static_cast<int>(r)) < distance(best)))
           best = static_cast<int>(r);
     cluster_root[c] = best;
   }
@@ -348,11 +353,20 @@ std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre
     for (std::size_t p = 0; p < peaks; ++p) {
       double at[3];
       accumulator_->host_layout().centre(peaks_[p], at);
-      std::printf("peak %zu cell %u (theta %.3f phi %.3f rho %.3f) root %d fit %d n (%.3f %.3f %.3f) d %.4f count %.0f\n", p, peaks_[p], at[0], at[1], at[2],
-                  find_root(parent, static_cast<int>(p)), has_fit[p], fits[p].normal[0], fits[p].normal[1], fits[p].normal[2], fits[p].offset, merged[kFitTerms * p]);
+      std::printf(
+          "peak %zu cell %u (theta %.3f phi %.3f rho %.3f) root %d fit %d n (%.3f %.3f %.3f) d "
+          "%.4f count %.0f\n",
+          p, peaks_[p], at[0], at[1], at[2], find_root(parent, static_cast<int>(p)), has_fit[p],
+          fits[p].normal[0], fits[p].normal[1], fits[p].normal[2], fits[p].offset,
+          merged[kFitTerms * p]);
     }
     for (std::size_t c = 0; c < clusters.size(); ++c)
-      std::printf("cluster %zu level %u count %u mean (%.3f %.3f %.3f) n (%.3f %.3f %.3f) peak %d root %d\n", c, clusters[c].level, clusters[c].count, clusters[c].mean[0], clusters[c].mean[1], clusters[c].mean[2], clusters[c].normal[0], clusters[c].normal[1], clusters[c].normal[2], cluster_peak[c], cluster_root[c]);
+      std::printf(
+          "cluster %zu level %u count %u mean (%.3f %.3f %.3f) n (%.3f %.3f %.3f) peak %d root "
+          "%d\n",
+          c, clusters[c].level, clusters[c].count, clusters[c].mean[0], clusters[c].mean[1],
+          clusters[c].mean[2], clusters[c].normal[0], clusters[c].normal[1], clusters[c].normal[2],
+          cluster_peak[c], cluster_root[c]);
   }
   // 4.
   std::vector<double> final_sums(peaks * (kFitTerms + 1), 0.0);  // + the cluster count
@@ -401,8 +415,7 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
   cluster_extent_.resize(4 * clusters);
   for_each_index(clusters, ClusterExtent{raw(octree_.clusters), raw(cluster_plane_),
                                          raw(plane_frames_), raw(octree_.sorted),
-                                         raw(octree_.sorted_cluster),
-                                         raw(cluster_extent_)});
+                                         raw(octree_.sorted_cluster), raw(cluster_extent_)});
   std::vector<double> extent(cluster_extent_.size());
   thrust::copy(cluster_extent_.begin(), cluster_extent_.end(), extent.begin());
   std::vector<std::int32_t> cluster_plane(clusters);
@@ -440,17 +453,19 @@ void PlaneDetector::to_cloud_coordinates(std::vector<Plane>& planes,
 std::uint64_t PlaneDetector::grow_inliers(const std::vector<Plane>& planes) {
   std::vector<double> host;
   for (const Plane& p : planes) {
-    const double values[18] = {p.normal[0], p.normal[1], p.normal[2], p.offset, p.centroid[0],
-                               p.centroid[1], p.centroid[2], p.axis_u[0], p.axis_u[1], p.axis_u[2],
-                               p.axis_v[0], p.axis_v[1], p.axis_v[2], p.u_min, p.u_max, p.v_min,
-                               p.v_max, params_.grow_band * p.rms};
+    const double values[18] = {p.normal[0],   p.normal[1],   p.normal[2],
+                               p.offset,      p.centroid[0], p.centroid[1],
+                               p.centroid[2], p.axis_u[0],   p.axis_u[1],
+                               p.axis_u[2],   p.axis_v[0],   p.axis_v[1],
+                               p.axis_v[2],   p.u_min,       p.u_max,
+                               p.v_min,       p.v_max,       params_.grow_band * p.rms};
     host.insert(host.end(), values, values + 18);
   }
   plane_frames_.assign(host.begin(), host.end());
   grown_.resize(points_.size());
-  for_each_index(points_.size(), GrowLabels{raw(points_), raw(plane_frames_),
-                                            static_cast<int>(planes.size()), raw(labels_),
-                                            raw(grown_)});
+  for_each_index(points_.size(),
+                 GrowLabels{raw(points_), raw(plane_frames_), static_cast<int>(planes.size()),
+                            raw(labels_), raw(grown_)});
   const std::int64_t local = static_cast<std::int64_t>(reduce_sum(grown_, grown_.size()));
   return static_cast<std::uint64_t>(global_sum(comm_, local));
 }

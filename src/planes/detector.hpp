@@ -7,8 +7,8 @@
 #include <mpi.h>
 
 #include <array>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,10 +23,10 @@ struct DetectorParams {
   OctreeParams octree;
   int phi_cells = 30;
   int rho_cells = 100;
-  double min_votes = 15;             // smoothed votes a peak needs
+  double min_votes = 15;               // smoothed votes a peak needs
   std::uint64_t min_plane_points = 1;  // inliers a plane needs (global)
-  double merge_angle_deg = 3;        // planes closer than this angle and distance are one
-  double merge_distance = 0.01;      // in the cloud's units
+  double merge_angle_deg = 3;          // planes closer than this angle and distance are one
+  double merge_distance = 0.01;        // in the cloud's units
   // > 0: points on no cluster join the nearest plane within grow_band times its rms (and within
   // its rectangle); 0: a plane's inliers are its clusters' points only, as in the paper.
   double grow_band = 0;
@@ -54,13 +54,14 @@ struct StageTimes {
 };
 
 struct Detection {
-  std::vector<Plane> planes;         // by inliers, most first
-  std::vector<std::int32_t> labels;  // per local point: its plane, -1 none (host; filled on request)
+  std::vector<Plane> planes;  // by inliers, most first
+  std::vector<std::int32_t>
+      labels;  // per local point: its plane, -1 none (host; filled on request)
   StageTimes times;
-  std::uint64_t clusters = 0;        // over all ranks
-  std::uint64_t votes = 0;           // (cell, vote) pairs over all ranks
-  std::uint64_t grown = 0;           // points that joined a plane by growing (over all ranks)
-  std::size_t peaks = 0;             // before merging and the inlier minimum
+  std::uint64_t clusters = 0;  // over all ranks
+  std::uint64_t votes = 0;     // (cell, vote) pairs over all ranks
+  std::uint64_t grown = 0;     // points that joined a plane by growing (over all ranks)
+  std::size_t peaks = 0;       // before merging and the inlier minimum
   std::vector<std::uint64_t> nodes_per_level, clusters_per_level;  // over all ranks
 };
 

@@ -26,9 +26,11 @@ std::string resolve_cloud_path(MapReader& r, const std::string& given) {
   }
   const fs::path beside = fs::path(r.file()).parent_path() / path;
   if (file_exists(beside)) return beside.string();
-  r.fail("file", "point-cloud file '" + given + "' does not exist (looked in the working "
-                 "directory " + fs::current_path().string() + " and beside the case file, as " +
-                 beside.string() + ")");
+  r.fail("file", "point-cloud file '" + given +
+                     "' does not exist (looked in the working "
+                     "directory " +
+                     fs::current_path().string() + " and beside the case file, as " +
+                     beside.string() + ")");
 }
 
 void read_input(MapReader r, PlanesConfig& c) {

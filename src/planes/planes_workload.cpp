@@ -5,8 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
-#include <tuple>
 #include <stdexcept>
+#include <tuple>
 
 #include "config/yaml_reader.hpp"
 #include "decomposition/partition.hpp"
@@ -47,7 +47,8 @@ std::array<std::uint8_t, 3> plane_colour(int plane) {
   const int hi[6] = {0, 1, 1, 2, 2, 0}, lo[6] = {1, 0, 2, 1, 0, 2};
   rgb[hi[sector]] = 1;
   rgb[lo[sector]] = x;
-  return {static_cast<std::uint8_t>(40 + 215 * rgb[0]), static_cast<std::uint8_t>(40 + 215 * rgb[1]),
+  return {static_cast<std::uint8_t>(40 + 215 * rgb[0]),
+          static_cast<std::uint8_t>(40 + 215 * rgb[1]),
           static_cast<std::uint8_t>(40 + 215 * rgb[2])};
 }
 
@@ -60,7 +61,8 @@ void put_le(std::string& out, T v) {
 
 }  // namespace
 
-GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene, const std::vector<Plane>& planes,
+GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
+                                 const std::vector<Plane>& planes,
                                  const std::vector<std::int32_t>& labels,
                                  const std::vector<std::int32_t>& truth,
                                  std::uint64_t min_plane_points) {
@@ -86,7 +88,8 @@ GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene, const std::v
     if (s.match[p] >= 0) {
       matched_by[s.match[p]] = static_cast<int>(p);
       const ScenePlane& t = scene.planes[s.match[p]];
-      s.max_normal_error_deg = std::max(s.max_normal_error_deg, angle_deg(planes[p].normal, t.normal));
+      s.max_normal_error_deg =
+          std::max(s.max_normal_error_deg, angle_deg(planes[p].normal, t.normal));
       s.max_offset_error = std::max(
           s.max_offset_error,
           std::fabs(planes[p].offset - aligned_offset(planes[p].normal, t.normal, t.offset)));
@@ -162,7 +165,8 @@ void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
 // moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
 // that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
 // rank would; only the coarsest tested nodes can be cut. Returns the owner of every point.
-std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const {
+std::vector<int> PlaneDetection::rcb_on_octree_grid(
+    const std::vector<std::array<double, 3>>& cloud) const {
   const int level = std::min(pc_.octree.first_level + 1, pc_.octree.max_depth);
   const double size = 2 * half_extent_ * (1 + 1e-6) + 1e-30;
   std::vector<int> owner(cloud.size(), 0);
@@ -180,15 +184,15 @@ std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array
     }
     std::array<double, 3> lo{1e300, 1e300, 1e300}, hi{-1e300, -1e300, -1e300};
     for (std::uint32_t i : pts)
-      for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
+      for (int d = 0; d < 3; ++d)
+        lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
     int axis = 0;
     for (int d = 1; d < 3; ++d)
       if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
     const int left = count / 2;
     const std::size_t k = pts.size() * left / count;
-    std::nth_element(pts.begin(), pts.begin() + k, pts.end(), [&](auto a, auto b) {
-      return cloud[a][axis] < cloud[b][axis];
-    });
+    std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
+                     [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
     // The cell face nearest to the median, by cell index computed as the octree computes it
     // (from the centred float coordinate), so that no cell's points fall on both sides.
     auto cell_of = [&](std::uint32_t i) {
@@ -278,8 +282,8 @@ void PlaneDetection::setup() {
   }
   Log::info("points: %llu (%s), %zu on rank 0; bounding box (%.6g %.6g %.6g) - (%.6g %.6g %.6g)",
             static_cast<unsigned long long>(total_points_),
-            pc_.file.empty() ? ("scene " + pc_.scene.kind).c_str() : pc_.file.c_str(), local_.size(),
-            lo_[0], lo_[1], lo_[2], hi_[0], hi_[1], hi_[2]);
+            pc_.file.empty() ? ("scene " + pc_.scene.kind).c_str() : pc_.file.c_str(),
+            local_.size(), lo_[0], lo_[1], lo_[2], hi_[0], hi_[1], hi_[2]);
   check_memory();
   DetectorParams p;
   p.octree = pc_.octree;
@@ -325,24 +329,27 @@ void PlaneDetection::print_table() const {
               static_cast<unsigned long long>(planes[p].inliers),
               static_cast<unsigned long long>(planes[p].clusters));
   const StageTimes& t = detection_.times;
-  Log::info("stages (ms): upload %.3f, octree %.3f, vote %.3f, reduce %.3f, peaks %.3f, planes %.3f, "
-            "labels %.3f, extent %.3f, grow %.3f; total %.3f",
-            1e3 * t.upload, 1e3 * t.octree, 1e3 * t.vote, 1e3 * t.reduce, 1e3 * t.peaks,
-            1e3 * t.planes, 1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.total);
+  Log::info(
+      "stages (ms): upload %.3f, octree %.3f, vote %.3f, reduce %.3f, peaks %.3f, planes %.3f, "
+      "labels %.3f, extent %.3f, grow %.3f; total %.3f",
+      1e3 * t.upload, 1e3 * t.octree, 1e3 * t.vote, 1e3 * t.reduce, 1e3 * t.peaks, 1e3 * t.planes,
+      1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.total);
   if (has_truth_)
-    Log::info("ground truth: %zu of %zu planes with enough points found, %zu detected planes "
-              "unmatched; normal error <= %.3f deg, offset error <= %.4g (%.3f%% of the scene); "
-              "precision %.4f, recall %.4f, F1 %.4f",
-              score_.found_required, score_.required, score_.unmatched_detected,
-              score_.max_normal_error_deg, score_.max_offset_error,
-              100 * score_.max_offset_error / score_.scene_size, score_.precision, score_.recall,
-              score_.f1);
+    Log::info(
+        "ground truth: %zu of %zu planes with enough points found, %zu detected planes "
+        "unmatched; normal error <= %.3f deg, offset error <= %.4g (%.3f%% of the scene); "
+        "precision %.4f, recall %.4f, F1 %.4f",
+        score_.found_required, score_.required, score_.unmatched_detected,
+        score_.max_normal_error_deg, score_.max_offset_error,
+        100 * score_.max_offset_error / score_.scene_size, score_.precision, score_.recall,
+        score_.f1);
 }
 
 void PlaneDetection::write_csv() const {
   if (ranks_.rank != 0) return;
   std::string out =
-      "plane,nx,ny,nz,offset,inliers,clusters,cx,cy,cz,ux,uy,uz,vx,vy,vz,u_min,u_max,v_min,v_max,rms\n";
+      "plane,nx,ny,nz,offset,inliers,clusters,cx,cy,cz,ux,uy,uz,vx,vy,vz,u_min,u_max,v_min,v_max,"
+      "rms\n";
   char row[1024];
   for (std::size_t p = 0; p < detection_.planes.size(); ++p) {
     const Plane& q = detection_.planes[p];
@@ -378,7 +385,8 @@ void PlaneDetection::build_visual_buffers() {
     const auto base = static_cast<std::uint32_t>(rect_position_.size() / 3);
     for (const auto& c : corners) rect_position_.insert(rect_position_.end(), c.begin(), c.end());
     for (int k = 0; k < 4; ++k) rect_quads_.push_back(base + k);
-    rect_triangles_.insert(rect_triangles_.end(), {base, base + 1, base + 2, base, base + 2, base + 3});
+    rect_triangles_.insert(rect_triangles_.end(),
+                           {base, base + 1, base + 2, base, base + 2, base + 3});
     rect_plane_.push_back(static_cast<std::int32_t>(p));
     rect_triangle_plane_.insert(rect_triangle_plane_.end(), 2, static_cast<std::int32_t>(p));
   }
@@ -388,9 +396,8 @@ void PlaneDetection::write_point_outputs() {
   const fs::path dir(config_.output.dir);
   build_visual_buffers();
   // Per-point labels, every rank its points, as one HDF5 + XDMF step.
-  std::vector<io::HostField> fields = {
-      {"position", io::Dtype::f32, 3, vis_position_.data()},
-      {"plane", io::Dtype::i32, 1, detection_.labels.data()}};
+  std::vector<io::HostField> fields = {{"position", io::Dtype::f32, 3, vis_position_.data()},
+                                       {"plane", io::Dtype::i32, 1, detection_.labels.data()}};
   std::vector<std::int64_t> index(local_index_.begin(), local_index_.end());
   fields.push_back({"index", io::Dtype::i64, 1, index.data()});
   if (has_truth_) fields.push_back({"truth", io::Dtype::i32, 1, local_truth_.data()});
@@ -401,8 +408,8 @@ void PlaneDetection::write_point_outputs() {
   const io::HostField rect_cells[] = {{"plane", io::Dtype::i32, 1, rect_triangle_plane_.data()}};
   io::SeriesWriter rects(ranks_.comm, dir, "planes_rectangles");
   rects.write(0, 0,
-              io::TriangleMeshPart{rect_position_.size() / 3, rect_vertex, rect_triangles_.size() / 3,
-                                   rect_triangles_.data(), rect_cells});
+              io::TriangleMeshPart{rect_position_.size() / 3, rect_vertex,
+                                   rect_triangles_.size() / 3, rect_triangles_.data(), rect_cells});
 
   // A PLY coloured by plane, in the cloud's order: rank 0 gathers the labels by point index.
   const int mine = static_cast<int>(local_.size());
@@ -419,13 +426,15 @@ void PlaneDetection::write_point_outputs() {
               MPI_INT64_T, 0, ranks_.comm);
   std::vector<int> counts3(ranks_.size), offsets3(ranks_.size);
   for (int k = 0; k < ranks_.size; ++k) counts3[k] = 3 * counts[k], offsets3[k] = 3 * offsets[k];
-  MPI_Gatherv(vis_position_.data(), 3 * mine, MPI_FLOAT, xyz.data(), counts3.data(), offsets3.data(),
-              MPI_FLOAT, 0, ranks_.comm);
+  MPI_Gatherv(vis_position_.data(), 3 * mine, MPI_FLOAT, xyz.data(), counts3.data(),
+              offsets3.data(), MPI_FLOAT, 0, ranks_.comm);
   if (ranks_.rank != 0) return;
   std::string out = "ply\nformat binary_little_endian 1.0\ncomment written by apron (planes)\n";
   out += "element vertex " + std::to_string(total_points_) + "\n";
   out += "property float x\nproperty float y\nproperty float z\n";
-  out += "property uchar red\nproperty uchar green\nproperty uchar blue\nproperty int plane\nend_header\n";
+  out +=
+      "property uchar red\nproperty uchar green\nproperty uchar blue\nproperty int "
+      "plane\nend_header\n";
   std::vector<std::size_t> at(total_points_);
   for (std::size_t k = 0; k < total_points_; ++k) at[order[k]] = k;
   out.reserve(out.size() + total_points_ * 19);
@@ -507,7 +516,10 @@ void PlaneDetection::report(Json& j) const {
     j.begin_object("rectangle");
     json_vec3(j, "axis_u", p.axis_u);
     json_vec3(j, "axis_v", p.axis_v);
-    j.value("u_min", p.u_min).value("u_max", p.u_max).value("v_min", p.v_min).value("v_max", p.v_max);
+    j.value("u_min", p.u_min)
+        .value("u_max", p.u_max)
+        .value("v_min", p.v_min)
+        .value("v_max", p.v_max);
     j.begin_array("corners");
     for (const auto& c : p.corners()) json_vec3(j, "", c);
     j.end_array();
@@ -569,7 +581,8 @@ void PlaneDetection::report(Json& j) const {
 WorkloadSpec planes_spec() {
   WorkloadSpec spec;
   spec.name = "planes";
-  spec.summary = "plane detection in point clouds: 3D Kernel-based Hough Transform (one-shot analysis)";
+  spec.summary =
+      "plane detection in point clouds: 3D Kernel-based Hough Transform (one-shot analysis)";
   spec.schema = planes_schema();
   spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
     return std::make_unique<PlaneDetection>(x.config, x.ranks, x.device, x.timers);

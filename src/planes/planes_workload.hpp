@@ -23,21 +23,22 @@ namespace apron::planes {
 
 // How the detection compares with a scene's ground truth.
 struct GroundTruthScore {
-  std::size_t truth_planes = 0;     // planes of the scene
-  std::size_t required = 0;         // of them with at least the minimum of inlier points
-  std::size_t found_required = 0;   // of those matched by a detected plane
+  std::size_t truth_planes = 0;    // planes of the scene
+  std::size_t required = 0;        // of them with at least the minimum of inlier points
+  std::size_t found_required = 0;  // of those matched by a detected plane
   std::size_t unmatched_detected = 0;
-  double max_normal_error_deg = 0;   // over matched planes
-  double max_offset_error = 0;       // absolute, over matched planes
-  double scene_size = 0;             // the scene's diagonal
+  double max_normal_error_deg = 0;           // over matched planes
+  double max_offset_error = 0;               // absolute, over matched planes
+  double scene_size = 0;                     // the scene's diagonal
   double precision = 0, recall = 0, f1 = 0;  // per point
-  std::vector<int> match;            // per detected plane: its scene plane, -1 none
-  std::vector<std::int64_t> truth_points;  // per scene plane
+  std::vector<int> match;                    // per detected plane: its scene plane, -1 none
+  std::vector<std::int64_t> truth_points;    // per scene plane
 };
 
 // Scores detected planes against a scene (collective: the per-point counts are summed).
 // labels/truth: per local point, the detected and the true plane (-1 none).
-GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene, const std::vector<Plane>& planes,
+GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
+                                 const std::vector<Plane>& planes,
                                  const std::vector<std::int32_t>& labels,
                                  const std::vector<std::int32_t>& truth,
                                  std::uint64_t min_plane_points);
@@ -60,7 +61,8 @@ class PlaneDetection final : public Workload {
   std::string output_dir() const override { return config_.output.dir; }
   std::string item_name() const override { return "point"; }
   std::string output_hint() const override {
-    return "planes.csv, planes_points.xmf, planes_rectangles.xmf, planes_points.ply; run_report.json";
+    return "planes.csv, planes_points.xmf, planes_rectangles.xmf, planes_points.ply; "
+           "run_report.json";
   }
 
   const Detection& detection() const { return detection_; }
@@ -69,7 +71,8 @@ class PlaneDetection final : public Workload {
 
  private:
   void load_points(std::vector<std::array<double, 3>>& cloud, std::vector<std::int32_t>& truth);
-  void split(const std::vector<std::array<double, 3>>& cloud, const std::vector<std::int32_t>& truth);
+  void split(const std::vector<std::array<double, 3>>& cloud,
+             const std::vector<std::int32_t>& truth);
   std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const;
   void check_memory() const;
   std::uint64_t min_plane_points() const;
@@ -87,9 +90,9 @@ class PlaneDetection final : public Workload {
   std::uint64_t total_points_ = 0;
   std::array<double, 3> centre_{}, lo_{}, hi_{};
   double half_extent_ = 0, rho_max_ = 0;
-  std::vector<Vec4> local_;                  // this rank's points, centred, float
-  std::vector<std::uint64_t> local_index_;   // their indices in the cloud
-  std::vector<std::int32_t> local_truth_;    // their scene planes (synthetic input)
+  std::vector<Vec4> local_;                 // this rank's points, centred, float
+  std::vector<std::uint64_t> local_index_;  // their indices in the cloud
+  std::vector<std::int32_t> local_truth_;   // their scene planes (synthetic input)
   bool has_truth_ = false;
   Scene scene_;
   std::unique_ptr<PlaneDetector> detector_;

@@ -9,17 +9,26 @@ namespace {
 
 constexpr double kPiD = 3.14159265358979323846;
 
-Vec3d add(Vec3d a, Vec3d b) { return {a[0] + b[0], a[1] + b[1], a[2] + b[2]}; }
-Vec3d scale(double s, Vec3d a) { return {s * a[0], s * a[1], s * a[2]}; }
+Vec3d add(Vec3d a, Vec3d b) {
+  return {a[0] + b[0], a[1] + b[1], a[2] + b[2]};
+}
+Vec3d scale(double s, Vec3d a) {
+  return {s * a[0], s * a[1], s * a[2]};
+}
 Vec3d cross(Vec3d a, Vec3d b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
-double dot(Vec3d a, Vec3d b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
-double length(Vec3d a) { return std::sqrt(dot(a, a)); }
+double dot(Vec3d a, Vec3d b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+double length(Vec3d a) {
+  return std::sqrt(dot(a, a));
+}
 
 // Counter-based random numbers (splitmix64 of seed, index and stream): reproducible per point.
 double uniform(std::uint64_t seed, std::uint64_t i, std::uint64_t stream) {
-  std::uint64_t z = seed * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL + stream * 0x94d049bb133111ebULL;
+  std::uint64_t z =
+      seed * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL + stream * 0x94d049bb133111ebULL;
   for (int round = 0; round < 2; ++round) {
     z += 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -59,7 +68,8 @@ class SceneBuilder {
       for (int a = 0; a < 2; ++a)
         for (int b = 0; b < 2; ++b) {
           const Vec3d p = add(add(r.corner, scale(a, r.edge_u)), scale(b, r.edge_v));
-          for (int d = 0; d < 3; ++d) s.lo[d] = std::min(s.lo[d], p[d]), s.hi[d] = std::max(s.hi[d], p[d]);
+          for (int d = 0; d < 3; ++d)
+            s.lo[d] = std::min(s.lo[d], p[d]), s.hi[d] = std::max(s.hi[d], p[d]);
         }
       total += length(cross(r.edge_u, r.edge_v));
       s.cumulative_area.push_back(total);
@@ -102,7 +112,8 @@ Scene staircase() {
   const double run = 0.3, rise = 0.18, width = 1.2;
   for (int k = 0; k < steps; ++k) {
     b.rect({k * run, 0, k * rise}, {0, 0, rise}, {0, width, 0}, "riser " + std::to_string(k + 1));
-    b.rect({k * run, 0, (k + 1) * rise}, {0, width, 0}, {run, 0, 0}, "tread " + std::to_string(k + 1));
+    b.rect({k * run, 0, (k + 1) * rise}, {0, width, 0}, {run, 0, 0},
+           "tread " + std::to_string(k + 1));
   }
   b.rect({0, -0.05, -0.2}, {steps * run + 0.4, 0, 0}, {0, 0, steps * rise + 0.4}, "side wall");
   return b.finish();
@@ -151,7 +162,8 @@ Vec3d Scene::point(const SceneSpec& spec, std::uint64_t i, int& plane) const {
   }
   const double pick = uniform(spec.seed, i, 0) * cumulative_area.back();
   const auto r = static_cast<std::size_t>(
-      std::upper_bound(cumulative_area.begin(), cumulative_area.end(), pick) - cumulative_area.begin());
+      std::upper_bound(cumulative_area.begin(), cumulative_area.end(), pick) -
+      cumulative_area.begin());
   const SceneRect& rect = rects[std::min(r, rects.size() - 1)];
   plane = rect.plane;
   const double s = uniform(spec.seed, i, 1), t = uniform(spec.seed, i, 2);

@@ -31,16 +31,16 @@ struct ScenePlane {
 struct SceneSpec {
   std::string kind = "room";  // room | boxes | staircase | roof
   std::uint64_t points = 100000;
-  double noise = 0.001;     // standard deviation of the normal displacement / scene diagonal
-  double outliers = 0.2;    // fraction of the points spread uniformly over the bounding box
+  double noise = 0.001;   // standard deviation of the normal displacement / scene diagonal
+  double outliers = 0.2;  // fraction of the points spread uniformly over the bounding box
   std::uint64_t seed = 1;
 };
 
 struct Scene {
   std::vector<ScenePlane> planes;
   std::vector<SceneRect> rects;
-  Vec3d lo, hi;     // bounding box of the rectangles
-  double diagonal;  // |hi - lo|: "the scene's size"
+  Vec3d lo, hi;                         // bounding box of the rectangles
+  double diagonal;                      // |hi - lo|: "the scene's size"
   std::vector<double> cumulative_area;  // per rect, for sampling
 
   // Point i of the cloud and its plane (-1: an outlier).

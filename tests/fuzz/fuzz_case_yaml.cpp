@@ -32,7 +32,8 @@ std::vector<WorkloadSpec> builtin_workloads() {
       WorkloadSpec{"sph", "SPH (schema only)", sph::sph_schema(), no_solver, {}},
       WorkloadSpec{
           "meshdist", "mesh distance (schema only)", meshdist::meshdist_schema(), no_solver, {}},
-      WorkloadSpec{"planes", "plane detection (schema only)", planes::planes_schema(), no_solver, {}}};
+      WorkloadSpec{
+          "planes", "plane detection (schema only)", planes::planes_schema(), no_solver, {}}};
 }
 
 }  // namespace apron

@@ -59,7 +59,8 @@ void read_one(const fs::path& path, const std::uint8_t* data, std::size_t size) 
     for (const auto& p : cloud.points)
       for (double c : p)
         if (!std::isfinite(c) || std::fabs(c) > std::numeric_limits<float>::max()) {
-          std::fprintf(stderr, "fuzz_point_cloud_reader: %s: a point is not finite\n", path.c_str());
+          std::fprintf(stderr, "fuzz_point_cloud_reader: %s: a point is not finite\n",
+                       path.c_str());
           std::abort();
         }
     if (!cloud.normals.empty() && cloud.normals.size() != cloud.points.size()) {

@@ -51,7 +51,8 @@ std::unique_ptr<Run> run_case(const std::string& planes_yaml, RankInfo ranks,
   const std::string text = "workload: planes\nname: t\nplanes:\n" + planes_yaml +
                            "output: {dir: " + dir.string() + "}\n";
   const config::CaseConfig c = config::parse_case_text("case.yaml", text, sets);
-  run->workload = std::make_unique<PlaneDetection>(c, ranks, DeviceInfo::select(ranks), run->timers);
+  run->workload =
+      std::make_unique<PlaneDetection>(c, ranks, DeviceInfo::select(ranks), run->timers);
   run->workload->setup();
   run->workload->advance();
   return run;
@@ -136,9 +137,11 @@ struct RecursiveOctree {
     const double ref[3] = {r.x, r.y, r.z};
     Moments m = moments(pts, nullptr, ref);
     std::vector<char> in(pts.size(), 1);
-    const bool trim = params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
+    const bool trim =
+        params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
     if (trim) {
-      const double first_band = frame.size / static_cast<double>(std::uint64_t{1} << level) / params.trim_divisor;
+      const double first_band =
+          frame.size / static_cast<double>(std::uint64_t{1} << level) / params.trim_divisor;
       for (int pass = 0; pass < params.trim_passes; ++pass) {
         double mean[3], n[3], band = first_band;
         if (m.count < 3) {
@@ -153,7 +156,8 @@ struct RecursiveOctree {
           const Vec4 p = sorted[pts[k]];
           const double d[3] = {static_cast<double>(p.x) - ref[0], static_cast<double>(p.y) - ref[1],
                                static_cast<double>(p.z) - ref[2]};
-          const double along = n[0] * (d[0] - mean[0]) + n[1] * (d[1] - mean[1]) + n[2] * (d[2] - mean[2]);
+          const double along =
+              n[0] * (d[0] - mean[0]) + n[1] * (d[1] - mean[1]) + n[2] * (d[2] - mean[2]);
           in[k] = along <= band && along >= -band;
         }
         m = moments(pts, &in, ref);
@@ -215,7 +219,9 @@ TEST(Octree, LevelByLevelEqualsRecursiveReference) {
     const auto points = scene_points(kind, 60000, 0.2);
     OctreeFrame frame;
     double half = 0;
-    for (const Vec4& p : points) half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+    for (const Vec4& p : points)
+      half =
+          std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
     frame.size = 2 * half * 1.000001;
     for (double& o : frame.origin) o = -frame.size / 2;
     OctreeParams params;
@@ -226,21 +232,25 @@ TEST(Octree, LevelByLevelEqualsRecursiveReference) {
     // The reference sorts on the host (stable, by the same keys).
     std::vector<std::uint64_t> key(points.size());
     for (std::size_t i = 0; i < points.size(); ++i)
-      key[i] = morton_code(points[i].x, points[i].y, points[i].z, frame.origin, frame.size, params.max_depth);
+      key[i] = morton_code(points[i].x, points[i].y, points[i].z, frame.origin, frame.size,
+                           params.max_depth);
     std::vector<std::uint32_t> order(points.size());
     std::iota(order.begin(), order.end(), 0u);
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key[a] < key[b]; });
     EXPECT_EQ(host(builder.order), order);
     std::vector<Vec4> sorted(points.size());
     std::vector<std::uint64_t> sorted_key(points.size());
-    for (std::size_t i = 0; i < order.size(); ++i) sorted[i] = points[order[i]], sorted_key[i] = key[order[i]];
-    RecursiveOctree ref{sorted, sorted_key, params, frame, {}, std::vector<std::int64_t>(points.size(), -1)};
+    for (std::size_t i = 0; i < order.size(); ++i)
+      sorted[i] = points[order[i]], sorted_key[i] = key[order[i]];
+    RecursiveOctree ref{sorted, sorted_key, params,
+                        frame,  {},         std::vector<std::int64_t>(points.size(), -1)};
     std::vector<std::uint32_t> all(points.size());
     std::iota(all.begin(), all.end(), 0u);
     // Level 0 (the root) is never a cluster: start with its eight children, as the device does.
     ref.node(0, all);
 
-    std::set<std::tuple<int, std::uint64_t, std::uint32_t>> expected(ref.clusters.begin(), ref.clusters.end());
+    std::set<std::tuple<int, std::uint64_t, std::uint32_t>> expected(ref.clusters.begin(),
+                                                                     ref.clusters.end());
     std::set<std::tuple<int, std::uint64_t, std::uint32_t>> got;
     const auto clusters = host(builder.clusters);
     for (const Cluster& c : clusters) got.emplace(static_cast<int>(c.level), c.node, c.count);
@@ -249,16 +259,17 @@ TEST(Octree, LevelByLevelEqualsRecursiveReference) {
     std::vector<std::tuple<int, std::uint64_t, std::uint32_t>> differ;
     std::set_symmetric_difference(expected.begin(), expected.end(), got.begin(), got.end(),
                                   std::back_inserter(differ));
-    EXPECT_LE(differ.size(), expected.size() / 200) << kind << ": " << differ.size() << " of "
-                                                    << expected.size() << " clusters differ";
+    EXPECT_LE(differ.size(), expected.size() / 200)
+        << kind << ": " << differ.size() << " of " << expected.size() << " clusters differ";
     EXPECT_GT(expected.size(), 50u) << kind;
     // Each point's cluster: the same node.
     const auto sorted_cluster = host(builder.sorted_cluster);
     std::size_t label_mismatch = 0;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const std::int32_t c = sorted_cluster[i];
-      const std::int64_t node = c < 0 ? -1 : static_cast<std::int64_t>(clusters[c].node) +
-                                                 (std::int64_t{clusters[c].level} << 58);
+      const std::int64_t node = c < 0 ? -1
+                                      : static_cast<std::int64_t>(clusters[c].node) +
+                                            (std::int64_t{clusters[c].level} << 58);
       label_mismatch += node != ref.point_node[i];
     }
     EXPECT_LE(label_mismatch, points.size() / 200) << kind;
@@ -377,7 +388,8 @@ TEST(Accumulator, ParallelPeaksEqualSequentialPeaks) {
     smooth[c] = 0.5 * votes[c] + (n ? 0.5 * sum / n : 0.5 * votes[c]);
   }
   const auto device_smooth = host(s->acc->smoothed);
-  for (std::size_t c = 0; c < smooth.size(); ++c) EXPECT_NEAR(device_smooth[c], smooth[c], 1e-9 * (1 + smooth[c]));
+  for (std::size_t c = 0; c < smooth.size(); ++c)
+    EXPECT_NEAR(device_smooth[c], smooth[c], 1e-9 * (1 + smooth[c]));
   std::vector<std::uint32_t> order(votes.size());
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(), [&](auto a, auto c) {
@@ -405,10 +417,12 @@ struct SceneCase {
 
 TEST(Scenes, EveryPlaneFoundWithinTolerances) {
   // 20% outliers; the minimum a plane needs is the configured min_plane_points.
-  for (const SceneCase& sc : {SceneCase{"boxes", 200000, 0.001}, SceneCase{"staircase", 200000, 0.001},
-                              SceneCase{"roof", 200000, 0.001}, SceneCase{"room", 200000, 0.0005}}) {
-    const std::string yaml = std::string("  input: {scene: ") + sc.kind + ", points: " +
-                             std::to_string(sc.points) + ", noise: " + std::to_string(sc.noise) +
+  for (const SceneCase& sc :
+       {SceneCase{"boxes", 200000, 0.001}, SceneCase{"staircase", 200000, 0.001},
+        SceneCase{"roof", 200000, 0.001}, SceneCase{"room", 200000, 0.0005}}) {
+    const std::string yaml = std::string("  input: {scene: ") + sc.kind +
+                             ", points: " + std::to_string(sc.points) +
+                             ", noise: " + std::to_string(sc.noise) +
                              ", outliers: 0.2}\n  point_output: false\n  min_plane_points: 1000\n";
     const auto run = run_case(yaml, self_ranks());
     const GroundTruthScore* s = run->workload->score();
@@ -426,19 +440,22 @@ TEST(Scenes, EveryPlaneFoundWithinTolerances) {
     EXPECT_LT(s->max_normal_error_deg, 2.0) << sc.kind;
     EXPECT_LT(s->max_offset_error, 0.01 * s->scene_size) << sc.kind;
     EXPECT_EQ(s->unmatched_detected, 0u) << sc.kind;
-    std::printf("%-10s planes %zu of %zu, normal error %.3f deg, offset error %.3f%%, "
-                "precision %.4f recall %.4f F1 %.4f\n",
-                sc.kind, found, required, s->max_normal_error_deg,
-                100 * s->max_offset_error / s->scene_size, s->precision, s->recall, s->f1);
+    std::printf(
+        "%-10s planes %zu of %zu, normal error %.3f deg, offset error %.3f%%, "
+        "precision %.4f recall %.4f F1 %.4f\n",
+        sc.kind, found, required, s->max_normal_error_deg,
+        100 * s->max_offset_error / s->scene_size, s->precision, s->recall, s->f1);
   }
 }
 
 TEST(Scenes, RoomF1) {
   // The paper's inliers (the clusters' points) and with growing into the planes' bands.
   for (double band : {0.0, 3.0}) {
-    const auto run = run_case("  input: {scene: room, points: 1000000, noise: 0.0005, outliers: 0.2}\n"
-                              "  point_output: false\n  grow_band: " + std::to_string(band) + "\n",
-                              self_ranks());
+    const auto run = run_case(
+        "  input: {scene: room, points: 1000000, noise: 0.0005, outliers: 0.2}\n"
+        "  point_output: false\n  grow_band: " +
+            std::to_string(band) + "\n",
+        self_ranks());
     const GroundTruthScore* s = run->workload->score();
     std::printf("room 1M, grow_band %.0f: precision %.4f recall %.4f F1 %.4f\n", band, s->precision,
                 s->recall, s->f1);
@@ -454,7 +471,8 @@ TEST(Scenes, NoPlaneGivesAnEmptyResult) {
     std::ofstream out(file);
     for (int i = 0; i < 40000; ++i) out << u(rng) << " " << u(rng) << " " << u(rng) << "\n";
   }
-  const auto run = run_case("  input: {file: " + file.string() + "}\n  point_output: false\n", self_ranks());
+  const auto run =
+      run_case("  input: {file: " + file.string() + "}\n  point_output: false\n", self_ranks());
   EXPECT_TRUE(run->workload->detection().planes.empty());
   for (std::int32_t l : run->workload->detection().labels) EXPECT_EQ(l, -1);
 }
@@ -462,8 +480,9 @@ TEST(Scenes, NoPlaneGivesAnEmptyResult) {
 // ---- ranks -----------------------------------------------------------------------------------
 
 TEST(Ranks, SamePlanesAndLabelsOnAnyRankCount) {
-  const std::string yaml = "  input: {scene: room, points: 200000, noise: 0.0005, outliers: 0.2}\n"
-                           "  point_output: false\n";
+  const std::string yaml =
+      "  input: {scene: room, points: 200000, noise: 0.0005, outliers: 0.2}\n"
+      "  point_output: false\n";
   const RankInfo world = RankInfo::world();
   const auto all = run_case(yaml, world);
   const auto one = run_case(yaml, self_ranks());
@@ -505,9 +524,9 @@ TEST(Ranks, SamePlanesAndLabelsOnAnyRankCount) {
     differ += (l < 0 ? -1 : same[l]) != reference[all_index[k]];
   }
   EXPECT_LE(differ, reference.size() / 1000) << differ << " labels differ";
-  std::printf("%d ranks: %zu planes, %zu of %d labels differ from one rank, F1 %.4f (one rank %.4f)\n",
-              world.size, a.size(), differ, total, all->workload->score()->f1,
-              one->workload->score()->f1);
+  std::printf(
+      "%d ranks: %zu planes, %zu of %d labels differ from one rank, F1 %.4f (one rank %.4f)\n",
+      world.size, a.size(), differ, total, all->workload->score()->f1, one->workload->score()->f1);
 }
 
 }  // namespace
