@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -188,7 +186,7 @@ Detection PlaneDetector::detect(const std::vector<Vec4>& points,
   peak_cells_.assign(peaks_.begin(), peaks_.end());
   assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
   std::vector<std::int32_t> cluster_plane;
-  out.planes = fit_planes(centre, cluster_plane);
+  out.planes = fit_planes(cluster_plane);
   t.planes = elapsed(mark);
 
   // Clusters -> planes, then points -> planes.
@@ -238,167 +236,191 @@ Detection PlaneDetector::detect(const std::vector<Vec4>& points,
   return out;
 }
 
-// The planes, in four steps on data equal on every rank (sums over all ranks' clusters):
-// 1. each peak's least-squares plane from the clusters whose kernels reach it;
-// 2. peaks whose planes agree within merge_angle and merge_distance are merged (the
-//    accumulator's aliasing, or a plane through the origin voting at n and -n);
-// 3. every cluster is checked against the planes: it belongs to its peak's plane if its own
-//    normal and centroid agree with it within the same tolerances, else to the nearest plane it
-//    agrees with (a very certain cluster whose kernel stopped short of the peak's cell), else to
-//    none (a cluster of another surface that only voted nearby);
-// 4. the planes are refitted from their clusters; those with fewer than min_plane_points
-//    inliers are dropped.
-// cluster_plane: per local cluster, its plane's index in the result (-1: none).
-std::vector<Plane> PlaneDetector::fit_planes(const std::array<double, 3>& centre,
-                                             std::vector<std::int32_t>& cluster_plane) {
-  (void)centre;
-  const std::size_t peaks = peaks_.size();
+namespace {
+
+// The plane-finding steps of PlaneDetector::fit_planes over this rank's clusters; every sum
+// goes through one allreduce, so the decisions are equal on every rank.
+class PlaneFitter {
+ public:
+  PlaneFitter(MPI_Comm comm, const DetectorParams& params, const BallLayout& layout,
+              const std::vector<std::uint32_t>& peaks, std::vector<Cluster> clusters,
+              std::vector<std::int32_t> cluster_peak)
+      : comm_(comm),
+        params_(params),
+        layout_(layout),
+        peaks_(peaks),
+        clusters_(std::move(clusters)),
+        cluster_peak_(std::move(cluster_peak)),
+        cos_merge_(std::cos(params.merge_angle_deg * kPi / 180)),
+        parent_(peaks.size()),
+        fits_(peaks.size()),
+        has_fit_(peaks.size(), 0) {
+    std::iota(parent_.begin(), parent_.end(), 0);
+  }
+
+  // 1. Each peak's sums from its clusters that lie on the peak cell's plane (within three
+  // times the tolerances plus a cell): a small cluster whose uncertain kernel reached the peak
+  // from afar (a tilted fragment of another surface, whose offset the tilt shifts) would pull
+  // the fit off.
+  void sum_peaks() {
+    const double loose_cos =
+        std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout_.dphi()));
+    const double loose_distance = 3 * params_.merge_distance + layout_.drho();
+    sums_.assign(peaks_.size() * kFitTerms, 0.0);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      const int p = cluster_peak_[c];
+      if (p < 0) continue;
+      double at[3];
+      layout_.centre(peaks_[p], at);
+      const double n[3] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
+                           std::cos(at[1])};
+      const Cluster& k = clusters_[c];
+      const double cosine = n[0] * k.normal[0] + n[1] * k.normal[1] + n[2] * k.normal[2];
+      const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - at[2];
+      if (std::fabs(cosine) < loose_cos || std::fabs(off) > loose_distance) {
+        cluster_peak_[c] = -1;
+        continue;
+      }
+      add_cluster(k, &sums_[kFitTerms * p]);
+    }
+    global_sum(comm_, std::span<double>(sums_));
+  }
+
+  // 2. Peaks whose planes agree are merged (the accumulator's aliasing, or a plane through the
+  // origin voting at n and -n), until no pair agrees.
+  void merge_peaks() {
+    const std::size_t peaks = peaks_.size();
+    for (int round = 0; round < 4; ++round) {
+      refit_roots();
+      bool changed = false;
+      for (std::size_t a = 0; a < peaks; ++a)
+        for (std::size_t b = a + 1; b < peaks; ++b)
+          if (has_fit_[a] && has_fit_[b] &&
+              agree(fits_[a], fits_[b].normal.data(), fits_[b].offset)) {
+            parent_[b] = static_cast<int>(a);
+            has_fit_[b] = 0;
+            changed = true;
+          }
+      if (!changed) break;
+    }
+    refit_roots();
+  }
+
+  // 3. Each cluster's plane (a root peak, -1 none): its own peak's if its normal and centroid
+  // agree with it, else the nearest plane it agrees with (a very certain cluster whose kernel
+  // stopped short of the peak's cell), else none (a cluster of another surface that only voted
+  // nearby).
+  std::vector<int> match_clusters() {
+    std::vector<int> root(clusters_.size(), -1);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      const Cluster& k = clusters_[c];
+      const double own =
+          k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
+      auto fits = [&](int r) { return has_fit_[r] && agree(fits_[r], k.normal, own); };
+      auto distance = [&](int r) {
+        double d = -fits_[r].offset;
+        for (int a = 0; a < 3; ++a) d += fits_[r].normal[a] * k.mean[a];
+        return std::fabs(d);
+      };
+      const int own_root = cluster_peak_[c] >= 0 ? find_root(parent_, cluster_peak_[c]) : -1;
+      if (own_root >= 0 && fits(own_root)) {
+        root[c] = own_root;
+        continue;
+      }
+      int best = -1;
+      for (int r = 0; r < static_cast<int>(peaks_.size()); ++r)
+        if (fits(r) && (best < 0 || distance(r) < distance(best))) best = r;
+      root[c] = best;
+    }
+    return root;
+  }
+
+  // 4. The planes refitted from their clusters, most inliers first, without those below
+  // min_plane_points; cluster_plane: per cluster, its plane in the result (-1 none).
+  std::vector<Plane> final_planes(const std::vector<int>& cluster_root,
+                                  std::vector<std::int32_t>& cluster_plane) const {
+    const std::size_t peaks = peaks_.size();
+    std::vector<double> sums(peaks * (kFitTerms + 1), 0.0);  // + the cluster count
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      if (cluster_root[c] < 0) continue;
+      double* at = &sums[(kFitTerms + 1) * cluster_root[c]];
+      add_cluster(clusters_[c], at);
+      at[kFitTerms] += 1;
+    }
+    global_sum(comm_, std::span<double>(sums));
+    std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
+    for (std::size_t p = 0; p < peaks; ++p) {
+      const double* at = &sums[(kFitTerms + 1) * p];
+      if (at[0] < std::max<double>(3, static_cast<double>(params_.min_plane_points))) continue;
+      Plane plane = fit(at);
+      plane.clusters = static_cast<std::uint64_t>(at[kFitTerms]);
+      plane.peak_cell = peaks_[p];
+      kept.emplace_back(static_cast<int>(p), plane);
+    }
+    std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+      return a.second.inliers > b.second.inliers;
+    });
+    std::vector<int> root_plane(peaks, -1);
+    std::vector<Plane> planes;
+    for (auto& [root, plane] : kept) {
+      root_plane[root] = static_cast<int>(planes.size());
+      planes.push_back(plane);
+    }
+    cluster_plane.assign(clusters_.size(), -1);
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (cluster_root[c] >= 0) cluster_plane[c] = root_plane[cluster_root[c]];
+    return planes;
+  }
+
+ private:
+  // Planes within merge_angle (either orientation) and merge_distance of each other.
+  bool agree(const Plane& a, const double* nb, double db) const {
+    const double cosine = a.normal[0] * nb[0] + a.normal[1] * nb[1] + a.normal[2] * nb[2];
+    return std::fabs(cosine) >= cos_merge_ &&
+           std::fabs(a.offset - (cosine < 0 ? -db : db)) <= params_.merge_distance;
+  }
+
+  // The fit of every root peak from the sums of the peaks merged into it.
+  void refit_roots() {
+    const std::size_t peaks = peaks_.size();
+    std::vector<double> merged(peaks * kFitTerms, 0.0);
+    for (std::size_t p = 0; p < peaks; ++p) {
+      const int r = find_root(parent_, static_cast<int>(p));
+      for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums_[kFitTerms * p + k];
+    }
+    for (std::size_t p = 0; p < peaks; ++p) {
+      has_fit_[p] = find_root(parent_, static_cast<int>(p)) == static_cast<int>(p) &&
+                    merged[kFitTerms * p] >= 3;
+      if (has_fit_[p]) fits_[p] = fit(&merged[kFitTerms * p]);
+    }
+  }
+
+  MPI_Comm comm_;
+  const DetectorParams& params_;
+  BallLayout layout_;
+  const std::vector<std::uint32_t>& peaks_;
+  std::vector<Cluster> clusters_;
+  std::vector<std::int32_t> cluster_peak_;
+  double cos_merge_;
+  std::vector<int> parent_;
+  std::vector<Plane> fits_;
+  std::vector<char> has_fit_;
+  std::vector<double> sums_;
+};
+
+}  // namespace
+
+// The planes from the peaks and the clusters assigned to them (PlaneFitter's steps 1 to 4).
+std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_plane) {
   std::vector<Cluster> clusters(octree_.clusters.size());
   thrust::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
   std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
   thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
-
-  // 1. Only clusters that lie on the peak cell's plane (within three times the tolerances plus
-  // a cell) count: a small cluster whose uncertain kernel reached the peak from afar (a tilted
-  // fragment of another surface, whose offset the tilt shifts) would pull the fit off.
-  const BallLayout layout = accumulator_->host_layout();
-  const double loose_cos =
-      std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout.dphi()));
-  const double loose_distance = 3 * params_.merge_distance + layout.drho();
-  std::vector<double> sums(peaks * kFitTerms, 0.0);
-  for (std::size_t c = 0; c < clusters.size(); ++c) {
-    const int p = cluster_peak[c];
-    if (p < 0) continue;
-    double at[3];
-    layout.centre(peaks_[p], at);
-    const double n[3] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
-                         std::cos(at[1])};
-    const Cluster& k = clusters[c];
-    const double cosine = n[0] * k.normal[0] + n[1] * k.normal[1] + n[2] * k.normal[2];
-    const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - at[2];
-    if (std::fabs(cosine) < loose_cos || std::fabs(off) > loose_distance) {
-      cluster_peak[c] = -1;
-      continue;
-    }
-    add_cluster(k, &sums[kFitTerms * p]);
-  }
-  global_sum(comm_, std::span<double>(sums));
-
-  // 2.
-  std::vector<int> parent(peaks);
-  std::iota(parent.begin(), parent.end(), 0);
-  const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
-  auto agree = [&](const double* na, double da, const double* nb, double db) {
-    const double cosine = na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2];
-    return std::fabs(cosine) >= cos_merge &&
-           std::fabs(da - (cosine < 0 ? -db : db)) <= params_.merge_distance;
-  };
-  std::vector<double> merged;
-  std::vector<Plane> fits(peaks);
-  std::vector<char> has_fit(peaks, 0);
-  auto refit_roots = [&] {
-    merged.assign(peaks * kFitTerms, 0.0);
-    for (std::size_t p = 0; p < peaks; ++p) {
-      const int r = find_root(parent, static_cast<int>(p));
-      for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums[kFitTerms * p + k];
-    }
-    for (std::size_t p = 0; p < peaks; ++p) {
-      has_fit[p] = find_root(parent, static_cast<int>(p)) == static_cast<int>(p) &&
-                   merged[kFitTerms * p] >= 3;
-      if (has_fit[p]) fits[p] = fit(&merged[kFitTerms * p]);
-    }
-  };
-  for (int round = 0; round < 4; ++round) {
-    refit_roots();
-    bool changed = false;
-    for (std::size_t a = 0; a < peaks; ++a)
-      for (std::size_t b = a + 1; b < peaks; ++b)
-        if (has_fit[a] && has_fit[b] &&
-            find_root(parent, static_cast<int>(b)) == static_cast<int>(b) &&
-            agree(fits[a].normal.data(), fits[a].offset, fits[b].normal.data(), fits[b].offset)) {
-          parent[b] = static_cast<int>(a);
-          has_fit[b] = 0;
-          changed = true;
-        }
-    if (!changed) break;
-  }
-  refit_roots();
-
-  // 3. Every cluster is matched with the planes: its own peak's plane if its normal and centroid
-  // agree with it, else the nearest plane it agrees with, else none.
-  std::vector<int> cluster_root(clusters.size(), -1);
-  for (std::size_t c = 0; c < clusters.size(); ++c) {
-    const Cluster& k = clusters[c];
-    const double own = k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
-    auto fits_root = [&](int r) {
-      return has_fit[r] && agree(fits[r].normal.data(), fits[r].offset, k.normal, own);
-    };
-    auto distance = [&](int r) {
-      const Plane& f = fits[r];
-      double d = -f.offset;
-      for (int a = 0; a < 3; ++a) d += f.normal[a] * k.mean[a];
-      return std::fabs(d);
-    };
-    const int own_root = cluster_peak[c] >= 0 ? find_root(parent, cluster_peak[c]) : -1;
-    int best = own_root >= 0 && fits_root(own_root) ? own_root : -1;
-    if (best < 0)
-      for (std::size_t r = 0; r < peaks; ++r)
-        if (fits_root(static_cast<int>(r)) &&
-            (best < 0 || distance(static_cast<int>(r)) < distance(best)))
-          best = static_cast<int>(r);
-    cluster_root[c] = best;
-  }
-
-  if (std::getenv("APRON_PLANES_DEBUG") != nullptr) {
-    for (std::size_t p = 0; p < peaks; ++p) {
-      double at[3];
-      accumulator_->host_layout().centre(peaks_[p], at);
-      std::printf(
-          "peak %zu cell %u (theta %.3f phi %.3f rho %.3f) root %d fit %d n (%.3f %.3f %.3f) d "
-          "%.4f count %.0f\n",
-          p, peaks_[p], at[0], at[1], at[2], find_root(parent, static_cast<int>(p)), has_fit[p],
-          fits[p].normal[0], fits[p].normal[1], fits[p].normal[2], fits[p].offset,
-          merged[kFitTerms * p]);
-    }
-    for (std::size_t c = 0; c < clusters.size(); ++c)
-      std::printf(
-          "cluster %zu level %u count %u mean (%.3f %.3f %.3f) n (%.3f %.3f %.3f) peak %d root "
-          "%d\n",
-          c, clusters[c].level, clusters[c].count, clusters[c].mean[0], clusters[c].mean[1],
-          clusters[c].mean[2], clusters[c].normal[0], clusters[c].normal[1], clusters[c].normal[2],
-          cluster_peak[c], cluster_root[c]);
-  }
-  // 4.
-  std::vector<double> final_sums(peaks * (kFitTerms + 1), 0.0);  // + the cluster count
-  for (std::size_t c = 0; c < clusters.size(); ++c) {
-    if (cluster_root[c] < 0) continue;
-    double* at = &final_sums[(kFitTerms + 1) * cluster_root[c]];
-    add_cluster(clusters[c], at);
-    at[kFitTerms] += 1;
-  }
-  global_sum(comm_, std::span<double>(final_sums));
-  std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
-  for (std::size_t p = 0; p < peaks; ++p) {
-    const double* at = &final_sums[(kFitTerms + 1) * p];
-    if (at[0] < std::max<double>(3, static_cast<double>(params_.min_plane_points))) continue;
-    Plane plane = fit(at);
-    plane.clusters = static_cast<std::uint64_t>(at[kFitTerms]);
-    plane.peak_cell = peaks_[p];
-    kept.emplace_back(static_cast<int>(p), plane);
-  }
-  std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
-    return a.second.inliers > b.second.inliers;
-  });
-  std::vector<int> root_plane(peaks, -1);
-  std::vector<Plane> planes;
-  for (auto& [root, plane] : kept) {
-    root_plane[root] = static_cast<int>(planes.size());
-    planes.push_back(plane);
-  }
-  cluster_plane.assign(clusters.size(), -1);
-  for (std::size_t c = 0; c < clusters.size(); ++c)
-    if (cluster_root[c] >= 0) cluster_plane[c] = root_plane[cluster_root[c]];
-  return planes;
+  PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_, std::move(clusters),
+                     std::move(cluster_peak));
+  fitter.sum_peaks();
+  fitter.merge_peaks();
+  return fitter.final_planes(fitter.match_clusters(), cluster_plane);
 }
 
 // The oriented rectangles (in centred coordinates, from the clusters' points).

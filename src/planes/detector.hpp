@@ -42,8 +42,7 @@ struct Plane {
   // The oriented rectangle holding the inliers: centroid + u * [u_min, u_max] + v * [v_min, v_max].
   std::array<double, 3> axis_u{}, axis_v{};
   double u_min = 0, u_max = 0, v_min = 0, v_max = 0;
-  std::uint32_t peak_cell = 0;
-  double peak_votes = 0;
+  std::uint32_t peak_cell = 0;  // the accumulator cell of its (first) peak
   std::array<std::array<double, 3>, 4> corners() const;
 };
 
@@ -81,9 +80,7 @@ class PlaneDetector {
   const std::vector<std::uint32_t>& peak_cells() const { return peaks_; }
 
  private:
-  struct PeakFit;
-  std::vector<Plane> fit_planes(const std::array<double, 3>& centre,
-                                std::vector<std::int32_t>& cluster_plane);
+  std::vector<Plane> fit_planes(std::vector<std::int32_t>& cluster_plane);
   void compute_extents(std::vector<Plane>& planes);
   std::uint64_t grow_inliers(const std::vector<Plane>& planes);
   void to_cloud_coordinates(std::vector<Plane>& planes, const std::array<double, 3>& centre);
