@@ -166,8 +166,11 @@ struct ClassifyNodes {
     const std::uint32_t first = active[starts[s]];
     const Vec4 r = sorted[first];
     const double ref[3] = {r.x, r.y, r.z};
-    level_clusters[s] = make_cluster(m, ref, e, keys[first] >> shift, level, first,
-                                     static_cast<std::uint32_t>(count));
+    // The node's points lie in its run of the Morton order (among points of earlier
+    // clusters whose trimmed points stayed active): [first, last].
+    const std::uint32_t last = active[starts[s + 1] - 1];
+    level_clusters[s] =
+        make_cluster(m, ref, e, keys[first] >> shift, level, first, last - first + 1);
   }
 };
 

@@ -34,8 +34,8 @@ struct Cluster {
   std::uint64_t node;   // the node's Morton prefix at its level
   std::uint32_t count;  // its points (the node's points within the trim distance of its plane)
   std::uint32_t level;
-  std::uint32_t begin;  // its points are among sorted positions [begin, begin + span)
-  std::uint32_t span;   // the node's points
+  std::uint32_t begin;  // its points are among sorted positions [begin, begin + span): the
+  std::uint32_t span;   // node's run of the Morton order
 };
 
 // A cluster from a node's moments (host and device; the reference uses it as well).

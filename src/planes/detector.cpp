@@ -56,33 +56,36 @@ struct PlaneLabels {
   }
 };
 
-// Per cluster: the extent of its points along its plane's in-plane axes (u, v), relative to the
-// plane's centroid. Clusters are contiguous in Morton order, so each reads one range.
-struct ClusterExtent {
-  const Cluster* clusters;
-  const std::int32_t* cluster_plane;
-  const double* frames;  // per plane: centroid, u, v (9 values)
-  const Vec4* sorted;
-  const std::int32_t* sorted_cluster;
-  double* extent;  // per cluster: u_min, u_max, v_min, v_max
-  APRON_HD void operator()(std::size_t c) const {
-    const double inf = 1e300;
-    double e[4] = {inf, -inf, inf, -inf};
-    const std::int32_t p = cluster_plane[c];
-    if (p >= 0) {
-      const double* f = frames + 9 * p;
-      const Cluster& k = clusters[c];
-      for (std::uint32_t i = k.begin; i < k.begin + k.span; ++i) {
-        if (sorted_cluster[i] != static_cast<std::int32_t>(c)) continue;  // trimmed
-        const Vec4 q = sorted[i];
-        const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
-        const double u = d[0] * f[3] + d[1] * f[4] + d[2] * f[5];
-        const double v = d[0] * f[6] + d[1] * f[7] + d[2] * f[8];
-        e[0] = u < e[0] ? u : e[0], e[1] = u > e[1] ? u : e[1];
-        e[2] = v < e[2] ? v : e[2], e[3] = v > e[3] ? v : e[3];
-      }
+// The planes' extents: each point's label + 1 as a sort key (0: no plane), its index as value.
+struct LabelKeys {
+  const std::int32_t* labels;
+  std::uint32_t* keys;
+  std::uint32_t* index;
+  APRON_HD void operator()(std::size_t i) const {
+    keys[i] = static_cast<std::uint32_t>(labels[i] + 1);
+    index[i] = static_cast<std::uint32_t>(i);
+  }
+};
+
+// Per point in label order: its projections on its plane's in-plane axes (u, v), relative to the
+// plane's centroid (0 for points of no plane: their run is not read).
+struct PointProjections {
+  const Vec4* points;
+  const std::uint32_t* keys;   // sorted labels + 1
+  const std::uint32_t* index;  // the points in that order
+  const double* frames;        // per plane: centroid, u, v (9 values)
+  float* u;
+  float* v;
+  APRON_HD void operator()(std::size_t i) const {
+    if (keys[i] == 0) {
+      u[i] = v[i] = 0;
+      return;
     }
-    for (int k = 0; k < 4; ++k) extent[4 * c + k] = e[k];
+    const double* f = frames + 9 * (keys[i] - 1);
+    const Vec4 q = points[index[i]];
+    const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
+    u[i] = static_cast<float>(d[0] * f[3] + d[1] * f[4] + d[2] * f[5]);
+    v[i] = static_cast<float>(d[0] * f[6] + d[1] * f[7] + d[2] * f[8]);
   }
 };
 
@@ -424,6 +427,8 @@ std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_
 }
 
 // The oriented rectangles (in centred coordinates, from the clusters' points).
+// The oriented rectangles (in centred coordinates): the points sorted by label (one radix pass
+// for up to 255 planes), each plane's run reduced to the minimum and maximum projections.
 void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
   std::vector<double> frames(9 * planes.size());
   for (std::size_t p = 0; p < planes.size(); ++p)
@@ -433,23 +438,33 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
       frames[9 * p + 6 + d] = planes[p].axis_v[d];
     }
   plane_frames_.assign(frames.begin(), frames.end());
-  const std::size_t clusters = octree_.clusters.size();
-  cluster_extent_.resize(4 * clusters);
-  for_each_index(clusters, ClusterExtent{raw(octree_.clusters), raw(cluster_plane_),
-                                         raw(plane_frames_), raw(octree_.sorted),
-                                         raw(octree_.sorted_cluster), raw(cluster_extent_)});
-  std::vector<double> extent(cluster_extent_.size());
-  thrust::copy(cluster_extent_.begin(), cluster_extent_.end(), extent.begin());
-  std::vector<std::int32_t> cluster_plane(clusters);
-  thrust::copy(cluster_plane_.begin(), cluster_plane_.end(), cluster_plane.begin());
+  const std::size_t n = labels_.size();
+  label_keys_.resize(n);
+  label_index_.resize(n);
+  for_each_index(n, LabelKeys{raw(labels_), raw(label_keys_), raw(label_index_)});
+  sort_pairs(label_keys_, label_index_, n, key_bits(planes.size() + 1));
+  u_.resize(n);
+  v_.resize(n);
+  for_each_index(n, PointProjections{raw(points_), raw(label_keys_), raw(label_index_),
+                                     raw(plane_frames_), raw(u_), raw(v_)});
+  const std::size_t runs =
+      n ? run_length_encode(label_keys_, n, run_label_, run_count_, run_start_) : 0;
+  run_start_.resize(runs + 1);
+  if (runs > 0) run_start_[runs] = static_cast<std::uint32_t>(n);
+  std::vector<std::uint32_t> run_label(runs);
+  thrust::copy(run_label_.begin(), run_label_.begin() + runs, run_label.begin());
   // Minima as negated maxima: one allreduce.
   std::vector<double> most(4 * planes.size(), -1e300);
-  for (std::size_t c = 0; c < clusters; ++c) {
-    const int p = cluster_plane[c];
-    if (p < 0) continue;
-    for (int k = 0; k < 4; ++k) {
-      const double v = k % 2 == 0 ? -extent[4 * c + k] : extent[4 * c + k];
-      most[4 * p + k] = std::max(most[4 * p + k], v);
+  for (int k = 0; k < 4; ++k) {
+    segmented_reduce(k < 2 ? u_ : v_, run_start_, runs,
+                     k % 2 == 0 ? Reduction::min : Reduction::max, run_extent_);
+    std::vector<float> extent(runs);
+    thrust::copy(run_extent_.begin(), run_extent_.begin() + runs, extent.begin());
+    for (std::size_t r = 0; r < runs; ++r) {
+      if (run_label[r] == 0) continue;
+      const double value = k % 2 == 0 ? -extent[r] : extent[r];
+      double& at = most[4 * (run_label[r] - 1) + k];
+      at = std::max(at, value);
     }
   }
   global_max(comm_, std::span<double>(most));

@@ -93,7 +93,9 @@ class PlaneDetector {
   DeviceVector<Vec4> points_;
   DeviceVector<std::uint32_t> peak_cells_;
   DeviceVector<std::int32_t> cluster_peak_, cluster_plane_, labels_;
-  DeviceVector<double> plane_frames_, cluster_extent_;
+  DeviceVector<double> plane_frames_;
+  DeviceVector<float> u_, v_, run_extent_;
+  DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
   DeviceVector<std::uint32_t> grown_;
   std::vector<std::uint32_t> peaks_;
 };

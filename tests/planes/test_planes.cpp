@@ -463,6 +463,44 @@ TEST(Scenes, RoomF1) {
   }
 }
 
+TEST(Scenes, RectanglesHoldExactlyTheInliers) {
+  // The oriented rectangle of each plane against its labelled points, projected by hand.
+  const auto run = run_case(
+      "  input: {scene: boxes, points: 100000, noise: 0.001, outliers: 0.2}\n"
+      "  point_output: false\n",
+      self_ranks());
+  const auto& planes = run->workload->detection().planes;
+  const auto& labels = run->workload->detection().labels;
+  const auto& index = run->workload->local_index();
+  ASSERT_FALSE(planes.empty());
+  SceneSpec spec;
+  spec.kind = "boxes", spec.points = 100000, spec.noise = 0.001, spec.outliers = 0.2;
+  const Scene scene = make_scene("boxes");
+  std::vector<std::array<double, 4>> extent(planes.size(), {1e300, -1e300, 1e300, -1e300});
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0) continue;
+    const Plane& p = planes[labels[i]];
+    int truth = 0;
+    const auto x = scene.point(spec, index[i], truth);
+    double u = 0, v = 0;
+    for (int d = 0; d < 3; ++d) {
+      u += (x[d] - p.centroid[d]) * p.axis_u[d];
+      v += (x[d] - p.centroid[d]) * p.axis_v[d];
+    }
+    auto& e = extent[labels[i]];
+    e = {std::min(e[0], u), std::max(e[1], u), std::min(e[2], v), std::max(e[3], v)};
+  }
+  // Tolerance: float coordinates on the device (a scene of ~14 m: ~1e-6 of it) and float
+  // projections.
+  const double tolerance = 1e-5 * scene.diagonal;
+  for (std::size_t p = 0; p < planes.size(); ++p) {
+    EXPECT_NEAR(planes[p].u_min, extent[p][0], tolerance) << "plane " << p;
+    EXPECT_NEAR(planes[p].u_max, extent[p][1], tolerance) << "plane " << p;
+    EXPECT_NEAR(planes[p].v_min, extent[p][2], tolerance) << "plane " << p;
+    EXPECT_NEAR(planes[p].v_max, extent[p][3], tolerance) << "plane " << p;
+  }
+}
+
 TEST(Scenes, NoPlaneGivesAnEmptyResult) {
   const auto file = std::filesystem::temp_directory_path() / "apron_planes_random.xyz";
   {
