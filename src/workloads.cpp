@@ -1,13 +1,14 @@
 // The built-in workloads: adding one is its own folder and one line here.
 #include "flip/flip_solver.hpp"
 #include "meshdist/meshdist_workload.hpp"
+#include "planes/planes_workload.hpp"
 #include "sph/sph_solver.hpp"
 #include "workload_registry.hpp"
 
 namespace apron {
 
 std::vector<WorkloadSpec> builtin_workloads() {
-  return {sph::sph_spec(), meshdist::meshdist_spec(), flip::flip_spec()};
+  return {sph::sph_spec(), meshdist::meshdist_spec(), flip::flip_spec(), planes::planes_spec()};
 }
 
 }  // namespace apron

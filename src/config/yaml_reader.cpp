@@ -304,13 +304,19 @@ YAML::Node load_with_overrides(const std::string& file, const std::string& text,
 std::string resolve_input_path(MapReader& r, const std::string& key, const std::string& given,
                                const std::string& what) {
   namespace fs = std::filesystem;
+  // A name the file system refuses (too long, say) is a file that does not exist, not an
+  // exception.
+  const auto exists = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::exists(p, ec);
+  };
   const fs::path path(given);
-  if (path.is_absolute() || fs::exists(path)) {
-    if (!fs::exists(path)) r.fail(key, what + " '" + given + "' does not exist");
+  if (path.is_absolute() || exists(path)) {
+    if (!exists(path)) r.fail(key, what + " '" + given + "' does not exist");
     return given;
   }
   const fs::path beside = fs::path(r.file()).parent_path() / path;
-  if (fs::exists(beside)) return beside.string();
+  if (exists(beside)) return beside.string();
   r.fail(key, what + " '" + given + "' does not exist (looked in the working directory " +
                   fs::current_path().string() + " and beside the case file, as " + beside.string() +
                   ")");

@@ -18,6 +18,7 @@
 #include "config/yaml_reader.hpp"
 #include "flip/flip_config.hpp"
 #include "meshdist/meshdist_config.hpp"
+#include "planes/planes_config.hpp"
 #include "sph/sph_config.hpp"
 #include "workload.hpp"
 #include "workload_registry.hpp"
@@ -32,7 +33,9 @@ std::vector<WorkloadSpec> builtin_workloads() {
       WorkloadSpec{"sph", "SPH (schema only)", sph::sph_schema(), no_solver, {}},
       WorkloadSpec{
           "meshdist", "mesh distance (schema only)", meshdist::meshdist_schema(), no_solver, {}},
-      WorkloadSpec{"flip", "FLIP (schema only)", flip::flip_schema(), no_solver, {}}};
+      WorkloadSpec{"flip", "FLIP (schema only)", flip::flip_schema(), no_solver, {}},
+      WorkloadSpec{
+          "planes", "plane detection (schema only)", planes::planes_schema(), no_solver, {}}};
 }
 
 }  // namespace apron

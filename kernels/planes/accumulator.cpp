@@ -1,0 +1,206 @@
+#include "kernels/planes/accumulator.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <thrust/copy.h>
+
+#include "kernels/common/primitives.hpp"
+
+namespace apron::planes {
+
+std::vector<std::uint32_t> ball_ring_starts(int phi_cells) {
+  std::vector<std::uint32_t> start(phi_cells + 1, 0);
+  for (int j = 0; j < phi_cells; ++j) {
+    const double phi = (j + 0.5) * kPi / phi_cells;
+    const long cells = std::max(1L, std::lround(2.0 * phi_cells * std::sin(phi)));
+    start[j + 1] = start[j] + static_cast<std::uint32_t>(cells);
+  }
+  return start;
+}
+
+namespace {
+
+struct MakeKernels {
+  const Cluster* clusters;
+  BallLayout layout;
+  VoteKernel* kernels;
+  std::uint32_t* counts;
+  APRON_HD void operator()(std::size_t c) const {
+    const VoteKernel k = make_kernel(clusters[c], layout);
+    kernels[c] = k;
+    std::uint32_t count = 0;
+    for_each_kernel_cell(k, layout, [&](std::uint32_t, double) { ++count; });
+    counts[c] = count;
+  }
+};
+
+struct WriteVotes {
+  const VoteKernel* kernels;
+  BallLayout layout;
+  const std::uint32_t* offset;
+  std::uint32_t* cell;
+  std::uint32_t* id;
+  double* value;
+  APRON_HD void operator()(std::size_t c) const {
+    std::uint32_t i = offset[c];
+    for_each_kernel_cell(kernels[c], layout, [&](std::uint32_t at, double v) {
+      cell[i] = at;
+      id[i] = i;
+      value[i] = v;
+      ++i;
+    });
+  }
+};
+
+struct GatherValues {
+  const double* value;
+  const std::uint32_t* id;
+  double* sorted;
+  APRON_HD void operator()(std::size_t i) const { sorted[i] = value[id[i]]; }
+};
+
+struct ScatterSums {
+  const std::uint32_t* cells;
+  const double* sums;
+  double* votes;
+  APRON_HD void operator()(std::size_t i) const { votes[cells[i]] = sums[i]; }
+};
+
+struct Smooth {
+  BallLayout layout;
+  const double* votes;
+  double* smoothed;
+  APRON_HD void operator()(std::size_t c) const {
+    double sum = 0;
+    int count = 0;
+    for_each_neighbour(layout, static_cast<std::uint32_t>(c), [&](std::uint32_t nb) {
+      sum += votes[nb];
+      ++count;
+    });
+    smoothed[c] = 0.5 * votes[c] + (count > 0 ? 0.5 * sum / count : 0.5 * votes[c]);
+  }
+};
+
+struct IsPeak {
+  BallLayout layout;
+  const double* votes;
+  const double* smoothed;
+  double min_value;
+  APRON_HD bool operator()(std::uint32_t c) const {
+    const double s = smoothed[c];
+    if (!(votes[c] > 0) || s < min_value) return false;
+    bool highest = true;
+    for_each_neighbour(layout, c, [&](std::uint32_t nb) {
+      const double o = smoothed[nb];
+      if (o > s || (o == s && nb < c)) highest = false;
+    });
+    return highest;
+  }
+};
+
+struct GatherPeakValues {
+  const std::uint32_t* cells;
+  const double* smoothed;
+  double* values;
+  APRON_HD void operator()(std::size_t i) const { values[i] = smoothed[cells[i]]; }
+};
+
+struct Zero {
+  double* values;
+  APRON_HD void operator()(std::size_t i) const { values[i] = 0; }
+};
+
+struct AssignClusters {
+  const VoteKernel* kernels;
+  BallLayout layout;
+  const std::uint32_t* peaks;
+  int peak_count;
+  std::int32_t* cluster_peak;
+  APRON_HD void operator()(std::size_t c) const {
+    cluster_peak[c] = nearest_peak(kernels[c], layout, peaks, peak_count);
+  }
+};
+
+}  // namespace
+
+Accumulator::Accumulator(int phi_cells, int rho_cells, double rho_max)
+    : phi_cells_(phi_cells), rho_cells_(rho_cells), rho_max_(rho_max) {
+  if (phi_cells < 2 || rho_cells < 1 || !(rho_max > 0))
+    throw std::invalid_argument("accumulator: needs phi_cells >= 2, rho_cells >= 1, rho_max > 0");
+  host_ring_start_ = ball_ring_starts(phi_cells);
+  ring_start_.assign(host_ring_start_.begin(), host_ring_start_.end());
+  votes.resize(static_cast<std::size_t>(host_ring_start_.back()) * rho_cells);
+  smoothed.resize(votes.size());
+}
+
+BallLayout Accumulator::layout() const {
+  return {phi_cells_, rho_cells_, rho_max_, raw(ring_start_)};
+}
+BallLayout Accumulator::host_layout() const {
+  return {phi_cells_, rho_cells_, rho_max_, host_ring_start_.data()};
+}
+
+void Accumulator::vote(const DeviceVector<Cluster>& clusters) {
+  const std::size_t n = clusters.size();
+  const BallLayout b = layout();
+  kernels.resize(n);
+  vote_offset_.resize(n);
+  for_each_index(n, MakeKernels{raw(clusters), b, raw(kernels), raw(vote_offset_)});
+  const std::uint64_t total = n ? reduce_sum(vote_offset_, n) : 0;
+  if (total >= (std::uint64_t{1} << 32))
+    throw std::runtime_error("voting: more than 2^32 votes on one rank");
+  exclusive_scan(vote_offset_, n, vote_offset_);
+  vote_count = total;
+  vote_cell_.resize(total);
+  vote_id_.resize(total);
+  vote_value_.resize(total);
+  for_each_index(n, WriteVotes{raw(kernels), b, raw(vote_offset_), raw(vote_cell_), raw(vote_id_),
+                               raw(vote_value_)});
+  for_each_index(votes.size(), Zero{raw(votes)});
+  if (total == 0) return;
+  sort_pairs(vote_cell_, vote_id_, total, key_bits(votes.size()));
+  sorted_value_.resize(total);
+  for_each_index(total, GatherValues{raw(vote_value_), raw(vote_id_), raw(sorted_value_)});
+  const std::size_t runs =
+      run_length_encode(vote_cell_, total, unique_cells_, run_count_, run_start_);
+  run_start_.resize(runs + 1);
+  run_start_[runs] = static_cast<std::uint32_t>(total);
+  segmented_reduce(sorted_value_, run_start_, runs, Reduction::sum, run_sum_);
+  for_each_index(runs, ScatterSums{raw(unique_cells_), raw(run_sum_), raw(votes)});
+}
+
+void Accumulator::smooth() {
+  for_each_index(votes.size(), Smooth{layout(), raw(votes), raw(smoothed)});
+}
+
+std::vector<std::uint32_t> Accumulator::peaks(double min_value) {
+  const std::size_t count = select_indices_if(
+      votes.size(), IsPeak{layout(), raw(votes), raw(smoothed), min_value}, peak_cells_);
+  // Only the peaks' values come to the host (the accumulator may hold millions of cells).
+  peak_values_.resize(count);
+  for_each_index(count, GatherPeakValues{raw(peak_cells_), raw(smoothed), raw(peak_values_)});
+  std::vector<std::uint32_t> cells(count);
+  std::vector<double> values(count);
+  thrust::copy(peak_cells_.begin(), peak_cells_.begin() + count, cells.begin());
+  thrust::copy(peak_values_.begin(), peak_values_.end(), values.begin());
+  std::vector<std::size_t> order(count);
+  for (std::size_t k = 0; k < count; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return values[a] != values[b] ? values[a] > values[b] : cells[a] < cells[b];
+  });
+  std::vector<std::uint32_t> sorted(count);
+  for (std::size_t k = 0; k < count; ++k) sorted[k] = cells[order[k]];
+  return sorted;
+}
+
+void assign_clusters(const DeviceVector<VoteKernel>& kernels, const BallLayout& layout,
+                     const DeviceVector<std::uint32_t>& peak_cells,
+                     DeviceVector<std::int32_t>& cluster_peak) {
+  cluster_peak.resize(kernels.size());
+  for_each_index(kernels.size(),
+                 AssignClusters{raw(kernels), layout, raw(peak_cells),
+                                static_cast<int>(peak_cells.size()), raw(cluster_peak)});
+}
+
+}  // namespace apron::planes

@@ -1,0 +1,174 @@
+// Small host-and-device math of the plane detector (issue 16): Morton codes, the 3x3 symmetric
+// eigen-decomposition, the moments of a point set and the 3D-KHT coplanarity test. Header-only so
+// that the tests' sequential references use the very same arithmetic as the device kernels.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/hd.hpp"
+
+namespace apron::planes {
+
+inline constexpr double kPi = 3.14159265358979323846;
+
+// ---- Morton codes ----------------------------------------------------------------------------
+
+// Spreads the low 21 bits of v so that bit k lands on bit 3k.
+APRON_HD inline std::uint64_t spread_bits(std::uint64_t v) {
+  v &= 0x1fffffULL;
+  v = (v | (v << 32)) & 0x1f00000000ffffULL;
+  v = (v | (v << 16)) & 0x1f0000ff0000ffULL;
+  v = (v | (v << 8)) & 0x100f00f00f00f00fULL;
+  v = (v | (v << 4)) & 0x10c30c30c30c30c3ULL;
+  v = (v | (v << 2)) & 0x1249249249249249ULL;
+  return v;
+}
+
+// The octree cell of a point at `depth` (cells per axis 2^depth over the cube [origin,
+// origin + size)^3): x in the lowest bit of each 3-bit group, so that the code's top 3l bits are
+// the point's node at level l. Points on or beyond the cube's far faces go to the last cell.
+APRON_HD inline std::uint64_t morton_code(double x, double y, double z, const double origin[3],
+                                          double size, int depth) {
+  const double cells = static_cast<double>(std::uint64_t{1} << depth);
+  const double p[3] = {x, y, z};
+  std::uint64_t code = 0;
+  for (int d = 0; d < 3; ++d) {
+    double q = std::floor((p[d] - origin[d]) / size * cells);
+    q = q < 0 ? 0 : (q > cells - 1 ? cells - 1 : q);
+    code |= spread_bits(static_cast<std::uint64_t>(q)) << d;
+  }
+  return code;
+}
+
+// ---- Moments and eigen-decomposition ---------------------------------------------------------
+
+// Symmetric 3x3 as xx xy xz yy yz zz.
+struct Sym3 {
+  double m[6] = {0, 0, 0, 0, 0, 0};
+  APRON_HD double at(int i, int j) const {
+    const int lo = i < j ? i : j, hi = i < j ? j : i;
+    constexpr int kIndex[3][3] = {{0, 1, 2}, {1, 3, 4}, {2, 4, 5}};
+    return m[kIndex[lo][hi]];
+  }
+};
+
+// Eigenvalues ascending, eigenvectors as the columns vec[.][k] (unit length, right-handed).
+struct Eigen3 {
+  double value[3];
+  double vec[3][3];
+};
+
+// Cyclic Jacobi rotations: converges to double precision in a few sweeps for 3x3, and stays
+// accurate for the nearly singular covariances of thin planar clusters, where the closed form
+// (trigonometric) solution loses the small eigenvalue to cancellation.
+APRON_HD inline Eigen3 eigen_symmetric(const Sym3& s) {
+  double a[3][3], v[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) a[i][j] = s.at(i, j);
+  for (int sweep = 0; sweep < 32; ++sweep) {
+    const double off = a[0][1] * a[0][1] + a[0][2] * a[0][2] + a[1][2] * a[1][2];
+    const double diag = a[0][0] * a[0][0] + a[1][1] * a[1][1] + a[2][2] * a[2][2];
+    if (off <= 1e-30 * diag || off == 0) break;
+    for (int p = 0; p < 2; ++p)
+      for (int q = p + 1; q < 3; ++q) {
+        if (a[p][q] == 0) continue;
+        const double theta = (a[q][q] - a[p][p]) / (2 * a[p][q]);
+        const double t =
+            (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const double c = 1 / std::sqrt(t * t + 1), sn = t * c;
+        for (int k = 0; k < 3; ++k) {  // A <- A J (columns p, q)
+          const double akp = a[k][p], akq = a[k][q];
+          a[k][p] = c * akp - sn * akq;
+          a[k][q] = sn * akp + c * akq;
+        }
+        for (int k = 0; k < 3; ++k) {  // A <- J^T A (rows p, q)
+          const double apk = a[p][k], aqk = a[q][k];
+          a[p][k] = c * apk - sn * aqk;
+          a[q][k] = sn * apk + c * aqk;
+        }
+        for (int k = 0; k < 3; ++k) {
+          const double vkp = v[k][p], vkq = v[k][q];
+          v[k][p] = c * vkp - sn * vkq;
+          v[k][q] = sn * vkp + c * vkq;
+        }
+      }
+  }
+  int order[3] = {0, 1, 2};  // ascending eigenvalues
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
+      if (a[order[j]][order[j]] < a[order[i]][order[i]]) {
+        const int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+  Eigen3 e;
+  for (int k = 0; k < 3; ++k) {
+    e.value[k] = a[order[k]][order[k]];
+    for (int d = 0; d < 3; ++d) e.vec[d][k] = v[d][order[k]];
+  }
+  return e;
+}
+
+// Sums over a point set, each point relative to a reference point r (the first point of the
+// node): sum 1, sum (p - r), sum (p - r)(p - r)^T. Relative sums keep float64 exact enough for
+// thin clusters far from the origin (the centred covariance then loses no digits to r).
+struct Moments {
+  double count = 0;
+  double s[3] = {0, 0, 0};
+  double ss[6] = {0, 0, 0, 0, 0, 0};  // xx xy xz yy yz zz
+
+  APRON_HD void add(double dx, double dy, double dz) {
+    count += 1;
+    s[0] += dx, s[1] += dy, s[2] += dz;
+    ss[0] += dx * dx, ss[1] += dx * dy, ss[2] += dx * dz;
+    ss[3] += dy * dy, ss[4] += dy * dz, ss[5] += dz * dz;
+  }
+  // Covariance (divided by count) and the mean relative to the reference.
+  APRON_HD Sym3 covariance(double mean[3]) const {
+    Sym3 c;
+    for (int d = 0; d < 3; ++d) mean[d] = s[d] / count;
+    const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+    for (int k = 0; k < 6; ++k) c.m[k] = ss[k] / count - mean[ij[k][0]] * mean[ij[k][1]];
+    return c;
+  }
+};
+
+// ---- The octree's node test ------------------------------------------------------------------
+
+// 3D-KHT's parameters of the octree (Limberger & Oliveira 2015, section 3.1 and table 2).
+struct OctreeParams {
+  int max_depth = 10;  // deepest level (a level-l node has edge size / 2^l)
+  // s_level: nodes above it are subdivided without a test. 2 rather than 1: a level-1 node (half
+  // the cloud) that the data fills only in part can hold a slab of outliers that looks planar.
+  int first_level = 2;
+  int min_points = 30;    // s_ms: a node with fewer points is dropped
+  double thickness = 25;  // s_alpha: coplanar needs lambda_mid > s_alpha * lambda_min
+  double isotropy = 6;    // s_beta: and lambda_max < s_beta * lambda_mid
+  // Robust fit before the test (3D-KHT's refitting step, moved before the test so that outliers
+  // spread through the volume do not fail nodes on a plane): points farther than the node's edge
+  // / trim_divisor from the node's plane leave its moments; then, trim_passes - 1 times, those
+  // farther than three standard deviations of the remaining ones (sigma clipping); the node then
+  // needs min_inlier_fraction of its points left. trim_passes = 0: the paper's plain test.
+  double trim_divisor = 10;
+  int trim_passes = 4;
+  double min_inlier_fraction = 0.8;
+};
+
+enum NodeState : std::uint8_t { kSubdivide = 0, kCluster = 1, kDrop = 2 };
+
+// What becomes of a node at `level` with `count` points and covariance eigenvalues e: a cluster
+// (approximately coplanar: thin against its middle extent, not a line), subdivided, or dropped
+// (too few points, or the deepest level without passing).
+APRON_HD inline NodeState classify_node(const OctreeParams& p, int level, double count,
+                                        double inliers, const Eigen3& e) {
+  if (count < p.min_points) return kDrop;
+  if (level >= p.first_level && inliers >= p.min_points &&
+      inliers >= p.min_inlier_fraction * count) {
+    const double lmin = e.value[0] < 0 ? 0 : e.value[0], lmid = e.value[1], lmax = e.value[2];
+    if (lmid > p.thickness * lmin && lmax < p.isotropy * lmid) return kCluster;
+  }
+  return level >= p.max_depth ? kDrop : kSubdivide;
+}
+
+}  // namespace apron::planes

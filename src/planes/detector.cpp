@@ -1,0 +1,510 @@
+#include "planes/detector.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <thrust/copy.h>
+
+#include "decomposition/reductions.hpp"
+#include "kernels/common/primitives.hpp"
+#include "runtime/runtime.hpp"
+
+namespace apron::planes {
+namespace {
+
+constexpr int kFitTerms = 10;  // count, sum x (3), sum x x^T (6)
+
+// Growing (optional): a point on no cluster joins the nearest plane within `band` plane rms of
+// it whose rectangle (widened by the band) holds its projection.
+struct GrowLabels {
+  const Vec4* points;
+  const double* planes;  // per plane: normal, offset, centroid, u, v, u/v extents, band (18)
+  int count;
+  std::int32_t* labels;
+  std::uint32_t* grown;  // 1 where a point joined a plane
+  APRON_HD void operator()(std::size_t i) const {
+    grown[i] = 0;
+    if (labels[i] >= 0) return;
+    const Vec4 q = points[i];
+    int best = -1;
+    double best_distance = 0;
+    for (int p = 0; p < count; ++p) {
+      const double* f = planes + 18 * p;
+      const double band = f[17];
+      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
+      if (distance > band || distance < -band) continue;
+      const double d[3] = {q.x - f[4], q.y - f[5], q.z - f[6]};
+      const double u = d[0] * f[7] + d[1] * f[8] + d[2] * f[9];
+      const double v = d[0] * f[10] + d[1] * f[11] + d[2] * f[12];
+      if (u < f[13] - band || u > f[14] + band || v < f[15] - band || v > f[16] + band) continue;
+      const double a = distance < 0 ? -distance : distance;
+      if (best < 0 || a < best_distance) best = p, best_distance = a;
+    }
+    if (best >= 0) labels[i] = best, grown[i] = 1;
+  }
+};
+
+struct PlaneLabels {
+  const std::int32_t* point_cluster;
+  const std::int32_t* cluster_plane;
+  std::int32_t* labels;
+  APRON_HD void operator()(std::size_t i) const {
+    const std::int32_t c = point_cluster[i];
+    labels[i] = c < 0 ? -1 : cluster_plane[c];
+  }
+};
+
+// The planes' extents: each point's label + 1 as a sort key (0: no plane), its index as value.
+struct LabelKeys {
+  const std::int32_t* labels;
+  std::uint32_t* keys;
+  std::uint32_t* index;
+  APRON_HD void operator()(std::size_t i) const {
+    keys[i] = static_cast<std::uint32_t>(labels[i] + 1);
+    index[i] = static_cast<std::uint32_t>(i);
+  }
+};
+
+// Per point in label order: its projections on its plane's in-plane axes (u, v), relative to the
+// plane's centroid (0 for points of no plane: their run is not read).
+struct PointProjections {
+  const Vec4* points;
+  const std::uint32_t* keys;   // sorted labels + 1
+  const std::uint32_t* index;  // the points in that order
+  const double* frames;        // per plane: centroid, u, v (9 values)
+  float* u;
+  float* v;
+  APRON_HD void operator()(std::size_t i) const {
+    if (keys[i] == 0) {
+      u[i] = v[i] = 0;
+      return;
+    }
+    const double* f = frames + 9 * (keys[i] - 1);
+    const Vec4 q = points[index[i]];
+    const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
+    u[i] = static_cast<float>(d[0] * f[3] + d[1] * f[4] + d[2] * f[5]);
+    v[i] = static_cast<float>(d[0] * f[6] + d[1] * f[7] + d[2] * f[8]);
+  }
+};
+
+double elapsed(double& mark) {
+  device_synchronize();
+  const double now = wall_seconds();
+  const double s = now - mark;
+  mark = now;
+  return s;
+}
+
+// Sums of a plane's inliers from its clusters' means and covariances (centred coordinates).
+void add_cluster(const Cluster& c, double* sums) {
+  const double n = c.count;
+  const double* m = c.mean;
+  sums[0] += n;
+  for (int d = 0; d < 3; ++d) sums[1 + d] += n * m[d];
+  const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+  for (int k = 0; k < 6; ++k) sums[4 + k] += n * (c.cov[k] + m[ij[k][0]] * m[ij[k][1]]);
+}
+
+// The least-squares plane of summed inliers, in centred coordinates (normal . mean >= 0).
+Plane fit(const double* sums) {
+  Plane p;
+  Moments m;
+  m.count = sums[0];
+  for (int d = 0; d < 3; ++d) m.s[d] = sums[1 + d];
+  for (int k = 0; k < 6; ++k) m.ss[k] = sums[4 + k];
+  double mean[3];
+  const Eigen3 e = eigen_symmetric(m.covariance(mean));
+  double dot = 0;
+  for (int d = 0; d < 3; ++d) dot += e.vec[d][0] * mean[d];
+  const double sign = dot < 0 ? -1 : 1;
+  for (int d = 0; d < 3; ++d) {
+    p.normal[d] = sign * e.vec[d][0];
+    p.centroid[d] = mean[d];
+    p.axis_u[d] = e.vec[d][2];
+  }
+  p.axis_v = {p.normal[1] * p.axis_u[2] - p.normal[2] * p.axis_u[1],
+              p.normal[2] * p.axis_u[0] - p.normal[0] * p.axis_u[2],
+              p.normal[0] * p.axis_u[1] - p.normal[1] * p.axis_u[0]};
+  p.offset = std::fabs(dot);
+  p.inliers = static_cast<std::uint64_t>(std::llround(sums[0]));
+  p.rms = std::sqrt(std::max(0.0, e.value[0]));
+  return p;
+}
+
+int find_root(std::vector<int>& parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+}  // namespace
+
+std::array<std::array<double, 3>, 4> Plane::corners() const {
+  std::array<std::array<double, 3>, 4> c;
+  const double us[4] = {u_min, u_max, u_max, u_min}, vs[4] = {v_min, v_min, v_max, v_max};
+  for (int k = 0; k < 4; ++k)
+    for (int d = 0; d < 3; ++d) c[k][d] = centroid[d] + us[k] * axis_u[d] + vs[k] * axis_v[d];
+  return c;
+}
+
+PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {}
+
+Detection PlaneDetector::detect(const std::vector<Vec4>& points,
+                                const std::array<double, 3>& centre, double half_extent,
+                                double rho_max, bool want_labels) {
+  Detection out;
+  MPI_Barrier(comm_);
+  const double start = wall_seconds();
+  double mark = start;
+  StageTimes& t = out.times;
+  points_.assign(points.begin(), points.end());
+  t.upload = elapsed(mark);
+
+  OctreeFrame frame;
+  const double size = 2 * half_extent * (1 + 1e-6) + 1e-30;
+  for (int d = 0; d < 3; ++d) frame.origin[d] = -size / 2;
+  frame.size = size;
+  octree_.build(points_, points.size(), frame, params_.octree);
+  t.octree = elapsed(mark);
+
+  if (!accumulator_ || rho_max_ != rho_max)
+    accumulator_ = std::make_unique<Accumulator>(params_.phi_cells, params_.rho_cells,
+                                                 rho_max * (1 + 1e-9) + 1e-30);
+  rho_max_ = rho_max;
+  accumulator_->vote(octree_.clusters);
+  t.vote = elapsed(mark);
+
+  std::vector<double> votes(accumulator_->cells());
+  thrust::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
+  global_sum(comm_, std::span<double>(votes));
+  thrust::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+  t.reduce = elapsed(mark);
+
+  accumulator_->smooth();
+  peaks_ = accumulator_->peaks(params_.min_votes);
+  out.peaks = peaks_.size();
+  t.peaks = elapsed(mark);
+
+  peak_cells_.assign(peaks_.begin(), peaks_.end());
+  assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
+  std::vector<std::int32_t> cluster_plane;
+  out.planes = fit_planes(cluster_plane);
+  t.planes = elapsed(mark);
+
+  // Clusters -> planes, then points -> planes.
+  cluster_plane_.assign(cluster_plane.begin(), cluster_plane.end());
+  labels_.resize(points.size());
+  for_each_index(points.size(),
+                 PlaneLabels{raw(octree_.point_cluster), raw(cluster_plane_), raw(labels_)});
+  t.labels = elapsed(mark);
+
+  compute_extents(out.planes);
+  t.extent = elapsed(mark);
+  if (params_.grow_band > 0) {
+    out.grown = grow_inliers(out.planes);
+    t.grow = elapsed(mark);
+  }
+  to_cloud_coordinates(out.planes, centre);
+  t.total = wall_seconds() - start;
+
+  // Outside the timed analysis: statistics and the labels on the host.
+  double* stage[] = {&t.upload, &t.octree, &t.vote,   &t.reduce, &t.peaks,
+                     &t.planes, &t.labels, &t.extent, &t.grow,   &t.total};
+  std::vector<double> seconds;
+  for (double* s : stage) seconds.push_back(*s);
+  global_max(comm_, std::span<double>(seconds));
+  for (std::size_t k = 0; k < seconds.size(); ++k) *stage[k] = seconds[k];
+  std::vector<std::int64_t> counts = {static_cast<std::int64_t>(octree_.clusters.size()),
+                                      static_cast<std::int64_t>(accumulator_->vote_count)};
+  const std::size_t levels = static_cast<std::size_t>(params_.octree.max_depth);
+  for (std::size_t l = 0; l < levels; ++l) {
+    counts.push_back(
+        l < octree_.stats.nodes.size() ? static_cast<std::int64_t>(octree_.stats.nodes[l]) : 0);
+    counts.push_back(l < octree_.stats.clusters.size()
+                         ? static_cast<std::int64_t>(octree_.stats.clusters[l])
+                         : 0);
+  }
+  global_sum(comm_, std::span<std::int64_t>(counts));
+  out.clusters = static_cast<std::uint64_t>(counts[0]);
+  out.votes = static_cast<std::uint64_t>(counts[1]);
+  for (std::size_t l = 0; l < levels; ++l) {
+    out.nodes_per_level.push_back(static_cast<std::uint64_t>(counts[2 + 2 * l]));
+    out.clusters_per_level.push_back(static_cast<std::uint64_t>(counts[3 + 2 * l]));
+  }
+  if (want_labels) {
+    out.labels.resize(points.size());
+    thrust::copy(labels_.begin(), labels_.end(), out.labels.begin());
+  }
+  return out;
+}
+
+namespace {
+
+// The plane-finding steps of PlaneDetector::fit_planes over this rank's clusters; every sum
+// goes through one allreduce, so the decisions are equal on every rank.
+class PlaneFitter {
+ public:
+  PlaneFitter(MPI_Comm comm, const DetectorParams& params, const BallLayout& layout,
+              const std::vector<std::uint32_t>& peaks, std::vector<Cluster> clusters,
+              std::vector<std::int32_t> cluster_peak)
+      : comm_(comm),
+        params_(params),
+        layout_(layout),
+        peaks_(peaks),
+        clusters_(std::move(clusters)),
+        cluster_peak_(std::move(cluster_peak)),
+        cos_merge_(std::cos(params.merge_angle_deg * kPi / 180)),
+        parent_(peaks.size()),
+        fits_(peaks.size()),
+        has_fit_(peaks.size(), 0) {
+    std::iota(parent_.begin(), parent_.end(), 0);
+  }
+
+  // 1. Each peak's sums from its clusters that lie on the peak cell's plane (within three
+  // times the tolerances plus a cell): a small cluster whose uncertain kernel reached the peak
+  // from afar (a tilted fragment of another surface, whose offset the tilt shifts) would pull
+  // the fit off.
+  void sum_peaks() {
+    const double loose_cos =
+        std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout_.dphi()));
+    const double loose_distance = 3 * params_.merge_distance + layout_.drho();
+    sums_.assign(peaks_.size() * kFitTerms, 0.0);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      const int p = cluster_peak_[c];
+      if (p < 0) continue;
+      double at[3];
+      layout_.centre(peaks_[p], at);
+      const double n[3] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
+                           std::cos(at[1])};
+      const Cluster& k = clusters_[c];
+      const double cosine = n[0] * k.normal[0] + n[1] * k.normal[1] + n[2] * k.normal[2];
+      const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - at[2];
+      if (std::fabs(cosine) < loose_cos || std::fabs(off) > loose_distance) {
+        cluster_peak_[c] = -1;
+        continue;
+      }
+      add_cluster(k, &sums_[kFitTerms * p]);
+    }
+    global_sum(comm_, std::span<double>(sums_));
+  }
+
+  // 2. Peaks whose planes agree are merged (the accumulator's aliasing, or a plane through the
+  // origin voting at n and -n), until no pair agrees.
+  void merge_peaks() {
+    const std::size_t peaks = peaks_.size();
+    for (int round = 0; round < 4; ++round) {
+      refit_roots();
+      bool changed = false;
+      for (std::size_t a = 0; a < peaks; ++a)
+        for (std::size_t b = a + 1; b < peaks; ++b)
+          if (has_fit_[a] && has_fit_[b] &&
+              agree(fits_[a], fits_[b].normal.data(), fits_[b].offset)) {
+            parent_[b] = static_cast<int>(a);
+            has_fit_[b] = 0;
+            changed = true;
+          }
+      if (!changed) break;
+    }
+    refit_roots();
+  }
+
+  // 3. Each cluster's plane (a root peak, -1 none): its own peak's if its normal and centroid
+  // agree with it, else the nearest plane it agrees with (a very certain cluster whose kernel
+  // stopped short of the peak's cell), else none (a cluster of another surface that only voted
+  // nearby).
+  std::vector<int> match_clusters() {
+    std::vector<int> root(clusters_.size(), -1);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      const Cluster& k = clusters_[c];
+      const double own =
+          k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
+      auto fits = [&](int r) { return has_fit_[r] && agree(fits_[r], k.normal, own); };
+      auto distance = [&](int r) {
+        double d = -fits_[r].offset;
+        for (int a = 0; a < 3; ++a) d += fits_[r].normal[a] * k.mean[a];
+        return std::fabs(d);
+      };
+      const int own_root = cluster_peak_[c] >= 0 ? find_root(parent_, cluster_peak_[c]) : -1;
+      if (own_root >= 0 && fits(own_root)) {
+        root[c] = own_root;
+        continue;
+      }
+      int best = -1;
+      for (int r = 0; r < static_cast<int>(peaks_.size()); ++r)
+        if (fits(r) && (best < 0 || distance(r) < distance(best))) best = r;
+      root[c] = best;
+    }
+    return root;
+  }
+
+  // 4. The planes refitted from their clusters, most inliers first, without those below
+  // min_plane_points; cluster_plane: per cluster, its plane in the result (-1 none).
+  std::vector<Plane> final_planes(const std::vector<int>& cluster_root,
+                                  std::vector<std::int32_t>& cluster_plane) const {
+    const std::size_t peaks = peaks_.size();
+    std::vector<double> sums(peaks * (kFitTerms + 1), 0.0);  // + the cluster count
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      if (cluster_root[c] < 0) continue;
+      double* at = &sums[(kFitTerms + 1) * cluster_root[c]];
+      add_cluster(clusters_[c], at);
+      at[kFitTerms] += 1;
+    }
+    global_sum(comm_, std::span<double>(sums));
+    std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
+    for (std::size_t p = 0; p < peaks; ++p) {
+      const double* at = &sums[(kFitTerms + 1) * p];
+      if (at[0] < std::max<double>(3, static_cast<double>(params_.min_plane_points))) continue;
+      Plane plane = fit(at);
+      plane.clusters = static_cast<std::uint64_t>(at[kFitTerms]);
+      plane.peak_cell = peaks_[p];
+      kept.emplace_back(static_cast<int>(p), plane);
+    }
+    std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+      return a.second.inliers > b.second.inliers;
+    });
+    std::vector<int> root_plane(peaks, -1);
+    std::vector<Plane> planes;
+    for (auto& [root, plane] : kept) {
+      root_plane[root] = static_cast<int>(planes.size());
+      planes.push_back(plane);
+    }
+    cluster_plane.assign(clusters_.size(), -1);
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (cluster_root[c] >= 0) cluster_plane[c] = root_plane[cluster_root[c]];
+    return planes;
+  }
+
+ private:
+  // Planes within merge_angle (either orientation) and merge_distance of each other.
+  bool agree(const Plane& a, const double* nb, double db) const {
+    const double cosine = a.normal[0] * nb[0] + a.normal[1] * nb[1] + a.normal[2] * nb[2];
+    return std::fabs(cosine) >= cos_merge_ &&
+           std::fabs(a.offset - (cosine < 0 ? -db : db)) <= params_.merge_distance;
+  }
+
+  // The fit of every root peak from the sums of the peaks merged into it.
+  void refit_roots() {
+    const std::size_t peaks = peaks_.size();
+    std::vector<double> merged(peaks * kFitTerms, 0.0);
+    for (std::size_t p = 0; p < peaks; ++p) {
+      const int r = find_root(parent_, static_cast<int>(p));
+      for (int k = 0; k < kFitTerms; ++k) merged[kFitTerms * r + k] += sums_[kFitTerms * p + k];
+    }
+    for (std::size_t p = 0; p < peaks; ++p) {
+      has_fit_[p] = find_root(parent_, static_cast<int>(p)) == static_cast<int>(p) &&
+                    merged[kFitTerms * p] >= 3;
+      if (has_fit_[p]) fits_[p] = fit(&merged[kFitTerms * p]);
+    }
+  }
+
+  MPI_Comm comm_;
+  const DetectorParams& params_;
+  BallLayout layout_;
+  const std::vector<std::uint32_t>& peaks_;
+  std::vector<Cluster> clusters_;
+  std::vector<std::int32_t> cluster_peak_;
+  double cos_merge_;
+  std::vector<int> parent_;
+  std::vector<Plane> fits_;
+  std::vector<char> has_fit_;
+  std::vector<double> sums_;
+};
+
+}  // namespace
+
+// The planes from the peaks and the clusters assigned to them (PlaneFitter's steps 1 to 4).
+std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_plane) {
+  std::vector<Cluster> clusters(octree_.clusters.size());
+  thrust::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
+  std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
+  thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
+  PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_, std::move(clusters),
+                     std::move(cluster_peak));
+  fitter.sum_peaks();
+  fitter.merge_peaks();
+  return fitter.final_planes(fitter.match_clusters(), cluster_plane);
+}
+
+// The oriented rectangles (in centred coordinates, from the clusters' points).
+// The oriented rectangles (in centred coordinates): the points sorted by label (one radix pass
+// for up to 255 planes), each plane's run reduced to the minimum and maximum projections.
+void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
+  std::vector<double> frames(9 * planes.size());
+  for (std::size_t p = 0; p < planes.size(); ++p)
+    for (int d = 0; d < 3; ++d) {
+      frames[9 * p + d] = planes[p].centroid[d];
+      frames[9 * p + 3 + d] = planes[p].axis_u[d];
+      frames[9 * p + 6 + d] = planes[p].axis_v[d];
+    }
+  plane_frames_.assign(frames.begin(), frames.end());
+  const std::size_t n = labels_.size();
+  label_keys_.resize(n);
+  label_index_.resize(n);
+  for_each_index(n, LabelKeys{raw(labels_), raw(label_keys_), raw(label_index_)});
+  sort_pairs(label_keys_, label_index_, n, key_bits(planes.size() + 1));
+  u_.resize(n);
+  v_.resize(n);
+  for_each_index(n, PointProjections{raw(points_), raw(label_keys_), raw(label_index_),
+                                     raw(plane_frames_), raw(u_), raw(v_)});
+  const std::size_t runs =
+      n ? run_length_encode(label_keys_, n, run_label_, run_count_, run_start_) : 0;
+  run_start_.resize(runs + 1);
+  if (runs > 0) run_start_[runs] = static_cast<std::uint32_t>(n);
+  std::vector<std::uint32_t> run_label(runs);
+  thrust::copy(run_label_.begin(), run_label_.begin() + runs, run_label.begin());
+  // Minima as negated maxima: one allreduce.
+  std::vector<double> most(4 * planes.size(), -1e300);
+  for (int k = 0; k < 4; ++k) {
+    segmented_reduce(k < 2 ? u_ : v_, run_start_, runs,
+                     k % 2 == 0 ? Reduction::min : Reduction::max, run_extent_);
+    std::vector<float> extent(runs);
+    thrust::copy(run_extent_.begin(), run_extent_.begin() + runs, extent.begin());
+    for (std::size_t r = 0; r < runs; ++r) {
+      if (run_label[r] == 0) continue;
+      const double value = k % 2 == 0 ? -extent[r] : extent[r];
+      double& at = most[4 * (run_label[r] - 1) + k];
+      at = std::max(at, value);
+    }
+  }
+  global_max(comm_, std::span<double>(most));
+  for (std::size_t p = 0; p < planes.size(); ++p) {
+    Plane& plane = planes[p];
+    plane.u_min = -most[4 * p], plane.u_max = most[4 * p + 1];
+    plane.v_min = -most[4 * p + 2], plane.v_max = most[4 * p + 3];
+  }
+}
+
+void PlaneDetector::to_cloud_coordinates(std::vector<Plane>& planes,
+                                         const std::array<double, 3>& centre) {
+  for (Plane& plane : planes) {
+    double offset = 0;
+    for (int d = 0; d < 3; ++d) {
+      plane.centroid[d] += centre[d];
+      offset += plane.normal[d] * plane.centroid[d];
+    }
+    plane.offset = offset;
+  }
+}
+
+std::uint64_t PlaneDetector::grow_inliers(const std::vector<Plane>& planes) {
+  std::vector<double> host;
+  for (const Plane& p : planes) {
+    const double values[18] = {p.normal[0],   p.normal[1],   p.normal[2],
+                               p.offset,      p.centroid[0], p.centroid[1],
+                               p.centroid[2], p.axis_u[0],   p.axis_u[1],
+                               p.axis_u[2],   p.axis_v[0],   p.axis_v[1],
+                               p.axis_v[2],   p.u_min,       p.u_max,
+                               p.v_min,       p.v_max,       params_.grow_band * p.rms};
+    host.insert(host.end(), values, values + 18);
+  }
+  plane_frames_.assign(host.begin(), host.end());
+  grown_.resize(points_.size());
+  for_each_index(points_.size(),
+                 GrowLabels{raw(points_), raw(plane_frames_), static_cast<int>(planes.size()),
+                            raw(labels_), raw(grown_)});
+  const std::int64_t local = static_cast<std::int64_t>(reduce_sum(grown_, grown_.size()));
+  return static_cast<std::uint64_t>(global_sum(comm_, local));
+}
+
+}  // namespace apron::planes

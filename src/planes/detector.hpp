@@ -1,0 +1,103 @@
+// The 3D-KHT pipeline over ranks (issue 16): each rank clusters its own points (octree) and votes
+// into its own accumulator; one allreduce sums the accumulators; every rank then finds the same
+// peaks, and the planes' least-squares fits are summed over the clusters of all ranks (a second,
+// small allreduce), so that a plane cut by a rank boundary collects its clusters from both sides.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/common/backend.hpp"
+#include "kernels/common/vec.hpp"
+#include "kernels/planes/accumulator.hpp"
+#include "kernels/planes/octree.hpp"
+
+namespace apron::planes {
+
+struct DetectorParams {
+  OctreeParams octree;
+  int phi_cells = 30;
+  int rho_cells = 100;
+  double min_votes = 15;               // smoothed votes a peak needs
+  std::uint64_t min_plane_points = 1;  // inliers a plane needs (global)
+  double merge_angle_deg = 3;          // planes closer than this angle and distance are one
+  double merge_distance = 0.01;        // in the cloud's units
+  // > 0: points on no cluster join the nearest plane within grow_band times its rms (and within
+  // its rectangle); 0: a plane's inliers are its clusters' points only, as in the paper.
+  double grow_band = 0;
+};
+
+// A detected plane, in the cloud's own coordinates: normal . x = offset.
+struct Plane {
+  std::array<double, 3> normal{}, centroid{};
+  double offset = 0;
+  std::uint64_t inliers = 0;
+  std::uint64_t clusters = 0;
+  double rms = 0;  // root of the smallest eigenvalue: the inliers' spread off the plane
+  // The oriented rectangle holding the inliers: centroid + u * [u_min, u_max] + v * [v_min, v_max].
+  std::array<double, 3> axis_u{}, axis_v{};
+  double u_min = 0, u_max = 0, v_min = 0, v_max = 0;
+  std::uint32_t peak_cell = 0;  // the accumulator cell of its (first) peak
+  std::array<std::array<double, 3>, 4> corners() const;
+};
+
+// Seconds per stage (the maximum over ranks), from points in host memory.
+struct StageTimes {
+  double upload = 0, octree = 0, vote = 0, reduce = 0, peaks = 0, planes = 0, labels = 0,
+         extent = 0, grow = 0, total = 0;
+};
+
+struct Detection {
+  std::vector<Plane> planes;  // by inliers, most first
+  std::vector<std::int32_t>
+      labels;  // per local point: its plane, -1 none (host; filled on request)
+  StageTimes times;
+  std::uint64_t clusters = 0;  // over all ranks
+  std::uint64_t votes = 0;     // (cell, vote) pairs over all ranks
+  std::uint64_t grown = 0;     // points that joined a plane by growing (over all ranks)
+  std::size_t peaks = 0;       // before merging and the inlier minimum
+  std::vector<std::uint64_t> nodes_per_level, clusters_per_level;  // over all ranks
+};
+
+class PlaneDetector {
+ public:
+  PlaneDetector(MPI_Comm comm, DetectorParams params);
+
+  // points: this rank's points relative to `centre` (float); centre: the cloud's bounding-box
+  // centre; half_extent: half the edge of the cloud's bounding cube (global); rho_max: the
+  // largest distance of a point from the centre (global). Collective.
+  Detection detect(const std::vector<Vec4>& points, const std::array<double, 3>& centre,
+                   double half_extent, double rho_max, bool want_labels);
+
+  // What the last detect() left on the device, for tests.
+  const OctreeBuilder& octree() const { return octree_; }
+  const Accumulator* accumulator() const { return accumulator_.get(); }
+  const std::vector<std::uint32_t>& peak_cells() const { return peaks_; }
+
+ private:
+  std::vector<Plane> fit_planes(std::vector<std::int32_t>& cluster_plane);
+  void compute_extents(std::vector<Plane>& planes);
+  std::uint64_t grow_inliers(const std::vector<Plane>& planes);
+  void to_cloud_coordinates(std::vector<Plane>& planes, const std::array<double, 3>& centre);
+
+  MPI_Comm comm_;
+  DetectorParams params_;
+  OctreeBuilder octree_;
+  std::unique_ptr<Accumulator> accumulator_;
+  double rho_max_ = 0;
+  DeviceVector<Vec4> points_;
+  DeviceVector<std::uint32_t> peak_cells_;
+  DeviceVector<std::int32_t> cluster_peak_, cluster_plane_, labels_;
+  DeviceVector<double> plane_frames_;
+  DeviceVector<float> u_, v_, run_extent_;
+  DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
+  DeviceVector<std::uint32_t> grown_;
+  std::vector<std::uint32_t> peaks_;
+};
+
+}  // namespace apron::planes

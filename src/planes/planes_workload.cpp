@@ -1,0 +1,594 @@
+#include "planes/planes_workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+#include <tuple>
+
+#include "config/yaml_reader.hpp"
+#include "decomposition/partition.hpp"
+#include "decomposition/reductions.hpp"
+#include "io/atomic_file.hpp"
+#include "io/point_cloud_reader.hpp"
+#include "io/series_output.hpp"
+#include "runtime/json.hpp"
+
+namespace apron::planes {
+namespace {
+
+namespace fs = std::filesystem;
+
+double angle_deg(const std::array<double, 3>& a, const std::array<double, 3>& b) {
+  const double c = std::fabs(a[0] * b[0] + a[1] * b[1] + a[2] * b[2]);
+  return std::acos(std::min(1.0, c)) * 180 / kPi;
+}
+
+// The offset of plane b expressed with a's normal orientation.
+double aligned_offset(const std::array<double, 3>& na, const std::array<double, 3>& nb, double b) {
+  return na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2] < 0 ? -b : b;
+}
+
+void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
+  j.begin_array(key);
+  for (double x : v) j.value("", x);
+  j.end_array();
+}
+
+// A colour per plane (golden-ratio hues); grey for points on no plane.
+std::array<std::uint8_t, 3> plane_colour(int plane) {
+  if (plane < 0) return {128, 128, 128};
+  const double h = std::fmod(plane * 0.618033988749895, 1.0) * 6;
+  const double x = 1 - std::fabs(std::fmod(h, 2.0) - 1);
+  double rgb[3] = {0, 0, 0};
+  const int sector = static_cast<int>(h);
+  const int hi[6] = {0, 1, 1, 2, 2, 0}, lo[6] = {1, 0, 2, 1, 0, 2};
+  rgb[hi[sector]] = 1;
+  rgb[lo[sector]] = x;
+  return {static_cast<std::uint8_t>(40 + 215 * rgb[0]),
+          static_cast<std::uint8_t>(40 + 215 * rgb[1]),
+          static_cast<std::uint8_t>(40 + 215 * rgb[2])};
+}
+
+template <class T>
+void put_le(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof v);
+  out.append(b, sizeof b);
+}
+
+}  // namespace
+
+GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
+                                 const std::vector<Plane>& planes,
+                                 const std::vector<std::int32_t>& labels,
+                                 const std::vector<std::int32_t>& truth,
+                                 std::uint64_t min_plane_points) {
+  GroundTruthScore s;
+  s.truth_planes = scene.planes.size();
+  s.scene_size = scene.diagonal;
+  // Greedy matching, largest detected plane first: the scene plane nearest in angle within 5
+  // degrees and in offset within 2% of the scene's size.
+  s.match.assign(planes.size(), -1);
+  std::vector<int> matched_by(scene.planes.size(), -1);
+  for (std::size_t p = 0; p < planes.size(); ++p) {
+    double best = 1e300;
+    for (std::size_t g = 0; g < scene.planes.size(); ++g) {
+      if (matched_by[g] >= 0) continue;
+      const ScenePlane& t = scene.planes[g];
+      const double angle = angle_deg(planes[p].normal, t.normal);
+      const double offset =
+          std::fabs(planes[p].offset - aligned_offset(planes[p].normal, t.normal, t.offset));
+      if (angle > 5 || offset > 0.02 * scene.diagonal) continue;
+      const double score = angle / 5 + offset / (0.02 * scene.diagonal);
+      if (score < best) best = score, s.match[p] = static_cast<int>(g);
+    }
+    if (s.match[p] >= 0) {
+      matched_by[s.match[p]] = static_cast<int>(p);
+      const ScenePlane& t = scene.planes[s.match[p]];
+      s.max_normal_error_deg =
+          std::max(s.max_normal_error_deg, angle_deg(planes[p].normal, t.normal));
+      s.max_offset_error = std::max(
+          s.max_offset_error,
+          std::fabs(planes[p].offset - aligned_offset(planes[p].normal, t.normal, t.offset)));
+    } else {
+      ++s.unmatched_detected;
+    }
+  }
+  // Per point: true positives (labelled with the plane matched to its own), labelled, on planes.
+  std::vector<std::int64_t> counts(3 + scene.planes.size(), 0);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const int det = labels[i], gt = truth[i];
+    if (det >= 0) ++counts[1];
+    if (gt >= 0) {
+      ++counts[2];
+      ++counts[3 + gt];
+      if (det >= 0 && s.match[det] == gt) ++counts[0];
+    }
+  }
+  global_sum(comm, std::span<std::int64_t>(counts));
+  s.precision = counts[1] ? static_cast<double>(counts[0]) / counts[1] : 0;
+  s.recall = counts[2] ? static_cast<double>(counts[0]) / counts[2] : 0;
+  s.f1 = s.precision + s.recall > 0 ? 2 * s.precision * s.recall / (s.precision + s.recall) : 0;
+  s.truth_points.assign(counts.begin() + 3, counts.end());
+  for (std::size_t g = 0; g < scene.planes.size(); ++g)
+    if (s.truth_points[g] >= static_cast<std::int64_t>(min_plane_points)) {
+      ++s.required;
+      if (matched_by[g] >= 0) ++s.found_required;
+    }
+  return s;
+}
+
+PlaneDetection::PlaneDetection(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
+                               PhaseTimers& timers)
+    : config_(std::move(config)),
+      pc_(config_.settings_as<PlanesConfig>()),
+      ranks_(ranks),
+      device_(std::move(device)),
+      timers_(timers) {}
+
+void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
+                                 std::vector<std::int32_t>& truth) {
+  if (!pc_.file.empty()) {
+    // Every rank reads the same file and fails the same way: bad input, reported once.
+    try {
+      cloud = io::read_point_file(pc_.file).points;
+    } catch (const io::MeshReadError& e) {
+      throw config::ConfigError(config_.file + ": key 'planes.input.file': " + e.what());
+    }
+    return;
+  }
+  has_truth_ = true;
+  scene_ = make_scene(pc_.scene.kind);
+  const std::uint64_t n = pc_.scene.points;
+  const double need = static_cast<double>(n) * 28;  // the cloud and its labels on the host
+  const double available = static_cast<double>(io::available_memory_bytes()) / ranks_.local_size;
+  if (need > 0.8 * available)
+    throw config::ConfigError(config_.file + ": key 'planes.input.points': " + std::to_string(n) +
+                              " points need about " + std::to_string(need / 1e9) +
+                              " GB of host memory per rank, " + std::to_string(available / 1e9) +
+                              " GB are available; lower it");
+  cloud.resize(n);
+  truth.resize(n);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) {
+    int plane = -1;
+    cloud[i] = scene_.point(pc_.scene, static_cast<std::uint64_t>(i), plane);
+    truth[i] = plane;
+  }
+}
+
+// Recursive coordinate bisection of the cloud (every rank holds all of it and computes the same
+// split): each cut across the longest side of its points' box at the count-weighted position,
+// moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
+// that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
+// rank would; only the coarsest tested nodes can be cut. Returns the owner of every point.
+std::vector<int> PlaneDetection::rcb_on_octree_grid(
+    const std::vector<std::array<double, 3>>& cloud) const {
+  const int level = std::min(pc_.octree.first_level + 1, pc_.octree.max_depth);
+  const double size = 2 * half_extent_ * (1 + 1e-6) + 1e-30;
+  std::vector<int> owner(cloud.size(), 0);
+  std::vector<std::uint32_t> all(cloud.size());
+  std::iota(all.begin(), all.end(), 0u);
+  // (points, first rank, ranks)
+  std::vector<std::tuple<std::vector<std::uint32_t>, int, int>> work;
+  work.emplace_back(std::move(all), 0, ranks_.size);
+  while (!work.empty()) {
+    auto [pts, first, count] = std::move(work.back());
+    work.pop_back();
+    if (count == 1 || pts.empty()) {
+      for (std::uint32_t i : pts) owner[i] = first;
+      continue;
+    }
+    std::array<double, 3> lo{1e300, 1e300, 1e300}, hi{-1e300, -1e300, -1e300};
+    for (std::uint32_t i : pts)
+      for (int d = 0; d < 3; ++d)
+        lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
+    int axis = 0;
+    for (int d = 1; d < 3; ++d)
+      if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
+    const int left = count / 2;
+    const std::size_t k = pts.size() * left / count;
+    std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
+                     [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
+    // The cell face nearest to the median, by cell index computed as the octree computes it
+    // (from the centred float coordinate), so that no cell's points fall on both sides.
+    auto cell_of = [&](std::uint32_t i) {
+      const auto c = static_cast<float>(cloud[i][axis] - centre_[axis]);
+      return std::floor((static_cast<double>(c) + size / 2) / size * (1 << level));
+    };
+    const double cut = std::round(cell_of(pts[k]) + 0.5);
+    std::vector<std::uint32_t> a, b;
+    for (std::uint32_t i : pts) (cell_of(i) < cut ? a : b).push_back(i);
+    work.emplace_back(std::move(a), first, left);
+    work.emplace_back(std::move(b), first + left, count - left);
+  }
+  return owner;
+}
+
+// The bounding box and its centre (every rank holds the whole cloud: no reduction needed), then
+// the split over the ranks; this rank keeps its points.
+void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
+                           const std::vector<std::int32_t>& truth) {
+  const std::size_t n = cloud.size();
+  total_points_ = n;
+  lo_ = {1e300, 1e300, 1e300};
+  hi_ = {-1e300, -1e300, -1e300};
+  for (const auto& p : cloud)
+    for (int d = 0; d < 3; ++d) lo_[d] = std::min(lo_[d], p[d]), hi_[d] = std::max(hi_[d], p[d]);
+  double diag2 = 0;
+  for (int d = 0; d < 3; ++d) {
+    centre_[d] = (lo_[d] + hi_[d]) / 2;
+    half_extent_ = std::max(half_extent_, (hi_[d] - lo_[d]) / 2);
+    diag2 += (hi_[d] - lo_[d]) * (hi_[d] - lo_[d]) / 4;
+  }
+  rho_max_ = std::sqrt(diag2);
+  if (!(half_extent_ > 0))
+    throw config::ConfigError(config_.file + ": key 'planes.input': all " + std::to_string(n) +
+                              " points coincide; there is no plane to detect");
+  auto centred = [&](std::size_t i) {
+    return Vec4{static_cast<float>(cloud[i][0] - centre_[0]),
+                static_cast<float>(cloud[i][1] - centre_[1]),
+                static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
+  };
+  const std::vector<int> owner = rcb_on_octree_grid(cloud);
+  local_.clear();
+  local_index_.clear();
+  local_truth_.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (owner[i] != ranks_.rank) continue;
+    const Vec4 p = centred(i);
+    local_.push_back(p);
+    local_index_.push_back(i);
+    if (has_truth_) local_truth_.push_back(truth[i]);
+  }
+}
+
+// Octree, accumulator and scratch: about 200 bytes per point on the device (keys and their sort
+// buffers, moments per node, labels); refused before anything is allocated if it cannot fit.
+void PlaneDetection::check_memory() const {
+  constexpr double kBytesPerPoint = 200;
+  const double most = global_max(ranks_.comm, static_cast<double>(local_.size()));
+  const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
+  if (most * kBytesPerPoint > 0.9 * free_bytes) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  ": key 'planes.input': %.3g points on one rank need about %.3g GB of device "
+                  "memory, %.3g GB are available; run on more ranks or subsample the cloud",
+                  most, most * kBytesPerPoint / 1e9, free_bytes / 1e9);
+    throw config::ConfigError(config_.file + text);
+  }
+}
+
+std::uint64_t PlaneDetection::min_plane_points() const {
+  if (pc_.min_plane_points > 0) return static_cast<std::uint64_t>(pc_.min_plane_points);
+  return std::max<std::uint64_t>(
+      static_cast<std::uint64_t>(pc_.octree.min_points),
+      static_cast<std::uint64_t>(std::ceil(pc_.min_plane_fraction * total_points_)));
+}
+
+void PlaneDetection::setup() {
+  std::vector<std::array<double, 3>> cloud;
+  std::vector<std::int32_t> truth;
+  {
+    auto t = timers_.scope("read");
+    load_points(cloud, truth);
+  }
+  {
+    auto t = timers_.scope("split");
+    split(cloud, truth);
+  }
+  Log::info("points: %llu (%s), %zu on rank 0; bounding box (%.6g %.6g %.6g) - (%.6g %.6g %.6g)",
+            static_cast<unsigned long long>(total_points_),
+            pc_.file.empty() ? ("scene " + pc_.scene.kind).c_str() : pc_.file.c_str(),
+            local_.size(), lo_[0], lo_[1], lo_[2], hi_[0], hi_[1], hi_[2]);
+  check_memory();
+  DetectorParams p;
+  p.octree = pc_.octree;
+  p.phi_cells = pc_.phi_cells;
+  p.rho_cells = pc_.rho_cells;
+  p.min_votes = pc_.min_votes > 0 ? pc_.min_votes : pc_.octree.min_points / 2.0;
+  p.min_plane_points = min_plane_points();
+  p.merge_angle_deg = pc_.merge_angle;
+  p.merge_distance = pc_.merge_distance * 2 * rho_max_;
+  p.grow_band = pc_.grow_band;
+  detector_ = std::make_unique<PlaneDetector>(ranks_.comm, p);
+}
+
+void PlaneDetection::advance() {
+  for (int repetition = 0; repetition < pc_.repeat; ++repetition) {
+    const bool last = repetition + 1 == pc_.repeat;
+    {
+      auto t = timers_.scope("detect");
+      detection_ = detector_->detect(local_, centre_, half_extent_, rho_max_, last);
+    }
+    analysis_seconds_.push_back(detection_.times.total);
+    stage_history_.push_back(detection_.times);
+    Log::info("analysis %d of %d: %.3f ms (excluding file parsing): %zu planes, %llu clusters",
+              repetition + 1, pc_.repeat, 1e3 * detection_.times.total, detection_.planes.size(),
+              static_cast<unsigned long long>(detection_.clusters));
+  }
+  if (has_truth_) {
+    auto t = timers_.scope("score");
+    score_ = score_detection(ranks_.comm, scene_, detection_.planes, detection_.labels,
+                             local_truth_, min_plane_points());
+  }
+  step_ = 1;
+}
+
+void PlaneDetection::print_table() const {
+  const auto& planes = detection_.planes;
+  Log::info("\n%zu planes (at least %llu inliers each)", planes.size(),
+            static_cast<unsigned long long>(min_plane_points()));
+  Log::info("%-5s %-32s %-12s %-10s %-8s", "plane", "normal", "offset", "inliers", "clusters");
+  for (std::size_t p = 0; p < planes.size(); ++p)
+    Log::info("%-5zu (%9.6f %9.6f %9.6f) %-12.6g %-10llu %-8llu", p, planes[p].normal[0],
+              planes[p].normal[1], planes[p].normal[2], planes[p].offset,
+              static_cast<unsigned long long>(planes[p].inliers),
+              static_cast<unsigned long long>(planes[p].clusters));
+  const StageTimes& t = detection_.times;
+  Log::info(
+      "stages (ms): upload %.3f, octree %.3f, vote %.3f, reduce %.3f, peaks %.3f, planes %.3f, "
+      "labels %.3f, extent %.3f, grow %.3f; total %.3f",
+      1e3 * t.upload, 1e3 * t.octree, 1e3 * t.vote, 1e3 * t.reduce, 1e3 * t.peaks, 1e3 * t.planes,
+      1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.total);
+  if (has_truth_)
+    Log::info(
+        "ground truth: %zu of %zu planes with enough points found, %zu detected planes "
+        "unmatched; normal error <= %.3f deg, offset error <= %.4g (%.3f%% of the scene); "
+        "precision %.4f, recall %.4f, F1 %.4f",
+        score_.found_required, score_.required, score_.unmatched_detected,
+        score_.max_normal_error_deg, score_.max_offset_error,
+        100 * score_.max_offset_error / score_.scene_size, score_.precision, score_.recall,
+        score_.f1);
+}
+
+void PlaneDetection::write_csv() const {
+  if (ranks_.rank != 0) return;
+  std::string out =
+      "plane,nx,ny,nz,offset,inliers,clusters,cx,cy,cz,ux,uy,uz,vx,vy,vz,u_min,u_max,v_min,v_max,"
+      "rms\n";
+  char row[1024];
+  for (std::size_t p = 0; p < detection_.planes.size(); ++p) {
+    const Plane& q = detection_.planes[p];
+    std::snprintf(row, sizeof row,
+                  "%zu,%.9g,%.9g,%.9g,%.9g,%llu,%llu,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
+                  "%.9g,%.9g,%.9g,%.9g,%.6g\n",
+                  p, q.normal[0], q.normal[1], q.normal[2], q.offset,
+                  static_cast<unsigned long long>(q.inliers),
+                  static_cast<unsigned long long>(q.clusters), q.centroid[0], q.centroid[1],
+                  q.centroid[2], q.axis_u[0], q.axis_u[1], q.axis_u[2], q.axis_v[0], q.axis_v[1],
+                  q.axis_v[2], q.u_min, q.u_max, q.v_min, q.v_max, q.rms);
+    out += row;
+  }
+  io::write_file_atomically(fs::path(config_.output.dir) / "planes.csv", out);
+}
+
+// Positions in the cloud's coordinates (float) and the rectangles as quads / triangles.
+void PlaneDetection::build_visual_buffers() {
+  vis_position_.resize(3 * local_.size());
+  for (std::size_t i = 0; i < local_.size(); ++i) {
+    vis_position_[3 * i] = static_cast<float>(local_[i].x + centre_[0]);
+    vis_position_[3 * i + 1] = static_cast<float>(local_[i].y + centre_[1]);
+    vis_position_[3 * i + 2] = static_cast<float>(local_[i].z + centre_[2]);
+  }
+  rect_position_.clear();
+  rect_quads_.clear();
+  rect_triangles_.clear();
+  rect_plane_.clear();
+  rect_triangle_plane_.clear();
+  if (ranks_.rank != 0) return;  // rank 0 holds the rectangles, the others none
+  for (std::size_t p = 0; p < detection_.planes.size(); ++p) {
+    const auto corners = detection_.planes[p].corners();
+    const auto base = static_cast<std::uint32_t>(rect_position_.size() / 3);
+    for (const auto& c : corners) rect_position_.insert(rect_position_.end(), c.begin(), c.end());
+    for (int k = 0; k < 4; ++k) rect_quads_.push_back(base + k);
+    rect_triangles_.insert(rect_triangles_.end(),
+                           {base, base + 1, base + 2, base, base + 2, base + 3});
+    rect_plane_.push_back(static_cast<std::int32_t>(p));
+    rect_triangle_plane_.insert(rect_triangle_plane_.end(), 2, static_cast<std::int32_t>(p));
+  }
+}
+
+void PlaneDetection::write_point_outputs() {
+  const fs::path dir(config_.output.dir);
+  build_visual_buffers();
+  // Per-point labels, every rank its points, as one HDF5 + XDMF step.
+  std::vector<io::HostField> fields = {{"position", io::Dtype::f32, 3, vis_position_.data()},
+                                       {"plane", io::Dtype::i32, 1, detection_.labels.data()}};
+  std::vector<std::int64_t> index(local_index_.begin(), local_index_.end());
+  fields.push_back({"index", io::Dtype::i64, 1, index.data()});
+  if (has_truth_) fields.push_back({"truth", io::Dtype::i32, 1, local_truth_.data()});
+  io::SeriesWriter points(ranks_.comm, dir, "planes_points");
+  points.write(0, 0, io::PointSetPart{local_.size(), fields});
+  // The plane rectangles (two triangles each, the plane's index per triangle).
+  const io::HostField rect_vertex[] = {{"position", io::Dtype::f64, 3, rect_position_.data()}};
+  const io::HostField rect_cells[] = {{"plane", io::Dtype::i32, 1, rect_triangle_plane_.data()}};
+  io::SeriesWriter rects(ranks_.comm, dir, "planes_rectangles");
+  rects.write(0, 0,
+              io::TriangleMeshPart{rect_position_.size() / 3, rect_vertex,
+                                   rect_triangles_.size() / 3, rect_triangles_.data(), rect_cells});
+
+  // A PLY coloured by plane, in the cloud's order: rank 0 gathers the labels by point index.
+  const int mine = static_cast<int>(local_.size());
+  std::vector<int> counts(ranks_.size), offsets(ranks_.size);
+  MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, ranks_.comm);
+  for (int k = 1; k < ranks_.size; ++k) offsets[k] = offsets[k - 1] + counts[k - 1];
+  std::vector<std::int32_t> labels(ranks_.rank == 0 ? total_points_ : 0);
+  std::vector<std::int32_t> gathered(ranks_.rank == 0 ? total_points_ : 0);
+  std::vector<float> xyz(ranks_.rank == 0 ? 3 * total_points_ : 0);
+  std::vector<std::int64_t> order(ranks_.rank == 0 ? total_points_ : 0);
+  MPI_Gatherv(detection_.labels.data(), mine, MPI_INT32_T, gathered.data(), counts.data(),
+              offsets.data(), MPI_INT32_T, 0, ranks_.comm);
+  MPI_Gatherv(index.data(), mine, MPI_INT64_T, order.data(), counts.data(), offsets.data(),
+              MPI_INT64_T, 0, ranks_.comm);
+  std::vector<int> counts3(ranks_.size), offsets3(ranks_.size);
+  for (int k = 0; k < ranks_.size; ++k) counts3[k] = 3 * counts[k], offsets3[k] = 3 * offsets[k];
+  MPI_Gatherv(vis_position_.data(), 3 * mine, MPI_FLOAT, xyz.data(), counts3.data(),
+              offsets3.data(), MPI_FLOAT, 0, ranks_.comm);
+  if (ranks_.rank != 0) return;
+  std::string out = "ply\nformat binary_little_endian 1.0\ncomment written by apron (planes)\n";
+  out += "element vertex " + std::to_string(total_points_) + "\n";
+  out += "property float x\nproperty float y\nproperty float z\n";
+  out +=
+      "property uchar red\nproperty uchar green\nproperty uchar blue\nproperty int "
+      "plane\nend_header\n";
+  std::vector<std::size_t> at(total_points_);
+  for (std::size_t k = 0; k < total_points_; ++k) at[order[k]] = k;
+  out.reserve(out.size() + total_points_ * 19);
+  for (std::size_t i = 0; i < total_points_; ++i) {
+    const std::size_t k = at[i];
+    for (int d = 0; d < 3; ++d) put_le(out, xyz[3 * k + d]);
+    for (std::uint8_t c : plane_colour(gathered[k])) put_le(out, c);
+    put_le(out, gathered[k]);
+  }
+  io::write_file_atomically(dir / "planes_points.ply", out);
+}
+
+void PlaneDetection::write_outputs(bool final) {
+  if (!final) return;
+  print_table();
+  auto t = timers_.scope("output");
+  fs::create_directories(config_.output.dir);
+  write_csv();
+  if (pc_.point_output) write_point_outputs();
+}
+
+std::vector<io::VisualBlock> PlaneDetection::visual_blocks() {
+  build_visual_buffers();
+  io::VisualBlock points;
+  points.channel = "points";
+  points.kind = io::VisualBlock::Kind::points;
+  points.points = local_.size();
+  points.point_fields = {{"position", io::Dtype::f32, 3, vis_position_.data()},
+                         {"plane", io::Dtype::i32, 1, detection_.labels.data()}};
+  io::VisualBlock rects;
+  rects.channel = "planes";
+  rects.kind = io::VisualBlock::Kind::mesh;
+  rects.points = rect_position_.size() / 3;
+  rects.point_fields = {{"position", io::Dtype::f64, 3, rect_position_.data()}};
+  rects.cells = rect_plane_.size();
+  rects.cell_type = 9;  // VTK_QUAD
+  rects.points_per_cell = 4;
+  rects.connectivity = rect_quads_.data();
+  rects.cell_fields = {{"plane", io::Dtype::i32, 1, rect_plane_.data()}};
+  return {points, rects};
+}
+
+void PlaneDetection::report(Json& j) const {
+  j.begin_object("planes");
+  if (pc_.file.empty()) {
+    j.begin_object("scene");
+    j.value("kind", pc_.scene.kind);
+    j.value("noise", pc_.scene.noise);
+    j.value("outliers", pc_.scene.outliers);
+    j.value("seed", static_cast<long long>(pc_.scene.seed));
+    j.end_object();
+  } else {
+    j.value("file", pc_.file);
+  }
+  j.value("points", static_cast<std::size_t>(total_points_));
+  j.value("min_plane_points", static_cast<std::size_t>(min_plane_points()));
+  j.value("clusters", static_cast<std::size_t>(detection_.clusters));
+  j.value("votes", static_cast<std::size_t>(detection_.votes));
+  j.value("peaks", detection_.peaks);
+  j.value("grow_band", pc_.grow_band);
+  j.value("grown", static_cast<std::size_t>(detection_.grown));
+  j.begin_array("octree_levels");
+  for (std::size_t l = 0; l < detection_.nodes_per_level.size(); ++l) {
+    j.begin_object();
+    j.value("level", static_cast<int>(l + 1));
+    j.value("nodes", static_cast<std::size_t>(detection_.nodes_per_level[l]));
+    j.value("clusters", static_cast<std::size_t>(detection_.clusters_per_level[l]));
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("detected");
+  for (const Plane& p : detection_.planes) {
+    j.begin_object();
+    json_vec3(j, "normal", p.normal);
+    j.value("offset", p.offset);
+    j.value("inliers", static_cast<std::size_t>(p.inliers));
+    j.value("clusters", static_cast<std::size_t>(p.clusters));
+    json_vec3(j, "centroid", p.centroid);
+    j.begin_object("rectangle");
+    json_vec3(j, "axis_u", p.axis_u);
+    json_vec3(j, "axis_v", p.axis_v);
+    j.value("u_min", p.u_min)
+        .value("u_max", p.u_max)
+        .value("v_min", p.v_min)
+        .value("v_max", p.v_max);
+    j.begin_array("corners");
+    for (const auto& c : p.corners()) json_vec3(j, "", c);
+    j.end_array();
+    j.end_object();
+    j.value("rms", p.rms);
+    j.end_object();
+  }
+  j.end_array();
+  const StageTimes& t = detection_.times;
+  j.begin_object("stage_seconds");  // the last repetition, maximum over ranks
+  j.value("upload", t.upload).value("octree", t.octree).value("vote", t.vote);
+  j.value("reduce", t.reduce).value("peaks", t.peaks).value("planes", t.planes);
+  j.value("labels", t.labels).value("extent", t.extent).value("grow", t.grow);
+  j.value("total", t.total);
+  j.end_object();
+  j.begin_array("analysis_seconds");
+  for (double s : analysis_seconds_) j.value("", s);
+  j.end_array();
+  j.begin_array("stage_seconds_per_repetition");
+  for (const StageTimes& r : stage_history_) {
+    j.begin_object();
+    j.value("upload", r.upload).value("octree", r.octree).value("vote", r.vote);
+    j.value("reduce", r.reduce).value("peaks", r.peaks).value("planes", r.planes);
+    j.value("labels", r.labels).value("extent", r.extent).value("grow", r.grow);
+    j.value("total", r.total);
+    j.end_object();
+  }
+  j.end_array();
+  if (has_truth_) {
+    j.begin_object("ground_truth");
+    j.value("planes", score_.truth_planes);
+    j.value("required", score_.required);
+    j.value("found_required", score_.found_required);
+    j.value("unmatched_detected", score_.unmatched_detected);
+    j.value("max_normal_error_deg", score_.max_normal_error_deg);
+    j.value("max_offset_error", score_.max_offset_error);
+    j.value("scene_size", score_.scene_size);
+    j.value("precision", score_.precision);
+    j.value("recall", score_.recall);
+    j.value("f1", score_.f1);
+    j.begin_array("match");
+    for (int m : score_.match) j.value("", m);
+    j.end_array();
+    j.begin_array("truth");
+    for (std::size_t g = 0; g < scene_.planes.size(); ++g) {
+      j.begin_object();
+      j.value("name", scene_.planes[g].name);
+      json_vec3(j, "normal", scene_.planes[g].normal);
+      j.value("offset", scene_.planes[g].offset);
+      j.value("points", static_cast<long long>(score_.truth_points[g]));
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+  }
+  j.end_object();
+}
+
+WorkloadSpec planes_spec() {
+  WorkloadSpec spec;
+  spec.name = "planes";
+  spec.summary =
+      "plane detection in point clouds: 3D Kernel-based Hough Transform (one-shot analysis)";
+  spec.schema = planes_schema();
+  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
+    return std::make_unique<PlaneDetection>(x.config, x.ranks, x.device, x.timers);
+  };
+  spec.weak_scaling = {"planes.input.points", 1.0};
+  return spec;
+}
+
+}  // namespace apron::planes

@@ -1,0 +1,113 @@
+// Plane detection in point clouds (issue 16; Limberger & Oliveira 2015, 3D-KHT): a one-shot
+// analysis. Points from a file or a synthetic scene are split over the ranks by RCB; the planes
+// (normal, offset, inliers, centroid, oriented rectangle) go to planes.csv and the run report,
+// the per-point labels to HDF5 + XDMF and a PLY coloured by plane. On a synthetic scene the
+// result is scored against the ground truth (per-plane errors, per-point precision/recall/F1).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/case_config.hpp"
+#include "planes/detector.hpp"
+#include "planes/planes_config.hpp"
+#include "planes/scenes.hpp"
+#include "runtime/runtime.hpp"
+#include "workload.hpp"
+#include "workload_registry.hpp"
+
+namespace apron::planes {
+
+// How the detection compares with a scene's ground truth.
+struct GroundTruthScore {
+  std::size_t truth_planes = 0;    // planes of the scene
+  std::size_t required = 0;        // of them with at least the minimum of inlier points
+  std::size_t found_required = 0;  // of those matched by a detected plane
+  std::size_t unmatched_detected = 0;
+  double max_normal_error_deg = 0;           // over matched planes
+  double max_offset_error = 0;               // absolute, over matched planes
+  double scene_size = 0;                     // the scene's diagonal
+  double precision = 0, recall = 0, f1 = 0;  // per point
+  std::vector<int> match;                    // per detected plane: its scene plane, -1 none
+  std::vector<std::int64_t> truth_points;    // per scene plane
+};
+
+// Scores detected planes against a scene (collective: the per-point counts are summed).
+// labels/truth: per local point, the detected and the true plane (-1 none).
+GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
+                                 const std::vector<Plane>& planes,
+                                 const std::vector<std::int32_t>& labels,
+                                 const std::vector<std::int32_t>& truth,
+                                 std::uint64_t min_plane_points);
+
+class PlaneDetection final : public Workload {
+ public:
+  PlaneDetection(config::CaseConfig config, RankInfo ranks, DeviceInfo device, PhaseTimers& timers);
+
+  void setup() override;    // reads or generates the points, splits them by RCB
+  void advance() override;  // the detection (config.planes.repeat times)
+  bool done() const override { return step_ > 0; }
+  long step() const override { return step_; }
+  double time() const override { return static_cast<double>(step_); }
+  double end_time() const override { return 1; }
+  double last_dt() const override { return 0; }
+  std::size_t global_items() const override { return total_points_; }
+  void write_outputs(bool final) override;
+  void report(Json& json) const override;
+  std::vector<io::VisualBlock> visual_blocks() override;
+  std::string output_dir() const override { return config_.output.dir; }
+  std::string item_name() const override { return "point"; }
+  std::string output_hint() const override {
+    return "planes.csv, planes_points.xmf, planes_rectangles.xmf, planes_points.ply; "
+           "run_report.json";
+  }
+
+  const Detection& detection() const { return detection_; }
+  const std::vector<std::uint64_t>& local_index() const { return local_index_; }
+  const GroundTruthScore* score() const { return has_truth_ ? &score_ : nullptr; }
+
+ private:
+  void load_points(std::vector<std::array<double, 3>>& cloud, std::vector<std::int32_t>& truth);
+  void split(const std::vector<std::array<double, 3>>& cloud,
+             const std::vector<std::int32_t>& truth);
+  std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const;
+  void check_memory() const;
+  std::uint64_t min_plane_points() const;
+  void print_table() const;
+  void write_csv() const;
+  void write_point_outputs();
+  void build_visual_buffers();
+
+  config::CaseConfig config_;
+  const PlanesConfig& pc_;
+  RankInfo ranks_;
+  DeviceInfo device_;
+  PhaseTimers& timers_;
+  long step_ = 0;
+  std::uint64_t total_points_ = 0;
+  std::array<double, 3> centre_{}, lo_{}, hi_{};
+  double half_extent_ = 0, rho_max_ = 0;
+  std::vector<Vec4> local_;                 // this rank's points, centred, float
+  std::vector<std::uint64_t> local_index_;  // their indices in the cloud
+  std::vector<std::int32_t> local_truth_;   // their scene planes (synthetic input)
+  bool has_truth_ = false;
+  Scene scene_;
+  std::unique_ptr<PlaneDetector> detector_;
+  Detection detection_;
+  GroundTruthScore score_;
+  std::vector<double> analysis_seconds_;
+  std::vector<StageTimes> stage_history_;  // per repetition
+  // Host buffers of the visual output and the Catalyst blocks.
+  std::vector<float> vis_position_;
+  std::vector<double> rect_position_;
+  std::vector<std::int64_t> rect_quads_;
+  std::vector<std::uint32_t> rect_triangles_;
+  std::vector<std::int32_t> rect_plane_, rect_triangle_plane_;
+};
+
+WorkloadSpec planes_spec();
+
+}  // namespace apron::planes

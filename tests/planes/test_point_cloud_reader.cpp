@@ -1,0 +1,180 @@
+// Point-cloud readers (issue 16): every format's good input, and every error with its place.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <string>
+
+#include "io/point_cloud_reader.hpp"
+
+namespace apron::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PointCloudReader : public ::testing::Test {
+ protected:
+  fs::path dir_ = fs::temp_directory_path() / "apron_test_point_cloud_reader";
+  void SetUp() override { fs::create_directories(dir_); }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path write(const std::string& name, const std::string& bytes) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  // The read fails with a message matching `pattern` (which names the file and the place).
+  void expect_error(const fs::path& file, const std::string& pattern, std::size_t memory = 0) {
+    try {
+      read_point_file(file, memory);
+      ADD_FAILURE() << file << ": no error, expected " << pattern;
+    } catch (const MeshReadError& e) {
+      EXPECT_TRUE(std::regex_search(e.what(), std::regex(pattern))) << e.what();
+      EXPECT_NE(std::string(e.what()).find(file.filename().string()), std::string::npos)
+          << e.what();
+    }
+  }
+};
+
+template <class T>
+std::string bytes_of(std::initializer_list<T> values, bool big_endian) {
+  std::string out;
+  for (T v : values) {
+    char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof v);
+    if (big_endian) std::reverse(b, b + sizeof b);
+    out.append(b, sizeof b);
+  }
+  return out;
+}
+
+std::string ply_header(const char* format, const char* type, int n) {
+  return std::string("ply\nformat ") + format + " 1.0\nelement vertex " + std::to_string(n) +
+         "\nproperty " + type + " x\nproperty " + type + " y\nproperty " + type +
+         " z\nproperty uchar red\nend_header\n";
+}
+
+TEST_F(PointCloudReader, PlyAsciiAndBinaryBothEndiansFloatAndDouble) {
+  const auto a =
+      read_point_file(write("a.ply", ply_header("ascii", "float", 2) + "1 2 3 7\n4 5 6 8\n"));
+  ASSERT_EQ(a.points.size(), 2u);
+  EXPECT_EQ(a.points[1][2], 6);
+  for (bool big : {false, true}) {
+    const char* format = big ? "binary_big_endian" : "binary_little_endian";
+    std::string f = ply_header(format, "float", 2);
+    for (float v : {1.f, 2.f, 3.f}) f += bytes_of<float>({v}, big);
+    f += '\x07';
+    for (float v : {4.f, 5.f, 6.f}) f += bytes_of<float>({v}, big);
+    f += '\x08';
+    const auto pf = read_point_file(write(std::string("f") + format + ".ply", f));
+    EXPECT_EQ(pf.points[1][1], 5) << format;
+    std::string d =
+        ply_header(format, "double", 1) + bytes_of<double>({-1.5, 2.25, 1e10}, big) + '\x01';
+    const auto pd = read_point_file(write(std::string("d") + format + ".ply", d));
+    EXPECT_EQ(pd.points[0][2], 1e10) << format;
+  }
+}
+
+TEST_F(PointCloudReader, TextFormats) {
+  EXPECT_EQ(read_point_file(write("a.xyz", "0 0 0\n1 2 3\n")).points.size(), 2u);
+  EXPECT_EQ(read_point_file(write("a.csv", "x,y,z\n1,2,3\n")).points[0][1], 2);
+  EXPECT_EQ(read_point_file(write("a.txt", "1 2 3\n")).points.size(), 1u);
+  const auto pts = read_point_file(write("a.pts", "2\n1 2 3 50 1 2 3\n4 5 6 60 4 5 6\n"));
+  ASSERT_EQ(pts.points.size(), 2u);
+  EXPECT_EQ(pts.points[1][0], 4);
+}
+
+std::string pcd_header(const char* data, int n) {
+  return "# .PCD v0.7 - Point Cloud Data\nVERSION 0.7\nFIELDS x y z rgb\nSIZE 4 4 8 4\n"
+         "TYPE F F F U\nCOUNT 1 1 1 1\nWIDTH " +
+         std::to_string(n) +
+         "\nHEIGHT 1\n"
+         "VIEWPOINT 0 0 0 1 0 0 0\nPOINTS " +
+         std::to_string(n) + "\nDATA " + data + "\n";
+}
+
+TEST_F(PointCloudReader, PcdAsciiAndBinarySkipInvalidPoints) {
+  const auto a =
+      read_point_file(write("a.pcd", pcd_header("ascii", 3) + "1 2 3 0\nnan nan nan 0\n4 5 6 9\n"));
+  ASSERT_EQ(a.points.size(), 2u);  // the NaN point of an organised cloud is skipped
+  EXPECT_EQ(a.points[1][2], 6);
+  std::string b = pcd_header("binary", 2);
+  b += bytes_of<float>({1.f, 2.f}, false) + bytes_of<double>({3.0}, false) +
+       bytes_of<std::uint32_t>({0}, false);
+  b += bytes_of<float>({4.f, 5.f}, false) + bytes_of<double>({6.0}, false) +
+       bytes_of<std::uint32_t>({0}, false);
+  const auto pb = read_point_file(write("b.pcd", b));
+  ASSERT_EQ(pb.points.size(), 2u);
+  EXPECT_EQ(pb.points[1][2], 6);
+}
+
+TEST_F(PointCloudReader, EveryErrorNamesFileAndPlace) {
+  expect_error(write("e1.ply",
+                     "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\n"
+                     "property float y\nproperty float z\nend_header\n1 2 3\n4 x 6\n"),
+               ":9: 'x' is not a valid number");
+  expect_error(
+      write("e2.ply", ply_header("binary_little_endian", "float", 2) + std::string(13, '\0')),
+      "byte offset [0-9]+: the file ends early");
+  expect_error(
+      write("e3.ply",
+            "ply\nformat ascii 1.0\nelement face 1\nproperty list uchar int v\nend_header\n0\n"),
+      "declares no 'vertex' element");
+  expect_error(write("e4.ply", "ply\nformat binary_middle_endian 1.0\nend_header\n"),
+               ":2: unknown PLY format");
+  expect_error(write("e5.xyz", "1 2 3\n4 5\n"), ":2: 2 values, but 3");
+  expect_error(write("e6.xyz", "1 2 nan\n"), ":1: point 0 has a coordinate that is not a finite");
+  expect_error(write("e7.pts", "3\n1 2 3\n"), "declares 3 points but the file holds 1");
+  expect_error(write("e8.pts", "1 2 3\n"), ":1: a PTS file starts with its point count");
+  expect_error(write("e9.pcd", pcd_header("binary_compressed", 1)),
+               ":11: PCD 'DATA binary_compressed' is not supported");
+  expect_error(write("e10.pcd", pcd_header("binary", 2) + std::string(20, '\0')),
+               "byte offset [0-9]+: the file ends early");
+  expect_error(write("e11.pcd", pcd_header("binary", 1) + std::string(24, '\0')),
+               "data follows the 1 points");
+  expect_error(
+      write("e12.pcd", "VERSION 0.7\nFIELDS x y\nSIZE 4 4\nTYPE F F\nPOINTS 1\nDATA ascii\n1 2\n"),
+      "FIELDS lack x, y or z");
+  expect_error(write("e13.pcd", pcd_header("ascii", 2) + "1 2 3 0\n"),
+               "declares 2 points but the data holds 1");
+  expect_error(write("e14.pcd", "VERSION 0.7\nCOLOUR x\n"), ":2: unknown PCD header line 'COLOUR'");
+  expect_error(write("e15.dat", "1 2 3\n"), "unknown point-cloud format '.dat'");
+  expect_error(write("e16.xyz", ""), "the point cloud is empty");
+  expect_error(dir_ / "missing.ply", "cannot open the point-cloud file");
+}
+
+TEST_F(PointCloudReader, FileLargerThanMemoryIsRefusedBeforeReading) {
+  const fs::path big =
+      write("big.ply", ply_header("binary_little_endian", "float", 1) + std::string(13, '\0'));
+  // 100 bytes of memory: the file (and the points it may hold) cannot fit.
+  expect_error(big, "needs about .* GB of memory .* are available", 100);
+  EXPECT_GT(available_memory_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace apron::io
+
+namespace apron::io {
+namespace {
+
+TEST_F(PointCloudReader, BinaryPlyFastPathChecksValues) {
+  std::string f = ply_header("binary_little_endian", "float", 2);
+  f += bytes_of<float>({1.f, 2.f, 3.f}, false) + '\x01';
+  f += bytes_of<float>({4.f, std::numeric_limits<float>::infinity(), 6.f}, false) + '\x02';
+  expect_error(write("inf.ply", f),
+               "byte offset [0-9]+: point 1 has a coordinate that is not a finite");
+  // Normals go through the general reader, which keeps them.
+  std::string n =
+      "ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty float x\n"
+      "property float y\nproperty float z\nproperty float nx\nproperty float ny\n"
+      "property float nz\nend_header\n" +
+      bytes_of<float>({1.f, 2.f, 3.f, 0.f, 0.f, 1.f}, false);
+  const auto c = read_point_file(write("normals.ply", n));
+  ASSERT_EQ(c.normals.size(), 1u);
+  EXPECT_EQ(c.normals[0][2], 1);
+}
+
+}  // namespace
+}  // namespace apron::io
