@@ -184,6 +184,8 @@ PcdHeader read_pcd_header(const std::string& text, const fs::path& file) {
                         std::to_string(h.fields.size()) + ")");
   if (h.points < 0) {
     if (h.width < 0) throw MeshReadError(where + "gives neither POINTS nor WIDTH");
+    if (h.height > 0 && h.width > std::numeric_limits<long long>::max() / h.height)
+      throw MeshReadError(where + "declares WIDTH * HEIGHT points beyond any file's size");
     h.points = h.width * h.height;
   }
   for (std::size_t f = 0; f < h.fields.size(); ++f)
