@@ -871,10 +871,12 @@ void FlipSolver::load(const io::CheckpointReader& checkpoint) {
   std::vector<std::uint32_t> bricks(brick_share.count);
   const io::ColumnTarget brick_columns[] = {{"key", io::Dtype::u32, bricks.data()}};
   io::read_share(checkpoint, "bricks", brick_share, brick_columns);
-  for (const std::uint32_t key : bricks)
-    if (key >= grid_.brick_count())
-      throw std::runtime_error(where + ": brick key " + std::to_string(key) +
-                               " is outside the grid: the checkpoint is damaged");
+  const bool in_grid = std::all_of(bricks.begin(), bricks.end(),
+                                   [&](std::uint32_t key) { return key < grid_.brick_count(); });
+  if (global_min(ranks_.comm, in_grid ? 1.0 : 0.0) == 0)  // every rank fails alike
+    throw std::runtime_error(where +
+                             ": a brick key is outside the grid: the checkpoint is "
+                             "damaged");
 
   Partition partition;
   if (share.own_rows) {
@@ -897,14 +899,18 @@ void FlipSolver::load(const io::CheckpointReader& checkpoint) {
   dt_ = h.dt;
   outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
   adopt(partition, pos, vel, id);
-  // The same rank count continues with the saved slot order (bitwise); another rebuilds.
+  // The same rank count continues with the saved slots (bitwise: they are the bricks of the
+  // last step's start, which the next step updates as the uninterrupted run would); another
+  // rank count keeps the bricks adopt() built. Every rank must hold its own distinct bricks, and
+  // all ranks agree before any fails.
   if (brick_share.own_rows && share.own_rows) {
-    const auto needed = needed_bricks();
     std::vector<std::uint32_t> sorted = bricks;
     std::sort(sorted.begin(), sorted.end());
-    if (sorted != needed)
+    bool mine = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    for (const std::uint32_t key : bricks) mine = mine && owner_[key] == ranks_.rank;
+    if (global_min(ranks_.comm, mine ? 1.0 : 0.0) == 0)
       throw std::runtime_error(where +
-                               ": the saved bricks are not those its particles need: "
+                               ": a rank's saved bricks are repeated or another rank's: "
                                "the checkpoint is damaged");
     pool_.assign(bricks);
     replan();

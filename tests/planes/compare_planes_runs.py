@@ -2,8 +2,11 @@
 """The same planes from runs on different rank counts (issue 16): planes.csv of each run folder
 against the first's: the same count, and each plane matched by one with a normal within 0.5
 degree and an offset within 1% of the scene's diagonal (read from the run report). Each folder's
-visual output is checked too: the per-point HDF5 holds every point once with a plane label in
-range, the XDMF files name their HDF5 files, the PLY declares every point."""
+visual output is checked too (unless --planes-only: runs with planes.point_output false): the
+per-point HDF5 holds every point once with a plane label in range, the XDMF files name their HDF5
+files, the PLY declares every point.
+
+usage: compare_planes_runs.py [--planes-only] REFERENCE_DIR OTHER_DIR [...]"""
 import csv
 import json
 import math
@@ -72,10 +75,12 @@ def check_outputs(folder, plane_count):
     return problems
 
 
-def main(folders):
+def main(args):
+    planes_only = "--planes-only" in args
+    folders = [a for a in args if a != "--planes-only"]
     reference = planes(folders[0])
     problems = []
-    for folder in folders:
+    for folder in folders if not planes_only else []:
         problems += check_outputs(folder, len(planes(folder)))
     for p in problems:
         print(p)
