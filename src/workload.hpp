@@ -2,6 +2,8 @@
 // and one-shot analyses are driven by the same loop.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstddef>
 #include <filesystem>
 #include <stdexcept>
@@ -68,5 +70,10 @@ class Workload {
 io::CheckpointHeader checkpoint_header(const std::string& workload,
                                        const config::CaseConfig& config, long step, double time,
                                        double dt, int ranks, const std::string& backend);
+
+// Collective. max / mean of the items each rank owns when the case asks for a new RCB cut at this
+// step (method rcb, several ranks, a check step, the ratio over rebalance_threshold); 0 when not.
+double imbalance_to_fix(const config::CaseConfig& config, MPI_Comm comm, int ranks, long step,
+                        std::size_t owned);
 
 }  // namespace apron

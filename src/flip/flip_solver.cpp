@@ -301,13 +301,9 @@ void FlipSolver::advance() {
 // A new RCB cut (on brick planes) when the particles per rank drift apart: a collapsing column
 // leaves the ranks of its top empty.
 void FlipSolver::maybe_rebalance() {
-  if (ranks_.size == 1 || config_.decomposition.method != "rcb" ||
-      step_ % config_.decomposition.rebalance_check_every != 0)
-    return;
-  const double mine = static_cast<double>(particles_.size());
-  const double most = global_max(ranks_.comm, mine);
-  const double mean = global_sum(ranks_.comm, mine) / ranks_.size;
-  if (mean == 0 || most / mean <= config_.decomposition.rebalance_threshold) return;
+  const double ratio =
+      imbalance_to_fix(config_, ranks_.comm, ranks_.size, step_, particles_.size());
+  if (ratio == 0) return;
   auto t = timers_.scope("rebalance");
   const std::vector<Vec4> host = to_host(pos_, particles_.size());
   set_partition(
@@ -315,7 +311,7 @@ void FlipSolver::maybe_rebalance() {
   migrate();
   update_topology(true);
   ++rebalances_;
-  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, most / mean);
+  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, ratio);
 }
 
 double FlipSolver::choose_dt() const {

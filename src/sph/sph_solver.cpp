@@ -318,13 +318,8 @@ void SphSolver::rebuild_boundary() {
 }
 
 void SphSolver::maybe_rebalance() {
-  if (ranks_.size == 1 || config_.decomposition.method != "rcb" ||
-      step_ % config_.decomposition.rebalance_check_every != 0)
-    return;
-  const double mine = static_cast<double>(store_.size());
-  const double most = global_max(ranks_.comm, mine);
-  const double mean = global_sum(ranks_.comm, mine) / ranks_.size;
-  if (mean == 0 || most / mean <= config_.decomposition.rebalance_threshold) return;
+  const double ratio = imbalance_to_fix(config_, ranks_.comm, ranks_.size, step_, store_.size());
+  if (ratio == 0) return;
   std::vector<Vec4> host(store_.size());
   thrust::copy(pos_.begin(), pos_.end(), host.begin());
   exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, host),
@@ -332,7 +327,7 @@ void SphSolver::maybe_rebalance() {
   exchange_.migrate(store_, pos_);
   rebuild_boundary();
   ++rebalances_;
-  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, most / mean);
+  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, ratio);
 }
 
 FluidArrays SphSolver::fluid_arrays() {
