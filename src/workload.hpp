@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "decomposition/partition.hpp"
 #include "io/checkpoint.hpp"
 #include "io/visual_data.hpp"
 
@@ -70,6 +71,13 @@ class Workload {
 io::CheckpointHeader checkpoint_header(const std::string& workload,
                                        const config::CaseConfig& config, long step, double time,
                                        double dt, int ranks, const std::string& backend);
+
+// The partition a checkpoint keeps, as the replicated array "partition" (one row of 6 doubles,
+// lo then hi, per writing rank): the rows to save, and the partition read back from a checkpoint
+// (collective), checked: one box per writing rank, finite bounds (std::runtime_error naming the
+// file otherwise).
+std::vector<double> partition_rows(const Partition& partition);
+Partition saved_partition(const io::CheckpointReader& checkpoint, const Box& domain);
 
 // Collective. max / mean of the items each rank owns when the case asks for a new RCB cut at this
 // step (method rcb, several ranks, a check step, the ratio over rebalance_threshold); 0 when not.

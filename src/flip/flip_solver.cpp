@@ -12,6 +12,7 @@
 #include "config/yaml_reader.hpp"
 #include "decomposition/reductions.hpp"
 #include "kernels/common/checksum.hpp"
+#include "kernels/common/element_hash.hpp"
 #include "kernels/common/primitives.hpp"
 #include "runtime/json.hpp"
 
@@ -79,13 +80,6 @@ void for_fluid_voxels(const config::CaseConfig& c, const FlipCase& f, const Bric
   }
 }
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A jittered n^3 lattice in each fluid voxel (n^3 = particles_per_voxel): each particle in the
 // middle half of its sub-cell, jittered by a hash of (seed, id, axis). Ids count the fluid voxels
 // in block order (voxel v holds ids v n^3 .. (v + 1) n^3 - 1), so any rank count seeds the same
@@ -105,10 +99,11 @@ void seed_voxel(const BrickGrid& g, const FlipConfig& f, int i, int j, int k, st
         const int v[3] = {i, j, k}, s[3] = {a, b, c};
         float x[3];
         for (int d = 0; d < 3; ++d) {
+          // splitmix64 of (seed, id, axis): 53 random bits in [0, 1).
+          const std::uint64_t key =
+              f.seed * 0x100000001b3ULL ^ static_cast<std::uint64_t>(3 * id + d);
           const double u =
-              static_cast<double>(
-                  mix(f.seed * 0x100000001b3ULL ^ static_cast<std::uint64_t>(3 * id + d)) >> 11) *
-              0x1.0p-53;
+              static_cast<double>(mix64(key + 0x9e3779b97f4a7c15ULL) >> 11) * 0x1.0p-53;
           x[d] = static_cast<float>(g.origin[d] + g.dx * (v[d] + (s[d] + 0.25 + 0.5 * u) / n));
         }
         out.pos.push_back({x[0], x[1], x[2], 0});
@@ -470,6 +465,13 @@ void FlipSolver::project() {
   float *x = f.pressure, *b = f.rhs, *r = scalar("residual"), *z = scalar("preconditioned"),
         *d = scalar("direction"), *q = scalar("product");
   const MPI_Comm comm = ranks_.comm;
+  // r = b - A x from x itself (x's apron filled), and max |r| over all ranks.
+  const auto true_residual = [&] {
+    fill({"pressure"}, 0.0f);
+    apply_laplacian(g, f.stencil, x, q);
+    difference(g, b, q, r);
+    return global_max(comm, interior_max_abs(g, r));
+  };
 
   projection_ = {};
   projection_.initial = global_max(comm, pressure_system(g, f)) * to_residual;
@@ -491,10 +493,7 @@ void FlipSolver::project() {
     const double alpha = rz / dq;
     cg_step(g, alpha, d, q, x, r);
     if (it % pc.check_every == 0 || it == pc.max_iterations) {
-      fill({"pressure"}, 0.0f);
-      apply_laplacian(g, f.stencil, x, q);
-      difference(g, b, q, r);
-      residual = global_max(comm, interior_max_abs(g, r));
+      residual = true_residual();
       if (residual < tolerance) break;
     }
     const double rz_next = global_sum(comm, precondition(g, f.stencil, jacobi, r, z));
@@ -502,10 +501,7 @@ void FlipSolver::project() {
     rz = rz_next;
   }
   if (it % pc.check_every != 0) {  // stopped between checks: measure what it reached
-    fill({"pressure"}, 0.0f);
-    apply_laplacian(g, f.stencil, x, q);
-    difference(g, b, q, r);
-    residual = global_max(comm, interior_max_abs(g, r));
+    residual = true_residual();
   }
   if (!(residual < tolerance)) throw_not_converged(it, residual * to_residual);
   projection_.iterations = it;
@@ -807,8 +803,7 @@ io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const 
     rows->particles = snapshot();
     rows->bricks = pool_.keys();
   }
-  for (const Box& b : exchange_.partition().subdomains())
-    rows->boxes.insert(rows->boxes.end(), {b.lo[0], b.lo[1], b.lo[2], b.hi[0], b.hi[1], b.hi[2]});
+  rows->boxes = partition_rows(exchange_.partition());
   const std::size_t n = particles_.size();
   io::CheckpointState state;
   state.tables.push_back({"particles",
@@ -841,17 +836,7 @@ void FlipSolver::load(const io::CheckpointReader& checkpoint) {
       throw std::runtime_error(where + ": the checkpoint has no state '" + name + "'");
   if (!checkpoint.has_table("particles") || !checkpoint.has_table("bricks"))
     throw std::runtime_error(where + ": the checkpoint has no 'particles' or 'bricks' table");
-  const auto boxes_rows = checkpoint.replicated_rows("partition");
-  if (boxes_rows != static_cast<std::uint64_t>(h.ranks))
-    throw std::runtime_error(where + ": the partition has " + std::to_string(boxes_rows) +
-                             " subdomains for " + std::to_string(h.ranks) + " ranks");
-  std::vector<double> boxes(6 * boxes_rows);
-  checkpoint.read_all("partition", io::Dtype::f64, boxes.data());
-  for (const double v : boxes)
-    if (!std::isfinite(v))
-      throw std::runtime_error(where +
-                               ": the partition holds a non-finite bound: the checkpoint "
-                               "is damaged");
+  const Partition saved = saved_partition(checkpoint, config_.domain);
 
   const io::TableShare share = io::share_of(checkpoint, "particles");
   std::vector<Vec4> pos(share.count), vel(share.count);
@@ -876,11 +861,7 @@ void FlipSolver::load(const io::CheckpointReader& checkpoint) {
 
   Partition partition;
   if (share.own_rows) {
-    std::vector<Box> subdomains(boxes_rows);
-    for (std::size_t r = 0; r < boxes_rows; ++r)
-      for (int d = 0; d < 3; ++d)
-        subdomains[r].lo[d] = boxes[6 * r + d], subdomains[r].hi[d] = boxes[6 * r + 3 + d];
-    partition = Partition(config_.domain, subdomains);
+    partition = saved;
   } else if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
     partition =
         snap_to_bricks(Partition::rcb(config_.domain, ranks_.comm, pos), config_.domain, grid_);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/common/element_hash.hpp"
+
 namespace apron::planes {
 namespace {
 
@@ -29,12 +31,7 @@ double length(Vec3d a) {
 double uniform(std::uint64_t seed, std::uint64_t i, std::uint64_t stream) {
   std::uint64_t z =
       seed * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL + stream * 0x94d049bb133111ebULL;
-  for (int round = 0; round < 2; ++round) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-  }
+  for (int round = 0; round < 2; ++round) z = mix64(z + 0x9e3779b97f4a7c15ULL);
   return (static_cast<double>(z >> 11) + 0.5) / 9007199254740992.0;  // (0, 1)
 }
 

@@ -219,9 +219,7 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
     thrust::copy(vel_.begin(), vel_.begin() + n, vel);
     thrust::copy(id_.begin(), id_.begin() + n, id);
   }
-  std::vector<double> boxes;
-  for (const Box& b : exchange_.partition().subdomains())
-    boxes.insert(boxes.end(), {b.lo[0], b.lo[1], b.lo[2], b.hi[0], b.hi[1], b.hi[2]});
+  const std::vector<double> boxes = partition_rows(exchange_.partition());
 
   io::CheckpointState state;
   // One table, "particles": each rank's rows and the per-rank counts are the file's own.
@@ -252,18 +250,7 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
   // continuation); another rank count reads an even share and redistributes by position.
   const io::TableShare share = io::share_of(checkpoint, "particles");
   const bool same_ranks = share.own_rows;
-  const auto boxes_rows = checkpoint.replicated_rows("partition");
-  if (boxes_rows != static_cast<std::uint64_t>(h.ranks))
-    throw std::runtime_error(checkpoint.path().string() + ": the partition has " +
-                             std::to_string(boxes_rows) + " subdomains for " +
-                             std::to_string(h.ranks) + " ranks");
-  std::vector<double> boxes(6 * boxes_rows);
-  checkpoint.read_all("partition", io::Dtype::f64, boxes.data());
-  for (const double v : boxes)
-    if (!std::isfinite(v))
-      throw std::runtime_error(checkpoint.path().string() +
-                               ": the partition holds a non-finite bound (" + std::to_string(v) +
-                               "): the checkpoint is damaged");
+  const Partition saved = saved_partition(checkpoint, config_.domain);
   for (const char* name : {"next_output_time", "min_dt", "rebalances"})
     if (!h.scalars.count(name))
       throw std::runtime_error(checkpoint.path().string() + ": the checkpoint has no state '" +
@@ -281,11 +268,7 @@ void SphSolver::load(const io::CheckpointReader& checkpoint) {
 
   Partition partition;
   if (same_ranks) {
-    std::vector<Box> subdomains(boxes_rows);
-    for (std::size_t r = 0; r < boxes_rows; ++r)
-      for (int d = 0; d < 3; ++d)
-        subdomains[r].lo[d] = boxes[6 * r + d], subdomains[r].hi[d] = boxes[6 * r + 3 + d];
-    partition = Partition(config_.domain, subdomains);
+    partition = saved;
   } else if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
     partition = Partition::rcb(config_.domain, ranks_.comm, pos);
   } else {
