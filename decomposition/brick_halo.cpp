@@ -214,33 +214,19 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
       }
     needed[p].assign(mine.begin(), mine.end());
   }
-  std::vector<std::uint32_t> rows;
-  std::vector<int> destinations;
+  export_slots_.clear();
+  export_ranks_.clear();
   for (int p = 0; p < nranks; ++p)
-    for (const auto& y : needed[p])
-      for (int k = 0; k < b_; ++k)
-        for (int j = 0; j < b_; ++j)
-          for (int i = 0; i < b_; ++i) {
-            rows.push_back(static_cast<std::uint32_t>(voxel(index[y], i, j, k)));
-            destinations.push_back(p);
-          }
+    for (const auto& y : needed[p]) {
+      export_slots_.push_back(index[y]);
+      export_ranks_.push_back(p);
+    }
   // The receivers learn which bricks they get, in the plan's order (peers ascending, then the
   // sender's order).
   remote_ = all_to_all(needed, comm, from_count);
-  halo_.build(to_device(rows), to_device(destinations));
-  const std::size_t interior = static_cast<std::size_t>(b_) * b_ * b_;
-  if (halo_.import_total() != remote_.size() * interior)
-    throw std::logic_error("BrickHalo::plan: remote bricks and halo imports disagree");
-  std::vector<std::uint32_t> slots;
-  slots.reserve(halo_.import_total());
-  for (std::size_t r = 0; r < remote_.size(); ++r) {
+  for (std::size_t r = 0; r < remote_.size(); ++r)
     index.emplace(remote_[r], static_cast<std::uint32_t>(local_.size() + r));
-    for (int k = 0; k < b_; ++k)
-      for (int j = 0; j < b_; ++j)
-        for (int i = 0; i < b_; ++i)
-          slots.push_back(static_cast<std::uint32_t>(voxel(local_.size() + r, i, j, k)));
-  }
-  halo_.set_import_slots(to_device(slots));
+  build_halo();
 
   // 3. Each slot's neighbours, by direction (-1: no brick there): all the apron kernels need.
   // 27 lookups per brick on the host, the voxels on the device: replanning thousands of bricks
@@ -255,6 +241,41 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
     }
   }
   neighbours_ = to_device(neighbours);
+}
+
+// The voxel rows of the exported bricks' interiors and the remote copies' slots, for this
+// halo's brick size.
+void BrickHalo::build_halo() {
+  std::vector<std::uint32_t> rows;
+  std::vector<int> destinations;
+  for (std::size_t e = 0; e < export_slots_.size(); ++e)
+    for (int k = 0; k < b_; ++k)
+      for (int j = 0; j < b_; ++j)
+        for (int i = 0; i < b_; ++i) {
+          rows.push_back(static_cast<std::uint32_t>(voxel(export_slots_[e], i, j, k)));
+          destinations.push_back(export_ranks_[e]);
+        }
+  halo_.build(to_device(rows), to_device(destinations));
+  const std::size_t interior = static_cast<std::size_t>(b_) * b_ * b_;
+  if (halo_.import_total() != remote_.size() * interior)
+    throw std::logic_error("BrickHalo::plan: remote bricks and halo imports disagree");
+  std::vector<std::uint32_t> slots;
+  slots.reserve(halo_.import_total());
+  for (std::size_t r = 0; r < remote_.size(); ++r)
+    for (int k = 0; k < b_; ++k)
+      for (int j = 0; j < b_; ++j)
+        for (int i = 0; i < b_; ++i)
+          slots.push_back(static_cast<std::uint32_t>(voxel(local_.size() + r, i, j, k)));
+  halo_.set_import_slots(to_device(slots));
+}
+
+void BrickHalo::plan_like(const BrickHalo& other) {
+  local_ = other.local_;
+  remote_ = other.remote_;
+  export_slots_ = other.export_slots_;
+  export_ranks_ = other.export_ranks_;
+  neighbours_ = other.neighbours_;
+  build_halo();
 }
 
 void BrickHalo::check_store(const ParticleStore& store) const {

@@ -43,6 +43,9 @@ class BrickHalo {
   // the same function on every rank, with owner(b) == this rank for each local brick. Afterwards
   // the store must hold total_voxels() rows (the caller resizes it).
   void plan(std::span<const BrickCoord> bricks, const std::function<int(const BrickCoord&)>& owner);
+  // Collective. The same bricks, neighbours and peers as `other`'s last plan, for this halo's
+  // brick size (the coarser levels of a multigrid hierarchy on the same bricks); no lookups.
+  void plan_like(const BrickHalo& other);
 
   std::size_t local_bricks() const { return local_.size(); }
   std::size_t remote_bricks() const { return remote_.size(); }
@@ -69,11 +72,15 @@ class BrickHalo {
   void fill_bytes(ParticleStore& store, std::span<const std::string> fields, const void* background,
                   std::size_t element_size);
   void check_store(const ParticleStore& store) const;
+  void build_halo();
 
   int b_, a_;
   std::size_t voxels_;
   HaloPlan halo_;
   std::vector<BrickCoord> local_, remote_;
+  // The local slots whose interiors go to other ranks, and the rank of each.
+  std::vector<std::uint32_t> export_slots_;
+  std::vector<int> export_ranks_;
   // Per slot (local, then remote copies) the slot of its neighbour in each of the 27 directions
   // ((x + 1) + 3 (y + 1) + 9 (z + 1)), -1 where no brick is: the device kernels that fill and
   // sum the aprons look their sources up in it.

@@ -2,35 +2,18 @@
 
 #include <thrust/fill.h>
 #include <thrust/functional.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
+
+#include "kernels/flip/voxel_stencil.hpp"
 
 namespace apron::flip {
 namespace {
 
-// Stencil bits: neighbour n (0..5: -x +x -y +y -z +z) is fluid; the voxel itself is fluid; the
-// count of non-solid neighbours from bit kDiagShift on.
-constexpr int kSelfFluid = 1 << 6;
-constexpr int kDiagShift = 8;
+using namespace detail;
 
 APRON_HD inline float hat(float r) {
   const float a = r < 0 ? -r : r;
   return a < 1 ? 1 - a : 0;
 }
-
-// Interior index t -> slot and voxel (i, j, k) in [0, B)^3.
-struct InteriorVoxel {
-  std::size_t slot;
-  int i, j, k;
-  APRON_HD InteriorVoxel(const BrickGrid& grid, std::size_t t) {
-    const std::size_t per = grid.interior_per_brick();
-    slot = t / per;
-    const auto r = static_cast<int>(t - slot * per);
-    i = r % grid.b;
-    j = (r / grid.b) % grid.b;
-    k = r / (grid.b * grid.b);
-  }
-};
 
 APRON_HD inline const float& component(const Vec4& v, int c) {
   return c == 0 ? v.x : (c == 1 ? v.y : v.z);
@@ -134,13 +117,6 @@ struct GridVelocities {
     f.marker[row] = (!solid && w.w > 0) ? kFluid : kAir;
   }
 };
-
-// The six neighbours' offsets, in stencil bit order.
-APRON_HD inline void neighbour(int n, int& di, int& dj, int& dk) {
-  di = n == 0 ? -1 : (n == 1 ? 1 : 0);
-  dj = n == 2 ? -1 : (n == 3 ? 1 : 0);
-  dk = n == 4 ? -1 : (n == 5 ? 1 : 0);
-}
 
 struct PressureSystem {
   SlotGeometry g;
@@ -395,13 +371,6 @@ struct IsFluid {
   }
 };
 
-template <class F, class T, class Op>
-T reduce_indices(std::size_t n, F f, T init, Op op) {
-  const thrust::counting_iterator<std::size_t> first(0);
-  return thrust::transform_reduce(policy(), first, first + static_cast<std::ptrdiff_t>(n), f, init,
-                                  op);
-}
-
 }  // namespace
 
 void particle_voxel_keys(const SlotGeometry& g, const std::int32_t* slot_of,
@@ -468,6 +437,10 @@ float interior_max_abs(const SlotGeometry& g, const float* a) {
 
 void clear(DeviceVector<float>& a) {
   thrust::fill(policy(), a.begin(), a.end(), 0.0f);
+}
+
+void clear(DeviceVector<std::int32_t>& a) {
+  thrust::fill(policy(), a.begin(), a.end(), 0);
 }
 
 void subtract_pressure_gradient(const SlotGeometry& g, const GridFields& f) {

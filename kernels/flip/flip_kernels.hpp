@@ -96,8 +96,9 @@ void cg_direction(const SlotGeometry& g, double beta, const float* z, float* d);
 void difference(const SlotGeometry& g, const float* a, const float* b, float* out);
 // Max over interior voxels of |a| (this rank).
 float interior_max_abs(const SlotGeometry& g, const float* a);
-// Sets the named values of every stored voxel to zero.
+// Sets every stored value to zero.
 void clear(DeviceVector<float>& a);
+void clear(DeviceVector<std::int32_t>& a);
 
 // u -= grad s on every face with a fluid side and no solid side (air s = 0). The pressure
 // field's apron must be filled.

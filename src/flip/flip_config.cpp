@@ -21,7 +21,7 @@ PressureConfig read_pressure(MapReader r) {
   c.max_iterations = r.get<int>("max_iterations", c.max_iterations);
   if (c.max_iterations < 1 || c.max_iterations > 100000)
     r.fail("max_iterations", "must be between 1 and 100000");
-  c.preconditioner = r.choice("preconditioner", {"none", "jacobi"}, c.preconditioner);
+  c.preconditioner = r.choice("preconditioner", {"none", "jacobi", "mgpcg"}, c.preconditioner);
   c.check_every = r.get<int>("check_every", c.check_every);
   if (c.check_every < 1 || c.check_every > 1000)
     r.fail("check_every", "must be between 1 and 1000");

@@ -20,7 +20,7 @@ struct PressureConfig {
   // step would create or destroy) is below it.
   double tolerance = 1e-4;
   int max_iterations = 1000;
-  std::string preconditioner = "jacobi";  // none | jacobi
+  std::string preconditioner = "jacobi";  // none | jacobi | mgpcg (multigrid V-cycle)
   int check_every = 10;  // iterations between residual checks (each reads back to the host)
 };
 

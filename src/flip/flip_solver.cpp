@@ -172,6 +172,8 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
   voxels_.add<std::int32_t>("marker");
   for (const char* name : {"pressure", "rhs", "residual", "preconditioned", "direction", "product"})
     voxels_.add<float>(name);
+  if (case_.flip.pressure.preconditioner == "mgpcg")
+    multigrid_ = std::make_unique<PressureMultigrid>(brick_transport_, grid_);
 }
 
 // ---- setup -------------------------------------------------------------------------------------
@@ -372,6 +374,7 @@ void FlipSolver::replan() {
   });
   voxels_.resize(halo_.total_voxels());
   stencil_.resize(pool_.size() * grid_.interior_per_brick());
+  if (multigrid_) multigrid_->plan(halo_);
   slot_of_ = DeviceVector<std::int32_t>(pool_.slot_table().begin(), pool_.slot_table().end());
   slot_origin_ = DeviceVector<int>(origins.begin(), origins.end());
   ++replans_;
@@ -457,6 +460,12 @@ void FlipSolver::project() {
   const GridFields f = fields();
   const auto& pc = case_.flip.pressure;
   const bool jacobi = pc.preconditioner == "jacobi";
+  // z = M^-1 r, and the sum of r z over all ranks.
+  const auto precondition_all = [&](const float* r, float* z) {
+    const double rz =
+        multigrid_ ? multigrid_->apply(r, z) : precondition(g, f.stencil, jacobi, r, z);
+    return global_sum(ranks_.comm, rz);
+  };
   const double to_residual = dt_ / case_.flip.voxel_size;  // |r| -> |div u| dt
   const double tolerance = pc.tolerance / to_residual;
   const auto scalar = [&](const char* name) {
@@ -479,7 +488,8 @@ void FlipSolver::project() {
   clear(static_cast<TypedField<float>&>(voxels_.field("pressure")).data);
   cg_direction(g, 0.0, b, r);  // r = b - A 0
   double residual = projection_.initial / to_residual;
-  double rz = global_sum(comm, precondition(g, f.stencil, jacobi, r, z));
+  if (multigrid_) multigrid_->setup(g, f.stencil);
+  double rz = precondition_all(r, z);
   cg_direction(g, 0.0, z, d);
   int it = 0;
   while (residual >= tolerance && rz > 0) {
@@ -496,7 +506,7 @@ void FlipSolver::project() {
       residual = true_residual();
       if (residual < tolerance) break;
     }
-    const double rz_next = global_sum(comm, precondition(g, f.stencil, jacobi, r, z));
+    const double rz_next = precondition_all(r, z);
     cg_direction(g, rz_next / rz, z, d);
     rz = rz_next;
   }
@@ -756,7 +766,8 @@ std::vector<FlipSolver::VoxelValues> FlipSolver::voxel_values() const {
 void FlipSolver::report(Json& json) const {
   std::int64_t peak = static_cast<std::int64_t>(pool_.peak());
   double bytes = static_cast<double>(particles_.device_bytes() + voxels_.device_bytes() +
-                                     halo_.device_bytes() + exchange_.device_bytes());
+                                     halo_.device_bytes() + exchange_.device_bytes() +
+                                     (multigrid_ ? multigrid_->device_bytes() : 0));
   const double per_particle =
       global_max(ranks_.comm, particles_.size() ? bytes / particles_.size() : 0.0);
   const double max_peak = global_max(ranks_.comm, static_cast<double>(peak));

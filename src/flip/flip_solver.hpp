@@ -14,6 +14,7 @@
 #include "decomposition/brick_halo.hpp"
 #include "decomposition/particle_exchange.hpp"
 #include "flip/flip_config.hpp"
+#include "flip/pressure_multigrid.hpp"
 #include "io/checkpoint.hpp"
 #include "io/diagnostics_table.hpp"
 #include "io/series_output.hpp"
@@ -157,6 +158,7 @@ class FlipSolver final : public Workload {
   BrickHalo halo_;
   ParticleStore voxels_;
   DeviceVector<std::int32_t> stencil_;
+  std::unique_ptr<PressureMultigrid> multigrid_;  // preconditioner: mgpcg
   DeviceVector<std::uint8_t> flags_;
   long replans_ = 0;
   long rebalances_ = 0;

@@ -1,0 +1,49 @@
+// Pieces the FLIP kernels and the pressure multigrid share (device code only, not an API): the
+// walk over interior voxels, the 7-point stencil's encoding and the reduction over indices.
+#pragma once
+
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/backend.hpp"
+#include "kernels/sparse/brick_grid.hpp"
+
+namespace apron::flip::detail {
+
+// Stencil bits: neighbour n (0..5: -x +x -y +y -z +z) is fluid; the voxel itself is fluid; the
+// count of non-solid neighbours from bit kDiagShift on.
+constexpr int kSelfFluid = 1 << 6;
+constexpr int kDiagShift = 8;
+
+// Interior index t -> slot and voxel (i, j, k) in [0, B)^3.
+struct InteriorVoxel {
+  std::size_t slot;
+  int i, j, k;
+  APRON_HD InteriorVoxel(const BrickGrid& grid, std::size_t t) {
+    const std::size_t per = grid.interior_per_brick();
+    slot = t / per;
+    const auto r = static_cast<int>(t - slot * per);
+    i = r % grid.b;
+    j = (r / grid.b) % grid.b;
+    k = r / (grid.b * grid.b);
+  }
+};
+
+// The six neighbours' offsets, in stencil bit order.
+APRON_HD inline void neighbour(int n, int& di, int& dj, int& dk) {
+  di = n == 0 ? -1 : (n == 1 ? 1 : 0);
+  dj = n == 2 ? -1 : (n == 3 ? 1 : 0);
+  dk = n == 4 ? -1 : (n == 5 ? 1 : 0);
+}
+
+template <class F, class T, class Op>
+T reduce_indices(std::size_t n, F f, T init, Op op) {
+  const thrust::counting_iterator<std::size_t> first(0);
+  return thrust::transform_reduce(policy(), first, first + static_cast<std::ptrdiff_t>(n), f, init,
+                                  op);
+}
+
+}  // namespace apron::flip::detail

@@ -1,0 +1,62 @@
+// The multigrid preconditioner of the FLIP pressure solve (`flip.pressure.preconditioner:
+// mgpcg`; McAdams, Sifakis, Teran 2010), one V-cycle per conjugate-gradient iteration.
+//
+// The levels down to one cell per brick keep the fine level's bricks and slots (each rank its
+// own, aprons across ranks through a BrickHalo planned like the fine one). Below that the
+// problem is one cell per brick of the whole domain: small (32^3 cells at 256^3 voxels), so
+// every rank gathers it into one dense brick (an MPI_Allreduce of the bricks' values) and runs
+// the rest of the V-cycle on it alike, down to a single cell. The kernels are
+// kernels/flip/multigrid.hpp's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "decomposition/brick_halo.hpp"
+#include "kernels/common/particle_store.hpp"
+#include "kernels/flip/flip_kernels.hpp"
+
+namespace apron::flip {
+
+class PressureMultigrid {
+ public:
+  // fine: the projection's grid; transport: the ranks' (for the per-rank levels' aprons).
+  PressureMultigrid(Transport& transport, const BrickGrid& fine);
+  ~PressureMultigrid();
+
+  // Collective; after every change of the fine bricks (fine_halo planned, in slot order).
+  void plan(const BrickHalo& fine_halo);
+  // Collective; once per projection: every level's cell types and stencils from the fine
+  // level's (g: the fine slots and solids, stencil: pressure_system()'s). Both must outlive the
+  // projection's apply() calls.
+  void setup(const SlotGeometry& g, const std::int32_t* stencil);
+  // z = M^-1 r on the local interiors (one V-cycle; z's apron is left unfilled); returns the sum
+  // of r z over this rank's interiors. Collective.
+  double apply(const float* r, float* z);
+
+  int levels() const;
+  std::size_t device_bytes() const;
+
+ private:
+  struct Level;
+  void v_cycle(std::vector<Level>& levels, std::size_t l, float* out);
+  void smooth_from_zero(Level& level, int sweeps);
+  void smooth(Level& level, int sweeps, float* out);
+  void solve_dense(float* out);  // the bottom of the per-rank levels
+  void set_dense_types();
+  void coarsen(std::vector<Level>& levels, std::size_t from);
+
+  Transport& transport_;
+  Transport self_;  // the dense levels: every rank alone
+  int ranks_ = 1;
+  std::vector<Level> sparse_, dense_;
+  // Rows of the last per-rank level's cells (one per local brick) and of the same bricks' cells
+  // in the first dense level.
+  DeviceVector<std::uint32_t> sparse_rows_, dense_rows_;
+  std::vector<float> host_values_;
+  std::vector<std::int32_t> host_types_;
+};
+
+}  // namespace apron::flip
