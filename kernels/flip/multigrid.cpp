@@ -25,16 +25,20 @@ struct FineCellTypes {
 
 // Air wins over fluid, fluid over solid (McAdams et al. 2010): the coarse problem never extends
 // the fluid past a free surface, and keeps every cell that holds fluid.
+// Children outside the domain are solid whatever their type says (the padding of the dense
+// brick past the domain's bricks holds air).
 struct CoarsenCellTypes {
-  BrickGrid fine, coarse;
+  SlotGeometry fine;
+  BrickGrid coarse;
   const std::int32_t* fine_type;
   std::int32_t* coarse_type;
   APRON_HD void operator()(std::size_t t) const {
     const InteriorVoxel c(coarse, t);
     bool air = false, fluid = false;
     for (int n = 0; n < 8; ++n) {
-      const int type = fine_type[fine.row(c.slot, 2 * c.i + (n & 1), 2 * c.j + ((n >> 1) & 1),
-                                          2 * c.k + (n >> 2))];
+      const int i = 2 * c.i + (n & 1), j = 2 * c.j + ((n >> 1) & 1), k = 2 * c.k + (n >> 2);
+      if (fine.solid_at(c.slot, i, j, k)) continue;
+      const int type = fine_type[fine.grid.row(c.slot, i, j, k)];
       air = air || type == kCellAir;
       fluid = fluid || type == kCellFluid;
     }
@@ -195,7 +199,7 @@ void fine_cell_types(const SlotGeometry& g, const std::int32_t* stencil, std::in
 void coarsen_cell_types(const SlotGeometry& fine, const std::int32_t* fine_type,
                         const SlotGeometry& coarse, std::int32_t* coarse_type) {
   for_each_index(coarse.interior_voxels(),
-                 CoarsenCellTypes{fine.grid, coarse.grid, fine_type, coarse_type});
+                 CoarsenCellTypes{fine, coarse.grid, fine_type, coarse_type});
 }
 
 void level_stencil(const SlotGeometry& g, const std::int32_t* type, std::int32_t* stencil) {
