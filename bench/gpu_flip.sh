@@ -2,7 +2,9 @@
 # One GPU-machine call for issue 15 (FLIP on sparse bricks): the FLIP tests under CUDA, CUDA against
 # the CI's OpenMP figures on a short dam break, then the paper's dam break (8M particles on 256^3)
 # on one GPU with per-phase times, and on two GPUs when the machine has them. Results in $OUT.
-# Usage: bash bench/gpu_flip.sh [tests|bench|all]
+# Usage: bash bench/gpu_flip.sh [tests|bench|all|mgpcg]
+#   mgpcg: the tests, then the multigrid preconditioner's figures: iteration counts at two
+#   resolutions, the paper's case at 256^3 and 384^3 with preconditioner mgpcg (3 runs each).
 set -uo pipefail
 source .device/env.sh
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -18,6 +20,7 @@ gpus=$(nvidia-smi -L | wc -l)
 if [[ $part != bench ]]; then
   run flip_np1 .device/test_flip
   run flip_dense .device/test_flip_dense
+  run flip_multigrid .device/test_flip_multigrid
   [[ $gpus -ge 2 ]] && run flip_np2 mpirun -n 2 .device/test_flip
   run dam_break mpirun -n 1 .device/apron run inputs/flip_dam_break.yaml --set output.dir=$out/dam_break \
       --set output.every=0 --set output.progress_every=30
@@ -43,6 +46,15 @@ print(f'{r["ranks"]} rank(s): {r["items"]:.3g} particles, {loop / steps * 1e3:.1
       + ", ".join(f"{k} {phases[k]:.1f}" for k in order if k in phases))
 PY
 }
+if [[ $part == mgpcg ]]; then
+  python3 tests/flip/mgpcg_iterations.py --apron .device/apron --case inputs/flip_dam_break.yaml \
+      --work $out/iterations | tee "$out/iterations.txt"
+  for round in 1 2 3; do large mg256_$round 1 --set flip.pressure.preconditioner=mgpcg; done
+  for round in 1 2 3; do
+    large mg384_$round 1 --set flip.pressure.preconditioner=mgpcg --set flip.voxel_size=0.0026041666666666665
+  done
+  exit $status
+fi
 for round in 1 2 3; do large large_1gpu_$round 1; done
 if [[ $gpus -ge 2 ]]; then
   for round in 1 2 3; do large large_2gpu_strong_$round 2; done
