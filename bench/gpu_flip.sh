@@ -40,7 +40,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 steps, loop = r["steps"], r["loop_seconds"]
 phases = {k: v["max_seconds"] / steps * 1e3 for k, v in r["phases"].items()}
-order = ["topology", "particle sort", "p2g", "apron", "pressure", "g2p+advection", "migration"]
+order = ["topology", "topology replan", "particle sort", "p2g", "apron", "pressure", "g2p+advection", "migration"]
 print(f'{r["ranks"]} rank(s): {r["items"]:.3g} particles, {loop / steps * 1e3:.1f} ms/step, '
       f'CG {r["flip"]["cg_iterations"]} it, {r["flip"]["device_bytes_per_particle"]:.0f} B/particle; '
       + ", ".join(f"{k} {phases[k]:.1f}" for k in order if k in phases))

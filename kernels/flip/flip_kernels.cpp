@@ -164,13 +164,7 @@ struct Laplacian {
       q[row] = 0;
       return 0;
     }
-    float sum = static_cast<float>(bits >> kDiagShift) * d[row];
-    for (int n = 0; n < 6; ++n)
-      if (bits & (1 << n)) {
-        int di, dj, dk;
-        neighbour(n, di, dj, dk);
-        sum -= d[grid.row(v.slot, v.i + di, v.j + dj, v.k + dk)];
-      }
+    const float sum = apply_row(grid, v, bits, d);
     q[row] = sum;
     return static_cast<double>(d[row]) * static_cast<double>(sum);
   }
@@ -257,6 +251,51 @@ struct PressureGradient {
       const std::size_t below = grid.row(v.slot, v.i - di, v.j - dj, v.k - dk);
       if (fluid || f.marker[below] == kFluid)
         component(u, c) -= f.pressure[row] - f.pressure[below];
+    }
+    f.vel[row] = u;
+  }
+};
+
+// Coulomb friction at solid walls: each face velocity tangential to a wall loses mu times the
+// velocity the wall stopped along its normal this step (the P2G velocity plus gravity's
+// increment on the wall's faces, where it points into the wall), down to zero: a block sliding
+// on a floor decelerates by mu g whatever the grid.
+struct WallFriction {
+  SlotGeometry g;
+  GridFields f;
+  Vec3 gravity;
+  float dt, mu;
+
+  // What the wall stopped on the faces between voxel p and its solid neighbour on side s of
+  // axis a (0 where that neighbour is not solid).
+  APRON_HD float load(const int p[3], int a, int s, std::size_t slot) const {
+    int q[3] = {p[0], p[1], p[2]};
+    q[a] += s;
+    if (!g.solid_at(slot, q[0], q[1], q[2])) return 0;
+    const int* face = s < 0 ? p : q;  // the face is the lower a-face of the upper voxel
+    const float gravity_a = a == 0 ? gravity.x : (a == 1 ? gravity.y : gravity.z);
+    const float into =
+        s * (component(f.vel_old[g.grid.row(slot, face[0], face[1], face[2])], a) + gravity_a * dt);
+    return into > 0 ? into : 0.0f;
+  }
+
+  APRON_HD void operator()(std::size_t t) const {
+    const InteriorVoxel v(g.grid, t);
+    if (g.solid_at(v.slot, v.i, v.j, v.k)) return;
+    const std::size_t row = g.grid.row(v.slot, v.i, v.j, v.k);
+    Vec4 u = f.vel[row];
+    for (int c = 0; c < 3; ++c) {
+      const int upper[3] = {v.i, v.j, v.k};
+      const int lower[3] = {v.i - (c == 0), v.j - (c == 1), v.k - (c == 2)};
+      if (g.solid_at(v.slot, lower[0], lower[1], lower[2])) continue;  // a wall's own face
+      float stopped = 0;  // summed over the face's two voxels: averaged below
+      for (int a = 0; a < 3; ++a)
+        if (a != c)
+          for (int s = -1; s <= 1; s += 2)
+            stopped += load(upper, a, s, v.slot) + load(lower, a, s, v.slot);
+      const float loss = 0.5f * mu * stopped;
+      float& uc = component(u, c);
+      uc = uc > loss ? uc - loss : (uc < -loss ? uc + loss : 0.0f);
     }
     f.vel[row] = u;
   }
@@ -445,6 +484,10 @@ void clear(DeviceVector<std::int32_t>& a) {
 
 void subtract_pressure_gradient(const SlotGeometry& g, const GridFields& f) {
   for_each_index(g.interior_voxels(), PressureGradient{g, f});
+}
+
+void wall_friction(const SlotGeometry& g, const GridFields& f, Vec3 gravity, float dt, float mu) {
+  for_each_index(g.interior_voxels(), WallFriction{g, f, gravity, dt, mu});
 }
 
 void grid_to_particle(const SlotGeometry& g, const DeviceVector<std::uint32_t>& keys,

@@ -103,6 +103,11 @@ void clear(DeviceVector<std::int32_t>& a);
 // u -= grad s on every face with a fluid side and no solid side (air s = 0). The pressure
 // field's apron must be filled.
 void subtract_pressure_gradient(const SlotGeometry& g, const GridFields& f);
+// Coulomb friction (coefficient mu) on face velocities tangential to solid walls: each loses,
+// down to zero, mu times the velocity the walls beside it stopped along their normals this step
+// (vel_old + gravity dt on the walls' faces, where it points into them). vel_old's apron must be
+// filled.
+void wall_friction(const SlotGeometry& g, const GridFields& f, Vec3 gravity, float dt, float mu);
 
 // ---- voxels -> particles ------------------------------------------------------------------------
 

@@ -70,19 +70,6 @@ struct LevelStencil {
   }
 };
 
-// (A x) at a fluid cell of the given stencil bits.
-APRON_HD inline float apply_row(const BrickGrid& grid, const InteriorVoxel& v, int bits,
-                                const float* x) {
-  float sum = static_cast<float>(bits >> kDiagShift) * x[grid.row(v.slot, v.i, v.j, v.k)];
-  for (int n = 0; n < 6; ++n)
-    if (bits & (1 << n)) {
-      int di, dj, dk;
-      neighbour(n, di, dj, dk);
-      sum -= x[grid.row(v.slot, v.i + di, v.j + dj, v.k + dk)];
-    }
-  return sum;
-}
-
 struct JacobiSweep {
   BrickGrid grid;
   const std::int32_t* stencil;

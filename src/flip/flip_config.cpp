@@ -43,6 +43,7 @@ FlipConfig read_flip(MapReader r) {
   c.max_dt = r.positive("max_dt", c.max_dt);
   c.density = r.positive("density", c.density);
   c.gravity = r.vec3("gravity", c.gravity);
+  c.wall_friction = r.in_range("wall_friction", 0, 2, c.wall_friction);
   const long seed = r.get<long>("seed", 1);
   if (seed < 0) r.fail("seed", "must be 0 or positive");
   c.seed = static_cast<std::uint64_t>(seed);

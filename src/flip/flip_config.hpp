@@ -20,7 +20,7 @@ struct PressureConfig {
   // step would create or destroy) is below it.
   double tolerance = 1e-4;
   int max_iterations = 1000;
-  std::string preconditioner = "jacobi";  // none | jacobi | mgpcg (multigrid V-cycle)
+  std::string preconditioner = "mgpcg";  // none | jacobi | mgpcg (multigrid V-cycle)
   int check_every = 10;  // iterations between residual checks (each reads back to the host)
 };
 
@@ -33,6 +33,9 @@ struct FlipConfig {
   double max_dt = 1e-2;         // [s]
   double density = 1000;        // [kg/m^3]
   std::array<double, 3> gravity{0, 0, -9.81};
+  // Coulomb friction coefficient at solid walls and solids (0: free slip): a face velocity
+  // along a wall loses wall_friction times the normal velocity the wall stopped that step.
+  double wall_friction = 0;
   std::uint64_t seed = 1;  // the jitter of the seeding
   PressureConfig pressure;
 };

@@ -172,8 +172,6 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
   voxels_.add<std::int32_t>("marker");
   for (const char* name : {"pressure", "rhs", "residual", "preconditioned", "direction", "product"})
     voxels_.add<float>(name);
-  if (case_.flip.pressure.preconditioner == "mgpcg")
-    multigrid_ = std::make_unique<PressureMultigrid>(brick_transport_, grid_);
 }
 
 // ---- setup -------------------------------------------------------------------------------------
@@ -191,7 +189,10 @@ void FlipSolver::setup() {
     voxels += n;
   }
   const double particles = voxels * case_.flip.particles_per_voxel;
-  const double need = kBytesPerParticle * particles / ranks_.size;
+  // The multigrid's dense levels: every rank holds them, about 48 bytes per brick of the domain.
+  const bool mgpcg = case_.flip.pressure.preconditioner == "mgpcg";
+  const double need = kBytesPerParticle * particles / ranks_.size +
+                      (mgpcg ? 48.0 * static_cast<double>(grid_.brick_count()) : 0.0);
   const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
   if (need > 0.9 * free_bytes) {
     char text[400];
@@ -343,16 +344,21 @@ std::vector<std::uint32_t> FlipSolver::needed_bricks() {
 }
 
 void FlipSolver::update_topology(bool rebuild) {
-  auto t = timers_.scope("topology");
-  const auto needed = needed_bricks();
   bool changed = true;
-  if (rebuild)
-    pool_.assign(needed);
-  else
-    changed = pool_.update(needed).any();
-  // Re-planning is collective: when any rank's bricks changed, every rank plans again.
-  if (ranks_.size > 1) changed = global_max(ranks_.comm, changed ? 1.0 : 0.0) > 0;
-  if (changed) replan();
+  {
+    auto t = timers_.scope("topology");
+    const auto needed = needed_bricks();
+    if (rebuild)
+      pool_.assign(needed);
+    else
+      changed = pool_.update(needed).any();
+    // Re-planning is collective: when any rank's bricks changed, every rank plans again.
+    if (ranks_.size > 1) changed = global_max(ranks_.comm, changed ? 1.0 : 0.0) > 0;
+  }
+  if (changed) {
+    auto t = timers_.scope("topology replan");
+    replan();
+  }
 }
 
 // The apron plan and everything indexed by slot follow the pool's slots.
@@ -374,10 +380,18 @@ void FlipSolver::replan() {
   });
   voxels_.resize(halo_.total_voxels());
   stencil_.resize(pool_.size() * grid_.interior_per_brick());
+  // Built at the first plan, after setup's memory check (or a restart's load).
+  if (!multigrid_ && case_.flip.pressure.preconditioner == "mgpcg")
+    multigrid_ = std::make_unique<PressureMultigrid>(brick_transport_, grid_);
   if (multigrid_) multigrid_->plan(halo_);
   slot_of_ = DeviceVector<std::int32_t>(pool_.slot_table().begin(), pool_.slot_table().end());
   slot_origin_ = DeviceVector<int>(origins.begin(), origins.end());
   ++replans_;
+}
+
+Vec3 FlipSolver::gravity() const {
+  const auto& a = case_.flip.gravity;
+  return {static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])};
 }
 
 SlotGeometry FlipSolver::geometry() const {
@@ -438,10 +452,7 @@ void FlipSolver::particles_to_grid() {
   }
   {
     auto t = timers_.scope("p2g");
-    const auto& a = case_.flip.gravity;
-    grid_velocities(
-        g, f, Vec3{static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])},
-        static_cast<float>(dt_));
+    grid_velocities(g, f, gravity(), static_cast<float>(dt_));
   }
   auto t = timers_.scope("apron");
   fill({"velocity", "velocity_old"}, kZero);
@@ -518,17 +529,20 @@ void FlipSolver::project() {
   projection_.residual = residual * to_residual;
   fill({"pressure"}, 0.0f);
   subtract_pressure_gradient(g, f);
+  if (case_.flip.wall_friction > 0)
+    wall_friction(g, f, gravity(), static_cast<float>(dt_),
+                  static_cast<float>(case_.flip.wall_friction));
   fill({"velocity"}, kZero);
 }
 
 void FlipSolver::throw_not_converged(int iterations, double residual) const {
-  char text[320];
+  char text[360];
   std::snprintf(text, sizeof text,
                 "flip: step %ld (t = %.6g s): the pressure solve did not converge in %d "
                 "iterations: max |div u| dt = %.3g, tolerance %.3g (raise "
-                "flip.pressure.max_iterations or flip.pressure.tolerance, use preconditioner: "
-                "jacobi, or lower flip.cfl)",
-                step_, time_, iterations, residual, case_.flip.pressure.tolerance);
+                "flip.pressure.max_iterations or flip.pressure.tolerance, %slower flip.cfl)",
+                step_, time_, iterations, residual, case_.flip.pressure.tolerance,
+                multigrid_ ? "" : "use preconditioner: mgpcg, ");
   throw StepFailure(text);  // the particles are still those the step started from
 }
 

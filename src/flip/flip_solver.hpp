@@ -115,6 +115,7 @@ class FlipSolver final : public Workload {
   void particles_from_grid();
   void migrate();
   SlotGeometry geometry() const;
+  Vec3 gravity() const;
   GridFields fields();
   template <class T>
   void fill(std::initializer_list<std::string> names, const T& background);

@@ -84,33 +84,55 @@ BrickGrid coarser(const BrickGrid& g) {
   return c;
 }
 
+// Cells per brick edge of the dense hierarchies: 8 keeps the padding past the domain and the
+// apron under 2x the cells.
+constexpr int kDenseBrick = 8;
+
+// Every brick of a dense grid, in key order (its slot is its key).
+std::vector<BrickCoord> all_bricks(const BrickGrid& g) {
+  std::vector<BrickCoord> bricks;
+  for (int z = 0; z < g.bricks[2]; ++z)
+    for (int y = 0; y < g.bricks[1]; ++y)
+      for (int x = 0; x < g.bricks[0]; ++x) bricks.push_back({x, y, z});
+  return bricks;
+}
+
 }  // namespace
 
 PressureMultigrid::PressureMultigrid(Transport& transport, const BrickGrid& fine)
     : transport_(transport), self_(MPI_COMM_SELF) {
   MPI_Comm_size(transport.comm(), &ranks_);
+  Hierarchy& sparse = hierarchies_.emplace_back();
   for (BrickGrid g = fine;; g = coarser(g)) {
-    sparse_.emplace_back(transport_, g);
+    sparse.emplace_back(transport_, g);
     if (g.b == 1) break;
   }
-  // One brick over all the fine bricks, one cell each.
-  BrickGrid dense;
-  dense.dx = fine.dx * static_cast<float>(fine.b);
-  for (int d = 0; d < 3; ++d) {
-    dense.origin[d] = fine.origin[d];
-    dense.voxels[d] = fine.bricks[d];
-  }
-  dense.b = static_cast<int>(std::bit_ceil(
-      static_cast<unsigned>(std::max({fine.bricks[0], fine.bricks[1], fine.bricks[2]}))));
-  const std::vector<BrickCoord> one = {{0, 0, 0}};
-  for (BrickGrid g = dense;; g = coarser(g)) {
-    Level& level = dense_.emplace_back(self_, g);
-    if (dense_.size() == 1)
-      level.halo->plan(one, [](const BrickCoord&) { return 0; });
-    else
-      level.halo->plan_like(*dense_.front().halo);
-    level.resize(one);
-    if (g.b == 1) break;
+  // Dense hierarchies, each over the cells of the one before's last level (one per brick),
+  // until a last level is a single cell.
+  BrickGrid cells = sparse.back().geometry.grid;
+  while (cells.bricks[0] * cells.bricks[1] * cells.bricks[2] > 1) {
+    BrickGrid g;
+    g.dx = cells.dx * static_cast<float>(cells.b);
+    const int widest = std::max({cells.bricks[0], cells.bricks[1], cells.bricks[2]});
+    g.b = std::min(kDenseBrick, static_cast<int>(std::bit_ceil(static_cast<unsigned>(widest))));
+    for (int d = 0; d < 3; ++d) {
+      g.origin[d] = fine.origin[d];
+      g.voxels[d] = cells.bricks[d];
+      g.bricks[d] = (g.voxels[d] + g.b - 1) / g.b;
+    }
+    const auto bricks = all_bricks(g);
+    Hierarchy& dense = hierarchies_.emplace_back();
+    for (BrickGrid l = g;; l = coarser(l)) {
+      Level& level = dense.emplace_back(self_, l);
+      if (dense.size() == 1)
+        level.halo->plan(bricks, [](const BrickCoord&) { return 0; });
+      else
+        level.halo->plan_like(*dense.front().halo);
+      level.resize(bricks);
+      if (l.b == 1) break;
+    }
+    if (hierarchies_.size() > 2) set_handover(hierarchies_.size() - 2, all_bricks(cells));
+    cells = dense.back().geometry.grid;
   }
 }
 
@@ -118,25 +140,33 @@ PressureMultigrid::~PressureMultigrid() = default;
 
 void PressureMultigrid::plan(const BrickHalo& fine_halo) {
   const auto& bricks = fine_halo.local_coords();
-  for (Level& level : sparse_) {
+  for (Level& level : hierarchies_.front()) {
     level.halo->plan_like(fine_halo);
     level.resize(bricks);
   }
-  // Each local brick's cell at the last per-rank level, and in the dense brick.
-  const BrickGrid& last = sparse_.back().geometry.grid;
-  const BrickGrid& dense = dense_.front().geometry.grid;
+  if (hierarchies_.size() > 1) set_handover(0, bricks);
+}
+
+// Rows of hierarchy h's last level (one cell per brick; `bricks` in slot order) and of the same
+// cells in hierarchy h + 1's first (dense: slot = brick key).
+void PressureMultigrid::set_handover(std::size_t h, const std::vector<BrickCoord>& bricks) {
+  const BrickGrid& last = hierarchies_[h].back().geometry.grid;
+  const BrickGrid& next = hierarchies_[h + 1].front().geometry.grid;
   std::vector<std::uint32_t> from, to;
   for (std::size_t s = 0; s < bricks.size(); ++s) {
     from.push_back(static_cast<std::uint32_t>(last.row(s, 0, 0, 0)));
+    const BrickCoord& c = bricks[s];
+    const std::size_t slot = next.brick_key(c[0], c[1], c[2]);
     to.push_back(
-        static_cast<std::uint32_t>(dense.row(0, bricks[s][0], bricks[s][1], bricks[s][2])));
+        static_cast<std::uint32_t>(next.row(slot, c[0] % next.b, c[1] % next.b, c[2] % next.b)));
   }
-  sparse_rows_ = DeviceVector<std::uint32_t>(from.begin(), from.end());
-  dense_rows_ = DeviceVector<std::uint32_t>(to.begin(), to.end());
+  if (handovers_.size() <= h) handovers_.resize(h + 1);
+  handovers_[h].from_rows = DeviceVector<std::uint32_t>(from.begin(), from.end());
+  handovers_[h].to_rows = DeviceVector<std::uint32_t>(to.begin(), to.end());
 }
 
 // Types and stencils of levels from + 1 on, coarsened from level `from`'s types.
-void PressureMultigrid::coarsen(std::vector<Level>& levels, std::size_t from) {
+void PressureMultigrid::coarsen(Hierarchy& levels, std::size_t from) {
   for (std::size_t l = from + 1; l < levels.size(); ++l) {
     Level& level = levels[l];
     coarsen_cell_types(levels[l - 1].geometry, levels[l - 1].types(), level.geometry,
@@ -147,41 +177,40 @@ void PressureMultigrid::coarsen(std::vector<Level>& levels, std::size_t from) {
 }
 
 void PressureMultigrid::setup(const SlotGeometry& g, const std::int32_t* stencil) {
-  Level& fine = sparse_.front();
+  Level& fine = hierarchies_.front().front();
   fine.geometry = g;
   fine.stencil = stencil;
   fine_cell_types(g, stencil, fine.types());
-  coarsen(sparse_, 0);
-  set_dense_types();
-  coarsen(dense_, 0);
-}
-
-// The first dense level's types: each rank's bricks' (air where no brick is, on any rank).
-void PressureMultigrid::set_dense_types() {
-  Level& dense = dense_.front();
-  auto& types = static_cast<TypedField<std::int32_t>&>(dense.cells.field("type")).data;
-  clear(types);  // kCellAir
-  copy_rows(sparse_rows_.size(), raw(sparse_rows_), sparse_.back().types(), raw(dense_rows_),
-            raw(types));
-  // One rank holds each brick, the others kCellAir (0): the maximum is the holder's type.
-  if (ranks_ > 1) all_reduce(types, host_types_, MPI_INT, MPI_MAX, transport_.comm());
-  dense.halo->fill(dense.cells, kType, std::int32_t{kCellAir});
-  level_stencil(dense.geometry, dense.types(), raw(dense.own_stencil));
+  coarsen(hierarchies_.front(), 0);
+  for (std::size_t h = 1; h < hierarchies_.size(); ++h) {
+    Level& first = hierarchies_[h].front();
+    auto& types = static_cast<TypedField<std::int32_t>&>(first.cells.field("type")).data;
+    clear(types);  // kCellAir: no brick there
+    const Handover& in = handovers_[h - 1];
+    copy_rows(in.from_rows.size(), raw(in.from_rows), hierarchies_[h - 1].back().types(),
+              raw(in.to_rows), raw(types));
+    // One rank holds each brick, the others kCellAir (0): the maximum is the holder's type.
+    if (h == 1 && ranks_ > 1) all_reduce(types, host_types_, MPI_INT, MPI_MAX, transport_.comm());
+    first.halo->fill(first.cells, kType, std::int32_t{kCellAir});
+    level_stencil(first.geometry, first.types(), raw(first.own_stencil));
+    coarsen(hierarchies_[h], 0);
+  }
 }
 
 double PressureMultigrid::apply(const float* r, float* z) {
-  Level& fine = sparse_.front();
+  Level& fine = hierarchies_.front().front();
   fine.rhs = r;
-  v_cycle(sparse_, 0, z);
+  v_cycle(0, 0, z);
   return interior_dot(fine.geometry, r, z);
 }
 
-// Level l's correction for its rhs into `out` (its x, or z at the top), recursively.
-void PressureMultigrid::v_cycle(std::vector<Level>& levels, std::size_t l, float* out) {
+// Level l of hierarchy h: its correction for its rhs into `out` (its x, or z at the top).
+void PressureMultigrid::v_cycle(std::size_t h, std::size_t l, float* out) {
+  Hierarchy& levels = hierarchies_[h];
   Level& level = levels[l];
   if (l + 1 == levels.size()) {
-    if (&levels == &sparse_)
-      solve_dense(out);
+    if (h + 1 < hierarchies_.size())
+      hand_over(h, out);
     else
       smooth_from_zero(level, kBottomSweeps);  // a single cell: out is its x
     return;
@@ -194,7 +223,7 @@ void PressureMultigrid::v_cycle(std::vector<Level>& levels, std::size_t l, float
   level.fill(kResidual);
   restrict_residual(level.geometry, level.values("residual"), below.geometry, below.stencil,
                     below.values("rhs"));
-  v_cycle(levels, l + 1, below.values("x"));
+  v_cycle(h, l + 1, below.values("x"));
   below.fill(kX);
   prolong_add(below.geometry, below.values("x"), level.geometry, level.stencil, x);
   smooth(level, kSweeps, out);
@@ -224,27 +253,33 @@ void PressureMultigrid::smooth(Level& level, int sweeps, float* out) {
   }
 }
 
-// The bottom of the per-rank levels: their one cell per brick, gathered from all ranks into the
-// dense brick, solved there by every rank alike, and this rank's bricks' cells taken back.
-void PressureMultigrid::solve_dense(float* out) {
-  Level& top = dense_.front();
-  auto& rhs = static_cast<TypedField<float>&>(top.cells.field("rhs")).data;
+// The bottom of hierarchy h: its cells (one per brick) go to hierarchy h + 1 (from every rank,
+// after the per-rank one), which solves for them (every rank alike), and come back into out.
+void PressureMultigrid::hand_over(std::size_t h, float* out) {
+  Level& first = hierarchies_[h + 1].front();
+  const Handover& in = handovers_[h];
+  auto& rhs = static_cast<TypedField<float>&>(first.cells.field("rhs")).data;
   clear(rhs);
-  copy_rows(sparse_rows_.size(), raw(sparse_rows_), sparse_.back().rhs, raw(dense_rows_), raw(rhs));
-  if (ranks_ > 1) all_reduce(rhs, host_values_, MPI_FLOAT, MPI_SUM, transport_.comm());
-  v_cycle(dense_, 0, top.values("x"));
-  copy_rows(sparse_rows_.size(), raw(dense_rows_), top.values("x"), raw(sparse_rows_), out);
+  copy_rows(in.from_rows.size(), raw(in.from_rows), hierarchies_[h].back().rhs, raw(in.to_rows),
+            raw(rhs));
+  if (h == 0 && ranks_ > 1) all_reduce(rhs, host_values_, MPI_FLOAT, MPI_SUM, transport_.comm());
+  v_cycle(h + 1, 0, first.values("x"));
+  copy_rows(in.from_rows.size(), raw(in.to_rows), first.values("x"), raw(in.from_rows), out);
 }
 
-// The per-rank levels' last (one cell per brick) and the dense brick's first are one grid.
+// The last level of each hierarchy and the first of the next are one grid.
 int PressureMultigrid::levels() const {
-  return static_cast<int>(sparse_.size() + dense_.size()) - 1;
+  int count = 1;
+  for (const Hierarchy& h : hierarchies_) count += static_cast<int>(h.size()) - 1;
+  return count;
 }
 
 std::size_t PressureMultigrid::device_bytes() const {
-  std::size_t bytes = (sparse_rows_.capacity() + dense_rows_.capacity()) * sizeof(std::uint32_t);
-  for (const auto* levels : {&sparse_, &dense_})
-    for (const Level& level : *levels)
+  std::size_t bytes = 0;
+  for (const Handover& in : handovers_)
+    bytes += (in.from_rows.capacity() + in.to_rows.capacity()) * sizeof(std::uint32_t);
+  for (const Hierarchy& levels : hierarchies_)
+    for (const Level& level : levels)
       bytes += level.cells.device_bytes() + level.halo->device_bytes() +
                level.own_stencil.capacity() * sizeof(std::int32_t);
   return bytes;

@@ -4,9 +4,10 @@
 // The levels down to one cell per brick keep the fine level's bricks and slots (each rank its
 // own, aprons across ranks through a BrickHalo planned like the fine one). Below that the
 // problem is one cell per brick of the whole domain: small (32^3 cells at 256^3 voxels), so
-// every rank gathers it into one dense brick (an MPI_Allreduce of the bricks' values) and runs
-// the rest of the V-cycle on it alike, down to a single cell. The kernels are
-// kernels/flip/multigrid.hpp's.
+// every rank gathers it (an MPI_Allreduce of the bricks' values) into a dense grid of 8^3 bricks,
+// all present, and runs the rest of the V-cycle on it alike; and again over that grid's bricks,
+// until a single cell is left. Memory and Allreduce volume grow with the domain's bricks (4 bytes
+// each per field), not the fluid's. The kernels are kernels/flip/multigrid.hpp's.
 #pragma once
 
 #include <cstddef>
@@ -41,20 +42,25 @@ class PressureMultigrid {
 
  private:
   struct Level;
-  void v_cycle(std::vector<Level>& levels, std::size_t l, float* out);
+  using Hierarchy = std::vector<Level>;
+  // Where hierarchy h's last level (one cell per brick) meets hierarchy h + 1's first.
+  struct Handover {
+    DeviceVector<std::uint32_t> from_rows, to_rows;
+  };
+  void set_handover(std::size_t h, const std::vector<BrickCoord>& bricks);
+  void coarsen(Hierarchy& levels, std::size_t from);
+  void v_cycle(std::size_t h, std::size_t l, float* out);
   void smooth_from_zero(Level& level, int sweeps);
   void smooth(Level& level, int sweeps, float* out);
-  void solve_dense(float* out);  // the bottom of the per-rank levels
-  void set_dense_types();
-  void coarsen(std::vector<Level>& levels, std::size_t from);
+  void hand_over(std::size_t h, float* out);
 
   Transport& transport_;
-  Transport self_;  // the dense levels: every rank alone
+  Transport self_;  // the dense hierarchies: every rank alone
   int ranks_ = 1;
-  std::vector<Level> sparse_, dense_;
-  // Rows of the last per-rank level's cells (one per local brick) and of the same bricks' cells
-  // in the first dense level.
-  DeviceVector<std::uint32_t> sparse_rows_, dense_rows_;
+  // [0]: this rank's bricks, down to one cell per brick; then dense ones, each over the cells of
+  // the one before's last level, every rank holding them all.
+  std::vector<Hierarchy> hierarchies_;
+  std::vector<Handover> handovers_;
   std::vector<float> host_values_;
   std::vector<std::int32_t> host_types_;
 };

@@ -21,16 +21,15 @@
 namespace apron::flip {
 namespace {
 
-constexpr int kB = 8;
-constexpr int kVoxels[3] = {24, 14, 16};  // y ends inside the second row of bricks
-constexpr int kBricks[3] = {3, 2, 2};
+constexpr int kVoxels[3] = {24, 14, 16};             // y ends inside the last row of bricks
 constexpr int kSolidBox[6] = {10, 0, 0, 14, 14, 4};  // voxel ranges [lo, hi)
 constexpr double kOmega = 2.0 / 3.0;
 
 using Cell = std::array<int, 3>;
 
-bool brick_exists(const BrickCoord& b) {
-  return !(b[0] == 2 && b[1] == 1 && b[2] == 1);
+// No brick over voxels [16, 24) x [8, 16) x [8, 16).
+bool brick_exists(const BrickCoord& b, int brick_size) {
+  return !(b[0] * brick_size >= 16 && b[1] * brick_size >= 8 && b[2] * brick_size >= 8);
 }
 bool in_solid_box(const Cell& v) {
   for (int d = 0; d < 3; ++d)
@@ -152,9 +151,10 @@ std::vector<double> v_cycle(const std::vector<RefLevel>& levels, std::size_t l,
 // ---- the case ----------------------------------------------------------------------------------
 
 // Fluid below z = 11 in existing bricks, outside the solid box, but for an air pocket.
-int fine_type(const Cell& v) {
+int fine_type(const Cell& v, int brick_size) {
   if (in_solid_box(v)) return kCellSolid;
-  if (!brick_exists({v[0] / kB, v[1] / kB, v[2] / kB})) return kCellAir;
+  if (!brick_exists({v[0] / brick_size, v[1] / brick_size, v[2] / brick_size}, brick_size))
+    return kCellAir;
   const bool pocket = v[0] >= 3 && v[0] < 6 && v[1] >= 4 && v[1] < 7 && v[2] >= 5 && v[2] < 7;
   return v[2] < 11 && !pocket ? kCellFluid : kCellAir;
 }
@@ -166,27 +166,30 @@ double rhs_at(const Cell& v, std::uint64_t seed) {
   return static_cast<double>(h >> 11) * 0x1.0p-53 - 0.5;
 }
 
+// A grid of bricks of `brick` voxels, the ranks owning slabs of them along x.
 class MultigridCase {
  public:
-  MultigridCase() : transport_(MPI_COMM_WORLD), halo_(transport_, kB, BrickGrid::kApron) {
+  explicit MultigridCase(int brick_size)
+      : brick(brick_size), transport_(MPI_COMM_WORLD), halo_(transport_, brick, BrickGrid::kApron) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     for (int d = 0; d < 3; ++d) {
       grid_.voxels[d] = kVoxels[d];
-      grid_.bricks[d] = kBricks[d];
+      grid_.bricks[d] = (kVoxels[d] + brick - 1) / brick;
     }
-    grid_.b = kB;
+    grid_.b = brick;
     const auto owner = [&](const BrickCoord& b) {
-      return std::clamp(b[0], 0, kBricks[0] - 1) * size_ / kBricks[0];
+      return std::clamp(b[0], 0, grid_.bricks[0] - 1) * size_ / grid_.bricks[0];
     };
-    for (int z = 0; z < kBricks[2]; ++z)
-      for (int y = 0; y < kBricks[1]; ++y)
-        for (int x = 0; x < kBricks[0]; ++x)
-          if (brick_exists({x, y, z}) && owner({x, y, z}) == rank_) bricks_.push_back({x, y, z});
+    for (int z = 0; z < grid_.bricks[2]; ++z)
+      for (int y = 0; y < grid_.bricks[1]; ++y)
+        for (int x = 0; x < grid_.bricks[0]; ++x)
+          if (brick_exists({x, y, z}, brick) && owner({x, y, z}) == rank_)
+            bricks_.push_back({x, y, z});
     halo_.plan(bricks_, owner);
     std::vector<int> origin;
     for (const auto& b : bricks_)
-      for (int d = 0; d < 3; ++d) origin.push_back(b[d] * kB);
+      for (int d = 0; d < 3; ++d) origin.push_back(b[d] * brick);
     origin_ = DeviceVector<int>(origin.begin(), origin.end());
     boxes_ = DeviceVector<int>(std::begin(kSolidBox), std::end(kSolidBox));
     geometry_.grid = grid_;
@@ -204,11 +207,12 @@ class MultigridCase {
   void each_local(F f) const {
     std::size_t t = 0;
     for (std::size_t s = 0; s < bricks_.size(); ++s)
-      for (int k = 0; k < kB; ++k)
-        for (int j = 0; j < kB; ++j)
-          for (int i = 0; i < kB; ++i, ++t)
+      for (int k = 0; k < brick; ++k)
+        for (int j = 0; j < brick; ++j)
+          for (int i = 0; i < brick; ++i, ++t)
             f(t, grid_.row(s, i, j, k),
-              Cell{bricks_[s][0] * kB + i, bricks_[s][1] * kB + j, bricks_[s][2] * kB + k});
+              Cell{bricks_[s][0] * brick + i, bricks_[s][1] * brick + j,
+                   bricks_[s][2] * brick + k});
   }
 
   // The fine stencil as pressure_system() encodes it (see voxel_stencil.hpp).
@@ -229,7 +233,7 @@ class MultigridCase {
     RefLevel L;
     for (int d = 0; d < 3; ++d) L.n[d] = kVoxels[d];
     L.type.resize(static_cast<std::size_t>(L.n[0]) * L.n[1] * L.n[2]);
-    L.each([&](const Cell& v) { L.type[L.at(v)] = fine_type(v); });
+    L.each([&](const Cell& v) { L.type[L.at(v)] = fine_type(v, brick); });
     std::vector<RefLevel> levels = {L};
     while (levels.back().size() > 1) levels.push_back(coarsened(levels.back()));
     return levels;
@@ -240,7 +244,8 @@ class MultigridCase {
     const std::size_t stored = halo_.total_voxels();
     std::vector<float> r(stored, 0.0f);
     each_local([&](std::size_t, std::size_t row, const Cell& v) {
-      if (fine_type(v) == kCellFluid && in_domain(v)) r[row] = static_cast<float>(rhs_at(v, seed));
+      if (fine_type(v, brick) == kCellFluid && in_domain(v))
+        r[row] = static_cast<float>(rhs_at(v, seed));
     });
     DeviceVector<float> r_dev(r.begin(), r.end()), z_dev(stored, 0.0f);
     double local = multigrid_->apply(raw(r_dev), raw(z_dev));
@@ -255,6 +260,8 @@ class MultigridCase {
   }
   int levels() const { return multigrid_->levels(); }
 
+  const int brick;
+
  private:
   int rank_ = 0, size_ = 1;
   BrickGrid grid_;
@@ -267,8 +274,13 @@ class MultigridCase {
   std::unique_ptr<PressureMultigrid> multigrid_;
 };
 
-TEST(PressureMultigrid, OneVCycleEqualsADenseReference) {
-  MultigridCase c;
+// Bricks of 8: one dense hierarchy below the per-rank one (24 x 14 x 16 voxels, 3 x 2 x 2 cells
+// at one per brick, in one dense brick); of 2: two (12 x 7 x 8 cells in 2 x 1 x 1 dense bricks,
+// then those 2 cells in one).
+class PressureMultigridTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PressureMultigridTest, OneVCycleEqualsADenseReference) {
+  MultigridCase c(GetParam());
   const auto levels = c.reference_levels();
   EXPECT_EQ(c.levels(), static_cast<int>(levels.size()));  // 24x14x16 ... 1x1x1: 6
   const RefLevel& L = levels.front();
@@ -293,13 +305,13 @@ TEST(PressureMultigrid, OneVCycleEqualsADenseReference) {
 }
 
 // CG needs M symmetric positive definite: r1 . M r2 = r2 . M r1, and r . M r > 0.
-TEST(PressureMultigrid, VCycleIsSymmetricPositiveDefinite) {
-  MultigridCase c;
+TEST_P(PressureMultigridTest, VCycleIsSymmetricPositiveDefinite) {
+  MultigridCase c(GetParam());
   double r1z1 = 0, r2z2 = 0;
   const auto z1 = c.apply(11, &r1z1), z2 = c.apply(12, &r2z2);
   double cross[2] = {0, 0};  // r1 . z2, r2 . z1
   c.each_local([&](std::size_t, std::size_t row, const Cell& v) {
-    if (fine_type(v) != kCellFluid || !MultigridCase::in_domain(v)) return;
+    if (fine_type(v, c.brick) != kCellFluid || !MultigridCase::in_domain(v)) return;
     cross[0] += rhs_at(v, 11) * z2[row];
     cross[1] += rhs_at(v, 12) * z1[row];
   });
@@ -308,6 +320,8 @@ TEST(PressureMultigrid, VCycleIsSymmetricPositiveDefinite) {
   EXPECT_GT(r2z2, 0);
   EXPECT_NEAR(cross[0], cross[1], 1e-5 * std::sqrt(r1z1 * r2z2));
 }
+
+INSTANTIATE_TEST_SUITE_P(BrickSizes, PressureMultigridTest, ::testing::Values(8, 2));
 
 }  // namespace
 }  // namespace apron::flip
