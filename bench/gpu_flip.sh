@@ -21,6 +21,7 @@ if [[ $part != bench ]]; then
   run flip_np1 .device/test_flip
   run flip_dense .device/test_flip_dense
   run flip_multigrid .device/test_flip_multigrid
+  run wall_friction .device/test_wall_friction
   [[ $gpus -ge 2 ]] && run flip_np2 mpirun -n 2 .device/test_flip
   run dam_break mpirun -n 1 .device/apron run inputs/flip_dam_break.yaml --set output.dir=$out/dam_break \
       --set output.every=0 --set output.progress_every=30
