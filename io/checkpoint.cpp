@@ -555,6 +555,12 @@ PendingCheckpoint CheckpointWriter::start(const fs::path& path, const Checkpoint
   {
     const QuietHdf5Errors quiet;
     on_root(comm_, [&] {
+      // A disk already full must be found before HDF5 writes: a failed close leaves libhdf5
+      // 1.10 with a file it crashes on at exit.
+      std::uint64_t bytes = header.config_text.size();
+      for (const Array& a : arrays_) bytes += a.slab.global * row_bytes(a.field.type, a.field.components);
+      make_output_directory(tmp.parent_path());
+      check_free_space(tmp, bytes);
       try {
         offsets = create_layout(tmp, header);
       } catch (...) {
