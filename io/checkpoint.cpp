@@ -558,7 +558,8 @@ PendingCheckpoint CheckpointWriter::start(const fs::path& path, const Checkpoint
       // A disk already full must be found before HDF5 writes: a failed close leaves libhdf5
       // 1.10 with a file it crashes on at exit.
       std::uint64_t bytes = header.config_text.size();
-      for (const Array& a : arrays_) bytes += a.slab.global * row_bytes(a.field.type, a.field.components);
+      for (const Array& a : arrays_)
+        bytes += a.slab.global * row_bytes(a.field.type, a.field.components);
       make_output_directory(tmp.parent_path());
       check_free_space(tmp, bytes);
       try {

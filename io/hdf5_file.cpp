@@ -476,9 +476,11 @@ void check_free_space(const fs::path& path, std::uint64_t bytes) {
   const double need = static_cast<double>(bytes) + (1 << 20);
   if (free >= need) return;
   char text[160];
-  std::snprintf(text, sizeof text, ": the disk is full: %.3g MB free in the folder, the file needs about %.3g MB",
+  std::snprintf(text, sizeof text,
+                ": the disk is full: %.3g MB free in the folder, the file needs about %.3g MB",
                 free / 1e6, need / 1e6);
-  throw std::runtime_error(path.string() + text + "; free some space there or set output.dir to "
+  throw std::runtime_error(path.string() + text +
+                           "; free some space there or set output.dir to "
                            "another disk (nothing was written)");
 }
 

@@ -140,8 +140,7 @@ std::string failed_phase() {
 
 std::string out_of_memory_message(const std::string& what) {
   std::string text = "out of memory (" + what + ")";
-  if (const std::string phase = failed_phase(); !phase.empty())
-    text += " in phase '" + phase + "'";
+  if (const std::string phase = failed_phase(); !phase.empty()) text += " in phase '" + phase + "'";
   char figures[200] = "";
 #if defined(APRON_BACKEND_CUDA)
   std::size_t free_bytes = 0, total_bytes = 0;

@@ -78,8 +78,8 @@ class PhaseTimers {
    private:
     PhaseTimers& timers_;
     const char* phase_;
-    const char* outer_;      // the phase this one runs inside
-    int uncaught_;           // std::uncaught_exceptions() when it began
+    const char* outer_;  // the phase this one runs inside
+    int uncaught_;       // std::uncaught_exceptions() when it began
     std::chrono::steady_clock::time_point start_;
   };
   Scope scope(const char* phase) { return Scope(*this, phase); }

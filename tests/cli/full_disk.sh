@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# full_disk.sh MPIEXEC APRON CASE: issue 19's "disk already full at the start". On a 2 MB tmpfs
+# full_disk.sh APRON CASE MPIEXEC...: issue 19's "disk already full at the start". On a 2 MB tmpfs
 # filled to the last byte, a 2-rank run must fail with exit status 1 and "the disk is full" for
 # its first particle file and for its first checkpoint, not hang in mismatched collective calls
 # (the ctest timeout catches a hang). Needs a private mount namespace (root or user namespaces):
@@ -12,9 +12,10 @@ if [[ ${APRON_IN_NAMESPACE:-} != 1 ]]; then
   fi
   APRON_IN_NAMESPACE=1 exec unshare -m --propagation private "$0" "$@"
 fi
-mpiexec=($1)
-apron=$2
-case_file=$3
+apron=$1
+case_file=$2
+shift 2
+mpiexec=("$@")
 disk=$(mktemp -d)
 if ! mount -t tmpfs -o size=2m tmpfs "$disk"; then
   echo "cannot mount a tmpfs: skipped"
