@@ -183,7 +183,7 @@ int run_cli(int argc, char** argv) {
     if (cmd.verb == "inspect") {
       if (ranks.rank != 0) return 0;
       try {
-        const auto [text, ok] = apron::io::inspect(cmd.file, cmd.verify);
+        const auto [text, ok] = apron::io::inspect_isolated(cmd.file, cmd.verify);
         std::cout << text;
         if (!ok) std::cerr << "apron: error: " << cmd.file << ": checksum verification failed\n";
         return ok ? 0 : 2;
