@@ -1,6 +1,7 @@
 #include "io/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -555,6 +556,13 @@ PendingCheckpoint CheckpointWriter::start(const fs::path& path, const Checkpoint
   {
     const QuietHdf5Errors quiet;
     on_root(comm_, [&] {
+      // A disk already full must be found before HDF5 writes: a failed close leaves libhdf5
+      // 1.10 with a file it crashes on at exit.
+      std::uint64_t bytes = header.config_text.size();
+      for (const Array& a : arrays_)
+        bytes += a.slab.global * row_bytes(a.field.type, a.field.components);
+      make_output_directory(tmp.parent_path());
+      check_free_space(tmp, bytes);
       try {
         offsets = create_layout(tmp, header);
       } catch (...) {
@@ -893,6 +901,67 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
     out << "\n";
   }
   return {out.str(), ok};
+}
+
+std::pair<std::string, bool> inspect_isolated(const fs::path& path, bool verify,
+                                              bool crashes_only) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return inspect(path, verify);  // no isolation to be had
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    return inspect(path, verify);
+  }
+  if (child == 0) {
+    // The child: one letter for the outcome, then the text. Never returns, never calls MPI.
+    ::close(pipe_fds[0]);
+    std::string reply;
+    try {
+      const auto [text, ok] = inspect(path, verify);
+      reply = (ok ? "1" : "0") + text;
+    } catch (const std::bad_alloc&) {
+      reply = "M";
+    } catch (const std::exception& e) {
+      reply = std::string("E") + e.what();
+    }
+    for (std::size_t done = 0; done < reply.size();) {
+      const ssize_t n = ::write(pipe_fds[1], reply.data() + done, reply.size() - done);
+      if (n <= 0) ::_exit(1);
+      done += static_cast<std::size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string reply;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    reply.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  unsigned version[3] = {0, 0, 0};
+  H5get_libversion(&version[0], &version[1], &version[2]);
+  const std::string library = "libhdf5 " + std::to_string(version[0]) + "." +
+                              std::to_string(version[1]) + "." + std::to_string(version[2]);
+  if (WIFSIGNALED(status))
+    throw std::runtime_error(path.string() + ": a damaged HDF5 file: " + library +
+                             " crashed reading it (signal " + std::to_string(WTERMSIG(status)) +
+                             "); it cannot be used (an earlier checkpoint may be sound)");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || reply.empty())
+    throw std::runtime_error(path.string() + ": cannot inspect it (the checking process failed)");
+  if (reply[0] == 'M')
+    throw std::runtime_error(path.string() + ": a damaged HDF5 file: reading its metadata asks " +
+                             library + " for more memory than there is (a damaged size field)");
+  if (crashes_only) return {"", true};
+  if (reply[0] == 'E') throw std::runtime_error(reply.substr(1));
+  return {reply.substr(1), reply[0] == '1'};
 }
 
 }  // namespace apron::io

@@ -243,4 +243,14 @@ int remove_stale_checkpoints(const std::filesystem::path& output_dir);
 // a file that looks like neither a checkpoint nor a particle output, fails.
 std::pair<std::string, bool> inspect(const std::filesystem::path& path, bool verify);
 
+// inspect() in a child process (fork), for files that may be damaged: libhdf5 1.10 itself
+// crashes (SIGSEGV) or asks for absurd memory on some damaged metadata (tests/fuzz/findings).
+// Such a file is refused (std::runtime_error naming it and what happened) instead of ending
+// this process. Call it before any OpenMP region has run on this process, or with verify false
+// (a forked child must not start OpenMP threads: libgomp is not fork-safe). With crashes_only,
+// only a crash or an absurd allocation throws; anything else returns {"", true} (the caller's
+// own reader then says what is wrong, in its words).
+std::pair<std::string, bool> inspect_isolated(const std::filesystem::path& path, bool verify,
+                                              bool crashes_only = false);
+
 }  // namespace apron::io

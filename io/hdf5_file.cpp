@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdio>
 #include <system_error>
+
+#include <sys/statvfs.h>
 
 #include "io/atomic_file.hpp"
 
@@ -65,7 +68,9 @@ void agree(MPI_Comm comm, const std::string& local_error) {
   MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, first, comm);
   message.resize(length);
   MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, first, comm);
-  throw std::runtime_error(message);
+  int same = MPI_UNEQUAL;
+  MPI_Comm_compare(comm, MPI_COMM_WORLD, &same);
+  throw AgreedError(message, same == MPI_IDENT || same == MPI_CONGRUENT);
 }
 
 void make_output_directory(const fs::path& dir) {
@@ -462,9 +467,29 @@ void Hdf5File::close() {
   if (!file_.close()) throw failure("close (flush) the file");
 }
 
+void check_free_space(const fs::path& path, std::uint64_t bytes) {
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  struct statvfs disk {};
+  if (statvfs(dir.c_str(), &disk) != 0) return;  // unknown: the write itself will tell
+  const double free = static_cast<double>(disk.f_bavail) * static_cast<double>(disk.f_frsize);
+  // HDF5's own metadata: superblock, object headers, attributes (tens of kB for apron's files).
+  const double need = static_cast<double>(bytes) + (1 << 20);
+  if (free >= need) return;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                ": the disk is full: %.3g MB free in the folder, the file needs about %.3g MB",
+                free / 1e6, need / 1e6);
+  throw std::runtime_error(path.string() + text +
+                           "; free some space there or set output.dir to "
+                           "another disk (nothing was written)");
+}
+
 void write_atomically(MPI_Comm comm, const fs::path& path,
-                      const std::function<void(Hdf5File&)>& contents) {
+                      const std::function<void(Hdf5File&)>& contents, std::uint64_t local_bytes) {
   const fs::path tmp = temporary_name(path);
+  unsigned long long total = 0, mine = local_bytes;
+  MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
+  on_root(comm, [&] { check_free_space(path, total); });
   const QuietHdf5Errors quiet;
   std::optional<Hdf5File> file;
   agree(comm, capture([&] { file.emplace(Hdf5File::create(comm, tmp)); }));

@@ -48,8 +48,21 @@ std::string capture(F&& f) {
   }
 }
 
-// Collective. When any rank passes a non-empty error, every rank throws std::runtime_error with
-// the message of the lowest failing rank, so all ranks fail together and report the same thing
+// A failure every rank of a communicator throws together (from agree()): nothing waits in a
+// collective call, so the program can report it once and end without MPI_Abort.
+class AgreedError : public std::runtime_error {
+ public:
+  AgreedError(const std::string& message, bool every_rank)
+      : std::runtime_error(message), every_rank_(every_rank) {}
+  // Whether the communicator held every rank of MPI_COMM_WORLD (else ranks outside it go on).
+  bool every_rank() const { return every_rank_; }
+
+ private:
+  bool every_rank_;
+};
+
+// Collective. When any rank passes a non-empty error, every rank throws AgreedError with the
+// message of the lowest failing rank, so all ranks fail together and report the same thing
 // (a rank that did not fail would otherwise wait forever in the next collective call).
 void agree(MPI_Comm comm, const std::string& local_error);
 
@@ -185,9 +198,17 @@ class Hdf5File {
   Handle file_{H5I_INVALID_HID, H5Fclose};
 };
 
+// Rank 0 alone: throws when the file system holding `path` has less than `bytes` (plus room for
+// HDF5's metadata) free, naming the folder, the free and the needed space.
+void check_free_space(const std::filesystem::path& path, std::uint64_t bytes);
+
 // Collective. Writes a complete file at temporary_name(path) through `contents(file)`, then
 // renames it to `path`. On failure every rank throws and the partial file is removed.
+// `local_bytes` (this rank's rows) is checked against the free space first: parallel HDF5 1.10
+// does not survive a write that fails on one rank (the ranks then wait in different collective
+// calls at the close), so a disk that is already full must be found before HDF5 writes.
 void write_atomically(MPI_Comm comm, const std::filesystem::path& path,
-                      const std::function<void(Hdf5File&)>& contents);
+                      const std::function<void(Hdf5File&)>& contents,
+                      std::uint64_t local_bytes = 0);
 
 }  // namespace apron::io

@@ -39,6 +39,14 @@ namespace fs = std::filesystem;
 using FieldLayout = std::pair<std::string, std::pair<Dtype, int>>;
 using Layouts = std::vector<FieldLayout>;
 
+// The bytes `rows` rows of these fields take in a file.
+std::uint64_t bytes_of(std::span<const HostField> fields, std::size_t rows) {
+  std::uint64_t row = 0;
+  for (const HostField& f : fields)
+    row += dtype_size(f.type) * static_cast<std::uint64_t>(f.components);
+  return row * rows;
+}
+
 Layouts layouts_of(std::span<const HostField> fields) {
   Layouts out;
   for (const HostField& f : fields) out.push_back({f.name, {f.type, f.components}});
@@ -441,10 +449,13 @@ void SeriesWriter::write(long step, double time, const PointSetPart& points) {
 
   const std::string name = step_file_name(basename_, step);
   const Slab slab = slab_of(comm_, points.n_local);
-  write_atomically(comm_, dir_ / name, [&](Hdf5File& file) {
-    write_step_attributes(file, comm_, step, time, "points");
-    for (const HostField& field : points.fields) file.dataset(field, slab);
-  });
+  write_atomically(
+      comm_, dir_ / name,
+      [&](Hdf5File& file) {
+        write_step_attributes(file, comm_, step, time, "points");
+        for (const HostField& field : points.fields) file.dataset(field, slab);
+      },
+      bytes_of(points.fields, points.n_local));
   add({step, time, points_grid(name, time, slab.global, layouts_of(points.fields))});
 }
 
@@ -475,16 +486,20 @@ void SeriesWriter::write(long step, double time, const TriangleMeshPart& mesh) {
   std::vector<std::int64_t> global(3 * mesh.triangles);
   for (std::size_t i = 0; i < global.size(); ++i)
     global[i] = static_cast<std::int64_t>(vertices.offset + mesh.connectivity[i]);
-  write_atomically(comm_, dir_ / name, [&](Hdf5File& file) {
-    write_step_attributes(file, comm_, step, time, "mesh");
-    for (const HostField& field : mesh.vertex_fields) file.dataset(field, vertices);
-    file.dataset({"triangles", Dtype::i64, 3, global.data()}, triangles);
-    file.group("triangle_fields");
-    for (HostField field : mesh.triangle_fields) {
-      field.name = "triangle_fields/" + field.name;
-      file.dataset(field, triangles);
-    }
-  });
+  write_atomically(
+      comm_, dir_ / name,
+      [&](Hdf5File& file) {
+        write_step_attributes(file, comm_, step, time, "mesh");
+        for (const HostField& field : mesh.vertex_fields) file.dataset(field, vertices);
+        file.dataset({"triangles", Dtype::i64, 3, global.data()}, triangles);
+        file.group("triangle_fields");
+        for (HostField field : mesh.triangle_fields) {
+          field.name = "triangle_fields/" + field.name;
+          file.dataset(field, triangles);
+        }
+      },
+      bytes_of(mesh.vertex_fields, mesh.vertices) + bytes_of(mesh.triangle_fields, mesh.triangles) +
+          24 * mesh.triangles);
   add({step, time,
        mesh_grid(name, time, vertices.global, triangles.global, layouts_of(mesh.vertex_fields),
                  layouts_of(mesh.triangle_fields))});
@@ -524,16 +539,19 @@ void SeriesWriter::write(long step, double time, const BrickSetPart& part) {
     mine.push_back({b, row});
     row += b.dims[0] * b.dims[1] * b.dims[2];
   }
-  write_atomically(comm_, dir_ / name, [&](Hdf5File& file) {
-    write_step_attributes(file, comm_, step, time, "bricks");
-    file.attribute("cell_data", std::int64_t{part.cell_data ? 1 : 0});
-    for (const HostField& field : part.fields) file.dataset(field, values);
-    file.group("bricks");
-    file.dataset({"bricks/origin", Dtype::f64, 3, origin.data()}, bricks);
-    file.dataset({"bricks/spacing", Dtype::f64, 3, spacing.data()}, bricks);
-    file.dataset({"bricks/dims", Dtype::i64, 3, dims.data()}, bricks);
-    file.dataset({"bricks/first", Dtype::i64, 1, first.data()}, bricks);
-  });
+  write_atomically(
+      comm_, dir_ / name,
+      [&](Hdf5File& file) {
+        write_step_attributes(file, comm_, step, time, "bricks");
+        file.attribute("cell_data", std::int64_t{part.cell_data ? 1 : 0});
+        for (const HostField& field : part.fields) file.dataset(field, values);
+        file.group("bricks");
+        file.dataset({"bricks/origin", Dtype::f64, 3, origin.data()}, bricks);
+        file.dataset({"bricks/spacing", Dtype::f64, 3, spacing.data()}, bricks);
+        file.dataset({"bricks/dims", Dtype::i64, 3, dims.data()}, bricks);
+        file.dataset({"bricks/first", Dtype::i64, 1, first.data()}, bricks);
+      },
+      bytes_of(part.fields, rows) + 80 * part.bricks.size());
   const std::vector<BrickMeta> all = gather_on_root(comm_, mine);
   add({step, time,
        rank_of(comm_) == 0

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -151,6 +152,15 @@ void print_case_json(const apron::config::CaseConfig& config) {
   std::cout << j.str() << "\n";
 }
 
+// A failure of this rank alone: other ranks may wait in a collective call, so MPI_Abort ends them.
+int fail_alone(const std::string& message) {
+  apron::Log::error_all(message);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
 }  // namespace
 
 namespace apron {
@@ -167,12 +177,13 @@ int run_cli(int argc, char** argv) {
   apron::MpiSession mpi(argc, argv);
   const auto ranks = apron::RankInfo::world();
   apron::Log::init(ranks.rank);
+  apron::install_terminate_handler();
   try {
     const Command cmd = parse_command(argc, argv);
     if (cmd.verb == "inspect") {
       if (ranks.rank != 0) return 0;
       try {
-        const auto [text, ok] = apron::io::inspect(cmd.file, cmd.verify);
+        const auto [text, ok] = apron::io::inspect_isolated(cmd.file, cmd.verify);
         std::cout << text;
         if (!ok) std::cerr << "apron: error: " << cmd.file << ": checksum verification failed\n";
         return ok ? 0 : 2;
@@ -213,12 +224,23 @@ int run_cli(int argc, char** argv) {
     // shut down cleanly (and ParaView's runtime is already finalized).
     if (ranks.rank == 0) std::cerr << "apron: error: " << e.what() << "\n";
     return 1;
-  } catch (const std::exception& e) {
-    apron::Log::error_all(e.what());
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);  // other ranks may wait in a collective
+  } catch (const apron::io::AgreedError& e) {
+    if (!e.every_rank()) return fail_alone(e.what());
+    // Every rank threw it together (a full disk, an unwritable folder): report it once.
+    if (ranks.rank == 0) std::cerr << "apron: error: " << e.what() << "\n";
+    if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE) > 0) {
+      // A file HDF5 failed to close (a write error in its metadata flush): libhdf5 1.10 would
+      // crash closing it again in MPI_Finalize. Every rank is here: end without it.
+      std::cerr.flush();
+      std::fflush(nullptr);
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::_Exit(1);
+    }
     return 1;
+  } catch (const std::bad_alloc& e) {
+    return fail_alone(apron::out_of_memory_message(e.what()));
+  } catch (const std::exception& e) {
+    return fail_alone(e.what());
   }
 }
 

@@ -379,6 +379,9 @@ std::optional<std::filesystem::path> restart_file(const config::CaseConfig& c,
 void continue_from(const std::filesystem::path& file, const config::CaseConfig& c, Workload& w,
                    const RankInfo& ranks) {
   try {
+    // A damaged file can crash libhdf5 itself: rank 0 reads its metadata in a child process
+    // first, and every rank refuses the file together when that fails.
+    io::on_root(ranks.comm, [&] { io::inspect_isolated(file, false, /*crashes_only=*/true); });
     const io::CheckpointReader checkpoint(ranks.comm, file, c.workload);
     config::check_restart_compatible(c, file.string(), checkpoint.header().config_text);
     w.load(checkpoint);

@@ -1,10 +1,15 @@
 #include "runtime/runtime.hpp"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <iostream>
+#include <new>
 
 #include "kernels/common/backend.hpp"
 
@@ -86,13 +91,35 @@ void Log::error_all(const std::string& message) {
   std::cerr << ": " << message << std::endl;
 }
 
+namespace {
+std::atomic<const char*> current_phase{nullptr};  // read by std::terminate on any thread
+std::atomic<const char*> failing_phase{nullptr};  // the innermost phase an exception left
+}  // namespace
+
 PhaseTimers::Scope::Scope(PhaseTimers& t, const char* phase)
-    : timers_(t), phase_(phase), start_(std::chrono::steady_clock::now()) {}
+    : timers_(t),
+      phase_(phase),
+      outer_(current_phase.exchange(phase)),
+      uncaught_(std::uncaught_exceptions()),
+      start_(std::chrono::steady_clock::now()) {
+  failing_phase = nullptr;  // a failure before this phase began was handled
+}
 
 PhaseTimers::Scope::~Scope() {
-  device_synchronize();
-  timers_.add(phase_,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  current_phase = outer_;
+  if (std::uncaught_exceptions() > uncaught_) {
+    // Unwinding: no device sync (the device may be what failed); the innermost phase is named.
+    const char* none = nullptr;
+    failing_phase.compare_exchange_strong(none, phase_);
+  } else {
+    device_synchronize();
+  }
+  try {
+    timers_.add(phase_,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  } catch (const std::bad_alloc&) {
+    // While unwinding from running out of memory: the time is lost, the failure is reported.
+  }
 }
 
 void PhaseTimers::add(const std::string& phase, double seconds) {
@@ -103,6 +130,61 @@ void PhaseTimers::add(const std::string& phase, double seconds) {
 double PhaseTimers::seconds(const std::string& phase) const {
   auto it = seconds_.find(phase);
   return it == seconds_.end() ? 0 : it->second;
+}
+
+std::string failed_phase() {
+  const char* phase = failing_phase.load();
+  if (phase == nullptr) phase = current_phase.load();
+  return phase == nullptr ? "" : phase;
+}
+
+std::string out_of_memory_message(const std::string& what) {
+  std::string text = "out of memory (" + what + ")";
+  if (const std::string phase = failed_phase(); !phase.empty()) text += " in phase '" + phase + "'";
+  char figures[200] = "";
+#if defined(APRON_BACKEND_CUDA)
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+    std::snprintf(figures, sizeof figures, "; %.3g of the GPU's %.3g GB are free", free_bytes / 1e9,
+                  total_bytes / 1e9);
+#else
+  std::snprintf(figures, sizeof figures, "; the node has %.3g GB of memory available",
+                host_available_bytes() / 1e9);
+#endif
+  text += figures;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    std::snprintf(figures, sizeof figures, ", and this process may use %.3g GB (ulimit -v)",
+                  static_cast<double>(limit.rlim_cur) / 1e9);
+    text += figures;
+  }
+  return text + ": run on more ranks or nodes, or make the case smaller";
+}
+
+void install_terminate_handler() {
+  std::set_terminate([] {
+    std::string message = "terminated";
+    if (const std::exception_ptr failure = std::current_exception()) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::bad_alloc& e) {
+        message = out_of_memory_message(e.what());
+      } catch (const std::exception& e) {
+        message = e.what();
+        if (const std::string phase = failed_phase(); !phase.empty())
+          message += " (in phase '" + phase + "')";
+      } catch (...) {
+        message = "an unknown exception";
+      }
+    }
+    Log::error_all(message);
+    int initialized = 0, finalized = 0, size = 1;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks may wait in a collective
+    std::_Exit(1);
+  });
 }
 
 double wall_seconds() {

@@ -78,6 +78,8 @@ class PhaseTimers {
    private:
     PhaseTimers& timers_;
     const char* phase_;
+    const char* outer_;  // the phase this one runs inside
+    int uncaught_;       // std::uncaught_exceptions() when it began
     std::chrono::steady_clock::time_point start_;
   };
   Scope scope(const char* phase) { return Scope(*this, phase); }
@@ -91,5 +93,17 @@ class PhaseTimers {
 };
 
 double wall_seconds();  // monotonic
+
+// The innermost PhaseTimers phase an exception left (or, while none has, the phase running now):
+// what a failure message names. "" outside every phase.
+std::string failed_phase();
+
+// "out of memory (WHAT) in phase P on this rank: ..., with what this rank could still get and
+// what to change": for std::bad_alloc, from the command line's handler or std::terminate.
+std::string out_of_memory_message(const std::string& what);
+
+// std::terminate (an exception escaping an OpenMP parallel region or a thread, where it cannot be
+// caught) then prints what failed and where, and ends the run with exit status 1, not SIGABRT.
+void install_terminate_handler();
 
 }  // namespace apron

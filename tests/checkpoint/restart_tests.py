@@ -296,6 +296,16 @@ def scenario_forged(r, work):
         ("dataset_removed", drop("tables/particles/columns/velocity"), False, header_bad),
         ("format_1", attr("format_version", np.int64(1)), False, "checkpoint format version 1"),
     ]
+    # A /state scalar the workload needs is missing (resealed: only the workload can tell): the
+    # restart is bad input (exit 2), not a map::at failure and MPI_Abort.
+    path = f"{forged_dir}/state_missing.h5"
+    shutil.copy(good, path)
+    with h5py.File(path, "r+") as f:
+        del f["state"].attrs["next_output_time"]
+    ckpt_digest.reseal(path)
+    output = r.run(2, out, "--set", "time.max_steps=60", "--restart", path, expect=2)
+    check("the checkpoint has no state 'next_output_time'" in output and "MPI_ABORT" not in output,
+          "state_missing: --restart refused on 2 ranks (exit 2), naming the missing value")
     before = snapshot(out)
     for name, change, reseal, pattern in cases:
         path = f"{forged_dir}/{name}.h5"
