@@ -236,13 +236,15 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
   }
   const auto dirs = directions();
 
-  // 1. Tell the owner of every remote neighbour position which local bricks border it.
+  // 1. Tell the owner of every remote neighbour position which local bricks border it (alone,
+  // a rank has none: 26 owner lookups per brick saved).
   std::vector<std::set<BrickCoord>> announce(nranks);
-  for (const auto& b : local_)
-    for (const auto& o : dirs) {
-      const int q = owner(plus(b, o));
-      if (q != rank) announce[q].insert(b);
-    }
+  if (nranks > 1)
+    for (const auto& b : local_)
+      for (const auto& o : dirs) {
+        const int q = owner(plus(b, o));
+        if (q != rank) announce[q].insert(b);
+      }
   std::vector<std::vector<BrickCoord>> out(nranks);
   for (int r = 0; r < nranks; ++r) out[r].assign(announce[r].begin(), announce[r].end());
   std::vector<int> from_count;
@@ -285,7 +287,7 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
           index.find(plus(b, BrickCoord{d % 3 - 1, (d / 3) % 3 - 1, d / 9 - 1}));
     }
   }
-  neighbours_ = to_device(neighbours);
+  upload(neighbours_, neighbours);
 }
 
 // The voxel rows of the exported bricks' interiors and the remote copies' slots, for this
@@ -319,7 +321,8 @@ void BrickHalo::plan_like(const BrickHalo& other) {
   remote_ = other.remote_;
   export_slots_ = other.export_slots_;
   export_ranks_ = other.export_ranks_;
-  neighbours_ = other.neighbours_;
+  resize_per_particle(neighbours_, other.neighbours_.size());
+  thrust::copy(policy(), other.neighbours_.begin(), other.neighbours_.end(), neighbours_.begin());
   build_halo();
 }
 

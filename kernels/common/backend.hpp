@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
+#include <thrust/copy.h>
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
@@ -50,6 +52,14 @@ template <class T>
 void resize_per_particle(DeviceVector<T>& v, std::size_t n) {
   if (n > v.capacity()) v.reserve(v.capacity() == 0 ? n : n + n / 16);
   v.resize(n);
+}
+
+// dst = src (a host array), in dst's allocation when it is large enough: tables rebuilt every
+// step (brick topology) would otherwise cudaMalloc and cudaFree (which synchronises) each time.
+template <class T>
+void upload(DeviceVector<T>& dst, const std::vector<T>& src) {
+  resize_per_particle(dst, src.size());
+  thrust::copy(src.begin(), src.end(), dst.begin());
 }
 
 // Execution policy for Thrust algorithms: the device system with the caching allocator. On the

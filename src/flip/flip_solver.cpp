@@ -379,13 +379,13 @@ void FlipSolver::replan() {
                   c[0]];
   });
   voxels_.resize(halo_.total_voxels());
-  stencil_.resize(pool_.size() * grid_.interior_per_brick());
+  resize_per_particle(stencil_, pool_.size() * grid_.interior_per_brick());
   // Built at the first plan, after setup's memory check (or a restart's load).
   if (!multigrid_ && case_.flip.pressure.preconditioner == "mgpcg")
     multigrid_ = std::make_unique<PressureMultigrid>(brick_transport_, grid_);
   if (multigrid_) multigrid_->plan(halo_);
-  slot_of_ = DeviceVector<std::int32_t>(pool_.slot_table().begin(), pool_.slot_table().end());
-  slot_origin_ = DeviceVector<int>(origins.begin(), origins.end());
+  upload(slot_of_, pool_.slot_table());
+  upload(slot_origin_, origins);
   ++replans_;
 }
 

@@ -18,8 +18,9 @@ namespace {
 // smoothing in the buffer it started from.
 constexpr float kOmega = 2.0f / 3.0f;
 constexpr int kSweeps = 2;
-// The single cell at the bottom: 16 sweeps leave (1/3)^16 of its error.
-constexpr int kBottomSweeps = 16;
+// The last level is a single cell whose neighbours all lie outside the domain (solid): it has
+// no equation and its correction is 0 whatever the sweeps; two keep the code path uniform.
+constexpr int kBottomSweeps = 2;
 
 const std::string kX[] = {"x"}, kSwap[] = {"swap"}, kResidual[] = {"residual"}, kType[] = {"type"};
 
@@ -60,13 +61,12 @@ struct PressureMultigrid::Level {
   // After the halo's plan: storage for its slots, and the slots' first cells.
   void resize(const std::vector<BrickCoord>& bricks) {
     cells.resize(halo->total_voxels());
-    own_stencil.resize(static_cast<std::size_t>(bricks.size()) *
-                       geometry.grid.interior_per_brick());
+    resize_per_particle(own_stencil, bricks.size() * geometry.grid.interior_per_brick());
     stencil = raw(own_stencil);
     std::vector<int> first;
     for (const auto& b : bricks)
       for (int d = 0; d < 3; ++d) first.push_back(b[d] * geometry.grid.b);
-    origin = DeviceVector<int>(first.begin(), first.end());
+    upload(origin, first);
     geometry.origin = raw(origin);
     geometry.slots = bricks.size();
     rhs = values("rhs");
@@ -161,8 +161,8 @@ void PressureMultigrid::set_handover(std::size_t h, const std::vector<BrickCoord
         static_cast<std::uint32_t>(next.row(slot, c[0] % next.b, c[1] % next.b, c[2] % next.b)));
   }
   if (handovers_.size() <= h) handovers_.resize(h + 1);
-  handovers_[h].from_rows = DeviceVector<std::uint32_t>(from.begin(), from.end());
-  handovers_[h].to_rows = DeviceVector<std::uint32_t>(to.begin(), to.end());
+  upload(handovers_[h].from_rows, from);
+  upload(handovers_[h].to_rows, to);
 }
 
 // Types and stencils of levels from + 1 on, coarsened from level `from`'s types.

@@ -112,7 +112,7 @@ std::vector<double> v_cycle(const std::vector<RefLevel>& levels, std::size_t l,
                             const std::vector<double>& b) {
   const RefLevel& L = levels[l];
   std::vector<double> x(L.size(), 0.0);
-  const int sweeps = l + 1 == levels.size() ? 16 : 2;
+  const int sweeps = 2;  // also at the bottom (a single cell walled in: 0)
   for (int s = 0; s < sweeps; ++s) x = sweep(L, b, x);
   if (l + 1 == levels.size()) return x;
   const RefLevel& C = levels[l + 1];
