@@ -28,6 +28,13 @@ if [[ $part != bench ]]; then
   run surge_front python3 tests/validation/surge_front.py $out/dam_break/diagnostics.csv --a 0.146 \
       --source koshizuka_oka_1996
   grep -h "max relative" "$out/surge_front.log"
+  # The finer resolution of the validation (a/40: 307,200 particles), too slow for CI.
+  run dam_break_fine mpirun -n 1 .device/apron run inputs/flip_dam_break.yaml \
+      --set flip.voxel_size=0.00365 --set output.dir=$out/dam_break_fine --set output.every=0 \
+      --set output.progress_every=100
+  run surge_front_fine python3 tests/validation/surge_front.py $out/dam_break_fine/diagnostics.csv \
+      --a 0.146 --source koshizuka_oka_1996
+  grep -h "max relative" "$out/surge_front_fine.log"
 fi
 [[ $part == tests ]] && exit $status
 

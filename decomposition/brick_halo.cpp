@@ -78,6 +78,15 @@ class SlotIndex {
     const std::size_t at = offset(b);
     return at == kNone ? -1 : slots_[at];
   }
+  // The slots around local brick b (which lies a brick inside the box's faces), in the 27
+  // directions' order: no bounds to check.
+  void neighbours(const BrickCoord& b, std::int32_t out[27]) const {
+    const std::ptrdiff_t centre = static_cast<std::ptrdiff_t>(offset(b));
+    const std::ptrdiff_t row = dims_[0], plane = static_cast<std::ptrdiff_t>(dims_[0]) * dims_[1];
+    for (int d = 0; d < 27; ++d)
+      out[d] = slots_[static_cast<std::size_t>(centre + (d % 3 - 1) + ((d / 3) % 3 - 1) * row +
+                                               (d / 9 - 1) * plane)];
+  }
   // False where b already has a slot; b must lie in the box.
   bool insert(const BrickCoord& b, std::uint32_t slot) {
     const std::size_t at = offset(b);
@@ -280,13 +289,11 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
   // every step of a moving fluid stays cheap.
   const std::size_t all_slots = local_.size() + remote_.size();
   std::vector<std::int32_t> neighbours(27 * all_slots);
-  for (std::size_t s = 0; s < all_slots; ++s) {
-    const BrickCoord& b = s < local_.size() ? local_[s] : remote_[s - local_.size()];
-    for (int d = 0; d < 27; ++d) {
-      neighbours[27 * s + d] =
-          index.find(plus(b, BrickCoord{d % 3 - 1, (d / 3) % 3 - 1, d / 9 - 1}));
-    }
-  }
+  for (std::size_t s = 0; s < local_.size(); ++s) index.neighbours(local_[s], &neighbours[27 * s]);
+  for (std::size_t s = local_.size(); s < all_slots; ++s)
+    for (int d = 0; d < 27; ++d)
+      neighbours[27 * s + d] = index.find(
+          plus(remote_[s - local_.size()], BrickCoord{d % 3 - 1, (d / 3) % 3 - 1, d / 9 - 1}));
   upload(neighbours_, neighbours);
 }
 
