@@ -80,10 +80,15 @@ class PlaneDetector {
   const OctreeBuilder& octree() const { return octree_; }
   const Accumulator* accumulator() const { return accumulator_.get(); }
   const std::vector<std::uint32_t>& peak_cells() const { return peaks_; }
+  // Tests: the planes' extents by the portable path (a sort by label) also under CUDA, where
+  // per-block atomic minima and maxima are the default; both give the same rectangles.
+  void set_sorted_extents(bool on) { sorted_extents_ = on; }
 
  private:
   std::vector<Plane> fit_planes(std::vector<std::int32_t>& cluster_plane);
   void compute_extents(std::vector<Plane>& planes);
+  void extents_by_sort(std::size_t planes, std::vector<double>& most);
+  void extents_by_atomics(std::size_t planes, std::vector<double>& most);
   std::uint64_t grow_inliers(const std::vector<Plane>& planes);
   void to_cloud_coordinates(std::vector<Plane>& planes, const std::array<double, 3>& centre);
 
@@ -99,6 +104,8 @@ class PlaneDetector {
   DeviceVector<float> u_, v_, run_extent_;
   DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
   DeviceVector<std::uint32_t> grown_;
+  DeviceVector<int> extent_keys_;  // the atomics path's minima and maxima, order-preserving
+  bool sorted_extents_ = false;
   std::vector<std::uint32_t> peaks_;
 };
 

@@ -581,6 +581,35 @@ TEST(Scenes, RectanglesHoldExactlyTheInliers) {
   }
 }
 
+// The rectangles by the default extent path (on the GPU per-block atomic minima and maxima)
+// equal those of the portable one (a sort by label, then segmented reductions).
+TEST(Scenes, ExtentPathsAgree) {
+  const auto points = scene_points("boxes", 100000, 0.2);
+  double half = 0, rho = 0;
+  for (const Vec4& p : points) {
+    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+    rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
+  }
+  DetectorParams params;
+  params.min_plane_points = 200;
+  params.merge_distance = 0.01 * rho;
+  PlaneDetector detector(MPI_COMM_SELF, params);
+  const Detection fast = detector.detect(points, {0, 0, 0}, half, rho, false);
+  detector.set_sorted_extents(true);
+  const Detection sorted = detector.detect(points, {0, 0, 0}, half, rho, false);
+  ASSERT_GT(fast.planes.size(), 5u);
+  ASSERT_EQ(fast.planes.size(), sorted.planes.size());
+  for (std::size_t p = 0; p < fast.planes.size(); ++p) {
+    const Plane &a = fast.planes[p], &b = sorted.planes[p];
+    const double tolerance = 1e-6 * rho;  // the same float projections (bar an FMA)
+    EXPECT_NEAR(a.u_min, b.u_min, tolerance) << "plane " << p;
+    EXPECT_NEAR(a.u_max, b.u_max, tolerance) << "plane " << p;
+    EXPECT_NEAR(a.v_min, b.v_min, tolerance) << "plane " << p;
+    EXPECT_NEAR(a.v_max, b.v_max, tolerance) << "plane " << p;
+    EXPECT_LT(a.u_min, a.u_max) << "plane " << p;
+  }
+}
+
 TEST(Scenes, NoPlaneGivesAnEmptyResult) {
   const auto file = std::filesystem::temp_directory_path() / "apron_planes_random.xyz";
   {
