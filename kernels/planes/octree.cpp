@@ -1,5 +1,7 @@
 #include "kernels/planes/octree.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/common/primitives.hpp"
@@ -7,8 +9,7 @@
 namespace apron::planes {
 namespace {
 
-constexpr int kTerms = 10;  // count, dx dy dz, xx xy xz yy yz zz
-constexpr int kFit = 7;     // normal, mean, band
+constexpr int kFit = 7;  // normal, mean, band
 
 struct MortonKeys {
   const Vec4* points;
@@ -52,109 +53,176 @@ struct IsHead {
   APRON_HD bool operator()(std::uint32_t i) const { return head[i] != 0; }
 };
 
-// A point's offset from its node's reference point (the node's first point), in double.
-struct NodePoints {
-  const Vec4* sorted;
-  const std::uint32_t* active;
-  const std::uint32_t* segment;  // inclusive scan of the heads: node index + 1
-  const std::uint32_t* starts;
-  APRON_HD void offset(std::size_t i, double d[3]) const {
-    const Vec4 p = sorted[active[i]];
-    const Vec4 r = sorted[active[starts[segment[i] - 1]]];
-    d[0] = static_cast<double>(p.x) - r.x;
-    d[1] = static_cast<double>(p.y) - r.y;
-    d[2] = static_cast<double>(p.z) - r.z;
-  }
-};
-
-struct TermArrays {
-  double* p[kTerms];
-};
-
-// The ten moment terms of an active point (zero when it is not an inlier), one launch for all.
-struct MomentTerms {
-  NodePoints nodes;
-  const std::uint8_t* inlier;  // null: every point counts
-  TermArrays out;
-  APRON_HD void operator()(std::size_t i) const {
-    if (inlier != nullptr && inlier[i] == 0) {
-      for (int t = 0; t < kTerms; ++t) out.p[t][i] = 0;
-      return;
-    }
-    double d[3];
-    nodes.offset(i, d);
-    out.p[0][i] = 1;
-    for (int a = 0; a < 3; ++a) out.p[1 + a][i] = d[a];
-    constexpr int kPair[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
-    for (int k = 0; k < 6; ++k) out.p[4 + k][i] = d[kPair[k][0]] * d[kPair[k][1]];
-  }
-};
-
-struct SumArrays {
-  const double* p[kTerms];
-  APRON_HD Moments at(std::size_t s) const {
-    Moments m;
-    m.count = p[0][s];
-    for (int d = 0; d < 3; ++d) m.s[d] = p[1 + d][s];
-    for (int k = 0; k < 6; ++k) m.ss[k] = p[4 + k][s];
-    return m;
-  }
-};
-
-// Per node: the plane of its (current) inliers, as normal and mean relative to the reference,
-// and the distance within which points are its inliers in the next pass: the node's edge /
+// The fit a trimming pass selects its points with (7 per node: normal, mean relative to the
+// node's first point, band): the plane of the node's current sums; the node's edge /
 // trim_divisor at first, then at most three standard deviations of the inliers off the plane
 // (sigma clipping: a strip of another surface within the first band, the side of a box standing
-// on a floor, say, leaves in a pass or two).
-struct FitNodes {
-  SumArrays sums;
-  double first_band;
-  bool clip;
-  double* fit;  // 7 per node
-  APRON_HD void operator()(std::size_t s) const {
-    const Moments m = sums.at(s);
-    double* f = fit + kFit * s;
-    if (m.count < 3) {  // too few to fit: a plane no point is near
-      for (int k = 0; k < kFit; ++k) f[k] = k == 0 ? 1.0 : (k < 3 ? 0.0 : 1e300);
-      f[6] = 0;
-      return;
+// on a floor, say, leaves in a pass or two). Too few points to fit: a plane no point is near.
+APRON_HD inline void fit_node(const Moments& m, double first_band, bool clip, double* f) {
+  if (m.count < 3) {
+    for (int k = 0; k < kFit; ++k) f[k] = k == 0 ? 1.0 : (k < 3 ? 0.0 : 1e300);
+    f[6] = 0;
+    return;
+  }
+  double mean[3];
+  const Eigen3 e = eigen_symmetric(m.covariance(mean));
+  for (int d = 0; d < 3; ++d) f[d] = e.vec[d][0], f[3 + d] = mean[d];
+  const double spread = 3 * std::sqrt(e.value[0] > 0 ? e.value[0] : 0);
+  f[6] = clip && spread < first_band ? spread : first_band;
+}
+
+// Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
+struct TileMoments {
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  const std::uint32_t* tile_first;  // nodes + 1
+  std::uint32_t nodes, tile_points;
+  const double* fit;     // null: every point counts
+  std::uint8_t* inlier;  // with fit: 1 where a point is within its node's band
+  // The node of tile t (< tile_first[nodes]): the last s with tile_first[s] <= t.
+  APRON_HD std::uint32_t node_of(std::uint32_t t) const {
+    std::uint32_t lo = 0, hi = nodes;
+    while (hi - lo > 1) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (tile_first[mid] <= t)
+        lo = mid;
+      else
+        hi = mid;
     }
-    double mean[3];
-    const Eigen3 e = eigen_symmetric(m.covariance(mean));
-    for (int d = 0; d < 3; ++d) f[d] = e.vec[d][0], f[3 + d] = mean[d];
-    const double spread = 3 * std::sqrt(e.value[0] > 0 ? e.value[0] : 0);
-    f[6] = clip && spread < first_band ? spread : first_band;
+    return lo;
+  }
+  APRON_HD void accumulate(std::uint32_t t, std::uint32_t lane, std::uint32_t lanes,
+                           Moments& m) const {
+    const std::uint32_t s = node_of(t);
+    const auto begin =
+        static_cast<std::uint32_t>(starts[s] + std::uint64_t{t - tile_first[s]} * tile_points);
+    const std::uint32_t end =
+        starts[s + 1] - begin > tile_points ? begin + tile_points : starts[s + 1];
+    const Vec4 r = sorted[active[starts[s]]];
+    const double* f = fit != nullptr ? fit + kFit * s : nullptr;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4  // several points' loads in flight per lane
+#endif
+    for (std::uint32_t i = begin + lane; i < end; i += lanes) {
+      const Vec4 p = load(sorted + load(active + i));
+      const double d[3] = {static_cast<double>(p.x) - r.x, static_cast<double>(p.y) - r.y,
+                           static_cast<double>(p.z) - r.z};
+      if (f != nullptr) {
+        const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
+        const bool in = along <= f[6] && along >= -f[6];
+        inlier[i] = in ? 1 : 0;
+        if (!in) continue;
+      }
+      m.add(d[0], d[1], d[2]);
+    }
   }
 };
 
-// Inlier of its node's plane: within the node's edge / trim_divisor.
-struct TrimPoints {
-  NodePoints nodes;
-  const double* fit;
-  std::uint8_t* inlier;
-  APRON_HD void operator()(std::size_t i) const {
-    double d[3];
-    nodes.offset(i, d);
-    const double* f = fit + kFit * (nodes.segment[i] - 1);
-    const double distance = f[6];
-    const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
-    inlier[i] = (along <= distance && along >= -distance) ? 1 : 0;
+// Stage 2: a node's tiles' partials, in order, then (on request) the next pass's fit.
+struct NodeTotals {
+  const Moments* partial;
+  const std::uint32_t* tile_first;
+  Moments* sums;
+  NodeMoments::NextFit next;
+  APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
+                           Moments& m) const {
+    for (std::uint32_t t = tile_first[s] + lane; t < tile_first[s + 1]; t += lanes)
+      m.merge(partial[t]);
+  }
+  APRON_HD void finish(std::uint32_t s, const Moments& m) const {
+    sums[s] = m;
+    if (next.fit != nullptr) fit_node(m, next.first_band, next.clip, next.fit + kFit * s);
   }
 };
+
+#if !defined(__CUDACC__)
+// The portable forms: one index per tile (node), its points in order.
+struct TileMomentsSerial {
+  TileMoments tiles;
+  Moments* partial;
+  APRON_HD void operator()(std::size_t t) const {
+    if (t >= tiles.tile_first[tiles.nodes]) return;
+    Moments m;
+    tiles.accumulate(static_cast<std::uint32_t>(t), 0, 1, m);
+    partial[t] = m;
+  }
+};
+
+struct NodeTotalsSerial {
+  NodeTotals totals;
+  APRON_HD void operator()(std::size_t s) const {
+    Moments m;
+    totals.accumulate(static_cast<std::uint32_t>(s), 0, 1, m);
+    totals.finish(static_cast<std::uint32_t>(s), m);
+  }
+};
+#endif
+
+struct TileCounts {
+  const std::uint32_t* starts;
+  std::uint32_t nodes, tile_points;
+  std::uint32_t* count;  // nodes + 1 (the last: 0, so that its exclusive scan is the total)
+  APRON_HD void operator()(std::size_t s) const {
+    const std::uint64_t points = s < nodes ? starts[s + 1] - starts[s] : 0;
+    count[s] = static_cast<std::uint32_t>((points + tile_points - 1) / tile_points);
+  }
+};
+
+#if defined(__CUDACC__)
+constexpr int kWarp = 32;
+
+__device__ inline void warp_sum(Moments& m) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    m.count += __shfl_xor_sync(0xffffffffu, m.count, offset);
+    for (int d = 0; d < 3; ++d) m.s[d] += __shfl_xor_sync(0xffffffffu, m.s[d], offset);
+    for (int k = 0; k < 6; ++k) m.ss[k] += __shfl_xor_sync(0xffffffffu, m.ss[k], offset);
+  }
+}
+
+// One warp per tile; the grid covers a bound on the tile count (the count itself stays on the
+// device: no wait for the host). Warps past the end leave together.
+__global__ void __launch_bounds__(kBlockThreads)
+    tile_moments_kernel(std::size_t bound, TileMoments tiles, Moments* partial) {
+  const std::size_t warp = (blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x) / kWarp;
+  const auto lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
+  if (warp >= bound || warp >= tiles.tile_first[tiles.nodes]) return;
+  Moments m;
+  tiles.accumulate(static_cast<std::uint32_t>(warp), lane, kWarp, m);
+  warp_sum(m);
+  if (lane == 0) partial[warp] = m;
+}
+
+__global__ void __launch_bounds__(kBlockThreads)
+    node_totals_kernel(std::size_t nodes, NodeTotals totals) {
+  const std::size_t warp = (blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x) / kWarp;
+  const auto lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
+  if (warp >= nodes) return;
+  Moments m;
+  totals.accumulate(static_cast<std::uint32_t>(warp), lane, kWarp, m);
+  warp_sum(m);
+  if (lane == 0) totals.finish(static_cast<std::uint32_t>(warp), m);
+}
+
+unsigned warp_blocks(std::size_t warps) {
+  constexpr std::size_t kWarpsPerBlock = kBlockThreads / kWarp;
+  return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+#endif
 
 struct ClassifyNodes {
   const Vec4* sorted;
   const std::uint64_t* keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;  // segments + 1 entries
-  SumArrays sums;               // of the node's inliers
+  const Moments* sums;          // of the node's inliers
   OctreeParams params;
   int level, shift;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
   Cluster* level_clusters;
   APRON_HD void operator()(std::size_t s) const {
-    const Moments m = sums.at(s);
+    const Moments m = sums[s];
     const double count = static_cast<double>(starts[s + 1] - starts[s]);
     Eigen3 e{};
     double mean[3];
@@ -250,17 +318,46 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
 }
 
-// The ten moment sums of every node (of its inliers when weighted).
-void OctreeBuilder::node_moments(std::size_t m, std::size_t nodes, bool weighted) {
-  TermArrays terms{};
-  for (int term = 0; term < kTerms; ++term) {
-    values_[term].resize(m);
-    terms.p[term] = raw(values_[term]);
-  }
-  const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
-  for_each_index(m, MomentTerms{np, weighted ? raw(inlier_) : nullptr, terms});
-  for (int term = 0; term < kTerms; ++term)
-    segmented_reduce(values_[term], starts_, nodes, Reduction::sum, sums_[term]);
+std::uint32_t NodeMoments::default_tile_points() {
+#if defined(__CUDACC__)
+  return 512;
+#else
+  return std::numeric_limits<std::uint32_t>::max() / 2;
+#endif
+}
+
+void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes,
+                       std::size_t m) {
+  if (tile_points_ == 0) throw std::invalid_argument("NodeMoments: tiles of 0 points");
+  nodes_ = nodes;
+  // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
+  max_tiles_ = std::min(m, nodes + m / tile_points_);
+  tile_first_.resize(nodes + 1);
+  for_each_index(nodes + 1, TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_,
+                                       raw(tile_first_)});
+  exclusive_scan(tile_first_, nodes + 1, tile_first_);
+  if (partial_.size() < max_tiles_) partial_.resize(max_tiles_);
+}
+
+void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
+                         const DeviceVector<std::uint32_t>& active,
+                         const DeviceVector<std::uint32_t>& starts, const double* fit,
+                         std::uint8_t* inlier, DeviceVector<Moments>& sums, const NextFit& next) {
+  if (sums.size() < nodes_) sums.resize(nodes_);
+  if (nodes_ == 0) return;
+  const TileMoments tiles{
+      raw(sorted),  raw(active), raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
+      tile_points_, fit,         inlier};
+  const NodeTotals totals{raw(partial_), raw(tile_first_), raw(sums), next};
+#if defined(__CUDACC__)
+  tile_moments_kernel<<<warp_blocks(max_tiles_), kBlockThreads>>>(max_tiles_, tiles, raw(partial_));
+  check_launch("tile_moments_kernel");
+  node_totals_kernel<<<warp_blocks(nodes_), kBlockThreads>>>(nodes_, totals);
+  check_launch("node_totals_kernel");
+#else
+  for_each_index(max_tiles_, TileMomentsSerial{tiles, raw(partial_)});
+  for_each_index(nodes_, NodeTotalsSerial{totals});
+#endif
 }
 
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
@@ -278,29 +375,31 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
     untested_level(m, nodes, params);
     return;
   }
-  node_moments(m, nodes, false);
-  SumArrays sums{};  // after the first node_moments: it sizes the arrays
-  for (int term = 0; term < kTerms; ++term) sums.p[term] = raw(sums_[term]);
   const bool trim =
       params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
+  const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
+  const double first_band = trim ? edge / params.trim_divisor : 0;
   if (trim) {
-    const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
-    const NodePoints np{raw(sorted), raw(active_), raw(segment_), raw(starts_)};
     node_fit_.resize(kFit * nodes);
     inlier_.resize(m);
-    for (int pass = 0; pass < params.trim_passes; ++pass) {
-      for_each_index(nodes, FitNodes{sums, edge / params.trim_divisor, pass > 0, raw(node_fit_)});
-      for_each_index(m, TrimPoints{np, raw(node_fit_), raw(inlier_)});
-      node_moments(m, nodes, true);
-    }
+  }
+  // The plain sums (and the first fit), then per trimming pass the sums of the points within
+  // the band of the last fit (and the next fit, but after the last pass).
+  moments_.plan(starts_, nodes, m);
+  moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
+                  {trim ? raw(node_fit_) : nullptr, first_band, false});
+  for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
+    const bool more = pass + 1 < params.trim_passes;
+    moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,
+                    {more ? raw(node_fit_) : nullptr, first_band, true});
   }
 
   state_.resize(nodes);
   cluster_flag_.resize(nodes);
   level_clusters_.resize(nodes);
   for_each_index(
-      nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), sums, params, level,
-                           shift, raw(state_), raw(cluster_flag_), raw(level_clusters_)});
+      nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(sums_), params,
+                           level, shift, raw(state_), raw(cluster_flag_), raw(level_clusters_)});
   cluster_rank_.resize(nodes);
   exclusive_scan(cluster_flag_, nodes, cluster_rank_);
   const std::size_t found = reduce_sum(cluster_flag_, nodes);

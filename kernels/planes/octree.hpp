@@ -63,6 +63,47 @@ APRON_HD inline Cluster make_cluster(const Moments& m, const double ref[3], cons
   return c;
 }
 
+// The moments of every node of a level in one pass over its points, deterministic: each node's
+// run of active points is cut into tiles of `tile_points`; a tile's sums (on the GPU one warp per
+// tile, lanes strided, a butterfly at the end; elsewhere one thread, in order) go to a partial,
+// and each node sums its tiles' partials in order. Two launches per pass instead of a term array
+// per moment and one segmented reduction per term, and no node's size limits the parallelism.
+// The sums are relative to the node's first point (sorted[active[starts[s]]]). With a fit (7
+// doubles per node: normal, mean relative to that point, band) only the points within the band of
+// the node's plane count, and `inlier` (per active point) says which did.
+class NodeMoments {
+ public:
+  // Tiles of 512 points on the GPU (a warp, 16 per lane); elsewhere a whole node is one tile, so
+  // that the sums add in the points' order.
+  static std::uint32_t default_tile_points();
+
+  explicit NodeMoments(std::uint32_t tile_points = default_tile_points())
+      : tile_points_(tile_points) {}
+
+  // The tiles of a level's nodes (starts: nodes + 1 offsets into the m active points).
+  void plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes, std::size_t m);
+
+  // What a pass also computes per node from its sums: the plane fit of the next pass (fit_out:
+  // 7 per node; null: none), with band first_band, or with clip the smaller of it and three
+  // standard deviations off the plane.
+  struct NextFit {
+    double* fit = nullptr;
+    double first_band = 0;
+    bool clip = false;
+  };
+
+  // The sums of the planned level's nodes (`sums`: one per node). fit: null for all points.
+  void reduce(const DeviceVector<Vec4>& sorted, const DeviceVector<std::uint32_t>& active,
+              const DeviceVector<std::uint32_t>& starts, const double* fit, std::uint8_t* inlier,
+              DeviceVector<Moments>& sums, const NextFit& next);
+
+ private:
+  std::uint32_t tile_points_;
+  std::size_t nodes_ = 0, max_tiles_ = 0;
+  DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
+  DeviceVector<Moments> partial_;
+};
+
 struct OctreeStats {
   std::vector<std::size_t> nodes;     // per level 1..max_depth: nodes tested
   std::vector<std::size_t> clusters;  // per level: of them clusters
@@ -73,6 +114,10 @@ struct OctreeStats {
 // `point_cluster` (per point: its cluster or -1). Scratch buffers are kept for the next call.
 class OctreeBuilder {
  public:
+  // tile_points: NodeMoments' tiles (the tests choose small ones to cut nodes into many).
+  explicit OctreeBuilder(std::uint32_t tile_points = NodeMoments::default_tile_points())
+      : moments_(tile_points) {}
+
   void build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
              const OctreeParams& params);
 
@@ -85,16 +130,15 @@ class OctreeBuilder {
 
  private:
   void level_pass(int level, const OctreeParams& params);
-  void node_moments(std::size_t m, std::size_t nodes, bool weighted);
   void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
       cluster_rank_;
   DeviceVector<std::uint8_t> keep_, state_, inlier_;
-  DeviceVector<double> node_fit_;
-  DeviceVector<double> values_[10];
-  DeviceVector<double> sums_[10];
+  DeviceVector<double> node_fit_;  // 7 per node: the plane that selects the next pass's points
+  DeviceVector<Moments> sums_;
+  NodeMoments moments_;
   OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
   int depth_ = 0;

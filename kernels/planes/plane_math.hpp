@@ -124,6 +124,12 @@ struct Moments {
     ss[0] += dx * dx, ss[1] += dx * dy, ss[2] += dx * dz;
     ss[3] += dy * dy, ss[4] += dy * dz, ss[5] += dz * dz;
   }
+  // The sums of two point sets with the same reference point.
+  APRON_HD void merge(const Moments& o) {
+    count += o.count;
+    for (int d = 0; d < 3; ++d) s[d] += o.s[d];
+    for (int k = 0; k < 6; ++k) ss[k] += o.ss[k];
+  }
   // Covariance (divided by count) and the mean relative to the reference.
   APRON_HD Sym3 covariance(double mean[3]) const {
     Sym3 c;

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include <thrust/copy.h>
 
@@ -89,6 +92,70 @@ struct PointProjections {
   }
 };
 
+// One copy of the points to the device: cudaMemcpy straight from the caller's memory (from
+// page-locked memory a DMA at the link's speed; from pageable memory the driver stages it), no
+// temporary on either side.
+void upload(std::span<const Vec4> points, DeviceVector<Vec4>& device) {
+#if defined(__CUDACC__)
+  if (points.empty()) return;
+  const cudaError_t status =
+      cudaMemcpy(raw(device), points.data(), points.size_bytes(), cudaMemcpyHostToDevice);
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
+#else
+  thrust::copy(points.begin(), points.end(), device.begin());
+#endif
+}
+
+#if defined(__CUDACC__)
+// The planes' extents without a sort (CUDA): per block, each plane's smallest and largest
+// projections as order-preserving integers in shared memory (atomicMin/atomicMax), then one
+// atomic per plane and bound into the global result. Minima and maxima do not depend on the
+// order of the updates: the result equals the sort path's, bit for bit (the same float
+// projections as PointProjections).
+constexpr int kExtentPlanesMax = 2048;  // 32 KiB of shared memory per block
+
+__device__ inline int ordered_int(float f) {
+  const int i = __float_as_int(f);
+  return i >= 0 ? i : i ^ 0x7fffffff;
+}
+
+float unordered_float(int key) {
+  const int i = key >= 0 ? key : key ^ 0x7fffffff;
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+
+__global__ void __launch_bounds__(kBlockThreads)
+    plane_extent_kernel(std::size_t n, const Vec4* points, const std::int32_t* labels,
+                        const double* frames, int planes, int* extent) {
+  extern __shared__ int local[];  // per plane: min u, max u, min v, max v
+  for (int k = threadIdx.x; k < 4 * planes; k += blockDim.x)
+    local[k] = k % 2 == 0 ? std::numeric_limits<int>::max() : std::numeric_limits<int>::min();
+  __syncthreads();
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
+    const std::int32_t l = labels[i];
+    if (l < 0) continue;
+    const double* f = frames + 9 * l;
+    const Vec4 q = points[i];
+    const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
+    const auto u = static_cast<float>(d[0] * f[3] + d[1] * f[4] + d[2] * f[5]);
+    const auto v = static_cast<float>(d[0] * f[6] + d[1] * f[7] + d[2] * f[8]);
+    atomicMin(&local[4 * l], ordered_int(u));
+    atomicMax(&local[4 * l + 1], ordered_int(u));
+    atomicMin(&local[4 * l + 2], ordered_int(v));
+    atomicMax(&local[4 * l + 3], ordered_int(v));
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < 4 * planes; k += blockDim.x) {
+    if (k % 2 == 0 && local[k] != std::numeric_limits<int>::max()) atomicMin(&extent[k], local[k]);
+    if (k % 2 == 1 && local[k] != std::numeric_limits<int>::min()) atomicMax(&extent[k], local[k]);
+  }
+}
+#endif
+
 double elapsed(double& mark) {
   device_synchronize();
   const double now = wall_seconds();
@@ -150,15 +217,15 @@ std::array<std::array<double, 3>, 4> Plane::corners() const {
 
 PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {}
 
-Detection PlaneDetector::detect(const std::vector<Vec4>& points,
-                                const std::array<double, 3>& centre, double half_extent,
-                                double rho_max, bool want_labels) {
+Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
+                                double half_extent, double rho_max, bool want_labels) {
   Detection out;
+  points_.resize(points.size());  // before the clock: an allocation, once
   MPI_Barrier(comm_);
   const double start = wall_seconds();
   double mark = start;
   StageTimes& t = out.times;
-  points_.assign(points.begin(), points.end());
+  upload(points, points_);
   t.upload = elapsed(mark);
 
   OctreeFrame frame;
@@ -426,9 +493,8 @@ std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_
   return fitter.final_planes(fitter.match_clusters(), cluster_plane);
 }
 
-// The oriented rectangles (in centred coordinates, from the clusters' points).
-// The oriented rectangles (in centred coordinates): the points sorted by label (one radix pass
-// for up to 255 planes), each plane's run reduced to the minimum and maximum projections.
+// The oriented rectangles (in centred coordinates): each plane's smallest and largest
+// projections of its points on its in-plane axes, over all ranks.
 void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
   std::vector<double> frames(9 * planes.size());
   for (std::size_t p = 0; p < planes.size(); ++p)
@@ -438,11 +504,59 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
       frames[9 * p + 6 + d] = planes[p].axis_v[d];
     }
   plane_frames_.assign(frames.begin(), frames.end());
+  std::vector<double> most(4 * planes.size(), -1e300);  // minima as negated maxima
+#if defined(__CUDACC__)
+  if (!sorted_extents_ && planes.size() <= static_cast<std::size_t>(kExtentPlanesMax))
+    extents_by_atomics(planes.size(), most);
+  else
+#endif
+    extents_by_sort(planes.size(), most);
+  global_max(comm_, std::span<double>(most));
+  for (std::size_t p = 0; p < planes.size(); ++p) {
+    Plane& plane = planes[p];
+    plane.u_min = -most[4 * p], plane.u_max = most[4 * p + 1];
+    plane.v_min = -most[4 * p + 2], plane.v_max = most[4 * p + 3];
+  }
+}
+
+#if defined(__CUDACC__)
+void PlaneDetector::extents_by_atomics(std::size_t planes, std::vector<double>& most) {
+  std::vector<int> init(4 * planes);
+  for (std::size_t k = 0; k < init.size(); ++k)
+    init[k] = k % 2 == 0 ? std::numeric_limits<int>::max() : std::numeric_limits<int>::min();
+  extent_keys_.assign(init.begin(), init.end());
+  const std::size_t n = labels_.size();
+  if (n > 0 && planes > 0) {
+    int sms = 0, device = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    const std::size_t wanted = (n + 16 * kBlockThreads - 1) / (16 * kBlockThreads);
+    const auto blocks = static_cast<unsigned>(std::max<std::size_t>(
+        1, std::min<std::size_t>(wanted, static_cast<std::size_t>(std::max(1, sms)) * 8)));
+    plane_extent_kernel<<<blocks, kBlockThreads, 4 * planes * sizeof(int)>>>(
+        n, raw(points_), raw(labels_), raw(plane_frames_), static_cast<int>(planes),
+        raw(extent_keys_));
+    check_launch("plane_extent_kernel");
+  }
+  thrust::copy(extent_keys_.begin(), extent_keys_.end(), init.begin());
+  for (std::size_t k = 0; k < init.size(); ++k) {
+    const bool none =
+        init[k] == (k % 2 == 0 ? std::numeric_limits<int>::max() : std::numeric_limits<int>::min());
+    if (none) continue;
+    const double value = unordered_float(init[k]);
+    most[k] = k % 2 == 0 ? -value : value;
+  }
+}
+#endif
+
+// The portable path: the points sorted by label (one radix pass for up to 255 planes), each
+// plane's run reduced to the minimum and maximum projections.
+void PlaneDetector::extents_by_sort(std::size_t planes, std::vector<double>& most) {
   const std::size_t n = labels_.size();
   label_keys_.resize(n);
   label_index_.resize(n);
   for_each_index(n, LabelKeys{raw(labels_), raw(label_keys_), raw(label_index_)});
-  sort_pairs(label_keys_, label_index_, n, key_bits(planes.size() + 1));
+  sort_pairs(label_keys_, label_index_, n, key_bits(planes + 1));
   u_.resize(n);
   v_.resize(n);
   for_each_index(n, PointProjections{raw(points_), raw(label_keys_), raw(label_index_),
@@ -453,8 +567,6 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
   if (runs > 0) run_start_[runs] = static_cast<std::uint32_t>(n);
   std::vector<std::uint32_t> run_label(runs);
   thrust::copy(run_label_.begin(), run_label_.begin() + runs, run_label.begin());
-  // Minima as negated maxima: one allreduce.
-  std::vector<double> most(4 * planes.size(), -1e300);
   for (int k = 0; k < 4; ++k) {
     segmented_reduce(k < 2 ? u_ : v_, run_start_, runs,
                      k % 2 == 0 ? Reduction::min : Reduction::max, run_extent_);
@@ -466,12 +578,6 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
       double& at = most[4 * (run_label[r] - 1) + k];
       at = std::max(at, value);
     }
-  }
-  global_max(comm_, std::span<double>(most));
-  for (std::size_t p = 0; p < planes.size(); ++p) {
-    Plane& plane = planes[p];
-    plane.u_min = -most[4 * p], plane.u_max = most[4 * p + 1];
-    plane.v_min = -most[4 * p + 2], plane.v_max = most[4 * p + 3];
   }
 }
 

@@ -234,16 +234,20 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                 static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
   };
   const std::vector<int> owner = rcb_on_octree_grid(cloud);
-  local_.clear();
   local_index_.clear();
   local_truth_.clear();
   for (std::size_t i = 0; i < n; ++i) {
     if (owner[i] != ranks_.rank) continue;
-    const Vec4 p = centred(i);
-    local_.push_back(p);
     local_index_.push_back(i);
     if (has_truth_) local_truth_.push_back(truth[i]);
   }
+  const std::size_t mine = local_index_.size();
+  local_points_.reserve(std::max<std::size_t>(1, mine) * sizeof(Vec4));
+  auto* points = reinterpret_cast<Vec4*>(local_points_.data());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(mine); ++k)
+    points[k] = centred(local_index_[static_cast<std::size_t>(k)]);
+  local_ = std::span<const Vec4>(points, mine);
 }
 
 // Octree, accumulator and scratch: about 200 bytes per point on the device (keys and their sort

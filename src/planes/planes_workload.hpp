@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,10 @@ class PlaneDetection final : public Workload {
   std::uint64_t total_points_ = 0;
   std::array<double, 3> centre_{}, lo_{}, hi_{};
   double half_extent_ = 0, rho_max_ = 0;
-  std::vector<Vec4> local_;                 // this rank's points, centred, float
+  // This rank's points, centred, float: in page-locked host memory (filled at setup), so that
+  // each analysis uploads them by DMA at the link's speed.
+  PinnedBuffer local_points_;
+  std::span<const Vec4> local_;
   std::vector<std::uint64_t> local_index_;  // their indices in the cloud
   std::vector<std::int32_t> local_truth_;   // their scene planes (synthetic input)
   bool has_truth_ = false;

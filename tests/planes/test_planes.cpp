@@ -214,66 +214,146 @@ std::vector<Vec4> scene_points(const std::string& kind, std::uint64_t n, double 
   return points;
 }
 
-TEST(Octree, LevelByLevelEqualsRecursiveReference) {
-  for (const char* kind : {"room", "staircase"}) {
-    const auto points = scene_points(kind, 60000, 0.2);
-    OctreeFrame frame;
-    double half = 0;
-    for (const Vec4& p : points)
-      half =
-          std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-    frame.size = 2 * half * 1.000001;
-    for (double& o : frame.origin) o = -frame.size / 2;
-    OctreeParams params;
-    OctreeBuilder builder;
-    const DeviceVector<Vec4> device(points.begin(), points.end());
-    builder.build(device, points.size(), frame, params);
-
-    // The reference sorts on the host (stable, by the same keys).
-    std::vector<std::uint64_t> key(points.size());
-    for (std::size_t i = 0; i < points.size(); ++i)
-      key[i] = morton_code(points[i].x, points[i].y, points[i].z, frame.origin, frame.size,
-                           params.max_depth);
-    std::vector<std::uint32_t> order(points.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key[a] < key[b]; });
-    EXPECT_EQ(host(builder.order), order);
-    std::vector<Vec4> sorted(points.size());
-    std::vector<std::uint64_t> sorted_key(points.size());
-    for (std::size_t i = 0; i < order.size(); ++i)
-      sorted[i] = points[order[i]], sorted_key[i] = key[order[i]];
-    RecursiveOctree ref{sorted, sorted_key, params,
-                        frame,  {},         std::vector<std::int64_t>(points.size(), -1)};
-    std::vector<std::uint32_t> all(points.size());
-    std::iota(all.begin(), all.end(), 0u);
-    // Level 0 (the root) is never a cluster: start with its eight children, as the device does.
-    ref.node(0, all);
-
-    std::set<std::tuple<int, std::uint64_t, std::uint32_t>> expected(ref.clusters.begin(),
-                                                                     ref.clusters.end());
-    std::set<std::tuple<int, std::uint64_t, std::uint32_t>> got;
-    const auto clusters = host(builder.clusters);
-    for (const Cluster& c : clusters) got.emplace(static_cast<int>(c.level), c.node, c.count);
-    // Sums in another order may flip a node whose test sits on a threshold: none expected with
-    // these sums (the OpenMP reduction adds in the reference's order), at most 0.5% on the GPU.
-    std::vector<std::tuple<int, std::uint64_t, std::uint32_t>> differ;
-    std::set_symmetric_difference(expected.begin(), expected.end(), got.begin(), got.end(),
-                                  std::back_inserter(differ));
-    EXPECT_LE(differ.size(), expected.size() / 200)
-        << kind << ": " << differ.size() << " of " << expected.size() << " clusters differ";
-    EXPECT_GT(expected.size(), 50u) << kind;
-    // Each point's cluster: the same node.
-    const auto sorted_cluster = host(builder.sorted_cluster);
-    std::size_t label_mismatch = 0;
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const std::int32_t c = sorted_cluster[i];
-      const std::int64_t node = c < 0 ? -1
-                                      : static_cast<std::int64_t>(clusters[c].node) +
-                                            (std::int64_t{clusters[c].level} << 58);
-      label_mismatch += node != ref.point_node[i];
-    }
-    EXPECT_LE(label_mismatch, points.size() / 200) << kind;
+// The tiled node sums (NodeMoments) against each node's points added one by one, with and
+// without a trimming fit, for tiles from one point to whole nodes: nodes of 1 to 5000 points,
+// the active points a subset of the sorted ones.
+TEST(Octree, TiledNodeMomentsEqualDirectSums) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> coord(-3, 3);
+  const std::size_t n = 40000;
+  std::vector<Vec4> sorted(n);
+  for (Vec4& p : sorted) p = {coord(rng), coord(rng), 0.05f * coord(rng), 0.f};
+  std::vector<std::uint32_t> active;
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (rng() % 5 != 0) active.push_back(i);
+  const std::size_t m = active.size();
+  std::vector<std::uint32_t> starts = {0};
+  for (const std::uint32_t size : {1u, 2u, 31u, 32u, 33u, 511u, 512u, 513u, 1025u, 5000u})
+    starts.push_back(starts.back() + size);
+  while (starts.back() < m)
+    starts.push_back(
+        std::min<std::uint32_t>(starts.back() + 1 + rng() % 700, static_cast<std::uint32_t>(m)));
+  const std::size_t nodes = starts.size() - 1;
+  // A fit per node: a tilted plane through the node's first point's neighbourhood, band 0.1.
+  std::vector<double> fit(7 * nodes);
+  for (std::size_t s = 0; s < nodes; ++s) {
+    const double n3[3] = {0.1, -0.05, 1.0};
+    const double len = std::sqrt(n3[0] * n3[0] + n3[1] * n3[1] + n3[2] * n3[2]);
+    for (int d = 0; d < 3; ++d) fit[7 * s + d] = n3[d] / len;
+    fit[7 * s + 3] = 0.2, fit[7 * s + 4] = -0.1, fit[7 * s + 5] = 0.0, fit[7 * s + 6] = 0.1;
   }
+  // The reference, in double, point by point.
+  std::vector<Moments> plain(nodes), trimmed(nodes);
+  std::vector<std::uint8_t> inlier(m);
+  for (std::size_t s = 0; s < nodes; ++s) {
+    const Vec4 r = sorted[active[starts[s]]];
+    const double* f = &fit[7 * s];
+    for (std::uint32_t i = starts[s]; i < starts[s + 1]; ++i) {
+      const Vec4 p = sorted[active[i]];
+      const double d[3] = {double(p.x) - r.x, double(p.y) - r.y, double(p.z) - r.z};
+      plain[s].add(d[0], d[1], d[2]);
+      const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
+      inlier[i] = along <= f[6] && along >= -f[6];
+      if (inlier[i]) trimmed[s].add(d[0], d[1], d[2]);
+    }
+  }
+  const DeviceVector<Vec4> d_sorted(sorted.begin(), sorted.end());
+  const DeviceVector<std::uint32_t> d_active(active.begin(), active.end());
+  const DeviceVector<std::uint32_t> d_starts(starts.begin(), starts.end());
+  const DeviceVector<double> d_fit(fit.begin(), fit.end());
+  auto near = [](double a, double b, double scale) {
+    return std::fabs(a - b) <= 1e-12 * scale + 1e-300;
+  };
+  for (const std::uint32_t tile : {1u, 7u, 32u, 512u, NodeMoments::default_tile_points()}) {
+    NodeMoments moments(tile);
+    moments.plan(d_starts, nodes, m);
+    DeviceVector<Moments> d_sums;
+    DeviceVector<std::uint8_t> d_inlier(m, 2);
+    for (const bool trim : {false, true}) {
+      moments.reduce(d_sorted, d_active, d_starts, trim ? raw(d_fit) : nullptr,
+                     trim ? raw(d_inlier) : nullptr, d_sums, {});
+      const auto sums = host(d_sums);
+      const auto& expected = trim ? trimmed : plain;
+      std::size_t wrong = 0;
+      for (std::size_t s = 0; s < nodes; ++s) {
+        const Moments &a = sums[s], &b = expected[s];
+        const double scale = 36 * std::max(1.0, b.count);
+        bool ok = a.count == b.count;
+        for (int d = 0; d < 3; ++d) ok = ok && near(a.s[d], b.s[d], scale);
+        for (int k = 0; k < 6; ++k) ok = ok && near(a.ss[k], b.ss[k], scale);
+        wrong += !ok;
+      }
+      EXPECT_EQ(wrong, 0u) << "tile " << tile << (trim ? " trimmed" : " plain");
+      // The first node of 2 points: both tiles' partials in it.
+      EXPECT_EQ(sums[1].count, trim ? trimmed[1].count : 2.0);
+    }
+    EXPECT_EQ(host(d_inlier), inlier) << "tile " << tile;
+  }
+}
+
+// With the backend's tiles and with tiles of 64 points (many per node on any backend).
+TEST(Octree, LevelByLevelEqualsRecursiveReference) {
+  for (const std::uint32_t tile : {NodeMoments::default_tile_points(), 64u})
+    for (const char* kind : {"room", "staircase"}) {
+      SCOPED_TRACE(std::string(kind) + ", tiles of " + std::to_string(tile));
+      const auto points = scene_points(kind, 60000, 0.2);
+      OctreeFrame frame;
+      double half = 0;
+      for (const Vec4& p : points)
+        half = std::max(
+            {half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+      frame.size = 2 * half * 1.000001;
+      for (double& o : frame.origin) o = -frame.size / 2;
+      OctreeParams params;
+      OctreeBuilder builder(tile);
+      const DeviceVector<Vec4> device(points.begin(), points.end());
+      builder.build(device, points.size(), frame, params);
+
+      // The reference sorts on the host (stable, by the same keys).
+      std::vector<std::uint64_t> key(points.size());
+      for (std::size_t i = 0; i < points.size(); ++i)
+        key[i] = morton_code(points[i].x, points[i].y, points[i].z, frame.origin, frame.size,
+                             params.max_depth);
+      std::vector<std::uint32_t> order(points.size());
+      std::iota(order.begin(), order.end(), 0u);
+      std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key[a] < key[b]; });
+      EXPECT_EQ(host(builder.order), order);
+      std::vector<Vec4> sorted(points.size());
+      std::vector<std::uint64_t> sorted_key(points.size());
+      for (std::size_t i = 0; i < order.size(); ++i)
+        sorted[i] = points[order[i]], sorted_key[i] = key[order[i]];
+      RecursiveOctree ref{sorted, sorted_key, params,
+                          frame,  {},         std::vector<std::int64_t>(points.size(), -1)};
+      std::vector<std::uint32_t> all(points.size());
+      std::iota(all.begin(), all.end(), 0u);
+      // Level 0 (the root) is never a cluster: start with its eight children, as the device does.
+      ref.node(0, all);
+
+      std::set<std::tuple<int, std::uint64_t, std::uint32_t>> expected(ref.clusters.begin(),
+                                                                       ref.clusters.end());
+      std::set<std::tuple<int, std::uint64_t, std::uint32_t>> got;
+      const auto clusters = host(builder.clusters);
+      for (const Cluster& c : clusters) got.emplace(static_cast<int>(c.level), c.node, c.count);
+      // Sums in another order may flip a node whose test sits on a threshold: none expected with
+      // these sums (the OpenMP reduction adds in the reference's order), at most 0.5% on the GPU.
+      std::vector<std::tuple<int, std::uint64_t, std::uint32_t>> differ;
+      std::set_symmetric_difference(expected.begin(), expected.end(), got.begin(), got.end(),
+                                    std::back_inserter(differ));
+      EXPECT_LE(differ.size(), expected.size() / 200)
+          << kind << ": " << differ.size() << " of " << expected.size() << " clusters differ";
+      EXPECT_GT(expected.size(), 50u) << kind;
+      // Each point's cluster: the same node.
+      const auto sorted_cluster = host(builder.sorted_cluster);
+      std::size_t label_mismatch = 0;
+      for (std::size_t i = 0; i < points.size(); ++i) {
+        const std::int32_t c = sorted_cluster[i];
+        const std::int64_t node = c < 0 ? -1
+                                        : static_cast<std::int64_t>(clusters[c].node) +
+                                              (std::int64_t{clusters[c].level} << 58);
+        label_mismatch += node != ref.point_node[i];
+      }
+      EXPECT_LE(label_mismatch, points.size() / 200) << kind;
+    }
 }
 
 // ---- accumulator ------------------------------------------------------------------------------
@@ -498,6 +578,35 @@ TEST(Scenes, RectanglesHoldExactlyTheInliers) {
     EXPECT_NEAR(planes[p].u_max, extent[p][1], tolerance) << "plane " << p;
     EXPECT_NEAR(planes[p].v_min, extent[p][2], tolerance) << "plane " << p;
     EXPECT_NEAR(planes[p].v_max, extent[p][3], tolerance) << "plane " << p;
+  }
+}
+
+// The rectangles by the default extent path (on the GPU per-block atomic minima and maxima)
+// equal those of the portable one (a sort by label, then segmented reductions).
+TEST(Scenes, ExtentPathsAgree) {
+  const auto points = scene_points("boxes", 100000, 0.2);
+  double half = 0, rho = 0;
+  for (const Vec4& p : points) {
+    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+    rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
+  }
+  DetectorParams params;
+  params.min_plane_points = 200;
+  params.merge_distance = 0.01 * rho;
+  PlaneDetector detector(MPI_COMM_SELF, params);
+  const Detection fast = detector.detect(points, {0, 0, 0}, half, rho, false);
+  detector.set_sorted_extents(true);
+  const Detection sorted = detector.detect(points, {0, 0, 0}, half, rho, false);
+  ASSERT_GT(fast.planes.size(), 5u);
+  ASSERT_EQ(fast.planes.size(), sorted.planes.size());
+  for (std::size_t p = 0; p < fast.planes.size(); ++p) {
+    const Plane &a = fast.planes[p], &b = sorted.planes[p];
+    const double tolerance = 1e-6 * rho;  // the same float projections (bar an FMA)
+    EXPECT_NEAR(a.u_min, b.u_min, tolerance) << "plane " << p;
+    EXPECT_NEAR(a.u_max, b.u_max, tolerance) << "plane " << p;
+    EXPECT_NEAR(a.v_min, b.v_min, tolerance) << "plane " << p;
+    EXPECT_NEAR(a.v_max, b.v_max, tolerance) << "plane " << p;
+    EXPECT_LT(a.u_min, a.u_max) << "plane " << p;
   }
 }
 
