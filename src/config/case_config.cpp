@@ -59,20 +59,17 @@ CheckpointConfig read_checkpoint(MapReader r) {
 namespace {
 
 // A relative script path names a file under the working directory or, failing that, beside
-// the case file (as mesh paths do).
+// the case file (as mesh paths do). A name the file system refuses is a script that does not
+// exist (resolve_input_path), not an exception.
 std::string resolve_script(MapReader& r, const std::string& given) {
   namespace fs = std::filesystem;
   const fs::path path(given);
-  if (path.extension() != ".py" && !fs::is_directory(path) && path.extension() != ".zip")
+  std::error_code ec;
+  if (path.extension() != ".py" && !fs::is_directory(path, ec) && path.extension() != ".zip")
     r.fail("scripts", "'" + given +
                           "' is not a Catalyst script: give Python files (.py), or a .zip or "
                           "folder holding a Catalyst package");
-  if (fs::exists(path)) return fs::absolute(path).string();
-  const fs::path beside = fs::path(r.file()).parent_path() / path;
-  if (!path.is_absolute() && fs::exists(beside)) return fs::absolute(beside).string();
-  r.fail("scripts", "Catalyst script '" + given + "' does not exist (looked in the working " +
-                        "directory " + fs::current_path().string() +
-                        (path.is_absolute() ? std::string() : " and beside the case file") + ")");
+  return fs::absolute(resolve_input_path(r, "scripts", given, "Catalyst script")).string();
 }
 
 CatalystConfig read_catalyst(MapReader r, bool present) {
