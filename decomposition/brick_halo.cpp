@@ -359,6 +359,11 @@ void BrickHalo::fill_bytes(ParticleStore& store, std::span<const std::string> fi
   }
 }
 
+void BrickHalo::refresh(ParticleStore& store, std::span<const std::string> fields) {
+  check_store(store);
+  if (!halo_.peers().empty()) halo_.update(store, fields);
+}
+
 void BrickHalo::reverse_sum(ParticleStore& store, std::span<const std::string> fields) {
   check_store(store);
   alignas(16) const std::byte zeros[64] = {};

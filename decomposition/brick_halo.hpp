@@ -61,6 +61,13 @@ class BrickHalo {
   void fill(ParticleStore& store, std::span<const std::string> fields, const T& background) {
     fill_bytes(store, fields, &background, sizeof(T));
   }
+  // Refreshes the remote copies of the named fields only, for kernels that read across brick
+  // faces through neighbour_table() instead of a filled apron (nothing to do without peers).
+  void refresh(ParticleStore& store, std::span<const std::string> fields);
+  // Per slot (local, then remote copies) the slot of its neighbour in each of the 27 directions
+  // ((x + 1) + 3 (y + 1) + 9 (z + 1)), -1 where no brick is.
+  const std::int32_t* neighbour_table() const { return raw(neighbours_); }
+
   // Adds every local brick's apron values into the interior voxels they overlap, local bricks
   // and other ranks' alike (contributions where no brick exists are dropped). The remote copies'
   // values are used as scratch; aprons keep their values. Arithmetic fields only.

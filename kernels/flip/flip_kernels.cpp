@@ -164,7 +164,7 @@ struct Laplacian {
       q[row] = 0;
       return 0;
     }
-    const float sum = apply_row(grid, v, bits, d);
+    const float sum = apply_row(ApronReader{grid}, v, bits, d);
     q[row] = sum;
     return static_cast<double>(d[row]) * static_cast<double>(sum);
   }

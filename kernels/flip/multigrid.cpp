@@ -49,6 +49,7 @@ struct CoarsenCellTypes {
 
 struct LevelStencil {
   SlotGeometry g;
+  NeighbourReader read;
   const std::int32_t* type;
   std::int32_t* stencil;
   APRON_HD void operator()(std::size_t t) const {
@@ -61,7 +62,8 @@ struct LevelStencil {
     for (int n = 0; n < 6; ++n) {
       int di, dj, dk;
       neighbour(n, di, dj, dk);
-      const int other = type[g.grid.row(v.slot, v.i + di, v.j + dj, v.k + dk)];
+      const int other =
+          read.read(type, v.slot, v.i + di, v.j + dj, v.k + dk, std::int32_t{kCellAir});
       if (other == kCellSolid || g.solid_at(v.slot, v.i + di, v.j + dj, v.k + dk)) continue;
       ++diag;
       if (other == kCellFluid) bits |= 1 << n;
@@ -71,15 +73,15 @@ struct LevelStencil {
 };
 
 struct JacobiSweep {
-  BrickGrid grid;
+  NeighbourReader read;
   const std::int32_t* stencil;
   float omega;
   const float* b;
   const float* x;  // nullptr: zero
   float* out;
   APRON_HD void operator()(std::size_t t) const {
-    const InteriorVoxel v(grid, t);
-    const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
+    const InteriorVoxel v(read.grid, t);
+    const std::size_t row = read.grid.row(v.slot, v.i, v.j, v.k);
     const int bits = stencil[t];
     const int diag = bits >> kDiagShift;
     if (!(bits & kSelfFluid) || diag == 0) {  // diag 0: a pocket walled in by solid, no equation
@@ -87,21 +89,21 @@ struct JacobiSweep {
       return;
     }
     const float inverse = omega / static_cast<float>(diag);
-    out[row] = x ? x[row] + inverse * (b[row] - apply_row(grid, v, bits, x)) : inverse * b[row];
+    out[row] = x ? x[row] + inverse * (b[row] - apply_row(read, v, bits, x)) : inverse * b[row];
   }
 };
 
 struct LevelResidual {
-  BrickGrid grid;
+  NeighbourReader read;
   const std::int32_t* stencil;
   const float* b;
   const float* x;
   float* r;
   APRON_HD void operator()(std::size_t t) const {
-    const InteriorVoxel v(grid, t);
-    const std::size_t row = grid.row(v.slot, v.i, v.j, v.k);
+    const InteriorVoxel v(read.grid, t);
+    const std::size_t row = read.grid.row(v.slot, v.i, v.j, v.k);
     const int bits = stencil[t];
-    r[row] = (bits & kSelfFluid) ? b[row] - apply_row(grid, v, bits, x) : 0.0f;
+    r[row] = (bits & kSelfFluid) ? b[row] - apply_row(read, v, bits, x) : 0.0f;
   }
 };
 
@@ -113,7 +115,8 @@ APRON_HD inline float transfer_weight(int a) {
 }
 
 struct RestrictResidual {
-  BrickGrid fine, coarse;
+  NeighbourReader fine;
+  BrickGrid coarse;
   const float* r;
   const std::int32_t* coarse_stencil;
   float* b;
@@ -130,14 +133,15 @@ struct RestrictResidual {
         const float w = transfer_weight(ak) * transfer_weight(aj);
         for (int ai = 0; ai < 4; ++ai)
           sum += w * transfer_weight(ai) *
-                 r[fine.row(c.slot, 2 * c.i - 1 + ai, 2 * c.j - 1 + aj, 2 * c.k - 1 + ak)];
+                 fine(r, c.slot, 2 * c.i - 1 + ai, 2 * c.j - 1 + aj, 2 * c.k - 1 + ak);
       }
     b[row] = 0.5f * sum;
   }
 };
 
 struct ProlongAdd {
-  BrickGrid coarse, fine;
+  NeighbourReader coarse;
+  BrickGrid fine;
   const float* x_coarse;
   const std::int32_t* fine_stencil;
   float* x;
@@ -150,8 +154,8 @@ struct ProlongAdd {
     for (int n = 0; n < 8; ++n) {
       const int s[3] = {n & 1, (n >> 1) & 1, n >> 2};  // 1: the parent's neighbour on f's side
       const float w = (s[0] ? 0.25f : 0.75f) * (s[1] ? 0.25f : 0.75f) * (s[2] ? 0.25f : 0.75f);
-      sum += w * x_coarse[coarse.row(f.slot, c[0] + s[0] * side[0], c[1] + s[1] * side[1],
-                                     c[2] + s[2] * side[2])];
+      sum += w * coarse(x_coarse, f.slot, c[0] + s[0] * side[0], c[1] + s[1] * side[1],
+                        c[2] + s[2] * side[2]);
     }
     x[fine.row(f.slot, f.i, f.j, f.k)] += sum;
   }
@@ -189,30 +193,33 @@ void coarsen_cell_types(const SlotGeometry& fine, const std::int32_t* fine_type,
                  CoarsenCellTypes{fine, coarse.grid, fine_type, coarse_type});
 }
 
-void level_stencil(const SlotGeometry& g, const std::int32_t* type, std::int32_t* stencil) {
-  for_each_index(g.interior_voxels(), LevelStencil{g, type, stencil});
+void level_stencil(const LevelGeometry& l, const std::int32_t* type, std::int32_t* stencil) {
+  for_each_index(l.g.interior_voxels(), LevelStencil{l.g, {l.g.grid, l.neighbours}, type, stencil});
 }
 
-void jacobi_sweep(const SlotGeometry& g, const std::int32_t* stencil, float omega, const float* b,
+void jacobi_sweep(const LevelGeometry& l, const std::int32_t* stencil, float omega, const float* b,
                   const float* x, float* out) {
-  for_each_index(g.interior_voxels(), JacobiSweep{g.grid, stencil, omega, b, x, out});
+  for_each_index(l.g.interior_voxels(),
+                 JacobiSweep{{l.g.grid, l.neighbours}, stencil, omega, b, x, out});
 }
 
-void level_residual(const SlotGeometry& g, const std::int32_t* stencil, const float* b,
+void level_residual(const LevelGeometry& l, const std::int32_t* stencil, const float* b,
                     const float* x, float* r) {
-  for_each_index(g.interior_voxels(), LevelResidual{g.grid, stencil, b, x, r});
+  for_each_index(l.g.interior_voxels(), LevelResidual{{l.g.grid, l.neighbours}, stencil, b, x, r});
 }
 
-void restrict_residual(const SlotGeometry& fine, const float* r, const SlotGeometry& coarse,
+void restrict_residual(const LevelGeometry& fine, const float* r, const SlotGeometry& coarse,
                        const std::int32_t* coarse_stencil, float* b_coarse) {
-  for_each_index(coarse.interior_voxels(),
-                 RestrictResidual{fine.grid, coarse.grid, r, coarse_stencil, b_coarse});
+  for_each_index(
+      coarse.interior_voxels(),
+      RestrictResidual{{fine.g.grid, fine.neighbours}, coarse.grid, r, coarse_stencil, b_coarse});
 }
 
-void prolong_add(const SlotGeometry& coarse, const float* x_coarse, const SlotGeometry& fine,
+void prolong_add(const LevelGeometry& coarse, const float* x_coarse, const SlotGeometry& fine,
                  const std::int32_t* fine_stencil, float* x) {
-  for_each_index(fine.interior_voxels(),
-                 ProlongAdd{coarse.grid, fine.grid, x_coarse, fine_stencil, x});
+  for_each_index(
+      fine.interior_voxels(),
+      ProlongAdd{{coarse.g.grid, coarse.neighbours}, fine.grid, x_coarse, fine_stencil, x});
 }
 
 void copy_rows(std::size_t n, const std::uint32_t* from_rows, const float* from,

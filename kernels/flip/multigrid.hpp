@@ -19,29 +19,36 @@ namespace apron::flip {
 
 enum : std::int32_t { kCellAir = kAir, kCellFluid = kFluid, kCellSolid = 2 };
 
+// A level's slots and how they find their neighbours: BrickHalo's table (27 slots per slot, -1
+// where no brick is). The kernels read across brick faces through it, so no apron is filled: a
+// V-cycle is launch-bound, and the fills were half its launches. Cells where no brick is read as
+// 0 (values) or air (types); cells outside the domain (g.solid) are solid.
+struct LevelGeometry {
+  SlotGeometry g;
+  const std::int32_t* neighbours;
+};
+
 // The finest level's cell types (every interior row): fluid from the stencil, solid from the
 // geometry, air otherwise.
 void fine_cell_types(const SlotGeometry& g, const std::int32_t* stencil, std::int32_t* type);
 // The coarse level's interior cell types from their children in the finer level.
 void coarsen_cell_types(const SlotGeometry& fine, const std::int32_t* fine_type,
                         const SlotGeometry& coarse, std::int32_t* coarse_type);
-// The 7-point stencil of a coarse level from its cell types (apron filled, air where no brick
-// is); cells outside the domain (g.solid) are solid.
-void level_stencil(const SlotGeometry& g, const std::int32_t* type, std::int32_t* stencil);
+// The 7-point stencil of a coarse level from its cell types.
+void level_stencil(const LevelGeometry& l, const std::int32_t* type, std::int32_t* stencil);
 
 // out = x + omega (b - A x) / diag at fluid cells, 0 elsewhere; x = nullptr stands for x = 0 (the
-// first sweep of a V-cycle, which then needs no apron). x's apron must be filled.
-void jacobi_sweep(const SlotGeometry& g, const std::int32_t* stencil, float omega, const float* b,
+// first sweep of a V-cycle).
+void jacobi_sweep(const LevelGeometry& l, const std::int32_t* stencil, float omega, const float* b,
                   const float* x, float* out);
-// r = b - A x at fluid cells, 0 elsewhere. x's apron must be filled.
-void level_residual(const SlotGeometry& g, const std::int32_t* stencil, const float* b,
+// r = b - A x at fluid cells, 0 elsewhere.
+void level_residual(const LevelGeometry& l, const std::int32_t* stencil, const float* b,
                     const float* x, float* r);
-// b_coarse = R r at the coarse level's fluid cells (0 elsewhere). r's apron must be filled (0
-// where no brick is).
-void restrict_residual(const SlotGeometry& fine, const float* r, const SlotGeometry& coarse,
+// b_coarse = R r at the coarse level's fluid cells (0 elsewhere).
+void restrict_residual(const LevelGeometry& fine, const float* r, const SlotGeometry& coarse,
                        const std::int32_t* coarse_stencil, float* b_coarse);
-// x += P x_coarse at the fine level's fluid cells. x_coarse's apron must be filled.
-void prolong_add(const SlotGeometry& coarse, const float* x_coarse, const SlotGeometry& fine,
+// x += P x_coarse at the fine level's fluid cells.
+void prolong_add(const LevelGeometry& coarse, const float* x_coarse, const SlotGeometry& fine,
                  const std::int32_t* fine_stencil, float* x);
 
 // to[to_rows[i]] = from[from_rows[i]] for i < n (moves cells between the per-rank bricks and the

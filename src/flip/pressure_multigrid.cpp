@@ -57,7 +57,10 @@ struct PressureMultigrid::Level {
   std::int32_t* types() {
     return raw(static_cast<TypedField<std::int32_t>&>(cells.field("type")).data);
   }
-  void fill(std::span<const std::string> names) { halo->fill(cells, names, 0.0f); }
+  // Other ranks' copies of the named fields (the kernels read across brick faces through the
+  // neighbour table: no apron to fill).
+  void refresh(std::span<const std::string> names) { halo->refresh(cells, names); }
+  LevelGeometry with_neighbours() const { return {geometry, halo->neighbour_table()}; }
   // After the halo's plan: storage for its slots, and the slots' first cells.
   void resize(const std::vector<BrickCoord>& bricks) {
     cells.resize(halo->total_voxels());
@@ -171,8 +174,8 @@ void PressureMultigrid::coarsen(Hierarchy& levels, std::size_t from) {
     Level& level = levels[l];
     coarsen_cell_types(levels[l - 1].geometry, levels[l - 1].types(), level.geometry,
                        level.types());
-    level.halo->fill(level.cells, kType, std::int32_t{kCellAir});
-    level_stencil(level.geometry, level.types(), raw(level.own_stencil));
+    level.refresh(kType);
+    level_stencil(level.with_neighbours(), level.types(), raw(level.own_stencil));
   }
 }
 
@@ -191,8 +194,7 @@ void PressureMultigrid::setup(const SlotGeometry& g, const std::int32_t* stencil
               raw(in.to_rows), raw(types));
     // One rank holds each brick, the others kCellAir (0): the maximum is the holder's type.
     if (h == 1 && ranks_ > 1) all_reduce(types, host_types_, MPI_INT, MPI_MAX, transport_.comm());
-    first.halo->fill(first.cells, kType, std::int32_t{kCellAir});
-    level_stencil(first.geometry, first.types(), raw(first.own_stencil));
+    level_stencil(first.with_neighbours(), first.types(), raw(first.own_stencil));
     coarsen(hierarchies_[h], 0);
   }
 }
@@ -218,26 +220,26 @@ void PressureMultigrid::v_cycle(std::size_t h, std::size_t l, float* out) {
   Level& below = levels[l + 1];
   float* x = level.values("x");
   smooth_from_zero(level, kSweeps);
-  level.fill(kX);
-  level_residual(level.geometry, level.stencil, level.rhs, x, level.values("residual"));
-  level.fill(kResidual);
-  restrict_residual(level.geometry, level.values("residual"), below.geometry, below.stencil,
-                    below.values("rhs"));
+  level.refresh(kX);
+  level_residual(level.with_neighbours(), level.stencil, level.rhs, x, level.values("residual"));
+  level.refresh(kResidual);
+  restrict_residual(level.with_neighbours(), level.values("residual"), below.geometry,
+                    below.stencil, below.values("rhs"));
   v_cycle(h, l + 1, below.values("x"));
-  below.fill(kX);
-  prolong_add(below.geometry, below.values("x"), level.geometry, level.stencil, x);
+  below.refresh(kX);
+  prolong_add(below.with_neighbours(), below.values("x"), level.geometry, level.stencil, x);
   smooth(level, kSweeps, out);
 }
 
 // `sweeps` (even) Jacobi sweeps from x = 0; the result is in x.
 void PressureMultigrid::smooth_from_zero(Level& level, int sweeps) {
   float *x = level.values("x"), *swap = level.values("swap");
-  jacobi_sweep(level.geometry, level.stencil, kOmega, level.rhs, nullptr, swap);
+  const LevelGeometry l = level.with_neighbours();
+  jacobi_sweep(l, level.stencil, kOmega, level.rhs, nullptr, swap);
   for (int s = 1; s < sweeps; ++s) {
     const bool into_x = s % 2 == 1;
-    level.fill(into_x ? kSwap : kX);
-    jacobi_sweep(level.geometry, level.stencil, kOmega, level.rhs, into_x ? swap : x,
-                 into_x ? x : swap);
+    level.refresh(into_x ? kSwap : kX);
+    jacobi_sweep(l, level.stencil, kOmega, level.rhs, into_x ? swap : x, into_x ? x : swap);
   }
 }
 
@@ -245,11 +247,12 @@ void PressureMultigrid::smooth_from_zero(Level& level, int sweeps) {
 // the last sweep reads the level's own buffer).
 void PressureMultigrid::smooth(Level& level, int sweeps, float* out) {
   float *x = level.values("x"), *swap = level.values("swap");
+  const LevelGeometry l = level.with_neighbours();
   for (int s = 0; s < sweeps; ++s) {
     const bool from_x = s % 2 == 0;
-    level.fill(from_x ? kX : kSwap);
+    level.refresh(from_x ? kX : kSwap);
     float* into = s + 1 == sweeps ? out : (from_x ? swap : x);
-    jacobi_sweep(level.geometry, level.stencil, kOmega, level.rhs, from_x ? x : swap, into);
+    jacobi_sweep(l, level.stencil, kOmega, level.rhs, from_x ? x : swap, into);
   }
 }
 
