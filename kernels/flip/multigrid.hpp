@@ -1,13 +1,14 @@
 // Device kernels of the pressure projection's multigrid preconditioner (McAdams, Sifakis, Teran,
 // "A parallel multigrid Poisson solver for fluids simulation on large grids", SCA 2010) on
 // sparse bricks. Every level keeps the same bricks in the same slots; level l has B / 2^l cells per
-// brick edge, each cell covering 2^l voxels per axis, with an apron of one cell (BrickGrid's
-// layout for brick size B / 2^l). A coarse cell is air (Dirichlet) where any of its eight children
-// is air, else fluid where any is fluid, else solid (Neumann); its operator is the 7-point
-// stencil of those types, in the encoding of apply_laplacian(). Transfers are trilinear
-// prolongation P and restriction R = P^T / 2 (the unscaled stencils make P^T A P = 2 A_coarse),
-// both masked to fluid cells, and the smoother is damped Jacobi: with as many sweeps after as
-// before, the V-cycle is a symmetric positive definite operator, as conjugate gradient needs.
+// brick edge, each cell covering 2^l voxels per axis, stored in BrickGrid's layout for brick size
+// B / 2^l (its apron rows unused: the kernels read neighbours through LevelGeometry). A coarse cell
+// is air (Dirichlet) where any of its eight children is air, else fluid where any is fluid, else
+// solid (Neumann); its operator is the 7-point stencil of those types, in the encoding of
+// apply_laplacian(). Transfers are trilinear prolongation P and restriction R = P^T / 2 (the
+// unscaled stencils make P^T A P = 2 A_coarse), both masked to fluid cells, and the smoother is
+// damped Jacobi: with as many sweeps after as before, the V-cycle is a symmetric positive definite
+// operator, as conjugate gradient needs.
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,8 @@
 // mgpcg`; McAdams, Sifakis, Teran 2010), one V-cycle per conjugate-gradient iteration.
 //
 // The levels down to one cell per brick keep the fine level's bricks and slots (each rank its
-// own, aprons across ranks through a BrickHalo planned like the fine one). Below that the
+// own; the kernels read across brick faces through the neighbour table of a BrickHalo planned
+// like the fine one, which also refreshes other ranks' copies). Below that the
 // problem is one cell per brick of the whole domain: small (32^3 cells at 256^3 voxels), so
 // every rank gathers it (an MPI_Allreduce of the bricks' values) into a dense grid of 8^3 bricks,
 // all present, and runs the rest of the V-cycle on it alike; and again over that grid's bricks,
@@ -33,7 +34,7 @@ class PressureMultigrid {
   // level's (g: the fine slots and solids, stencil: pressure_system()'s). Both must outlive the
   // projection's apply() calls.
   void setup(const SlotGeometry& g, const std::int32_t* stencil);
-  // z = M^-1 r on the local interiors (one V-cycle; z's apron is left unfilled); returns the sum
+  // z = M^-1 r on the local interiors (one V-cycle; z's apron is left as it was); returns the sum
   // of r z over this rank's interiors. Collective.
   double apply(const float* r, float* z);
 
