@@ -334,9 +334,9 @@ void BrickHalo::plan_like(const BrickHalo& other) {
 }
 
 void BrickHalo::check_store(const ParticleStore& store) const {
-  if (store.size() != total_voxels())
+  if (store.size() < total_voxels())
     throw std::invalid_argument("BrickHalo: the store holds " + std::to_string(store.size()) +
-                                " rows, the plan " + std::to_string(total_voxels()));
+                                " rows, the plan needs " + std::to_string(total_voxels()));
 }
 
 void BrickHalo::fill_bytes(ParticleStore& store, std::span<const std::string> fields,

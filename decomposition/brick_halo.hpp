@@ -41,7 +41,8 @@ class BrickHalo {
 
   // Collective. bricks: this rank's bricks (distinct); owner: the rank of any brick coordinate,
   // the same function on every rank, with owner(b) == this rank for each local brick. Afterwards
-  // the store must hold total_voxels() rows (the caller resizes it).
+  // the store must hold at least total_voxels() rows (the caller resizes it; rows past them are
+  // left alone, so a store that only grows saves re-initialising rows at every replan).
   void plan(std::span<const BrickCoord> bricks, const std::function<int(const BrickCoord&)>& owner);
   // Collective. The same bricks, neighbours and peers as `other`'s last plan, for this halo's
   // brick size (the coarser levels of a multigrid hierarchy on the same bricks); no lookups.

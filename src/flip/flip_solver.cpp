@@ -378,8 +378,11 @@ void FlipSolver::replan() {
     return owner_[(static_cast<std::size_t>(c[2]) * grid_.bricks[1] + c[1]) * grid_.bricks[0] +
                   c[0]];
   });
-  voxels_.resize(halo_.total_voxels());
-  resize_per_particle(stencil_, pool_.size() * grid_.interior_per_brick());
+  // Grown only: the brick count moves a little every step, and each resize that regains rows
+  // pays Thrust's fill and a synchronisation per field (BrickHalo allows spare rows).
+  if (voxels_.size() < halo_.total_voxels()) voxels_.resize(halo_.total_voxels());
+  const std::size_t interior = pool_.size() * grid_.interior_per_brick();
+  if (stencil_.size() < interior) resize_per_particle(stencil_, interior);
   // Built at the first plan, after setup's memory check (or a restart's load).
   if (!multigrid_ && case_.flip.pressure.preconditioner == "mgpcg")
     multigrid_ = std::make_unique<PressureMultigrid>(brick_transport_, grid_);

@@ -63,8 +63,10 @@ struct PressureMultigrid::Level {
   LevelGeometry with_neighbours() const { return {geometry, halo->neighbour_table()}; }
   // After the halo's plan: storage for its slots, and the slots' first cells.
   void resize(const std::vector<BrickCoord>& bricks) {
-    cells.resize(halo->total_voxels());
-    resize_per_particle(own_stencil, bricks.size() * geometry.grid.interior_per_brick());
+    // Grown only, as the solver's voxels: a resize that regains rows fills them and synchronises.
+    if (cells.size() < halo->total_voxels()) cells.resize(halo->total_voxels());
+    const std::size_t interior = bricks.size() * geometry.grid.interior_per_brick();
+    if (own_stencil.size() < interior) resize_per_particle(own_stencil, interior);
     stencil = raw(own_stencil);
     std::vector<int> first;
     for (const auto& b : bricks)
