@@ -1,6 +1,7 @@
 #include "kernels/planes/accumulator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 
 #include <thrust/copy.h>
@@ -29,8 +30,13 @@ struct MakeKernels {
   APRON_HD void operator()(std::size_t c) const {
     const VoteKernel k = make_kernel(clusters[c], layout);
     kernels[c] = k;
+    const KernelBox box(k, layout);  // the cells for_each_kernel_cell visits, counted
     std::uint32_t count = 0;
-    for_each_kernel_cell(k, layout, [&](std::uint32_t, double) { ++count; });
+    for (int j = box.ring_lo; j <= box.ring_hi; ++j) {
+      int t_lo, t_hi;
+      KernelBox::theta_range(k, layout, j, t_lo, t_hi);
+      count += static_cast<std::uint32_t>((t_hi - t_lo + 1) * (box.r_hi - box.r_lo + 1));
+    }
     counts[c] = count;
   }
 };
@@ -50,6 +56,41 @@ struct WriteVotes {
       value[i] = v;
       ++i;
     });
+  }
+};
+
+// A float64 add that concurrent threads may make to the same cell (CUDA: atomicAdd; OpenMP and
+// the host: std::atomic_ref's compare-and-swap loop).
+APRON_HD inline void add_atomic(double* at, double v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(at, v);
+#else
+  std::atomic_ref<double>(*at).fetch_add(v, std::memory_order_relaxed);
+#endif
+}
+
+// One index per cluster and cell of its kernel's box (ring, theta, rho offsets, rho fastest so
+// that neighbouring threads add into neighbouring cells); offsets beyond the box do nothing.
+struct AtomicVotes {
+  const VoteKernel* kernels;
+  BallLayout layout;
+  double* votes;
+  APRON_HD void operator()(std::size_t i) const {
+    constexpr std::size_t span3 = std::size_t{kKernelSpan} * kKernelSpan * kKernelSpan;
+    const std::size_t c = i / span3;
+    const int local = static_cast<int>(i % span3);
+    const VoteKernel& k = kernels[c];
+    const KernelBox box(k, layout);
+    const int j = box.ring_lo + local / (kKernelSpan * kKernelSpan);
+    const int r = box.r_lo + local % kKernelSpan;
+    if (j > box.ring_hi || r > box.r_hi) return;
+    int t_lo, t_hi;
+    KernelBox::theta_range(k, layout, j, t_lo, t_hi);
+    const int t = t_lo + (local / kKernelSpan) % kKernelSpan;
+    if (t > t_hi) return;
+    std::uint32_t cell;
+    const double v = KernelBox::vote_at(k, layout, j, t, r, cell);
+    add_atomic(votes + cell, v);
   }
 };
 
@@ -141,7 +182,7 @@ BallLayout Accumulator::host_layout() const {
   return {phi_cells_, rho_cells_, rho_max_, host_ring_start_.data()};
 }
 
-void Accumulator::vote(const DeviceVector<Cluster>& clusters) {
+void Accumulator::vote(const DeviceVector<Cluster>& clusters, Voting voting) {
   const std::size_t n = clusters.size();
   const BallLayout b = layout();
   kernels.resize(n);
@@ -150,15 +191,28 @@ void Accumulator::vote(const DeviceVector<Cluster>& clusters) {
   const std::uint64_t total = n ? reduce_sum(vote_offset_, n) : 0;
   if (total >= (std::uint64_t{1} << 32))
     throw std::runtime_error("voting: more than 2^32 votes on one rank");
-  exclusive_scan(vote_offset_, n, vote_offset_);
   vote_count = total;
+  for_each_index(votes.size(), Zero{raw(votes)});
+  if (total == 0) return;
+  if (voting == Voting::atomic)
+    vote_atomic(n, b);
+  else
+    vote_sorted(n, b);
+}
+
+void Accumulator::vote_atomic(std::size_t n, const BallLayout& b) {
+  constexpr std::size_t span3 = std::size_t{kKernelSpan} * kKernelSpan * kKernelSpan;
+  for_each_index(n * span3, AtomicVotes{raw(kernels), b, raw(votes)});
+}
+
+void Accumulator::vote_sorted(std::size_t n, const BallLayout& b) {
+  const std::size_t total = vote_count;
+  exclusive_scan(vote_offset_, n, vote_offset_);
   vote_cell_.resize(total);
   vote_id_.resize(total);
   vote_value_.resize(total);
   for_each_index(n, WriteVotes{raw(kernels), b, raw(vote_offset_), raw(vote_cell_), raw(vote_id_),
                                raw(vote_value_)});
-  for_each_index(votes.size(), Zero{raw(votes)});
-  if (total == 0) return;
   sort_pairs(vote_cell_, vote_id_, total, key_bits(votes.size()));
   sorted_value_.resize(total);
   for_each_index(total, GatherValues{raw(vote_value_), raw(vote_id_), raw(sorted_value_)});

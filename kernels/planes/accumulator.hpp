@@ -205,41 +205,77 @@ APRON_HD inline int clamp_int(int v, int lo, int hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
+// The cells a kernel votes into: rings ring_lo..ring_hi, in each a run of theta cells (wrapped
+// around the ring), rho cells r_lo..r_hi; at most kKernelSpan along each axis.
+inline constexpr int kKernelSpan = 2 * kMaxHalfCells + 1;
+
+struct KernelBox {
+  int ring_lo, ring_hi, r_lo, r_hi;
+  APRON_HD KernelBox(const VoteKernel& k, const BallLayout& b) {
+    const double dphi = b.dphi(), drho = b.drho();
+    const int ring_c = clamp_int(static_cast<int>(k.centre[1] / dphi), 0, b.phi_cells - 1);
+    ring_lo = clamp_int(static_cast<int>(std::floor((k.centre[1] - 2 * k.sigma[1]) / dphi)),
+                        ring_c - kMaxHalfCells, ring_c);
+    ring_hi = clamp_int(static_cast<int>(std::floor((k.centre[1] + 2 * k.sigma[1]) / dphi)), ring_c,
+                        ring_c + kMaxHalfCells);
+    const int r_c = clamp_int(static_cast<int>(k.centre[2] / drho), 0, b.rho_cells - 1);
+    r_lo = clamp_int(static_cast<int>(std::floor((k.centre[2] - 2 * k.sigma[2]) / drho)),
+                     r_c - kMaxHalfCells, r_c);
+    r_hi = clamp_int(static_cast<int>(std::floor((k.centre[2] + 2 * k.sigma[2]) / drho)), r_c,
+                     r_c + kMaxHalfCells);
+    ring_lo = ring_lo < 0 ? 0 : ring_lo;
+    ring_hi = ring_hi < b.phi_cells ? ring_hi : b.phi_cells - 1;
+    r_lo = r_lo < 0 ? 0 : r_lo;
+    r_hi = r_hi < b.rho_cells ? r_hi : b.rho_cells - 1;
+  }
+  // The theta cells t_lo..t_hi of ring j (unwrapped; the whole ring if the span covers it).
+  APRON_HD static void theta_range(const VoteKernel& k, const BallLayout& b, int j, int& t_lo,
+                                   int& t_hi) {
+    const int m = b.theta_cells(j);
+    const double dt = 2 * kPi / m;
+    const int t_c = static_cast<int>(std::floor(k.centre[0] / dt));
+    t_lo = clamp_int(static_cast<int>(std::floor((k.centre[0] - 2 * k.sigma[0]) / dt)),
+                     t_c - kMaxHalfCells, t_c);
+    t_hi = clamp_int(static_cast<int>(std::floor((k.centre[0] + 2 * k.sigma[0]) / dt)), t_c,
+                     t_c + kMaxHalfCells);
+    if (t_hi - t_lo + 1 >= m) t_lo = 0, t_hi = m - 1;
+  }
+  // The vote of kernel k in the cell of ring j, unwrapped theta index t, rho index r.
+  APRON_HD static double vote_at(const VoteKernel& k, const BallLayout& b, int j, int t, int r,
+                                 std::uint32_t& cell) {
+    const int m = b.theta_cells(j);
+    const double dt = 2 * kPi / m;
+    const int tt = ((t % m) + m) % m;
+    const double at[3] = {(tt + 0.5) * dt, (j + 0.5) * b.dphi(), (r + 0.5) * b.drho()};
+    cell = b.cell(j, tt, r);
+    return kernel_vote(k, at);
+  }
+};
+
 // Calls f(cell, vote) for every cell within 2 sigma of the kernel's centre along each axis (at
 // most kMaxHalfCells cells either side of the centre's cell), the centre's cell included.
 APRON_PLANES_HD_TEMPLATE
 template <class F>
 APRON_HD void for_each_kernel_cell(const VoteKernel& k, const BallLayout& b, F&& f) {
-  const double dphi = b.dphi(), drho = b.drho();
-  const int ring_c = clamp_int(static_cast<int>(k.centre[1] / dphi), 0, b.phi_cells - 1);
-  const int ring_lo = clamp_int(static_cast<int>(std::floor((k.centre[1] - 2 * k.sigma[1]) / dphi)),
-                                ring_c - kMaxHalfCells, ring_c);
-  const int ring_hi = clamp_int(static_cast<int>(std::floor((k.centre[1] + 2 * k.sigma[1]) / dphi)),
-                                ring_c, ring_c + kMaxHalfCells);
-  const int r_c = clamp_int(static_cast<int>(k.centre[2] / drho), 0, b.rho_cells - 1);
-  const int r_lo = clamp_int(static_cast<int>(std::floor((k.centre[2] - 2 * k.sigma[2]) / drho)),
-                             r_c - kMaxHalfCells, r_c);
-  const int r_hi = clamp_int(static_cast<int>(std::floor((k.centre[2] + 2 * k.sigma[2]) / drho)),
-                             r_c, r_c + kMaxHalfCells);
-  for (int j = ring_lo < 0 ? 0 : ring_lo; j <= ring_hi && j < b.phi_cells; ++j) {
-    const int m = b.theta_cells(j);
-    const double dt = 2 * kPi / m;
-    const int t_c = static_cast<int>(std::floor(k.centre[0] / dt));
-    int t_lo = clamp_int(static_cast<int>(std::floor((k.centre[0] - 2 * k.sigma[0]) / dt)),
-                         t_c - kMaxHalfCells, t_c);
-    int t_hi = clamp_int(static_cast<int>(std::floor((k.centre[0] + 2 * k.sigma[0]) / dt)), t_c,
-                         t_c + kMaxHalfCells);
-    if (t_hi - t_lo + 1 >= m) t_lo = 0, t_hi = m - 1;
-    const double phi = (j + 0.5) * dphi;
+  const KernelBox box(k, b);
+  for (int j = box.ring_lo; j <= box.ring_hi; ++j) {
+    int t_lo, t_hi;
+    KernelBox::theta_range(k, b, j, t_lo, t_hi);
     for (int t = t_lo; t <= t_hi; ++t) {
-      const int tt = ((t % m) + m) % m;
-      for (int r = r_lo < 0 ? 0 : r_lo; r <= r_hi && r < b.rho_cells; ++r) {
-        const double at[3] = {(tt + 0.5) * dt, phi, (r + 0.5) * drho};
-        f(b.cell(j, tt, r), kernel_vote(k, at));
+      for (int r = box.r_lo; r <= box.r_hi; ++r) {
+        std::uint32_t cell;
+        const double v = KernelBox::vote_at(k, b, j, t, r, cell);
+        f(cell, v);
       }
     }
   }
 }
+
+// How votes reach the accumulator's cells.
+enum class Voting {
+  sort,    // (cell, vote) pairs sorted by cell, each run summed: the same sums on every run
+  atomic,  // each vote added atomically (float64) into its cell: sums depend on the order
+};
 
 // The accumulator: its layout on the device and its cells' votes.
 class Accumulator {
@@ -252,10 +288,13 @@ class Accumulator {
   DeviceVector<double> votes;     // summed over ranks after reduce (caller's MPI)
   DeviceVector<double> smoothed;  // low-pass filtered votes
 
-  // Kernels of the clusters and their votes into `votes` (zeroed first), by sort-and-reduce: each
+  // Kernels of the clusters and their votes into `votes` (zeroed first). Voting::sort: each
   // kernel writes its (cell, vote) pairs at its own offset, the pairs are sorted by cell and each
   // run summed; no atomics, so no contention on popular cells, and the same sums on any run.
-  void vote(const DeviceVector<Cluster>& clusters);
+  // Voting::atomic: one thread per cluster and cell of its kernel's box (kKernelSpan^3 each)
+  // adds its vote into the cell with a float64 atomic; the same votes, summed in an order that
+  // varies from run to run (round-off only).
+  void vote(const DeviceVector<Cluster>& clusters, Voting voting = Voting::sort);
   // The low-pass filter: half the cell's votes plus half its neighbours' mean.
   void smooth();
   // Peaks: voted cells whose smoothed value is at least min_value and above every neighbour's
@@ -274,6 +313,9 @@ class Accumulator {
   DeviceVector<std::uint32_t> vote_offset_, vote_cell_, vote_id_, unique_cells_, run_count_,
       run_start_, peak_cells_;
   DeviceVector<double> vote_value_, sorted_value_, run_sum_, peak_values_;
+
+  void vote_sorted(std::size_t n, const BallLayout& b);
+  void vote_atomic(std::size_t n, const BallLayout& b);
 };
 
 // Which peak each cluster belongs to (-1: none): among the peaks whose cell centre lies within

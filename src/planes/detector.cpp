@@ -239,7 +239,7 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
     accumulator_ = std::make_unique<Accumulator>(params_.phi_cells, params_.rho_cells,
                                                  rho_max * (1 + 1e-9) + 1e-30);
   rho_max_ = rho_max;
-  accumulator_->vote(octree_.clusters);
+  accumulator_->vote(octree_.clusters, params_.voting);
   t.vote = elapsed(mark);
 
   std::vector<double> votes(accumulator_->cells());

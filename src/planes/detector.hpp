@@ -25,6 +25,7 @@ struct DetectorParams {
   int phi_cells = 30;
   int rho_cells = 100;
   double min_votes = 15;               // smoothed votes a peak needs
+  Voting voting = Voting::sort;        // how votes reach the cells (sort-and-reduce, atomics)
   std::uint64_t min_plane_points = 1;  // inliers a plane needs (global)
   double merge_angle_deg = 3;          // planes closer than this angle and distance are one
   double merge_distance = 0.01;        // in the cloud's units

@@ -58,6 +58,7 @@ void read_accumulator(MapReader r, PlanesConfig& c) {
   const double cells = 2.0 / 3.14159 * 2 * c.phi_cells * c.phi_cells * c.rho_cells;
   if (cells > 2e8) r.fail("rho_cells", "phi_cells^2 * rho_cells * 1.3 must stay below 2e8 cells");
   c.min_votes = r.in_range("min_votes", 0, 1e15, c.min_votes);
+  c.voting = r.choice("voting", {"sort", "atomic"}, c.voting);
   r.finish();
 }
 

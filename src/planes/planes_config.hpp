@@ -16,10 +16,11 @@ namespace apron::planes {
 struct PlanesConfig : config::WorkloadSettings {
   std::string file;  // a point cloud (.ply .xyz .pts .csv .txt .pcd); empty: the scene
   SceneSpec scene;
-  OctreeParams octree;   // s_level, s_ms, s_alpha, s_beta, depth
-  int phi_cells = 30;    // the accumulator's phi_num
-  int rho_cells = 100;   // rho_num
-  double min_votes = 0;  // smoothed votes a peak needs; 0: octree.min_points / 2
+  OctreeParams octree;          // s_level, s_ms, s_alpha, s_beta, depth
+  int phi_cells = 30;           // the accumulator's phi_num
+  int rho_cells = 100;          // rho_num
+  double min_votes = 0;         // smoothed votes a peak needs; 0: octree.min_points / 2
+  std::string voting = "sort";  // sort (deterministic sums) | atomic (float64 atomics)
   // A plane needs this many inlier points (0: min_plane_fraction of all points).
   std::int64_t min_plane_points = 0;
   double min_plane_fraction = 0.002;  // of all points, when min_plane_points is 0

@@ -293,6 +293,7 @@ void PlaneDetection::setup() {
   p.octree = pc_.octree;
   p.phi_cells = pc_.phi_cells;
   p.rho_cells = pc_.rho_cells;
+  p.voting = pc_.voting == "atomic" ? Voting::atomic : Voting::sort;
   p.min_votes = pc_.min_votes > 0 ? pc_.min_votes : pc_.octree.min_points / 2.0;
   p.min_plane_points = min_plane_points();
   p.merge_angle_deg = pc_.merge_angle;
@@ -496,7 +497,7 @@ void PlaneDetection::report(Json& j) const {
   j.value("points", static_cast<std::size_t>(total_points_));
   j.value("min_plane_points", static_cast<std::size_t>(min_plane_points()));
   j.value("clusters", static_cast<std::size_t>(detection_.clusters));
-  j.value("votes", static_cast<std::size_t>(detection_.votes));
+  j.value("votes", static_cast<std::size_t>(detection_.votes)).value("voting", pc_.voting);
   j.value("peaks", detection_.peaks);
   j.value("grow_band", pc_.grow_band);
   j.value("grown", static_cast<std::size_t>(detection_.grown));

@@ -450,6 +450,61 @@ TEST(Accumulator, VotesEqualTheSumOfEachKernelsCells) {
   EXPECT_NEAR(sum, total, 1e-9 * total);
 }
 
+TEST(Accumulator, AtomicVotesEqualSortedVotes) {
+  const auto s = stages_of(scene_points("room", 100000, 0.2));
+  const auto sorted = host(s->acc->votes);
+  const std::size_t pairs = s->acc->vote_count;
+  s->acc->vote(s->octree.clusters, Voting::atomic);
+  EXPECT_EQ(s->acc->vote_count, pairs);
+  const auto atomic = host(s->acc->votes);
+  ASSERT_EQ(atomic.size(), sorted.size());
+  double total = 0;
+  std::size_t voted = 0;
+  for (std::size_t c = 0; c < sorted.size(); ++c) {
+    // The same float64 votes summed in another order: round-off of a few ulps per add.
+    EXPECT_NEAR(atomic[c], sorted[c], 1e-12 * std::max(1.0, sorted[c])) << "cell " << c;
+    EXPECT_EQ(atomic[c] > 0, sorted[c] > 0) << "cell " << c;
+    total += sorted[c];
+    voted += sorted[c] > 0;
+  }
+  EXPECT_GT(voted, 1000u);
+  EXPECT_GT(total, 0);
+  s->acc->smooth();
+  const auto atomic_peaks = s->acc->peaks(15);
+  s->acc->vote(s->octree.clusters, Voting::sort);
+  s->acc->smooth();
+  EXPECT_EQ(atomic_peaks, s->acc->peaks(15));
+}
+
+TEST(Scenes, AtomicVotingFindsTheSamePlanes) {
+  const auto points = scene_points("room", 100000, 0.2);
+  double half = 0, rho = 0;
+  for (const Vec4& p : points) {
+    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+    rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
+  }
+  DetectorParams params;
+  params.min_plane_points = 200;
+  params.merge_distance = 0.01 * rho;
+  PlaneDetector sort_detector(MPI_COMM_SELF, params);
+  const Detection sorted = sort_detector.detect(points, {0, 0, 0}, half, rho, true);
+  params.voting = Voting::atomic;
+  PlaneDetector atomic_detector(MPI_COMM_SELF, params);
+  const Detection atomic = atomic_detector.detect(points, {0, 0, 0}, half, rho, true);
+  ASSERT_GT(sorted.planes.size(), 5u);
+  ASSERT_EQ(atomic.planes.size(), sorted.planes.size());
+  EXPECT_EQ(atomic.votes, sorted.votes);
+  for (std::size_t p = 0; p < sorted.planes.size(); ++p) {
+    const Plane &a = atomic.planes[p], &b = sorted.planes[p];
+    EXPECT_EQ(a.peak_cell, b.peak_cell) << "plane " << p;
+    EXPECT_EQ(a.inliers, b.inliers) << "plane " << p;
+    EXPECT_EQ(a.clusters, b.clusters) << "plane " << p;
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(a.normal[k], b.normal[k], 1e-9) << "plane " << p;
+    EXPECT_NEAR(a.offset, b.offset, 1e-9 * rho) << "plane " << p;
+  }
+  EXPECT_EQ(atomic.labels, sorted.labels);
+}
+
 TEST(Accumulator, ParallelPeaksEqualSequentialPeaks) {
   const auto s = stages_of(scene_points("room", 100000, 0.2));
   s->acc->smooth();
