@@ -214,6 +214,18 @@ std::vector<Vec4> scene_points(const std::string& kind, std::uint64_t n, double 
   return points;
 }
 
+// The centred cloud's half extent (largest |coordinate|) and largest distance from the centre.
+struct CloudBounds {
+  double half = 0, rho = 0;
+  explicit CloudBounds(const std::vector<Vec4>& points) {
+    for (const Vec4& p : points) {
+      half =
+          std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+      rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
+    }
+  }
+};
+
 // The tiled node sums (NodeMoments) against each node's points added one by one, with and
 // without a trimming fit, for tiles from one point to whole nodes: nodes of 1 to 5000 points,
 // the active points a subset of the sorted ones.
@@ -400,11 +412,8 @@ struct Stages {
 std::unique_ptr<Stages> stages_of(const std::vector<Vec4>& points) {
   auto s = std::make_unique<Stages>();
   OctreeFrame frame;
-  double half = 0, rho = 0;
-  for (const Vec4& p : points) {
-    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-    rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
-  }
+  const CloudBounds bounds(points);
+  const double half = bounds.half, rho = bounds.rho;
   frame.size = 2 * half * 1.000001;
   for (double& o : frame.origin) o = -frame.size / 2;
   const DeviceVector<Vec4> device(points.begin(), points.end());
@@ -478,11 +487,8 @@ TEST(Accumulator, AtomicVotesEqualSortedVotes) {
 
 TEST(Scenes, AtomicVotingFindsTheSamePlanes) {
   const auto points = scene_points("room", 100000, 0.2);
-  double half = 0, rho = 0;
-  for (const Vec4& p : points) {
-    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-    rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
-  }
+  const CloudBounds bounds(points);
+  const double half = bounds.half, rho = bounds.rho;
   DetectorParams params;
   params.min_plane_points = 200;
   params.merge_distance = 0.01 * rho;
@@ -640,11 +646,8 @@ TEST(Scenes, RectanglesHoldExactlyTheInliers) {
 // equal those of the portable one (a sort by label, then segmented reductions).
 TEST(Scenes, ExtentPathsAgree) {
   const auto points = scene_points("boxes", 100000, 0.2);
-  double half = 0, rho = 0;
-  for (const Vec4& p : points) {
-    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-    rho = std::max(rho, std::sqrt(double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z));
-  }
+  const CloudBounds bounds(points);
+  const double half = bounds.half, rho = bounds.rho;
   DetectorParams params;
   params.min_plane_points = 200;
   params.merge_distance = 0.01 * rho;
