@@ -18,15 +18,16 @@ def planes(folder):
         return [({k: float(v) for k, v in row.items()}) for row in csv.DictReader(f)]
 
 
-def scene_size(folder):
+def objects_with(folder, key):
+    """Every object of the folder's run report that holds `key`, depth first."""
     with open(f"{folder}/run_report.json") as f:
         report = json.load(f)
     found = []
 
     def walk(node):
         if isinstance(node, dict):
-            if "ground_truth" in node:
-                found.append(node["ground_truth"]["scene_size"])
+            if key in node:
+                found.append(node)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
@@ -34,7 +35,12 @@ def scene_size(folder):
                 walk(v)
 
     walk(report)
-    return found[0] if found else 1.0
+    return found
+
+
+def scene_size(folder):
+    found = objects_with(folder, "ground_truth")
+    return found[0]["ground_truth"]["scene_size"] if found else 1.0
 
 
 def check_outputs(folder, plane_count):
@@ -42,18 +48,7 @@ def check_outputs(folder, plane_count):
     import h5py
     import numpy as np
     problems = []
-    with open(f"{folder}/run_report.json") as f:
-        points = json.load(f)
-    total = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "min_plane_points" in node:
-                total.append(node["points"])
-            for v in node.values():
-                walk(v)
-
-    walk(points)
+    total = [node["points"] for node in objects_with(folder, "min_plane_points")]
     files = sorted(glob.glob(f"{folder}/planes_points_*.h5"))
     if not files:
         return [f"{folder}: no planes_points_*.h5"]
