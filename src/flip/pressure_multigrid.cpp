@@ -61,10 +61,14 @@ struct PressureMultigrid::Level {
   // neighbour table: no apron to fill).
   void refresh(std::span<const std::string> names) { halo->refresh(cells, names); }
   LevelGeometry with_neighbours() const { return {geometry, halo->neighbour_table()}; }
-  // After the halo's plan: storage for its slots, and the slots' first cells.
-  void resize(const std::vector<BrickCoord>& bricks) {
-    // Grown only, as the solver's voxels: a resize that regains rows fills them and synchronises.
+  // After the halo's plan: storage for its slots. Grown only, as the solver's voxels: a resize
+  // that regains rows fills them and synchronises.
+  void resize_cells() {
     if (cells.size() < halo->total_voxels()) cells.resize(halo->total_voxels());
+  }
+  // A coarse level's own slot tables: its stencil's room and the slots' first cells (the finest
+  // level takes both from the solver at setup()).
+  void set_slots(const std::vector<BrickCoord>& bricks) {
     const std::size_t interior = bricks.size() * geometry.grid.interior_per_brick();
     if (own_stencil.size() < interior) resize_per_particle(own_stencil, interior);
     stencil = raw(own_stencil);
@@ -133,7 +137,8 @@ PressureMultigrid::PressureMultigrid(Transport& transport, const BrickGrid& fine
         level.halo->plan(bricks, [](const BrickCoord&) { return 0; });
       else
         level.halo->plan_like(*dense.front().halo);
-      level.resize(bricks);
+      level.resize_cells();
+      level.set_slots(bricks);
       if (l.b == 1) break;
     }
     if (hierarchies_.size() > 2) set_handover(hierarchies_.size() - 2, all_bricks(cells));
@@ -145,9 +150,11 @@ PressureMultigrid::~PressureMultigrid() = default;
 
 void PressureMultigrid::plan(const BrickHalo& fine_halo) {
   const auto& bricks = fine_halo.local_coords();
-  for (Level& level : hierarchies_.front()) {
-    level.halo->plan_like(fine_halo);
-    level.resize(bricks);
+  Hierarchy& levels = hierarchies_.front();
+  for (std::size_t l = 0; l < levels.size(); ++l) {
+    levels[l].halo->plan_like(fine_halo);
+    levels[l].resize_cells();
+    if (l > 0) levels[l].set_slots(bricks);
   }
   if (hierarchies_.size() > 1) set_handover(0, bricks);
 }
@@ -170,9 +177,9 @@ void PressureMultigrid::set_handover(std::size_t h, const std::vector<BrickCoord
   upload(handovers_[h].to_rows, to);
 }
 
-// Types and stencils of levels from + 1 on, coarsened from level `from`'s types.
-void PressureMultigrid::coarsen(Hierarchy& levels, std::size_t from) {
-  for (std::size_t l = from + 1; l < levels.size(); ++l) {
+// Types and stencils of every level after the first, each coarsened from the one before.
+void PressureMultigrid::coarsen(Hierarchy& levels) {
+  for (std::size_t l = 1; l < levels.size(); ++l) {
     Level& level = levels[l];
     coarsen_cell_types(levels[l - 1].geometry, levels[l - 1].types(), level.geometry,
                        level.types());
@@ -186,7 +193,7 @@ void PressureMultigrid::setup(const SlotGeometry& g, const std::int32_t* stencil
   fine.geometry = g;
   fine.stencil = stencil;
   fine_cell_types(g, stencil, fine.types());
-  coarsen(hierarchies_.front(), 0);
+  coarsen(hierarchies_.front());
   for (std::size_t h = 1; h < hierarchies_.size(); ++h) {
     Level& first = hierarchies_[h].front();
     auto& types = static_cast<TypedField<std::int32_t>&>(first.cells.field("type")).data;
@@ -197,7 +204,7 @@ void PressureMultigrid::setup(const SlotGeometry& g, const std::int32_t* stencil
     // One rank holds each brick, the others kCellAir (0): the maximum is the holder's type.
     if (h == 1 && ranks_ > 1) all_reduce(types, host_types_, MPI_INT, MPI_MAX, transport_.comm());
     level_stencil(first.with_neighbours(), first.types(), raw(first.own_stencil));
-    coarsen(hierarchies_[h], 0);
+    coarsen(hierarchies_[h]);
   }
 }
 

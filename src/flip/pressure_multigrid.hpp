@@ -49,7 +49,7 @@ class PressureMultigrid {
     DeviceVector<std::uint32_t> from_rows, to_rows;
   };
   void set_handover(std::size_t h, const std::vector<BrickCoord>& bricks);
-  void coarsen(Hierarchy& levels, std::size_t from);
+  void coarsen(Hierarchy& levels);
   void v_cycle(std::size_t h, std::size_t l, float* out);
   void smooth_from_zero(Level& level, int sweeps);
   void smooth(Level& level, int sweeps, float* out);
