@@ -17,6 +17,7 @@
 #include "flip/pressure_multigrid.hpp"
 #include "kernels/common/element_hash.hpp"
 #include "kernels/flip/multigrid.hpp"
+#include "kernels/flip/voxel_stencil.hpp"
 
 namespace apron::flip {
 namespace {
@@ -221,10 +222,10 @@ class MultigridCase {
     const RefLevel L = reference_levels().front();
     each_local([&](std::size_t t, std::size_t, const Cell& v) {
       if (!L.inside(v) || L.type[L.at(v)] != kCellFluid) return;
-      int bits = 1 << 6;
+      int bits = detail::kSelfFluid;
       for (int q = 0; q < 6; ++q)
         if (L.type_at(RefLevel::step(v, q)) == kCellFluid) bits |= 1 << q;
-      stencil[t] = bits | (L.diag(v) << 8);
+      stencil[t] = bits | (L.diag(v) << detail::kDiagShift);
     });
     return stencil;
   }
