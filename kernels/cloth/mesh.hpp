@@ -1,0 +1,86 @@
+// The cloth's triangle mesh: built and checked on the host from a triangle list, then uploaded
+// with each vertex's ordered 1-ring in CSR form, which is all the per-vertex tensor kernels read
+// (issue 17: "adjacency lists (CSR)" is the first of the data structures to compare).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cloth/cloth_math.hpp"
+#include "kernels/common/backend.hpp"
+
+namespace apron::cloth {
+
+// A mesh as read or generated: positions and counter-clockwise triangles (their normals point to
+// the side the curvature signs refer to).
+struct HostMesh {
+  std::vector<std::array<double, 3>> positions;
+  std::vector<std::array<std::uint32_t, 3>> triangles;
+};
+
+// Each vertex's neighbours in CSR form: those of v are neighbours[offsets[v] .. offsets[v+1]),
+// ordered counter-clockwise around v, so consecutive entries (and, for an interior vertex, the
+// last and the first) span one triangle of v. For a boundary vertex the ring is open: it starts
+// and ends on the mesh boundary. neighbours[offsets[v]] is v's reference edge, the one its local
+// frame is built from (chosen once here, so that the frame follows the material).
+struct Rings {
+  std::vector<std::uint32_t> offsets;  // vertices + 1
+  std::vector<std::uint32_t> neighbours;
+  std::vector<std::uint8_t> boundary;  // 1: v lies on the mesh boundary (open ring)
+};
+
+// A mesh the cloth cannot use: the message names the triangle, edge or vertex at fault.
+class MeshError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The first problem that makes the mesh unusable, or an empty string: a corner index out of
+// range or repeated, a zero-area triangle, an isolated vertex, an edge shared by more than two
+// triangles, two triangles that disagree on orientation, a vertex whose triangles form more
+// than one fan.
+std::string check_mesh(const HostMesh& mesh);
+
+// The ordered 1-rings; throws MeshError with check_mesh's message for a bad mesh.
+Rings build_rings(const HostMesh& mesh);
+
+// A rectangular sheet of nx x ny cells in the z = 0 plane, centred on the origin, two triangles
+// per cell. Perturbed: each cell's diagonal is chosen at random and interior vertices move by up
+// to `jitter` cell widths along x and y, from a seeded generator (the same mesh on every
+// platform), so that tests and cases see irregular valences and edge lengths.
+struct GridSpec {
+  double size_x = 1, size_y = 1;
+  int nx = 10, ny = 10;
+  bool perturbed = false;
+  double jitter = 0.2;
+  std::uint64_t seed = 1;
+};
+HostMesh grid_mesh(const GridSpec& spec);
+// Index of grid vertex (i, j), 0 <= i <= nx, 0 <= j <= ny.
+inline std::uint32_t grid_vertex(const GridSpec& spec, int i, int j) {
+  return static_cast<std::uint32_t>(j * (spec.nx + 1) + i);
+}
+
+// The mesh on the device, in scalar T.
+template <class T>
+struct DeviceMesh {
+  DeviceVector<Vector3<T>> positions;
+  DeviceVector<std::uint32_t> corners;  // 3 per triangle
+  DeviceVector<std::uint32_t> ring_offsets, ring_neighbours;
+  DeviceVector<std::uint8_t> boundary;
+  std::size_t vertices() const { return positions.size(); }
+};
+
+// Checks the mesh, builds its rings and uploads both (throws MeshError for a bad mesh).
+template <class T>
+DeviceMesh<T> upload_mesh(const HostMesh& mesh);
+
+// Positions in scalar T on the device (a deformed copy of the mesh, a reference state).
+template <class T>
+DeviceVector<Vector3<T>> upload_positions(const std::vector<std::array<double, 3>>& positions);
+
+}  // namespace apron::cloth

@@ -1,0 +1,460 @@
+// Cloth geometry (issue 17, first phase): the mesh checks and ordered rings, and the per-vertex
+// tensor kernels against analytic surfaces, rigid motions, an in-plane stretch and a plain CPU
+// reference written here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <thrust/copy.h>
+
+#include "kernels/cloth/mesh.hpp"
+#include "kernels/cloth/tensors.hpp"
+
+namespace apron::cloth {
+namespace {
+
+using Point = std::array<double, 3>;
+
+template <class V>
+std::vector<V> to_host(const DeviceVector<V>& d) {
+  std::vector<V> h(d.size());
+  thrust::copy(d.begin(), d.end(), h.begin());
+  return h;
+}
+
+// ---- surfaces: the flat grid mapped point by point -------------------------------------------
+
+HostMesh mapped(HostMesh mesh, const std::function<Point(const Point&)>& map) {
+  for (Point& p : mesh.positions) p = map(p);
+  return mesh;
+}
+
+// Cylinder of radius R around the y axis, x measured along the circumference; the grid's +z
+// side faces outward.
+Point on_cylinder(const Point& p, double radius) {
+  const double phi = p[0] / radius;
+  return {radius * std::sin(phi), p[1], radius * std::cos(phi)};
+}
+// Sphere of radius R, the grid projected from the centre (gnomonic) onto the cap around +z.
+Point on_sphere(const Point& p, double radius) {
+  const double length = std::sqrt(p[0] * p[0] + p[1] * p[1] + radius * radius);
+  return {radius * p[0] / length, radius * p[1] / length, radius * radius / length};
+}
+Point on_saddle(const Point& p) {
+  return {p[0], p[1], (p[0] * p[0] - p[1] * p[1]) / 2};
+}
+// A rotation about the axis (1, 2, 3) by 0.7 rad, then a translation.
+Point moved(const Point& p) {
+  const double axis_length = std::sqrt(14.0), angle = 0.7;
+  const double k[3] = {1 / axis_length, 2 / axis_length, 3 / axis_length};
+  const double c = std::cos(angle), s = std::sin(angle);
+  const double kp = k[0] * p[0] + k[1] * p[1] + k[2] * p[2];
+  const double kxp[3] = {k[1] * p[2] - k[2] * p[1], k[2] * p[0] - k[0] * p[2],
+                         k[0] * p[1] - k[1] * p[0]};
+  Point out;
+  for (int d = 0; d < 3; ++d) out[d] = p[d] * c + kxp[d] * s + k[d] * kp * (1 - c);
+  return {out[0] + 3.5, out[1] - 1.25, out[2] + 0.5};
+}
+
+// Vertices at least two rings from the boundary: their estimates use no boundary vertex's
+// one-sided normal. Grid index (i, j) is kept by perturbation.
+std::vector<std::uint32_t> interior(const GridSpec& spec) {
+  std::vector<std::uint32_t> out;
+  for (int j = 2; j <= spec.ny - 2; ++j)
+    for (int i = 2; i <= spec.nx - 2; ++i) out.push_back(grid_vertex(spec, i, j));
+  return out;
+}
+
+// ---- running the kernels ---------------------------------------------------------------------
+
+template <class T>
+struct Evaluated {
+  std::vector<Vector3<T>> normal, tangent;
+  std::vector<T> area;
+  std::vector<Sym2<T>> metric, curvature, rest_metric, rest_curvature, stretch, bend;
+  std::vector<StrainInvariants<T>> invariants;
+  std::vector<std::uint8_t> valid;
+};
+
+// The reference state at `rest`, the tensors and strains at `current` (same connectivity).
+template <class T>
+Evaluated<T> evaluate(const HostMesh& rest, const HostMesh& current) {
+  const DeviceMesh<T> mesh = upload_mesh<T>(rest);
+  const ReferenceState<T> reference = make_reference(mesh, mesh.positions);
+  SurfaceTensors<T> tensors;
+  surface_tensors(mesh, upload_positions<T>(current.positions), reference, tensors);
+  Strains<T> s;
+  strains(tensors, reference, s);
+  return {to_host(tensors.normal),
+          to_host(tensors.tangent),
+          to_host(tensors.area),
+          to_host(tensors.metric),
+          to_host(tensors.curvature),
+          to_host(reference.rest.metric),
+          to_host(reference.rest.curvature),
+          to_host(s.stretch),
+          to_host(s.bend),
+          to_host(s.invariants),
+          to_host(tensors.valid)};
+}
+
+// Largest error of the principal curvatures against (k1, k2) over `vertices`.
+template <class T>
+double principal_error(const Evaluated<T>& e, const std::vector<std::uint32_t>& vertices, double k1,
+                       double k2) {
+  double worst = 0;
+  for (std::uint32_t v : vertices) {
+    const Vector2<T> k = principal_curvatures(e.curvature[v]);
+    worst = std::max({worst, std::abs(k.x - k1), std::abs(k.y - k2)});
+  }
+  return worst;
+}
+
+// ---- the mesh and its rings ------------------------------------------------------------------
+
+// Every consecutive ring pair (v, p, q) must be a triangle of the mesh with that orientation,
+// every triangle must appear in its three vertices' rings, and the boundary flags must match.
+void expect_rings_match(const HostMesh& mesh, const Rings& rings) {
+  std::set<std::array<std::uint32_t, 3>> triangles;  // rotated to start at the lowest index
+  for (auto c : mesh.triangles) {
+    std::rotate(c.begin(), std::min_element(c.begin(), c.end()), c.end());
+    triangles.insert(c);
+  }
+  std::size_t pairs = 0;
+  for (std::size_t v = 0; v + 1 < rings.offsets.size(); ++v) {
+    const std::uint32_t begin = rings.offsets[v], end = rings.offsets[v + 1];
+    const std::uint32_t count = rings.boundary[v] ? end - begin - 1 : end - begin;
+    for (std::uint32_t k = 0; k < count; ++k) {
+      std::array<std::uint32_t, 3> t = {static_cast<std::uint32_t>(v), rings.neighbours[begin + k],
+                                        rings.neighbours[begin + (k + 1) % (end - begin)]};
+      std::rotate(t.begin(), std::min_element(t.begin(), t.end()), t.end());
+      EXPECT_TRUE(triangles.count(t)) << "vertex " << v << " ring entry " << k;
+      ++pairs;
+    }
+  }
+  EXPECT_EQ(pairs, 3 * mesh.triangles.size());
+}
+
+TEST(ClothMesh, GridRingsAreOrderedTriangleFans) {
+  for (bool perturbed : {false, true}) {
+    GridSpec spec{.size_x = 2, .size_y = 1, .nx = 7, .ny = 5, .perturbed = perturbed};
+    const HostMesh mesh = grid_mesh(spec);
+    ASSERT_EQ(mesh.positions.size(), 8u * 6u);
+    ASSERT_EQ(mesh.triangles.size(), 2u * 7u * 5u);
+    EXPECT_EQ(check_mesh(mesh), "");
+    const Rings rings = build_rings(mesh);
+    expect_rings_match(mesh, rings);
+    for (int j = 0; j <= spec.ny; ++j)
+      for (int i = 0; i <= spec.nx; ++i) {
+        const bool edge = i == 0 || j == 0 || i == spec.nx || j == spec.ny;
+        EXPECT_EQ(rings.boundary[grid_vertex(spec, i, j)], edge) << i << ", " << j;
+      }
+    if (!perturbed) {  // the regular triangulation: valence 6 inside
+      const std::uint32_t v = grid_vertex(spec, 3, 2);
+      EXPECT_EQ(rings.offsets[v + 1] - rings.offsets[v], 6u);
+    }
+  }
+}
+
+TEST(ClothMesh, PerturbedGridDependsOnlyOnTheSeed) {
+  GridSpec spec{.nx = 6, .ny = 6, .perturbed = true, .seed = 7};
+  const HostMesh a = grid_mesh(spec), b = grid_mesh(spec);
+  EXPECT_EQ(a.positions, b.positions);
+  EXPECT_EQ(a.triangles, b.triangles);
+  spec.seed = 8;
+  EXPECT_NE(grid_mesh(spec).positions, a.positions);
+  EXPECT_NE(a.positions, grid_mesh(GridSpec{.nx = 6, .ny = 6}).positions);
+}
+
+// Two triangles sharing the edge (1, 2): a valid square to break in each test.
+HostMesh square() {
+  return {{{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}}, {{0, 1, 2}, {1, 3, 2}}};
+}
+
+void expect_rejected(const HostMesh& mesh, const std::string& message) {
+  EXPECT_EQ(check_mesh(mesh), message);
+  try {
+    build_rings(mesh);
+    ADD_FAILURE() << "accepted: " << message;
+  } catch (const MeshError& e) {
+    EXPECT_EQ(e.what(), message);
+  }
+}
+
+TEST(ClothMesh, BadMeshesAreRejectedNamingTheProblem) {
+  EXPECT_EQ(check_mesh(square()), "");
+  HostMesh m = square();
+  m.triangles.push_back({1, 2, 4});
+  m.positions.push_back({0.5, 0.5, 1});
+  expect_rejected(m, "edge (1, 2) is shared by 3 triangles (0, 1, 2): non-manifold edge");
+  m = square();
+  m.positions[3] = {2, -1, 0};  // on the line through vertices 1 and 2
+  expect_rejected(m, "triangle 1 (vertices 1, 3, 2) has zero area (its corners are collinear)");
+  m = square();
+  m.triangles[1] = {1, 3, 1};
+  expect_rejected(m, "triangle 1 (vertices 1, 3, 1) repeats a vertex (zero area)");
+  m = square();
+  m.positions.push_back({5, 5, 5});
+  expect_rejected(m, "vertex 4 belongs to no triangle (isolated vertex)");
+  m = square();
+  m.triangles[1] = {1, 2, 3};
+  expect_rejected(m,
+                  "triangles 0 and 1 traverse edge (1, 2) in the same direction "
+                  "(inconsistent orientation)");
+  m = square();
+  m.triangles[1] = {1, 9, 2};
+  expect_rejected(m,
+                  "triangle 1 (vertices 1, 9, 2): vertex index 9 is out of range (the mesh "
+                  "has 4 vertices)");
+  // Two triangles touching only at vertex 0 (a bow tie).
+  m = {{{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {-1, 0, 0}, {0, -1, 0}}, {{0, 1, 2}, {0, 3, 4}}};
+  expect_rejected(m, "vertex 0: its triangles do not form a single fan (non-manifold vertex)");
+}
+
+TEST(ClothMesh, UploadRefusesABadMesh) {
+  HostMesh m = square();
+  m.positions.push_back({5, 5, 5});
+  EXPECT_THROW(upload_mesh<float>(m), MeshError);
+}
+
+// ---- the CPU reference: the method written plainly, in double --------------------------------
+
+Point minus(const Point& a, const Point& b) {
+  return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
+}
+double dot3(const Point& a, const Point& b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+Point cross3(const Point& a, const Point& b) {
+  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+}
+Point scaled(double s, const Point& a) {
+  return {s * a[0], s * a[1], s * a[2]};
+}
+Point unit(const Point& a) {
+  return scaled(1 / std::sqrt(dot3(a, a)), a);
+}
+
+// min |R u - r| through the normal equations, by Gaussian elimination with partial pivoting.
+std::vector<double> least_squares(const std::vector<std::vector<double>>& rows,
+                                  const std::vector<double>& rhs) {
+  const std::size_t n = rows[0].size();
+  std::vector<std::vector<double>> m(n, std::vector<double>(n + 1, 0.0));
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < n; ++j) m[i][j] += rows[r][i] * rows[r][j];
+      m[i][n] += rows[r][i] * rhs[r];
+    }
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t pivot = c;
+    for (std::size_t r = c + 1; r < n; ++r)
+      if (std::abs(m[r][c]) > std::abs(m[pivot][c])) pivot = r;
+    std::swap(m[c], m[pivot]);
+    for (std::size_t r = 0; r < n; ++r)
+      if (r != c) {
+        const double f = m[r][c] / m[c][c];
+        for (std::size_t j = c; j <= n; ++j) m[r][j] -= f * m[c][j];
+      }
+  }
+  std::vector<double> u(n);
+  for (std::size_t i = 0; i < n; ++i) u[i] = m[i][n] / m[i][i];
+  return u;
+}
+
+struct CpuTensors {
+  std::vector<Point> normal, tangent;
+  std::vector<double> area;
+  std::vector<std::array<double, 3>> metric, curvature;  // (11, 12, 22)
+};
+
+// Area-weighted normals summed triangle by triangle (not around the rings).
+void cpu_normals(const HostMesh& m, CpuTensors& out) {
+  out.normal.assign(m.positions.size(), Point{0, 0, 0});
+  out.area.assign(m.positions.size(), 0.0);
+  for (const auto& c : m.triangles) {
+    const Point n = cross3(minus(m.positions[c[1]], m.positions[c[0]]),
+                           minus(m.positions[c[2]], m.positions[c[0]]));
+    for (std::uint32_t v : c) {
+      for (int d = 0; d < 3; ++d) out.normal[v][d] += n[d];
+      out.area[v] += std::sqrt(dot3(n, n)) / 6;
+    }
+  }
+  for (Point& n : out.normal) n = unit(n);
+}
+
+Point cpu_tangent(const HostMesh& m, const Rings& rings, const CpuTensors& t, std::size_t v) {
+  const Point e = minus(m.positions[rings.neighbours[rings.offsets[v]]], m.positions[v]);
+  return unit(minus(e, scaled(dot3(e, t.normal[v]), t.normal[v])));
+}
+
+CpuTensors cpu_tensors(const HostMesh& rest, const HostMesh& current) {
+  const Rings rings = build_rings(rest);
+  CpuTensors at_rest, out;
+  cpu_normals(rest, at_rest);
+  cpu_normals(current, out);
+  for (std::size_t v = 0; v < rest.positions.size(); ++v) {
+    const Point rest_t = cpu_tangent(rest, rings, at_rest, v);
+    const Point rest_b = cross3(at_rest.normal[v], rest_t);
+    const Point n = out.normal[v], t = cpu_tangent(current, rings, out, v), b = cross3(n, t);
+    out.tangent.push_back(t);
+    std::vector<std::vector<double>> coordinate_rows, curvature_rows;
+    std::vector<double> curvature_rhs;
+    std::vector<Point> edges;
+    for (std::uint32_t k = rings.offsets[v]; k < rings.offsets[v + 1]; ++k) {
+      const std::uint32_t j = rings.neighbours[k];
+      const Point rest_e = minus(rest.positions[j], rest.positions[v]);
+      coordinate_rows.push_back({dot3(rest_e, rest_t), dot3(rest_e, rest_b)});
+      const Point e = minus(current.positions[j], current.positions[v]);
+      edges.push_back(e);
+      const Point dn = minus(out.normal[j], n);
+      const double tk = dot3(e, t), bk = dot3(e, b);
+      curvature_rows.insert(curvature_rows.end(), {{tk * tk, tk * bk, 0},
+                                                   {0, bk * tk, bk * bk},
+                                                   {tk * bk, bk * bk, 0},
+                                                   {0, tk * tk, tk * bk}});
+      curvature_rhs.insert(curvature_rhs.end(), {dot3(dn, t) * tk, dot3(dn, b) * bk,
+                                                 dot3(dn, t) * bk, dot3(dn, b) * tk});
+    }
+    Point a[2];
+    for (int d = 0; d < 3; ++d) {  // each component of e = th1 a_1 + th2 a_2 on its own
+      std::vector<double> component;
+      for (const Point& e : edges) component.push_back(e[d]);
+      const std::vector<double> fit = least_squares(coordinate_rows, component);
+      a[0][d] = fit[0];
+      a[1][d] = fit[1];
+    }
+    for (Point& basis : a) {  // rotated into the tangent plane, length kept
+      const double length = std::sqrt(dot3(basis, basis));
+      basis = scaled(length, unit(minus(basis, scaled(dot3(basis, n), n))));
+    }
+    out.metric.push_back({dot3(a[0], a[0]), dot3(a[0], a[1]), dot3(a[1], a[1])});
+    const std::vector<double> c = least_squares(curvature_rows, curvature_rhs);
+    out.curvature.push_back({c[0], c[1], c[2]});
+  }
+  return out;
+}
+
+// Largest |device - cpu| over every vertex, for each quantity.
+template <class T>
+void expect_matches_cpu(const HostMesh& rest, const HostMesh& current, double tolerance) {
+  const Evaluated<T> device = evaluate<T>(rest, current);
+  const CpuTensors cpu = cpu_tensors(rest, current);
+  double normal = 0, area = 0, metric = 0, curvature = 0;
+  for (std::size_t v = 0; v < rest.positions.size(); ++v) {
+    const Vector3<T> n = device.normal[v], t = device.tangent[v];
+    const Sym2<T> a = device.metric[v], b = device.curvature[v];
+    const double dn[3] = {n.x - cpu.normal[v][0], n.y - cpu.normal[v][1], n.z - cpu.normal[v][2]};
+    const double dt[3] = {t.x - cpu.tangent[v][0], t.y - cpu.tangent[v][1],
+                          t.z - cpu.tangent[v][2]};
+    for (int d = 0; d < 3; ++d) normal = std::max({normal, std::abs(dn[d]), std::abs(dt[d])});
+    area = std::max(area, std::abs(device.area[v] - cpu.area[v]) / cpu.area[v]);
+    metric = std::max({metric, std::abs(a.xx - cpu.metric[v][0]), std::abs(a.xy - cpu.metric[v][1]),
+                       std::abs(a.yy - cpu.metric[v][2])});
+    curvature =
+        std::max({curvature, std::abs(b.xx - cpu.curvature[v][0]),
+                  std::abs(b.xy - cpu.curvature[v][1]), std::abs(b.yy - cpu.curvature[v][2])});
+    ASSERT_TRUE(device.valid[v]) << "vertex " << v;
+  }
+  std::printf("  device vs cpu (%s): normal/tangent %.2e, area %.2e, metric %.2e, curvature %.2e\n",
+              sizeof(T) == 8 ? "double" : "float", normal, area, metric, curvature);
+  EXPECT_LT(normal, tolerance);
+  EXPECT_LT(area, tolerance);
+  EXPECT_LT(metric, tolerance);
+  EXPECT_LT(curvature, 10 * tolerance);  // |b| ~ 1, differences of normals over short edges
+}
+
+// Rest: an irregular flat sheet; current: the sheet bent onto a sphere (stretched, curved).
+TEST(ClothTensors, DeviceMatchesCpuReference) {
+  const GridSpec spec{
+      .size_x = 1.6, .size_y = 1.2, .nx = 16, .ny = 12, .perturbed = true, .seed = 3};
+  const HostMesh rest = grid_mesh(spec);
+  const HostMesh current = mapped(rest, [](const Point& p) { return on_sphere(p, 1.3); });
+  expect_matches_cpu<double>(rest, current, 1e-12);
+  expect_matches_cpu<float>(rest, current, 2e-5);
+}
+
+// ---- analytic surfaces -------------------------------------------------------------------------
+
+TEST(ClothTensors, PlaneHasNoCurvature) {
+  const GridSpec spec{.size_x = 2, .size_y = 1.5, .nx = 20, .ny = 15, .perturbed = true};
+  const HostMesh plane = mapped(grid_mesh(spec), moved);  // tilted, off the origin
+  const Evaluated<double> d = evaluate<double>(plane, plane);
+  const Evaluated<float> f = evaluate<float>(plane, plane);
+  double worst_d = 0, worst_f = 0;
+  for (std::size_t v = 0; v < plane.positions.size(); ++v) {
+    worst_d = std::max({worst_d, std::abs(d.curvature[v].xx), std::abs(d.curvature[v].xy),
+                        std::abs(d.curvature[v].yy)});
+    worst_f = std::max({worst_f, double(std::abs(f.curvature[v].xx)),
+                        double(std::abs(f.curvature[v].xy)), double(std::abs(f.curvature[v].yy))});
+  }
+  std::printf("  plane: max |b_ab| %.2e (double), %.2e (float)\n", worst_d, worst_f);
+  EXPECT_LT(worst_d, 1e-12);
+  EXPECT_LT(worst_f, 1e-4);
+}
+
+struct Convergence {
+  std::vector<double> errors;
+};
+
+// Max principal-curvature error over the interior at nx = ny = 8, 16, 32, 64 cells.
+Convergence principal_errors(bool perturbed, double size,
+                             const std::function<Point(const Point&)>& surface, double k1,
+                             double k2) {
+  Convergence c;
+  for (int n : {8, 16, 32, 64}) {
+    const GridSpec spec{.size_x = size, .size_y = size, .nx = n, .ny = n, .perturbed = perturbed};
+    const HostMesh mesh = mapped(grid_mesh(spec), surface);
+    c.errors.push_back(principal_error(evaluate<double>(mesh, mesh), interior(spec), k1, k2));
+  }
+  return c;
+}
+
+void report(const char* name, const Convergence& c) {
+  std::printf("  %s: max principal-curvature error at n = 8, 16, 32, 64:", name);
+  for (double e : c.errors) std::printf(" %.3e", e);
+  std::printf("\n");
+}
+
+TEST(ClothTensors, CylinderCurvaturesConverge) {
+  const double radius = 0.8;
+  for (bool perturbed : {false, true}) {
+    const Convergence c = principal_errors(
+        perturbed, 2.0, [&](const Point& p) { return on_cylinder(p, radius); }, 1 / radius, 0);
+    report(perturbed ? "cylinder, perturbed" : "cylinder, regular", c);
+  }
+}
+
+TEST(ClothTensors, SphereCurvaturesConverge) {
+  const double radius = 1.5;
+  for (bool perturbed : {false, true}) {
+    const Convergence c = principal_errors(
+        perturbed, 2.0, [&](const Point& p) { return on_sphere(p, radius); }, 1 / radius,
+        1 / radius);
+    report(perturbed ? "sphere, perturbed" : "sphere, regular", c);
+  }
+}
+
+// z = (x^2 - y^2) / 2: at the origin the normal is +z and dn = (-dx, dy, 0), so b has the
+// principal values 1 and -1: H = 0, K = -1.
+TEST(ClothTensors, SaddleAtTheOrigin) {
+  for (int n : {8, 16, 32, 64}) {
+    const GridSpec spec{.size_x = 1, .size_y = 1, .nx = n, .ny = n};
+    const HostMesh mesh = mapped(grid_mesh(spec), on_saddle);
+    const Evaluated<double> e = evaluate<double>(mesh, mesh);
+    const std::uint32_t origin = grid_vertex(spec, n / 2, n / 2);
+    const StrainInvariants<double> inv = e.invariants[origin];
+    std::printf("  saddle n = %d: H %.3e, K + 1 %.3e, principal error %.3e\n", n,
+                inv.mean_curvature, inv.gaussian_curvature + 1,
+                principal_error(e, {origin}, 1, -1));
+  }
+}
+
+}  // namespace
+}  // namespace apron::cloth
