@@ -14,6 +14,7 @@
 
 #include <thrust/copy.h>
 
+#include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/mesh.hpp"
 #include "kernels/cloth/tensors.hpp"
 
@@ -560,6 +561,97 @@ void expect_stretch_strain(double tolerance) {
 TEST(ClothTensors, InPlaneStretchGivesTheAnalyticStrain) {
   expect_stretch_strain<double>(1e-12);
   expect_stretch_strain<float>(1e-5);
+}
+
+// ---- energy ------------------------------------------------------------------------------------
+
+struct EnergySetup {
+  DeviceMesh<double> mesh;
+  ReferenceState<double> reference;
+  EnergyModel model;
+  EnergySetup(const HostMesh& rest, const Material& material)
+      : mesh(upload_mesh<double>(rest)),
+        reference(make_reference(mesh, mesh.positions)),
+        model(make_energy_model(mesh, material)) {}
+  double energy(const std::vector<Point>& x) const {
+    return total_energy(mesh, upload_positions<double>(x), reference, model);
+  }
+  std::vector<Vector3<double>> gradient(const std::vector<Point>& x) const {
+    DeviceVector<Vector3<double>> g;
+    energy_gradient(mesh, upload_positions<double>(x), reference, model, g);
+    return to_host(g);
+  }
+};
+
+const Material kMaterial{.zeta = 2.0, .xi = 0.05, .phi = 0.3};
+
+// A curved, irregular rest shape (saddle), moved rigidly: no energy and no force.
+TEST(ClothEnergy, RigidMotionHasNoEnergyAndNoForce) {
+  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 8, .ny = 8, .perturbed = true, .seed = 2};
+  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+  const EnergySetup setup(rest, kMaterial);
+  const HostMesh current = mapped(rest, moved);
+  double force = 0;
+  for (const Vector3<double>& g : setup.gradient(current.positions))
+    force = std::max({force, std::abs(g.x), std::abs(g.y), std::abs(g.z)});
+  const double energy = setup.energy(current.positions);
+  std::printf("  rigid motion: energy %.2e, max |dE/dx| %.2e\n", energy, force);
+  EXPECT_LT(energy, 1e-24);
+  EXPECT_LT(force, 1e-12);
+}
+
+// A flat sheet stretched by (sx, sy): eps is exact (see the strain test) and kappa = 0, so with
+// A = identity W = zeta ((tr eps)^2 + 2 tr(eps^2)) at every vertex, and E = W times the area.
+TEST(ClothEnergy, StretchEnergyDensityIsAnalytic) {
+  const double sx = 1.1, sy = 0.95;
+  const GridSpec spec{.size_x = 2, .size_y = 1, .nx = 10, .ny = 6, .perturbed = true, .seed = 4};
+  const HostMesh rest = grid_mesh(spec);
+  const EnergySetup setup(rest, kMaterial);
+  const HostMesh current = mapped(rest, [&](const Point& p) {
+    return Point{sx * p[0], sy * p[1], p[2]};
+  });
+  const double e1 = (sx * sx - 1) / 2, e2 = (sy * sy - 1) / 2;
+  const double exact = kMaterial.zeta * ((e1 + e2) * (e1 + e2) + 2 * (e1 * e1 + e2 * e2));
+  DeviceVector<double> density;
+  energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
+                 setup.model, density);
+  double worst = 0;
+  for (double w : to_host(density)) worst = std::max(worst, std::abs(w - exact) / exact);
+  const double total = setup.energy(current.positions), total_exact = exact * 2.0 * 1.0;
+  std::printf("  stretch: max relative error of W %.2e, of E %.2e\n", worst,
+              std::abs(total - total_exact) / total_exact);
+  EXPECT_LT(worst, 1e-12);
+  EXPECT_NEAR(total, total_exact, 1e-12 * total_exact);
+}
+
+// The gradient against central differences of the total energy, every coordinate of a curved,
+// irregular mesh deformed off its rest shape (stretch, bend and coupling all active).
+TEST(ClothEnergy, GradientEqualsFiniteDifferences) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 6, .ny = 5, .perturbed = true, .seed = 6};
+  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+  const EnergySetup setup(rest, kMaterial);
+  std::vector<Point> x = mapped(rest, [](const Point& p) { return on_cylinder(p, 1.2); }).positions;
+  for (std::size_t v = 0; v < x.size(); ++v)  // a smooth, non-affine in-plane stretch on top
+    x[v] = {x[v][0] * (1 + 0.1 * x[v][1]), x[v][1] * 1.05 + 0.02 * x[v][0] * x[v][0], x[v][2]};
+  const std::vector<Vector3<double>> g = setup.gradient(x);
+  const double step = 1e-6;
+  double worst = 0, largest = 0;
+  for (std::size_t v = 0; v < x.size(); ++v)
+    for (int d = 0; d < 3; ++d) {
+      std::vector<Point> plus = x, minus_ = x;
+      plus[v][d] += step;
+      minus_[v][d] -= step;
+      const double fd = (setup.energy(plus) - setup.energy(minus_)) / (2 * step);
+      const double exact = d == 0 ? g[v].x : d == 1 ? g[v].y : g[v].z;
+      worst = std::max(worst, std::abs(exact - fd));
+      largest = std::max(largest, std::abs(exact));
+    }
+  std::printf(
+      "  gradient: energy %.4e, max |dE/dx| %.3e, max |exact - finite difference| %.2e "
+      "(relative %.2e)\n",
+      setup.energy(x), largest, worst, worst / largest);
+  EXPECT_GT(largest, 1e-3);
+  EXPECT_LT(worst / largest, 1e-6);
 }
 
 }  // namespace
