@@ -367,8 +367,27 @@ void expect_matches_cpu(const HostMesh& rest, const HostMesh& current, double to
                   std::abs(b.xy - cpu.curvature[v][1]), std::abs(b.yy - cpu.curvature[v][2])});
     ASSERT_TRUE(device.valid[v]) << "vertex " << v;
   }
-  std::printf("  device vs cpu (%s): normal/tangent %.2e, area %.2e, metric %.2e, curvature %.2e\n",
-              sizeof(T) == 8 ? "double" : "float", normal, area, metric, curvature);
+  // strains: eps = (a - A) / 2, kappa = -(b - B), against the CPU reference's rest tensors
+  const CpuTensors cpu_rest = cpu_tensors(rest, rest);
+  double strain = 0, invariant = 0;
+  for (std::size_t v = 0; v < rest.positions.size(); ++v) {
+    const Sym2<T> eps = device.stretch[v], kappa = device.bend[v];
+    const auto &a = cpu.metric[v], &big_a = cpu_rest.metric[v];
+    const auto &b = cpu.curvature[v], &big_b = cpu_rest.curvature[v];
+    strain = std::max(
+        {strain, std::abs(eps.xx - (a[0] - big_a[0]) / 2), std::abs(eps.xy - (a[1] - big_a[1]) / 2),
+         std::abs(eps.yy - (a[2] - big_a[2]) / 2), std::abs(kappa.xx + b[0] - big_b[0]),
+         std::abs(kappa.xy + b[1] - big_b[1]), std::abs(kappa.yy + b[2] - big_b[2])});
+    const StrainInvariants<T> inv = device.invariants[v];
+    invariant = std::max({invariant, std::abs(inv.mean_curvature - (b[0] + b[2]) / 2),
+                          std::abs(inv.gaussian_curvature - (b[0] * b[2] - b[1] * b[1]))});
+  }
+  std::printf(
+      "  device vs cpu (%s): normal/tangent %.2e, area %.2e, metric %.2e, curvature %.2e, "
+      "strains %.2e, H and K %.2e\n",
+      sizeof(T) == 8 ? "double" : "float", normal, area, metric, curvature, strain, invariant);
+  EXPECT_LT(strain, 10 * tolerance);
+  EXPECT_LT(invariant, 10 * tolerance);
   EXPECT_LT(normal, tolerance);
   EXPECT_LT(area, tolerance);
   EXPECT_LT(metric, tolerance);
@@ -652,6 +671,63 @@ TEST(ClothEnergy, GradientEqualsFiniteDifferences) {
       setup.energy(x), largest, worst, worst / largest);
   EXPECT_GT(largest, 1e-3);
   EXPECT_LT(worst / largest, 1e-6);
+}
+
+// W from the CPU reference's tensors with the 4-index tensors summed term by term:
+// Phi^abgd = zeta (A^ab A^gd + A^ag A^bd + A^ad A^bg), likewise Psi (xi) and Theta (phi).
+double cpu_energy_density(const std::array<double, 3>& a, const std::array<double, 3>& b,
+                          const std::array<double, 3>& big_a, const std::array<double, 3>& big_b,
+                          const Material& m) {
+  const double det = big_a[0] * big_a[2] - big_a[1] * big_a[1];
+  const double inv[2][2] = {{big_a[2] / det, -big_a[1] / det}, {-big_a[1] / det, big_a[0] / det}};
+  auto full = [](const std::array<double, 3>& s) {
+    return std::array<std::array<double, 2>, 2>{{{s[0], s[1]}, {s[1], s[2]}}};
+  };
+  const auto fa = full(a), fb = full(b), f_big_a = full(big_a), f_big_b = full(big_b);
+  double eps[2][2], kappa[2][2];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      eps[i][j] = (fa[i][j] - f_big_a[i][j]) / 2;
+      kappa[i][j] = -(fb[i][j] - f_big_b[i][j]);
+    }
+  double w = 0;
+  for (int al = 0; al < 2; ++al)
+    for (int be = 0; be < 2; ++be)
+      for (int ga = 0; ga < 2; ++ga)
+        for (int de = 0; de < 2; ++de) {
+          const double p =
+              inv[al][be] * inv[ga][de] + inv[al][ga] * inv[be][de] + inv[al][de] * inv[be][ga];
+          w += p * (m.zeta * eps[al][be] * eps[ga][de] + m.xi * kappa[al][be] * kappa[ga][de] +
+                    m.phi * eps[al][be] * kappa[ga][de]);
+        }
+  return w;
+}
+
+TEST(ClothEnergy, DensityMatchesCpuReference) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 7, .perturbed = true, .seed = 8};
+  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+  const HostMesh current = mapped(rest, [](const Point& p) {
+    return Point{p[0] * (1 + 0.2 * p[1]), p[1] * 0.9, p[2] + 0.3 * p[0] * p[0]};
+  });
+  const EnergySetup setup(rest, kMaterial);
+  DeviceVector<double> density;
+  energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
+                 setup.model, density);
+  const std::vector<double> w = to_host(density);
+  const CpuTensors now = cpu_tensors(rest, current), then = cpu_tensors(rest, rest);
+  double worst = 0, largest = 0, total = 0;
+  for (std::size_t v = 0; v < w.size(); ++v) {
+    const double cpu = cpu_energy_density(now.metric[v], now.curvature[v], then.metric[v],
+                                          then.curvature[v], kMaterial);
+    worst = std::max(worst, std::abs(w[v] - cpu));
+    largest = std::max(largest, std::abs(cpu));
+    total += cpu * then.area[v];
+  }
+  const double device_total = setup.energy(current.positions);
+  std::printf("  energy density vs cpu: max |W| %.3e, max difference %.2e; total %.6e vs %.6e\n",
+              largest, worst, device_total, total);
+  EXPECT_LT(worst, 1e-12 * largest);
+  EXPECT_NEAR(device_total, total, 1e-12 * total);
 }
 
 }  // namespace
