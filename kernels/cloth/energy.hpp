@@ -63,7 +63,7 @@ double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
                     const ReferenceState<double>& reference, const EnergyModel& model);
 
 // dE/dx_j for every vertex j, exact: forward-mode derivatives (dual.hpp) of each W_v of j's
-// 2-ring with respect to x_j, gathered per j (no atomics; the same bits on every backend).
+// 2-ring with respect to x_j, gathered per j (no atomics: independent of thread scheduling).
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                      const ReferenceState<double>& reference, const EnergyModel& model,
                      DeviceVector<Vector3<double>>& gradient);

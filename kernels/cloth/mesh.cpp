@@ -14,6 +14,14 @@ std::string triangle_name(const HostMesh& mesh, std::size_t t) {
   return s.str();
 }
 
+// NaN or infinity would otherwise pass as a "zero-area triangle" and poison every neighbour.
+std::string check_positions(const HostMesh& mesh) {
+  for (std::size_t v = 0; v < mesh.positions.size(); ++v)
+    for (double c : mesh.positions[v])
+      if (!std::isfinite(c)) return "vertex " + std::to_string(v) + " has a non-finite coordinate";
+  return {};
+}
+
 std::string check_corners(const HostMesh& mesh) {
   const std::size_t n = mesh.positions.size();
   for (std::size_t t = 0; t < mesh.triangles.size(); ++t) {
@@ -140,7 +148,7 @@ std::string order_rings(const HostMesh& mesh, Rings& rings) {
 }
 
 std::string checked_rings(const HostMesh& mesh, Rings& rings) {
-  for (auto check : {check_corners, check_areas, check_isolated, check_edges}) {
+  for (auto check : {check_positions, check_corners, check_areas, check_isolated, check_edges}) {
     std::string problem = check(mesh);
     if (!problem.empty()) return problem;
   }

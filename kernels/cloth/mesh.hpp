@@ -39,10 +39,10 @@ class MeshError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// The first problem that makes the mesh unusable, or an empty string: a corner index out of
-// range or repeated, a zero-area triangle, an isolated vertex, an edge shared by more than two
-// triangles, two triangles that disagree on orientation, a vertex whose triangles form more
-// than one fan.
+// The first problem that makes the mesh unusable, or an empty string: a non-finite coordinate,
+// a corner index out of range or repeated, a zero-area triangle, an isolated vertex, an edge
+// shared by more than two triangles, two triangles that disagree on orientation, a vertex whose
+// triangles form more than one fan.
 std::string check_mesh(const HostMesh& mesh);
 
 // The ordered 1-rings; throws MeshError with check_mesh's message for a bad mesh.

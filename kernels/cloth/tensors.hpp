@@ -9,8 +9,8 @@
 // positive on a sphere whose triangles face outward. The metric a_ab = a_a . a_b in the material
 // coordinates of the vertex, i.e. the components of the ring's edges in the reference frame {T, B}
 // at rest; so A_ab is the identity for every rest shape (up to the projection) and a_ab - A_ab
-// measures stretch. All kernels are per-vertex gathers over the ring: no atomics, the same bits on
-// every backend for the same order of operations.
+// measures stretch. All kernels are per-vertex gathers over the ring: no atomics, so results do
+// not depend on thread scheduling.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +28,7 @@ struct SurfaceTensors {
   DeviceVector<T> area;              // a third of the ring's triangle areas (integration weight)
   DeviceVector<Sym2<T>> metric;      // a_ab
   DeviceVector<Sym2<T>> curvature;   // b_ab in {t, b}
-  DeviceVector<std::uint8_t> valid;  // 0 where the ring cannot determine b_ab (then set to 0)
+  DeviceVector<std::uint8_t> valid;  // 0: the ring cannot fit a_ab or b_ab (set to I and 0)
 };
 
 // The rest state, computed once: each ring edge's material coordinates (its components in the

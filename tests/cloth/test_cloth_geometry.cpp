@@ -214,6 +214,9 @@ TEST(ClothMesh, BadMeshesAreRejectedNamingTheProblem) {
   expect_rejected(m,
                   "triangle 1 (vertices 1, 9, 2): vertex index 9 is out of range (the mesh "
                   "has 4 vertices)");
+  m = square();
+  m.positions[2][1] = std::nan("");
+  expect_rejected(m, "vertex 2 has a non-finite coordinate");
   // Two triangles touching only at vertex 0 (a bow tie).
   m = {{{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {-1, 0, 0}, {0, -1, 0}}, {{0, 1, 2}, {0, 3, 4}}};
   expect_rejected(m, "vertex 0: its triangles do not form a single fan (non-manifold vertex)");
