@@ -116,16 +116,26 @@ std::string order_rings(const HostMesh& mesh, Rings& rings) {
   rings.offsets.assign(1, 0);
   rings.neighbours.clear();
   rings.boundary.assign(n, 0);
+  std::vector<std::uint32_t> ends;  // the q of v's steps, sorted
   for (std::size_t v = 0; v < n; ++v) {
+    // Sorted by p, so that finding the step from a neighbour is a binary search: O(k log k) for
+    // valence k, also for the huge fans a malformed file can hold.
     const auto begin = steps.begin() + first_step[v], end = steps.begin() + first_step[v + 1];
+    std::sort(begin, end);
     auto step_from = [&](std::uint32_t p) {
-      return std::find_if(begin, end, [p](const auto& s) { return s[0] == p; });
+      const auto s =
+          std::lower_bound(begin, end, p, [](const auto& x, std::uint32_t y) { return x[0] < y; });
+      return s != end && (*s)[0] == p ? s : end;
     };
-    // An open fan starts at the neighbour no step ends at; a closed one anywhere.
+    ends.clear();
+    for (auto s = begin; s != end; ++s) ends.push_back((*s)[1]);
+    std::sort(ends.begin(), ends.end());
+    // An open fan starts at the neighbour no step ends at; a closed one anywhere (here at its
+    // lowest neighbour).
     std::size_t open_starts = 0;
     auto start = begin;
     for (auto s = begin; s != end; ++s)
-      if (std::none_of(begin, end, [&](const auto& o) { return o[1] == (*s)[0]; })) {
+      if (!std::binary_search(ends.begin(), ends.end(), (*s)[0])) {
         if (open_starts++ == 0) start = s;
       }
     std::size_t walked = 0;

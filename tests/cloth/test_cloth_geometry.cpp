@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numbers>
 #include <set>
 #include <string>
 #include <vector>
@@ -162,6 +163,25 @@ TEST(ClothMesh, GridRingsAreOrderedTriangleFans) {
       EXPECT_EQ(rings.offsets[v + 1] - rings.offsets[v], 6u);
     }
   }
+}
+
+// A disc of 200,000 triangles around vertex 0: the ring is built by sorting and binary search
+// (a linear search per step would make ~4e10 comparisons here), in counter-clockwise order.
+TEST(ClothMesh, HighValenceFanIsOrdered) {
+  const std::uint32_t spokes = 200000;
+  HostMesh disc;
+  disc.positions.push_back({0, 0, 0});
+  for (std::uint32_t k = 0; k < spokes; ++k) {
+    const double angle = 2 * std::numbers::pi * k / spokes;
+    disc.positions.push_back({std::cos(angle), std::sin(angle), 0});
+  }
+  for (std::uint32_t k = 0; k < spokes; ++k)
+    disc.triangles.push_back({0, 1 + k, 1 + (k + 1) % spokes});
+  const Rings rings = build_rings(disc);
+  ASSERT_EQ(rings.offsets[1], spokes);
+  EXPECT_FALSE(rings.boundary[0]);
+  for (std::uint32_t k = 0; k < spokes; ++k)
+    ASSERT_EQ(rings.neighbours[(k + 1) % spokes], 1 + (rings.neighbours[k] % spokes)) << k;
 }
 
 TEST(ClothMesh, PerturbedGridDependsOnlyOnTheSeed) {
