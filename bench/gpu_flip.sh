@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One GPU-machine call for issue 15 (FLIP on sparse bricks): the FLIP tests under CUDA, CUDA against
 # the CI's OpenMP figures on a short dam break, then the paper's dam break (8M particles on 256^3)
-# on one GPU with per-phase times, and on two GPUs when the machine has them. Results in $OUT.
+# on one GPU with per-phase times, and weak and strong scaling on two GPUs when the machine has
+# them. Results in $OUT.
 # Usage: bash bench/gpu_flip.sh [tests|bench|all|mgpcg]
 #   mgpcg: the tests, then the multigrid preconditioner's figures: iteration counts at two
 #   resolutions, the paper's case at 256^3 and 384^3 with preconditioner mgpcg (3 runs each).
 set -uo pipefail
 source .device/env.sh
 out=${OUT:-gpu-out}; mkdir -p "$out"
+scratch=${TMPDIR:-/tmp}/apron-gpu-flip; rm -rf "$scratch"; mkdir -p "$scratch"
 nvidia-smi -L | tee "$out/gpus.txt"
 export APRON_SOURCE_DIR=$PWD APRON_BINARY_DIR=$out
 part=${1:-all}
@@ -41,17 +43,23 @@ fi
 # The paper's case: 50 steps, 3 runs; the report holds per-phase times and steps per second.
 large() {  # large NAME RANKS [--set ...]
   local name=$1 ranks=$2; shift 2
+  # The run's files go to scratch (checkpoints are GBs); its log and report come back in $out.
   mpirun -n "$ranks" .device/apron run inputs/flip_dam_break_large.yaml \
-      --set output.dir=$out/$name --set output.progress_every=30 "$@" > "$out/$name.log" 2>&1
-  python3 - "$out/$name/run_report.json" <<'PY'
+      --set output.dir=$scratch/$name --set output.progress_every=30 "$@" > "$out/$name.log" 2>&1
+  cp "$scratch/$name/run_report.json" "$out/$name.json"
+  python3 - "$out/$name.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 steps, loop = r["steps"], r["loop_seconds"]
 phases = {k: v["max_seconds"] / steps * 1e3 for k, v in r["phases"].items()}
 order = ["topology", "topology replan", "particle sort", "p2g", "apron", "pressure", "g2p+advection", "migration"]
-print(f'{r["ranks"]} rank(s): {r["items"]:.3g} particles, {loop / steps * 1e3:.1f} ms/step, '
+steady = r["items"] / r["steady_item_steps_per_second"] * 1e3  # steps 11.., no warm-up
+print(f'{r["ranks"]} rank(s): {r["items"]:.3g} particles, {loop / steps * 1e3:.1f} ms/step '
+      f'({steady:.1f} after the first 10), '
       f'CG {r["flip"]["cg_iterations"]} it, {r["flip"]["device_bytes_per_particle"]:.0f} B/particle; '
-      + ", ".join(f"{k} {phases[k]:.1f}" for k in order if k in phases))
+      + ", ".join(f"{k} {phases[k]:.1f}" for k in order if k in phases)
+      + (f'; brick halo {h["messages"] / steps:.0f} messages/step, {h["bytes_sent"] / steps / 1e6:.2f} MB/step'
+         f' ({h["transport"]})' if (h := r["flip"].get("brick_halo")) and r["ranks"] > 1 else ""))
 PY
 }
 if [[ $part == mgpcg ]]; then
@@ -63,8 +71,17 @@ if [[ $part == mgpcg ]]; then
   done
   exit $status
 fi
+# Scaling on two GPUs. Weak: the tank twice as deep (z) holding the 1-GPU case and its mirror
+# image across z = 1, so each rank (RCB cuts z at 1) runs the 1-GPU case's 8.4M particles; with
+# free-slip walls the mirror plane acts as the wall the 1-GPU case has there.
+# Strong: the 27M case (384^3) on one GPU and on two.
+weak2=(--set 'domain={lo: [0, 0, 0], hi: [1.0, 1.0, 2.0]}'
+       --set 'fluid=[{lo: [0, 0, 0], hi: [0.25, 0.5, 0.5]}, {lo: [0, 0, 1.5], hi: [0.25, 0.5, 2.0]}]')
+fine=(--set flip.voxel_size=0.0026041666666666665)
 for round in 1 2 3; do large large_1gpu_$round 1; done
 if [[ $gpus -ge 2 ]]; then
-  for round in 1 2 3; do large large_2gpu_strong_$round 2; done
+  for round in 1 2 3; do large weak_2gpu_$round 2 "${weak2[@]}"; done
+  for round in 1 2 3; do large strong384_1gpu_$round 1 "${fine[@]}"; done
+  for round in 1 2 3; do large strong384_2gpu_$round 2 "${fine[@]}"; done
 fi
 exit $status

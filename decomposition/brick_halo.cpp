@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -19,6 +20,11 @@ namespace {
 
 BrickCoord plus(const BrickCoord& a, const BrickCoord& o) {
   return {a[0] + o[0], a[1] + o[1], a[2] + o[2]};
+}
+
+// Bit (x + 1) + 3 (y + 1) + 9 (z + 1) of a direction mask: the neighbour table's order.
+std::uint32_t direction_bit(const BrickCoord& o) {
+  return std::uint32_t{1} << ((o[0] + 1) + 3 * (o[1] + 1) + 9 * (o[2] + 1));
 }
 
 // The 26 directions to neighbouring bricks.
@@ -259,29 +265,38 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
   std::vector<int> from_count;
   const auto announced = all_to_all(out, comm, from_count);
 
-  // 2. Each local brick next to an announced one goes to the announcer, once: its interior.
+  // 2. Each local brick next to an announced one goes to the announcer, once: the part of its
+  // interior that the announcer's bricks reach, from the directions they lie in.
   std::vector<std::vector<BrickCoord>> needed(nranks);
+  export_slots_.clear();
+  export_ranks_.clear();
+  export_directions_.clear();
   for (int p = 0, at = 0; p < nranks; at += from_count[p], ++p) {
-    std::set<BrickCoord> mine;
+    std::map<BrickCoord, std::uint32_t> mine;  // brick -> directions of p's bricks around it
     for (int k = at; k < at + from_count[p]; ++k)
       for (const auto& o : dirs) {
         const auto y = plus(announced[k], o);
-        if (index.find(y) >= 0) mine.insert(y);
+        if (index.find(y) >= 0) mine[y] |= direction_bit({-o[0], -o[1], -o[2]});
       }
-    needed[p].assign(mine.begin(), mine.end());
-  }
-  export_slots_.clear();
-  export_ranks_.clear();
-  for (int p = 0; p < nranks; ++p)
-    for (const auto& y : needed[p]) {
+    for (const auto& [y, towards] : mine) {
+      needed[p].push_back(y);
       export_slots_.push_back(static_cast<std::uint32_t>(index.find(y)));
       export_ranks_.push_back(p);
+      export_directions_.push_back(towards);
     }
+  }
   // The receivers learn which bricks they get, in the plan's order (peers ascending, then the
-  // sender's order).
+  // sender's order), and find the same directions: those of their own bricks around each.
   remote_ = all_to_all(needed, comm, from_count);
   for (std::size_t r = 0; r < remote_.size(); ++r)
     index.insert(remote_[r], static_cast<std::uint32_t>(local_.size() + r));
+  remote_directions_.assign(remote_.size(), 0);
+  for (std::size_t r = 0; r < remote_.size(); ++r)
+    for (const auto& o : dirs) {
+      const std::int32_t y = index.find(plus(remote_[r], o));
+      if (y >= 0 && static_cast<std::size_t>(y) < local_.size())
+        remote_directions_[r] |= direction_bit(o);
+    }
   build_halo();
 
   // 3. Each slot's neighbours, by direction (-1: no brick there): all the apron kernels need.
@@ -297,30 +312,45 @@ void BrickHalo::plan(std::span<const BrickCoord> bricks,
   upload(neighbours_, neighbours);
 }
 
-// The voxel rows of the exported bricks' interiors and the remote copies' slots, for this
-// halo's brick size.
+// The voxel rows that travel: of each exported brick and of each remote copy, the interior
+// voxels within the apron width of a face, edge or corner towards the receiver's bricks (all
+// that FillApron and SumAprons touch, and all the multigrid kernels read across a brick face),
+// listed in the same order on both ends. A brick of 8^3 with a rank beyond one face sends 64 of
+// its 512 voxels.
 void BrickHalo::build_halo() {
   std::vector<std::uint32_t> rows;
   std::vector<int> destinations;
   for (std::size_t e = 0; e < export_slots_.size(); ++e)
-    for (int k = 0; k < b_; ++k)
-      for (int j = 0; j < b_; ++j)
-        for (int i = 0; i < b_; ++i) {
-          rows.push_back(static_cast<std::uint32_t>(voxel(export_slots_[e], i, j, k)));
-          destinations.push_back(export_ranks_[e]);
-        }
+    for_each_reached_voxel(export_directions_[e], [&](int i, int j, int k) {
+      rows.push_back(static_cast<std::uint32_t>(voxel(export_slots_[e], i, j, k)));
+      destinations.push_back(export_ranks_[e]);
+    });
   halo_.build(to_device(rows), to_device(destinations));
-  const std::size_t interior = static_cast<std::size_t>(b_) * b_ * b_;
-  if (halo_.import_total() != remote_.size() * interior)
-    throw std::logic_error("BrickHalo::plan: remote bricks and halo imports disagree");
   std::vector<std::uint32_t> slots;
   slots.reserve(halo_.import_total());
   for (std::size_t r = 0; r < remote_.size(); ++r)
-    for (int k = 0; k < b_; ++k)
-      for (int j = 0; j < b_; ++j)
-        for (int i = 0; i < b_; ++i)
-          slots.push_back(static_cast<std::uint32_t>(voxel(local_.size() + r, i, j, k)));
+    for_each_reached_voxel(remote_directions_[r], [&](int i, int j, int k) {
+      slots.push_back(static_cast<std::uint32_t>(voxel(local_.size() + r, i, j, k)));
+    });
+  if (halo_.import_total() != slots.size())
+    throw std::logic_error("BrickHalo::plan: remote bricks and halo imports disagree");
   halo_.set_import_slots(to_device(slots));
+}
+
+// Calls f(i, j, k) for the interior voxels within the apron width of the brick's side towards
+// any of `directions` (bits of direction_bit()), k slowest, i fastest.
+template <class F>
+void BrickHalo::for_each_reached_voxel(std::uint32_t directions, F f) const {
+  const auto reach = [&](int v, int o) { return o == 0 || (o < 0 ? v < a_ : v >= b_ - a_); };
+  for (int k = 0; k < b_; ++k)
+    for (int j = 0; j < b_; ++j)
+      for (int i = 0; i < b_; ++i)
+        for (int d = 0; d < 27; ++d)
+          if ((directions >> d & 1) && reach(i, d % 3 - 1) && reach(j, (d / 3) % 3 - 1) &&
+              reach(k, d / 9 - 1)) {
+            f(i, j, k);
+            break;
+          }
 }
 
 void BrickHalo::plan_like(const BrickHalo& other) {
@@ -328,6 +358,8 @@ void BrickHalo::plan_like(const BrickHalo& other) {
   remote_ = other.remote_;
   export_slots_ = other.export_slots_;
   export_ranks_ = other.export_ranks_;
+  export_directions_ = other.export_directions_;
+  remote_directions_ = other.remote_directions_;
   resize_per_particle(neighbours_, other.neighbours_.size());
   thrust::copy(policy(), other.neighbours_.begin(), other.neighbours_.end(), neighbours_.begin());
   build_halo();

@@ -2,14 +2,17 @@
 // its interior and an apron A voxels wide that mirrors the neighbouring bricks' interiors. Layout
 // (for every field of the caller's ParticleStore, one row per voxel): brick-major, then voxel
 // (i, j, k) in [-A, B + A)^3 with x fastest; local bricks first in the order given to plan(), then
-// the remote copies (interiors only) of other ranks' bricks that touch a local brick.
+// the remote copies of other ranks' bricks that touch a local brick. Of a remote copy only the
+// interior voxels within A of a local brick (across a face, edge or corner) are kept up to date;
+// the rest of its rows are never read or written.
 //
 // plan() (collective, on the host; again after every topology change) finds which bricks exist
-// next to the local ones and builds a HaloPlan that exports a brick's interior to every rank
-// holding one of its neighbours. fill() refreshes the remote copies and then fills every apron
-// voxel on the device from the neighbour brick's interior (local or remote copy) or with a
-// background value where no brick exists. reverse_sum() adds apron contributions back into the
-// interior voxels they overlap, on whichever rank owns that brick (particle-to-grid transfers).
+// next to the local ones and builds a HaloPlan that exports, to every rank holding one of a
+// brick's neighbours, the part of its interior within A of that rank's bricks. fill() refreshes the
+// remote copies and then fills every apron voxel on the device from the neighbour brick's interior
+// (local or remote copy) or with a background value where no brick exists. reverse_sum() adds apron
+// contributions back into the interior voxels they overlap, on whichever rank owns that brick
+// (particle-to-grid transfers).
 #pragma once
 
 #include <array>
@@ -63,7 +66,8 @@ class BrickHalo {
     fill_bytes(store, fields, &background, sizeof(T));
   }
   // Refreshes the remote copies of the named fields only, for kernels that read across brick
-  // faces through neighbour_table() instead of a filled apron (nothing to do without peers).
+  // faces (at most A voxels deep) through neighbour_table() instead of a filled apron (nothing
+  // to do without peers).
   void refresh(ParticleStore& store, std::span<const std::string> fields);
   // Per slot (local, then remote copies) the slot of its neighbour in each of the 27 directions
   // ((x + 1) + 3 (y + 1) + 9 (z + 1)), -1 where no brick is.
@@ -81,14 +85,21 @@ class BrickHalo {
                   std::size_t element_size);
   void check_store(const ParticleStore& store) const;
   void build_halo();
+  template <class F>
+  void for_each_reached_voxel(std::uint32_t directions, F f) const;
 
   int b_, a_;
   std::size_t voxels_;
   HaloPlan halo_;
   std::vector<BrickCoord> local_, remote_;
-  // The local slots whose interiors go to other ranks, and the rank of each.
+  // The local slots whose interiors go to other ranks, the rank of each, and the directions
+  // (bits (x + 1) + 3 (y + 1) + 9 (z + 1)) in which that rank's bricks lie around it; of each
+  // remote copy, the directions of this rank's bricks around it. Only the voxels facing those
+  // directions travel.
   std::vector<std::uint32_t> export_slots_;
   std::vector<int> export_ranks_;
+  std::vector<std::uint32_t> export_directions_;
+  std::vector<std::uint32_t> remote_directions_;
   // Per slot (local, then remote copies) the slot of its neighbour in each of the 27 directions
   // ((x + 1) + 3 (y + 1) + 9 (z + 1)), -1 where no brick is: the device kernels that fill and
   // sum the aprons look their sources up in it.

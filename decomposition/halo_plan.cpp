@@ -27,6 +27,12 @@ struct WriteCount {
   APRON_HD void operator()(std::size_t) const { *reinterpret_cast<std::uint64_t*>(header) = count; }
 };
 
+// The message buffers only grow: resizing a device_vector fills its new bytes, one launch per
+// exchange for nothing (the transport sends the offsets' bytes, not the buffer's size).
+void grow(ByteVector& buffer, std::size_t bytes) {
+  if (buffer.size() < bytes) buffer.resize(bytes);
+}
+
 std::uint64_t read_count(const ByteVector& bytes, std::size_t offset) {
   std::uint64_t count = 0;
   thrust::copy_n(bytes.begin() + offset, sizeof count, reinterpret_cast<std::byte*>(&count));
@@ -120,6 +126,7 @@ void HaloPlan::group_by_destination(const IndexVector& exports,
     import_counts_[k] = recv_counts[peers_[k]];
   }
   import_slots_.clear();
+  transport_.connect(peers_);  // a new peer's links now, not in the step loop's first exchange
 }
 
 void HaloPlan::build(const IndexVector& exports, const DeviceVector<int>& destinations) {
@@ -138,6 +145,7 @@ void HaloPlan::build_grouped(std::span<const int> peers, std::span<const std::si
       std::accumulate(counts.begin(), counts.end(), std::size_t{0}) != export_rows_.size())
     throw std::invalid_argument("HaloPlan: grouped rows do not match their counts");
   peers_.assign(peers.begin(), peers.end());
+  transport_.connect(peers_);
   export_counts_.assign(counts.begin(), counts.end());
   import_counts_.clear();  // learnt from the first gather's headers
   import_slots_.clear();
@@ -150,19 +158,18 @@ std::size_t HaloPlan::import_total() const {
 std::vector<std::size_t> HaloPlan::pack(const ParticleStore& store,
                                         std::span<const std::string> fields,
                                         const IndexVector& rows,
-                                        const std::vector<std::size_t>& counts) {
-  send_bytes_.clear();
-  std::vector<std::size_t> offsets{0};
+                                        const std::vector<std::size_t>& counts, bool announce) {
+  const auto offsets = message_offsets(store, fields, counts);
+  grow(send_bytes_, offsets.back());
   for (std::size_t k = 0, first = 0; k < counts.size(); first += counts[k], ++k) {
-    const std::size_t offset = send_bytes_.size(), count = counts[k];
-    send_bytes_.resize(offset + packed_bytes(store, fields, count));
-    // Written on the device: a host-to-device copy would wait for the queued work.
-    for_each_index(1, WriteCount{count, raw(send_bytes_) + offset});
-    for_each_block(store, fields, count, offset + kHeader,
+    const std::size_t count = counts[k];
+    // Written on the device (a host-to-device copy would wait for the queued work), and only
+    // when the receiver reads it: a launch per message, hundreds per step in a multigrid solve.
+    if (announce) for_each_index(1, WriteCount{count, raw(send_bytes_) + offsets[k]});
+    for_each_block(store, fields, count, offsets[k] + kHeader,
                    [&](const ParticleField& field, std::size_t at) {
                      field.pack(raw(rows) + first, count, send_bytes_, at);
                    });
-    offsets.push_back(send_bytes_.size());
   }
   return offsets;
 }
@@ -183,10 +190,13 @@ void HaloPlan::require_imports(const char* what) const {
 }
 
 void HaloPlan::send(const ParticleStore& store, std::span<const std::string> fields) {
-  const auto send_offsets = pack(store, fields, export_rows_, export_counts_);
-  if (import_counts_.size() == peers_.size()) {
+  // Both ends of a link learn the counts at the same exchange (build or first gather), so this
+  // rank's knowing its imports means its peers know theirs: no header to read.
+  const bool counts_known = import_counts_.size() == peers_.size();
+  const auto send_offsets = pack(store, fields, export_rows_, export_counts_, !counts_known);
+  if (counts_known) {
     recv_offsets_ = message_offsets(store, fields, import_counts_);
-    recv_bytes_.resize(recv_offsets_.back());
+    grow(recv_bytes_, recv_offsets_.back());
     transport_.exchange_known_sizes(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
   } else {
     transport_.exchange(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
@@ -247,9 +257,10 @@ void HaloPlan::reverse_sum(ParticleStore& store, std::span<const std::string> fi
   require_imports("reverse_sum");
   if (import_slots_.size() != import_total())
     throw std::logic_error("HaloPlan::reverse_sum: the copies have no slots yet (gather first)");
-  const auto send_offsets = pack(store, fields, import_slots_, import_counts_);
+  // The owners know what each peer sends back: no header.
+  const auto send_offsets = pack(store, fields, import_slots_, import_counts_, false);
   recv_offsets_ = message_offsets(store, fields, export_counts_);
-  recv_bytes_.resize(recv_offsets_.back());
+  grow(recv_bytes_, recv_offsets_.back());
   transport_.exchange_known_sizes(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
   // One peer after another: a row exported to several peers is added to once per launch, so
   // the launches need no atomics (rows are distinct within one peer's block).

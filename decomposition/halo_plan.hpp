@@ -86,15 +86,12 @@ class HaloPlan {
   std::size_t import_total() const;
   std::size_t device_bytes() const;  // bookkeeping and message buffers
 
-  // The message buffers, lent to callers with other traffic (they grow, never shrink).
-  ByteVector& send_buffer() { return send_bytes_; }
-  ByteVector& recv_buffer() { return recv_bytes_; }
-
  private:
   void group_by_destination(const IndexVector& exports, const DeviceVector<int>& destinations,
                             std::span<const int> peers);
   std::vector<std::size_t> pack(const ParticleStore& store, std::span<const std::string> fields,
-                                const IndexVector& rows, const std::vector<std::size_t>& counts);
+                                const IndexVector& rows, const std::vector<std::size_t>& counts,
+                                bool announce);
   std::vector<std::size_t> message_offsets(const ParticleStore& store,
                                            std::span<const std::string> fields,
                                            const std::vector<std::size_t>& counts) const;

@@ -14,7 +14,7 @@
 namespace apron {
 
 struct TransportStats {
-  double seconds = 0;
+  double seconds = 0;  // host time in exchanges (with NCCL the queuing only: transfers are async)
   std::size_t bytes_sent = 0;
   std::size_t messages = 0;
 };
@@ -27,8 +27,8 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
 
   // Sends send[send_offsets[k] .. send_offsets[k+1]) to peers[k] and receives from each peer
-  // into recv (resized; recv_offsets filled). Message sizes are exchanged first; empty
-  // messages are skipped.
+  // into recv (grown to hold them, never shrunk; recv_offsets filled). Message sizes are
+  // exchanged first; empty messages are skipped.
   void exchange(const std::vector<int>& peers, const ByteVector& send,
                 const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                 std::vector<std::size_t>& recv_offsets);
@@ -37,6 +37,10 @@ class Transport {
   void exchange_known_sizes(const std::vector<int>& peers, const ByteVector& send,
                             const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                             const std::vector<std::size_t>& recv_offsets);
+  // Collective over the communicator: values[0 .. count) summed element-wise over all ranks,
+  // in place. With NCCL on the device, queued on the default stream like the exchanges (no
+  // host wait); otherwise through MPI (staged through pinned host memory with CUDA).
+  void sum_in_place(float* values, std::size_t count);
   // Collective over the peers: sets up the links to those not connected yet, so that the first
   // halo of the step loop does not pay for it (NCCL connects each peer and channel on first use:
   // ~40 ms a channel on two H200). Nothing to do for MPI.

@@ -20,6 +20,7 @@
 #include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
 #include "runtime/json.hpp"
+#include "runtime/openmp_wait.hpp"
 #include "runtime/runtime.hpp"
 #include "version.hpp"
 #include "workload_registry.hpp"
@@ -118,6 +119,9 @@ void print_info(const apron::RankInfo& ranks, const apron::DeviceInfo& device) {
             << "backend:   " << device.backend << "\n"
             << "device:    " << device.name << " (" << device.count << " visible, "
             << device.total_bytes / (1 << 20) << " MiB, " << device.threads << " OpenMP threads)\n"
+            << "OpenMP:    idle threads wait by " << apron::openmp_waiting_source();
+  if (const char* spin = std::getenv("GOMP_SPINCOUNT")) std::cout << ", GOMP_SPINCOUNT=" << spin;
+  std::cout << "\n"
             << "MPI:       " << mpi << ", " << ranks.size << " rank(s)\n"
             << "HDF5:      " << h5[0] << "." << h5[1] << "." << h5[2] << " (parallel)\n"
             << "Thrust:    " << THRUST_MAJOR_VERSION << "." << THRUST_MINOR_VERSION << "."

@@ -800,6 +800,13 @@ void FlipSolver::report(Json& json) const {
   json.value("cg_iterations", projection_.iterations);
   json.value("cg_residual", projection_.residual);
   json.value("device_bytes_per_particle", per_particle);
+  const TransportStats& halo = brick_transport_.stats();
+  json.begin_object("brick_halo");  // this rank's (rank 0's) brick exchanges, multigrid included
+  json.value("transport", brick_transport_.name());
+  json.value("messages", static_cast<long long>(halo.messages));
+  json.value("bytes_sent", static_cast<double>(halo.bytes_sent));
+  json.value("host_seconds", halo.seconds);
+  json.end_object();
   json.begin_object("final_diagnostics");
   json.value("step", static_cast<long long>(d.step));
   json.value("particles", static_cast<long long>(d.particles));

@@ -144,6 +144,12 @@ PressureMultigrid::PressureMultigrid(Transport& transport, const BrickGrid& fine
     if (hierarchies_.size() > 2) set_handover(hierarchies_.size() - 2, all_bricks(cells));
     cells = dense.back().geometry.grid;
   }
+  // NCCL sets up a collective's links at its first call (~0.1 s): here, in the first plan,
+  // rather than in the first step's pressure solve. The cells hold zeros.
+  if (ranks_ > 1 && hierarchies_.size() > 1) {
+    auto& rhs = static_cast<TypedField<float>&>(hierarchies_[1].front().cells.field("rhs")).data;
+    transport_.sum_in_place(raw(rhs), rhs.size());
+  }
 }
 
 PressureMultigrid::~PressureMultigrid() = default;
@@ -274,7 +280,7 @@ void PressureMultigrid::hand_over(std::size_t h, float* out) {
   clear(rhs);
   copy_rows(in.from_rows.size(), raw(in.from_rows), hierarchies_[h].back().rhs, raw(in.to_rows),
             raw(rhs));
-  if (h == 0 && ranks_ > 1) all_reduce(rhs, host_values_, MPI_FLOAT, MPI_SUM, transport_.comm());
+  if (h == 0 && ranks_ > 1) transport_.sum_in_place(raw(rhs), rhs.size());
   v_cycle(h + 1, 0, first.values("x"));
   copy_rows(in.from_rows.size(), raw(in.to_rows), first.values("x"), raw(in.from_rows), out);
 }

@@ -62,7 +62,6 @@ class PressureMultigrid {
   // the one before's last level, every rank holding them all.
   std::vector<Hierarchy> hierarchies_;
   std::vector<Handover> handovers_;
-  std::vector<float> host_values_;
   std::vector<std::int32_t> host_types_;
 };
 

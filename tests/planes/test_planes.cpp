@@ -14,6 +14,8 @@
 #include <set>
 #include <tuple>
 
+#include <unistd.h>
+
 #include <thrust/copy.h>
 
 #include "config/case_config.hpp"
@@ -39,6 +41,17 @@ RankInfo self_ranks() {
   return r;
 }
 
+// A scratch directory of this test job, shared by the ranks of `comm` only: ctest runs the
+// np1/np2/np3 and stage jobs in parallel, and each rank runs the single-rank tests on its own.
+std::filesystem::path scratch_dir(MPI_Comm comm) {
+  long pid = static_cast<long>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("apron_test_planes_" + std::to_string(pid));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 // A whole run of the workload on `ranks` with the given case lines (after "workload: planes").
 struct Run {
   PhaseTimers timers;
@@ -47,7 +60,7 @@ struct Run {
 std::unique_ptr<Run> run_case(const std::string& planes_yaml, RankInfo ranks,
                               const std::vector<std::string>& sets = {}) {
   auto run = std::make_unique<Run>();
-  const auto dir = std::filesystem::temp_directory_path() / "apron_test_planes";
+  const auto dir = scratch_dir(ranks.comm) / "output";
   const std::string text = "workload: planes\nname: t\nplanes:\n" + planes_yaml +
                            "output: {dir: " + dir.string() + "}\n";
   const config::CaseConfig c = config::parse_case_text("case.yaml", text, sets);
@@ -669,7 +682,7 @@ TEST(Scenes, ExtentPathsAgree) {
 }
 
 TEST(Scenes, NoPlaneGivesAnEmptyResult) {
-  const auto file = std::filesystem::temp_directory_path() / "apron_planes_random.xyz";
+  const auto file = scratch_dir(MPI_COMM_SELF) / "random.xyz";
   {
     std::mt19937 rng(11);
     std::uniform_real_distribution<double> u(0, 1);

@@ -17,7 +17,11 @@ namespace fs = std::filesystem;
 
 class PointCloudReader : public ::testing::Test {
  protected:
-  fs::path dir_ = fs::temp_directory_path() / "apron_test_point_cloud_reader";
+  // One directory per test: ctest runs the discovered tests in parallel, and a shared directory
+  // would be removed by one test's TearDown while another still writes into it.
+  fs::path dir_ =
+      fs::temp_directory_path() / (std::string("apron_test_point_cloud_reader_") +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   void SetUp() override { fs::create_directories(dir_); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path write(const std::string& name, const std::string& bytes) {
