@@ -232,6 +232,16 @@ BrickHalo::BrickHalo(Transport& transport, int brick_size, int apron)
   if (b_ < 1 || a_ < 0 || a_ > b_)
     throw std::invalid_argument("BrickHalo: need brick size >= 1 and 0 <= apron <= brick size");
   voxels_ = static_cast<std::size_t>(side()) * side() * side();
+  // Offset o of a direction reaches coordinate v when o is 0 or v lies within a_ of that side.
+  const auto reach = [&](int v, int o) { return o == 0 || (o < 0 ? v < a_ : v >= b_ - a_); };
+  const auto dirs = directions();
+  reached_by_.assign(static_cast<std::size_t>(b_) * b_ * b_, 0);
+  for (int k = 0, v = 0; k < b_; ++k)
+    for (int j = 0; j < b_; ++j)
+      for (int i = 0; i < b_; ++i, ++v)
+        for (const auto& o : dirs)
+          if (reach(i, o[0]) && reach(j, o[1]) && reach(k, o[2]))
+            reached_by_[v] |= direction_bit(o);
 }
 
 void BrickHalo::plan(std::span<const BrickCoord> bricks,
@@ -341,16 +351,10 @@ void BrickHalo::build_halo() {
 // any of `directions` (bits of direction_bit()), k slowest, i fastest.
 template <class F>
 void BrickHalo::for_each_reached_voxel(std::uint32_t directions, F f) const {
-  const auto reach = [&](int v, int o) { return o == 0 || (o < 0 ? v < a_ : v >= b_ - a_); };
-  for (int k = 0; k < b_; ++k)
+  for (int k = 0, v = 0; k < b_; ++k)
     for (int j = 0; j < b_; ++j)
-      for (int i = 0; i < b_; ++i)
-        for (int d = 0; d < 27; ++d)
-          if ((directions >> d & 1) && reach(i, d % 3 - 1) && reach(j, (d / 3) % 3 - 1) &&
-              reach(k, d / 9 - 1)) {
-            f(i, j, k);
-            break;
-          }
+      for (int i = 0; i < b_; ++i, ++v)
+        if (reached_by_[v] & directions) f(i, j, k);
 }
 
 void BrickHalo::plan_like(const BrickHalo& other) {

@@ -90,6 +90,9 @@ class BrickHalo {
 
   int b_, a_;
   std::size_t voxels_;
+  // Per interior voxel (i fastest), the directions whose apron-wide side holds it: a plan lists
+  // a brick's travelling voxels with one AND per voxel.
+  std::vector<std::uint32_t> reached_by_;
   HaloPlan halo_;
   std::vector<BrickCoord> local_, remote_;
   // The local slots whose interiors go to other ranks, the rank of each, and the directions
