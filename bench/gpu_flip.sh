@@ -3,9 +3,10 @@
 # the CI's OpenMP figures on a short dam break, then the paper's dam break (8M particles on 256^3)
 # on one GPU with per-phase times, and weak and strong scaling on two GPUs when the machine has
 # them. Results in $OUT.
-# Usage: bash bench/gpu_flip.sh [tests|bench|all|mgpcg]
+# Usage: bash bench/gpu_flip.sh [tests|bench|all|mgpcg|weak]
 #   mgpcg: the tests, then the multigrid preconditioner's figures: iteration counts at two
 #   resolutions, the paper's case at 256^3 and 384^3 with preconditioner mgpcg (3 runs each).
+#   weak: (2 GPUs) the weak-scaling pair only, 150 steps and no checkpoint at the end, 3 runs each.
 set -uo pipefail
 source .device/env.sh
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -19,7 +20,7 @@ run() {  # run NAME COMMAND...: log to $out/NAME.log, one line of verdict
   if "$@" > "$out/$name.log" 2>&1; then echo "ok     $name"; else echo "FAILED $name"; status=1; fi
 }
 gpus=$(nvidia-smi -L | wc -l)
-if [[ $part != bench ]]; then
+if [[ $part != bench && $part != weak ]]; then
   run flip_np1 .device/test_flip
   run flip_dense .device/test_flip_dense
   run flip_multigrid .device/test_flip_multigrid
@@ -52,7 +53,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 steps, loop = r["steps"], r["loop_seconds"]
 phases = {k: v["max_seconds"] / steps * 1e3 for k, v in r["phases"].items()}
-order = ["topology", "topology replan", "particle sort", "p2g", "apron", "pressure", "g2p+advection", "migration"]
+order = ["topology", "topology replan", "topology build", "particle sort", "p2g", "apron", "pressure", "g2p+advection", "migration"]
 steady = r["items"] / r["steady_item_steps_per_second"] * 1e3  # steps 11.., no warm-up
 print(f'{r["ranks"]} rank(s): {r["items"]:.3g} particles, {loop / steps * 1e3:.1f} ms/step '
       f'({steady:.1f} after the first 10), '
@@ -78,6 +79,12 @@ fi
 weak2=(--set 'domain={lo: [0, 0, 0], hi: [1.0, 1.0, 2.0]}'
        --set 'fluid=[{lo: [0, 0, 0], hi: [0.25, 0.5, 0.5]}, {lo: [0, 0, 1.5], hi: [0.25, 0.5, 2.0]}]')
 fine=(--set flip.voxel_size=0.0026041666666666665)
+if [[ $part == weak ]]; then
+  long=(--set time.max_steps=150 --set checkpoint.at_end=false)
+  for round in 1 2 3; do large long_1gpu_$round 1 "${long[@]}"; done
+  for round in 1 2 3; do large long_weak_2gpu_$round 2 "${weak2[@]}" "${long[@]}"; done
+  exit $status
+fi
 for round in 1 2 3; do large large_1gpu_$round 1; done
 if [[ $gpus -ge 2 ]]; then
   for round in 1 2 3; do large weak_2gpu_$round 2 "${weak2[@]}"; done
