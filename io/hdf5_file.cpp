@@ -195,6 +195,7 @@ Handle Hdf5File::own(hid_t id, Handle::Close closer, const std::string& what) co
 
 Hdf5File Hdf5File::create(MPI_Comm comm, const fs::path& path) {
   Hdf5File f(path.string());
+  f.comm_ = comm;
   // Set up before the file exists, so nothing can fail on one rank after the collective create.
   f.transfer_ = f.own(H5Pcreate(H5P_DATASET_XFER), H5Pclose, "create a transfer property list");
   f.check(H5Pset_dxpl_mpio(f.transfer_.get(), H5FD_MPIO_COLLECTIVE), "request collective writes");
@@ -209,6 +210,7 @@ Hdf5File Hdf5File::create(MPI_Comm comm, const fs::path& path) {
 
 Hdf5File Hdf5File::open(MPI_Comm comm, const fs::path& path) {
   Hdf5File f(path.string());
+  f.comm_ = comm;
   if (!fs::is_regular_file(path))
     throw std::runtime_error(f.path_ + ": no such file (or not a regular file)");
   if (H5Fis_hdf5(f.path_.c_str()) <= 0)
@@ -294,9 +296,12 @@ void Hdf5File::dataset(const HostField& field, const Slab& slab) {
   // HDF5 rejects a null buffer even when nothing is selected.
   static const unsigned char nothing = 0;
   const void* data = field.data != nullptr ? field.data : &nothing;
-  check(
-      H5Dwrite(set.get(), type.memory, memory_space.get(), file_space.get(), transfer_.get(), data),
-      what);
+  const herr_t written =
+      H5Dwrite(set.get(), type.memory, memory_space.get(), file_space.get(), transfer_.get(), data);
+  // A collective write can fail on some ranks only (the disk fills under their part): the others
+  // would go on to the next collective call and wait there for ever. All learn it here together.
+  if (comm_ == MPI_COMM_NULL) return check(written, what);
+  agree(comm_, written < 0 ? failure(what).what() : std::string());
 }
 
 std::uint64_t Hdf5File::reserve(const std::string& name, Dtype type, int components, hsize_t rows) {
@@ -484,6 +489,21 @@ void check_free_space(const fs::path& path, std::uint64_t bytes) {
                            "another disk (nothing was written)");
 }
 
+namespace {
+
+// Removes a temporary file and what MPI-IO made beside it under names that begin with its name
+// (OMPIO's shared-file-pointer lock or per-rank files, which a file left unclosed keeps).
+void remove_with_sidecars(const fs::path& tmp) {
+  std::error_code ignored;
+  fs::remove(tmp, ignored);
+  const std::string prefix = tmp.filename().string();
+  const fs::path dir = tmp.has_parent_path() ? tmp.parent_path() : fs::path(".");
+  for (const auto& entry : fs::directory_iterator(dir, ignored))
+    if (entry.path().filename().string().starts_with(prefix)) fs::remove(entry.path(), ignored);
+}
+
+}  // namespace
+
 void write_atomically(MPI_Comm comm, const fs::path& path,
                       const std::function<void(Hdf5File&)>& contents, std::uint64_t local_bytes) {
   const fs::path tmp = temporary_name(path);
@@ -497,9 +517,9 @@ void write_atomically(MPI_Comm comm, const fs::path& path,
     agree(comm, capture([&] { contents(*file); }));
     agree(comm, capture([&] { file->close(); }));
   } catch (...) {
-    file.reset();  // the (collective) close must come before the removal
-    std::error_code ignored;
-    if (rank_of(comm) == 0) fs::remove(tmp, ignored);
+    file->abandon();  // closing it could hang (see abandon()); the file is removed anyway
+    file.reset();
+    if (rank_of(comm) == 0) remove_with_sidecars(tmp);
     throw;
   }
   // Also the barrier that keeps every rank here until the file has its final name.

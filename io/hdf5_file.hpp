@@ -114,6 +114,8 @@ class Handle {
   hid_t get() const { return id_; }
   // Closes now and says whether that worked: closing a file is when HDF5 flushes it.
   bool close() { return close_(std::exchange(id_, H5I_INVALID_HID)) >= 0; }
+  // Lets go without closing (see Hdf5File::abandon).
+  void release() { id_ = H5I_INVALID_HID; }
 
  private:
   hid_t id_;
@@ -180,6 +182,11 @@ class Hdf5File {
   void read(const std::string& name, Dtype type, hsize_t first, hsize_t count, void* out) const;
 
   void close();
+  // Drops the file without closing it, on every rank, after an agreed write failure: a failed
+  // write leaves the ranks' metadata caches in different states, and the collective flush of a
+  // close would then wait for ever in mismatched calls. HDF5 keeps the file open until the
+  // process ends (the command line ends without MPI_Finalize then).
+  void abandon() { file_.release(); }
   const std::string& path() const { return path_; }
 
  private:
@@ -194,6 +201,7 @@ class Hdf5File {
   Handle open_attribute(const std::string& name, const std::string& object) const;
 
   std::string path_;
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the ranks that opened it (none for open_serial)
   Handle transfer_{H5I_INVALID_HID, H5Pclose};
   Handle file_{H5I_INVALID_HID, H5Fclose};
 };

@@ -20,6 +20,13 @@
 namespace apron {
 
 MpiSession::MpiSession(int& argc, char**& argv) {
+  // Open MPI's MPI-IO (OMPIO) opens a shared-file-pointer helper with every file, and its "sm"
+  // component keeps a named semaphore in /dev/shm named after the file: one left locked (a run
+  // killed inside it, or /dev/shm full) makes every later run hang opening a file of that name,
+  // particles_000000.h5.tmp the first. apron never uses shared file pointers, so it is left out
+  // unless the user chose (tests/cli/stale_semaphore.sh); the lock file that OMPIO then uses on
+  // one node, as it does on many, lives beside the file and goes with it.
+  setenv("OMPI_MCA_sharedfp", "^sm", 0);
   MPI_Init(&argc, &argv);
 }
 MpiSession::~MpiSession() {
