@@ -4,7 +4,8 @@
 #     cmake/Backend.cmake as apron will (tests/kokkos/fetch), in a temporary directory, and
 #     installs it into a temporary prefix;
 #  2. builds tests/kokkos/consumer against that install with find_package, as a user with a site
-#     Kokkos would, and runs it (a parallel_reduce whose sum is checked);
+#     Kokkos would, and runs it and the same source built in step 1 against the fetched Kokkos
+#     with apron's warnings as errors (a parallel_reduce whose sum is checked);
 #  3. with --cuda, does 1 and 2 again for APRON_BACKEND=cuda: Kokkos with the Cuda and OpenMP
 #     spaces (sm_90, with cmake/patches' CUDA 13 patch), but does not run the consumer, which
 #     needs a GPU: this shows that the patched Kokkos compiles, installs and links.
@@ -64,12 +65,18 @@ check() {
     -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$dir/prefix" "${nvcc[@]}"
   stage "$space-consumer-build" cmake --build "$dir/consumer" -j "$jobs"
   if [[ $run == 1 ]]; then
-    "$dir/consumer/kokkos_consumer" || {
-      echo "check-kokkos: the $space consumer failed (exit status $?)" >&2
-      exit 1
-    }
+    # Both builds of the consumer: against the fetched Kokkos (tests/kokkos/fetch's
+    # kokkos_in_tree) and against its install. OMP_PROC_BIND=false: what Kokkos suggests for tests
+    # (it warns when unset); this checks a sum, not thread placement.
+    local exe
+    for exe in "$dir/build/kokkos_in_tree" "$dir/consumer/kokkos_consumer"; do
+      OMP_PROC_BIND=${OMP_PROC_BIND:-false} "$exe" || {
+        echo "check-kokkos: $exe failed (exit status $?)" >&2
+        exit 1
+      }
+    done
   else
-    echo "check-kokkos: $space consumer built, not run (no GPU needed for this check)"
+    echo "check-kokkos: $space consumers built, not run (they need a GPU)"
   fi
 }
 
