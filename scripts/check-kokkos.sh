@@ -10,6 +10,7 @@
 #     spaces (sm_90, with cmake/patches' CUDA 13 patch), but does not run the consumer, which
 #     needs a GPU: this shows that the patched Kokkos compiles, installs and links.
 # --keep leaves the temporary directory (its path is printed) instead of removing it.
+# APRON_KOKKOS_TARBALL: the release tarball (default: cmake/Kokkos.cmake's, ../shared/vendor).
 # APRON_JOBS sets the build parallelism (default 2); CUDACXX the nvcc (default
 # /usr/local/cuda/bin/nvcc). Compiler launchers (ccache) come from CMake's usual environment
 # variables, CMAKE_CXX_COMPILER_LAUNCHER and CMAKE_CUDA_COMPILER_LAUNCHER.
@@ -58,7 +59,8 @@ check() {
   # FetchContent path this checks.
   stage "$space-kokkos-configure" cmake -S "$root/tests/kokkos/fetch" -B "$dir/build" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$dir/prefix" \
-    -DCMAKE_DISABLE_FIND_PACKAGE_Kokkos=ON -DAPRON_BACKEND="$backend" "${nvcc[@]}"
+    -DCMAKE_DISABLE_FIND_PACKAGE_Kokkos=ON -DAPRON_BACKEND="$backend" "${nvcc[@]}" \
+    ${APRON_KOKKOS_TARBALL:+-DAPRON_KOKKOS_TARBALL="$APRON_KOKKOS_TARBALL"}
   stage "$space-kokkos-build" cmake --build "$dir/build" -j "$jobs"
   stage "$space-kokkos-install" cmake --install "$dir/build"
   stage "$space-consumer-configure" cmake -S "$root/tests/kokkos/consumer" -B "$dir/consumer" \

@@ -9,6 +9,16 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh ci-omp >/dev/null
 ctest --preset ci-omp -j "${APRON_JOBS:-2}"
+# Kokkos as a dependency (issue 18): the pinned release builds from its tarball (patched for
+# CUDA 13), installs, and a find_package consumer builds against it and runs.
+kokkos_tarball=${APRON_KOKKOS_TARBALL:-../shared/vendor/kokkos-4.6.01.tar.gz}
+if [[ -f $kokkos_tarball ]]; then
+  stage_start=$SECONDS
+  scripts/check-kokkos.sh
+  echo "apron: Kokkos dependency check took $((SECONDS - stage_start)) s"
+else
+  echo "apron: Kokkos dependency check not run: no $kokkos_tarball (set APRON_KOKKOS_TARBALL)"
+fi
 stage_start=$SECONDS
 echo "apron: the unit and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 scripts/build.sh asan >/dev/null
