@@ -5,13 +5,7 @@
 # private /dev/shm (a mount namespace: root or user namespaces; exits 77, skipped, without one),
 # so that no other test meets the planted semaphore.
 set -u
-if [[ ${APRON_IN_NAMESPACE:-} != 1 ]]; then
-  if ! unshare -m --propagation private true 2>/dev/null; then
-    echo "no private mount namespace here (unshare -m): skipped"
-    exit 77
-  fi
-  APRON_IN_NAMESPACE=1 exec unshare -m --propagation private "$0" "$@"
-fi
+source "$(dirname "$0")/private_namespace.sh" "$@"
 apron=$1
 case_file=$2
 shift 2
