@@ -24,7 +24,7 @@ run() {
   local args=(run "$case_file" --set time.max_steps=30 --set "output.dir=$dir"
               --set checkpoint.every_steps=10)
   # (An AddressSanitizer build wants its runtime first among the preloaded libraries.)
-  local faulty=(env LD_PRELOAD="$shim" ASAN_OPTIONS=verify_asan_link_order=0
+  local faulty=(env LD_PRELOAD="$shim" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
                 APRON_TEST_ENOSPC_PATH="$file.tmp"
                 APRON_TEST_ENOSPC_AFTER="$after" "$apron" "${args[@]}")
   local plain=("$apron" "${args[@]}")
