@@ -41,13 +41,27 @@ RankInfo self_ranks() {
   return r;
 }
 
+std::filesystem::path scratch_dir_of(long pid) {
+  return std::filesystem::temp_directory_path() / ("apron_test_planes_" + std::to_string(pid));
+}
+
+// Removes this process's scratch directory when the tests have ended (after MPI_Finalize, so
+// no other rank still uses it).
+struct RemoveOwnScratchDir {
+  ~RemoveOwnScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_dir_of(static_cast<long>(::getpid())), ignored);
+  }
+};
+
 // A scratch directory of this test job, shared by the ranks of `comm` only: ctest runs the
 // np1/np2/np3 and stage jobs in parallel, and each rank runs the single-rank tests on its own.
+// Named after the pid of the comm's first rank, whose process removes it at exit.
 std::filesystem::path scratch_dir(MPI_Comm comm) {
+  static const RemoveOwnScratchDir remove_at_exit;
   long pid = static_cast<long>(::getpid());
   MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("apron_test_planes_" + std::to_string(pid));
+  const auto dir = scratch_dir_of(pid);
   std::filesystem::create_directories(dir);
   return dir;
 }
