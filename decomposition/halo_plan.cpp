@@ -27,12 +27,6 @@ struct WriteCount {
   APRON_HD void operator()(std::size_t) const { *reinterpret_cast<std::uint64_t*>(header) = count; }
 };
 
-// The message buffers only grow: resizing a device_vector fills its new bytes, one launch per
-// exchange for nothing (the transport sends the offsets' bytes, not the buffer's size).
-void grow(ByteVector& buffer, std::size_t bytes) {
-  if (buffer.size() < bytes) buffer.resize(bytes);
-}
-
 std::uint64_t read_count(const ByteVector& bytes, std::size_t offset) {
   std::uint64_t count = 0;
   thrust::copy_n(bytes.begin() + offset, sizeof count, reinterpret_cast<std::byte*>(&count));

@@ -144,7 +144,7 @@ void Transport::exchange(const std::vector<int>& peers, const ByteVector& send,
   const auto recv_sizes = exchange_sizes(peers, send_offsets);
   recv_offsets.assign(npeers + 1, 0);
   for (std::size_t k = 0; k < npeers; ++k) recv_offsets[k + 1] = recv_offsets[k] + recv_sizes[k];
-  if (recv.size() < recv_offsets[npeers]) recv.resize(recv_offsets[npeers]);  // grow only
+  grow(recv, recv_offsets[npeers]);
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   exchange_known_sizes(peers, send, send_offsets, recv, recv_offsets);
 }

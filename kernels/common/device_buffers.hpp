@@ -13,4 +13,10 @@ namespace apron {
 using IndexVector = DeviceVector<std::uint32_t>;
 using ByteVector = DeviceVector<std::byte>;
 
+// Message buffers only grow: resizing a device_vector fills its new bytes, a launch for nothing
+// on every exchange (senders and receivers use the offsets' bytes, not the buffer's size).
+inline void grow(ByteVector& buffer, std::size_t bytes) {
+  if (buffer.size() < bytes) buffer.resize(bytes);
+}
+
 }  // namespace apron
