@@ -462,10 +462,16 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     progress.maybe_print();
   }
   loop.finish();
+  // A stop's checkpoint comes first: after SIGTERM, Open MPI's mpirun kills the ranks
+  // odls_base_sigkill_timeout (1 s) later, and the checkpoint is what the next run needs.
+  if (workload->checkpointable() && stopped) {
+    writes.start(*workload, checkpoints);
+    writes.finish();
+  }
   workload->write_outputs(true);
   in_situ.maybe_execute(*workload, true);
   progress.maybe_print(true);
-  if (workload->checkpointable() && (stopped || config.checkpoint.at_end))
+  if (workload->checkpointable() && !stopped && config.checkpoint.at_end)
     writes.start(*workload, checkpoints);
   writes.finish();
 
