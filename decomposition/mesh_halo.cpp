@@ -3,7 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <map>
+#include <set>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -24,37 +24,18 @@ void MeshHalo::build(std::span<const std::int64_t> owned, std::span<const std::i
                      std::span<const int> corner_owners) {
   if (triangles.size() % 3 != 0 || corner_owners.size() != triangles.size())
     throw std::invalid_argument("MeshHalo::build: three ids and three owners per triangle");
-  MPI_Comm comm = halo_.transport_comm();
-  int rank = 0, nranks = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &nranks);
-
-  owned_ = owned.size();
-  global_ids_.assign(owned.begin(), owned.end());
-  local_.clear();
-  for (std::size_t i = 0; i < owned_; ++i)
-    if (!local_.emplace(owned[i], static_cast<std::uint32_t>(i)).second)
-      throw std::invalid_argument("MeshHalo::build: vertex " + std::to_string(owned[i]) +
-                                  " listed twice");
-
+  const int rank = register_owned(owned);
   // Ghosts: the non-owned corners, by (owner, global id).
-  std::map<std::pair<int, std::int64_t>, bool> ghosts;
+  std::set<std::pair<int, std::int64_t>> ghosts;
   for (std::size_t c = 0; c < triangles.size(); ++c) {
     const bool mine = local_.count(triangles[c]) > 0;
     if ((corner_owners[c] == rank) != mine)
       throw std::invalid_argument("MeshHalo::build: vertex " + std::to_string(triangles[c]) +
                                   (mine ? " is listed as owned but its owner is another rank"
                                         : " is owned here but not listed as owned"));
-    if (!mine) ghosts[{corner_owners[c], triangles[c]}] = true;
+    if (!mine) ghosts.emplace(corner_owners[c], triangles[c]);
   }
-  std::vector<int> request_counts(nranks, 0), offer_counts(nranks, 0);
-  std::vector<std::int64_t> requests;
-  for (const auto& [key, unused] : ghosts) {
-    local_.emplace(key.second, static_cast<std::uint32_t>(global_ids_.size()));
-    global_ids_.push_back(key.second);
-    requests.push_back(key.second);
-    ++request_counts[key.first];
-  }
+  connect(ghosts);
 
   // Triangles in local rows; each computed by the owner of its lowest-id corner.
   triangles_.resize(triangles.size());
@@ -71,6 +52,55 @@ void MeshHalo::build(std::span<const std::int64_t> owned, std::span<const std::i
     computes_[t] = corner_owners[lowest] == rank;
   }
   device_triangles_ = IndexVector(triangles_.begin(), triangles_.end());
+}
+
+void MeshHalo::build_ghosts(std::span<const std::int64_t> owned,
+                            std::span<const std::int64_t> ghost_ids,
+                            std::span<const int> ghost_owners) {
+  if (ghost_ids.size() != ghost_owners.size())
+    throw std::invalid_argument("MeshHalo::build_ghosts: one owner per ghost");
+  const int rank = register_owned(owned);
+  std::set<std::pair<int, std::int64_t>> ghosts;
+  for (std::size_t g = 0; g < ghost_ids.size(); ++g) {
+    if (ghost_owners[g] == rank || local_.count(ghost_ids[g]))
+      throw std::invalid_argument("MeshHalo::build_ghosts: vertex " +
+                                  std::to_string(ghost_ids[g]) + " is owned here");
+    ghosts.emplace(ghost_owners[g], ghost_ids[g]);
+  }
+  connect(ghosts);
+  triangles_.clear();
+  computes_.clear();
+  device_triangles_.clear();
+}
+
+int MeshHalo::register_owned(std::span<const std::int64_t> owned) {
+  owned_ = owned.size();
+  global_ids_.assign(owned.begin(), owned.end());
+  local_.clear();
+  for (std::size_t i = 0; i < owned_; ++i)
+    if (!local_.emplace(owned[i], static_cast<std::uint32_t>(i)).second)
+      throw std::invalid_argument("MeshHalo::build: vertex " + std::to_string(owned[i]) +
+                                  " listed twice");
+  int rank = 0;
+  MPI_Comm_rank(halo_.transport_comm(), &rank);
+  return rank;
+}
+
+void MeshHalo::connect(const std::set<std::pair<int, std::int64_t>>& ghosts) {
+  MPI_Comm comm = halo_.transport_comm();
+  int nranks = 1;
+  MPI_Comm_size(comm, &nranks);
+  std::vector<int> request_counts(nranks, 0), offer_counts(nranks, 0);
+  std::vector<std::int64_t> requests;
+  for (const auto& [owner, id] : ghosts) {
+    if (owner < 0 || owner >= nranks)
+      throw std::invalid_argument("MeshHalo::build: vertex " + std::to_string(id) +
+                                  " has no valid owner rank");
+    local_.emplace(id, static_cast<std::uint32_t>(global_ids_.size()));
+    global_ids_.push_back(id);
+    requests.push_back(id);
+    ++request_counts[owner];
+  }
 
   // Ask each owner for its vertices; the owners export them in the order asked.
   MPI_Alltoall(request_counts.data(), 1, MPI_INT, offer_counts.data(), 1, MPI_INT, comm);

@@ -14,6 +14,8 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "decomposition/halo_plan.hpp"
@@ -29,6 +31,11 @@ class MeshHalo {
   // triangle must have an owned corner. Afterwards the store must hold vertex_count() rows.
   void build(std::span<const std::int64_t> owned, std::span<const std::int64_t> triangles,
              std::span<const int> corner_owners);
+
+  // Collective. The same with the ghosts given directly (any vertices of other ranks the caller
+  // needs: several rings deep, say), each with its owner rank; no triangles are kept.
+  void build_ghosts(std::span<const std::int64_t> owned, std::span<const std::int64_t> ghost_ids,
+                    std::span<const int> ghost_owners);
 
   std::size_t owned_count() const { return owned_; }
   std::size_t ghost_count() const { return global_ids_.size() - owned_; }
@@ -51,6 +58,9 @@ class MeshHalo {
 
  private:
   void check_store(const ParticleStore& store) const;
+  int register_owned(std::span<const std::int64_t> owned);  // returns this rank
+  // Ghost rows in (owner, id) order, the requests to their owners and the plan.
+  void connect(const std::set<std::pair<int, std::int64_t>>& ghosts);
 
   HaloPlan halo_;
   std::size_t owned_ = 0;

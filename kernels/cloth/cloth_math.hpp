@@ -1,18 +1,15 @@
 // Small fixed-size algebra for the cloth kernels, templated on the scalar so that the same
 // per-vertex code runs in float (the simulation) and float64 (tests, gradient checks).
-// kernels/common/vec.hpp's types are float only.
+// Vector3 and its +, -, scaling and += are kernels/common/vec.hpp's (mesh vertex fields travel
+// through the ParticleStore); the rest is here.
 #pragma once
 
 #include <cmath>
 
 #include "kernels/common/hd.hpp"
+#include "kernels/common/vec.hpp"
 
 namespace apron::cloth {
-
-template <class T>
-struct Vector3 {
-  T x, y, z;
-};
 
 template <class T>
 struct Vector2 {
@@ -25,25 +22,6 @@ struct Sym2 {
   T xx, xy, yy;
 };
 
-template <class T>
-APRON_HD inline Vector3<T> operator+(Vector3<T> a, Vector3<T> b) {
-  return {a.x + b.x, a.y + b.y, a.z + b.z};
-}
-template <class T>
-APRON_HD inline Vector3<T> operator-(Vector3<T> a, Vector3<T> b) {
-  return {a.x - b.x, a.y - b.y, a.z - b.z};
-}
-template <class T>
-APRON_HD inline Vector3<T> operator*(T s, Vector3<T> a) {
-  return {s * a.x, s * a.y, s * a.z};
-}
-template <class T>
-APRON_HD inline Vector3<T>& operator+=(Vector3<T>& a, Vector3<T> b) {
-  a.x += b.x;
-  a.y += b.y;
-  a.z += b.z;
-  return a;
-}
 template <class T>
 APRON_HD inline T dot(Vector3<T> a, Vector3<T> b) {
   return a.x * b.x + a.y * b.y + a.z * b.z;

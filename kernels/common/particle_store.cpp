@@ -122,6 +122,7 @@ template class TypedField<float>;
 template class TypedField<double>;
 template class TypedField<std::int32_t>;
 template class TypedField<Vec4>;
+template class TypedField<Vector3<double>>;
 template class TypedField<std::uint8_t>;
 template class TypedField<std::uint32_t>;
 template class TypedField<std::int64_t>;

@@ -17,6 +17,33 @@ struct Vec3 {
   float x, y, z;
 };
 
+// Three components of any scalar: float64 vertex positions of a mesh workload, or values that
+// carry derivatives (the cloth's forward-mode gradient).
+template <class T>
+struct Vector3 {
+  T x, y, z;
+};
+
+template <class T>
+APRON_HD inline Vector3<T> operator+(Vector3<T> a, Vector3<T> b) {
+  return {a.x + b.x, a.y + b.y, a.z + b.z};
+}
+template <class T>
+APRON_HD inline Vector3<T> operator-(Vector3<T> a, Vector3<T> b) {
+  return {a.x - b.x, a.y - b.y, a.z - b.z};
+}
+template <class T>
+APRON_HD inline Vector3<T> operator*(T s, Vector3<T> a) {
+  return {s * a.x, s * a.y, s * a.z};
+}
+template <class T>
+APRON_HD inline Vector3<T>& operator+=(Vector3<T>& a, Vector3<T> b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  return a;
+}
+
 // Read-only loads through the GPU's non-coherent data cache (__ldg): the neighbour loops read
 // each particle's data from many threads and never write it during the pass.
 APRON_HD inline Vec4 load(const Vec4* p) {

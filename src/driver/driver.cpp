@@ -50,9 +50,11 @@ class Progress {
     const double fraction = (w_.time() - t0_) / std::max(w_.end_time() - t0_, 1e-300);
     const double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : -1;
     const std::string item = w_.item_name();
-    Log::info("step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu %ss  %.3g %s-steps/s  ETA %s",
+    const std::string items = item.ends_with("ex") ? item.substr(0, item.size() - 2) + "ices"
+                                                    : item + "s";  // vertex: vertices
+    Log::info("step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu %s  %.3g %s-steps/s  ETA %s",
               w_.step(), w_.time(), 100 * w_.time() / w_.end_time(), w_.last_dt(),
-              w_.global_items(), item.c_str(), rate, item.c_str(), duration_text(eta).c_str());
+              w_.global_items(), items.c_str(), rate, item.c_str(), duration_text(eta).c_str());
     last_ = now;
     steps_at_last_ = w_.step();
   }

@@ -1,0 +1,113 @@
+#include "cloth/cloth_config.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "config/yaml_reader.hpp"
+
+namespace apron::cloth {
+namespace {
+
+using config::MapReader;
+
+// The grid's two counts: cells along x and y, each 1..4096 (16.8M vertices at most).
+GridSpec read_grid(MapReader& r) {
+  GridSpec g;
+  const auto size = r.vec3("size");  // z ignored: the sheet lies in the z = 0 plane
+  g.size_x = size[0], g.size_y = size[1];
+  if (!(g.size_x > 0 && g.size_y > 0 && std::isfinite(g.size_x * g.size_y)))
+    r.fail("size", "must be [x, y, 0] with x, y > 0 (metres)");
+  const auto cells = r.vec3("cells");
+  for (int d = 0; d < 2; ++d)
+    if (!(cells[d] >= 1 && cells[d] <= 4096 && cells[d] == std::floor(cells[d])))
+      r.fail("cells", "must be [nx, ny, 0] with whole numbers from 1 to 4096");
+  g.nx = static_cast<int>(cells[0]), g.ny = static_cast<int>(cells[1]);
+  g.perturbed = r.get<bool>("perturbed", false);
+  g.jitter = r.in_range("jitter", 0, 0.3, g.jitter);
+  const long seed = r.get<long>("seed", 1);
+  if (seed < 0) r.fail("seed", "must be 0 or positive");
+  g.seed = static_cast<std::uint64_t>(seed);
+  return g;
+}
+
+SheetConfig read_sheet(MapReader& cloth) {
+  SheetConfig s;
+  const bool grid = cloth.has("grid"), mesh = cloth.has("mesh");
+  if (grid == mesh) cloth.fail("grid", "give exactly one of grid: {size, cells, ...} or mesh: {file}");
+  if (grid) {
+    MapReader r = cloth.child("grid");
+    s.grid = read_grid(r);
+    s.centre = r.vec3("centre", s.centre);
+    r.finish();
+    return s;
+  }
+  MapReader r = cloth.child("mesh");
+  s.from_file = true;
+  s.file = config::resolve_input_path(r, "file", r.get<std::string>("file"), "mesh file");
+  s.scale = r.positive("scale", 1.0);
+  s.offset = r.vec3("offset", s.offset);
+  r.finish();
+  return s;
+}
+
+MaterialConfig read_material(MapReader r) {
+  MaterialConfig m;
+  m.density = r.in_range("density", 1e-6, 1e6, m.density);
+  m.stretch = r.in_range("stretch", 1e-6, 1e12, m.stretch);
+  m.bend = r.in_range("bend", 0, 1e6, m.bend);
+  m.coupling = r.in_range("coupling", -1e6, 1e6, m.coupling);
+  // The energy is positive definite only while the coupling is below the geometric mean of
+  // the stretch and bend stiffnesses (P is positive definite; zeta e^2 + phi e k + xi k^2).
+  if (m.coupling * m.coupling >= 4 * m.stretch * m.bend && m.coupling != 0)
+    r.fail("coupling", "must satisfy coupling^2 < 4 stretch bend (else the energy has no minimum)");
+  m.damping = r.in_range("damping", 0, 1e9, m.damping);
+  r.finish();
+  return m;
+}
+
+ColliderConfig read_collider(MapReader r) {
+  ColliderConfig c;
+  c.kind = r.choice("kind", {"sphere", "box", "floor"});
+  if (c.kind == "sphere") {
+    c.centre = r.vec3("centre");
+    c.radius = r.positive("radius");
+  } else if (c.kind == "box") {
+    const Box b = config::read_box(r);
+    c.lo = {b.lo[0], b.lo[1], b.lo[2]}, c.hi = {b.hi[0], b.hi[1], b.hi[2]};
+  } else {
+    c.height = r.get<double>("height", 0.0);
+    if (!std::isfinite(c.height)) r.fail("height", "must be a finite number (metres)");
+  }
+  r.finish();
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapReader& root) {
+  auto c = std::make_shared<ClothCase>();
+  MapReader cloth = root.child("cloth");
+  c->sheet = read_sheet(cloth);
+  c->material = read_material(cloth.child("material"));
+  c->gravity = cloth.vec3("gravity", c->gravity);
+  c->cfl = cloth.in_range("cfl", 0.01, 1, c->cfl);
+  for (auto& box : cloth.list("pinned")) {
+    c->pinned.push_back(config::read_box(box));
+    box.finish();
+  }
+  for (auto& collider : cloth.list("colliders")) c->colliders.push_back(read_collider(collider));
+  c->friction = cloth.in_range("friction", 0, 10, c->friction);
+  c->thickness = cloth.in_range("thickness", 0, 1e3, c->thickness);
+  cloth.finish();
+  return c;
+}
+
+config::WorkloadSchema cloth_schema() {
+  // No domain: the sheet's own bounds are what the ranks split. No checkpoints yet.
+  return {config::kTime | config::kOutputSeries | config::kDecomposition | config::kCatalyst,
+          [](const config::CaseConfig& c, MapReader& root) {
+            return std::shared_ptr<const config::WorkloadSettings>(read_cloth_case(c, root));
+          }};
+}
+
+}  // namespace apron::cloth

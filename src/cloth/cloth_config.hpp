@@ -1,0 +1,62 @@
+// The cloth workload's own section of a case file (its schema, registered with the workload):
+// `cloth` holds the sheet (a generated grid or a mesh file), the material of the Cosserat
+// surface, what holds it (pinned vertices) and what it meets (colliders).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/case_config.hpp"
+#include "kernels/cloth/mesh.hpp"
+#include "kernels/common/box.hpp"
+
+namespace apron::cloth {
+
+// Where the sheet comes from: a grid (GridSpec, in the z = 0 plane centred on the origin, then
+// moved to `centre`) or a triangle mesh file (OBJ, PLY, OFF), scaled and offset.
+struct SheetConfig {
+  bool from_file = false;
+  GridSpec grid;
+  std::array<double, 3> centre{0, 0, 0};
+  std::string file;
+  double scale = 1;
+  std::array<double, 3> offset{0, 0, 0};
+};
+
+// Material of the surface (energy.hpp's Material) and its motion, mu r_tt + gamma r_t + K r = mu F.
+struct MaterialConfig {
+  double density = 0.1;  // mu: mass per unit area [kg/m^2]
+  double stretch = 100;  // zeta [N/m]
+  double bend = 1e-4;    // xi [N m]
+  double coupling = 0;   // phi, the stretch-bend ("wrinkling") term [N]
+  double damping = 0;    // gamma [kg/(m^2 s)]
+};
+
+struct ColliderConfig {
+  std::string kind;  // sphere | box | floor
+  std::array<double, 3> centre{}, lo{}, hi{};
+  double radius = 0, height = 0;
+};
+
+struct ClothCase : config::WorkloadSettings {
+  SheetConfig sheet;
+  MaterialConfig material;
+  std::array<double, 3> gravity{0, 0, -9.81};
+  double cfl = 0.5;  // dt = cfl x the explicit stability limit of the sheet's waves
+  std::vector<Box> pinned;  // vertices whose rest position lies inside one are held there
+  std::vector<ColliderConfig> colliders;
+  double friction = 0.3;  // Coulomb coefficient at colliders
+  double thickness = 0;   // contact offset from collider surfaces [m]
+};
+
+std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig& c,
+                                                 config::MapReader& root);
+config::WorkloadSchema cloth_schema();
+
+inline const ClothCase& cloth_case(const config::CaseConfig& c) {
+  return c.settings_as<ClothCase>();
+}
+
+}  // namespace apron::cloth

@@ -1,0 +1,385 @@
+#include "cloth/cloth_solver.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+
+#include <thrust/copy.h>
+#include <thrust/fill.h>
+
+#include "config/yaml_reader.hpp"
+#include "decomposition/partition.hpp"
+#include "decomposition/reductions.hpp"
+#include "io/mesh_reader.hpp"
+#include "kernels/common/primitives.hpp"
+#include "runtime/json.hpp"
+
+namespace apron::cloth {
+namespace {
+
+using V3 = Vector3<double>;
+
+template <class T>
+std::vector<T> to_host(const DeviceVector<T>& d, std::size_t n) {
+  std::vector<T> h(n);
+  thrust::copy(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(n), h.begin());
+  return h;
+}
+
+Collider device_collider(const ColliderConfig& c) {
+  Collider k;
+  k.kind = c.kind == "sphere" ? Collider::sphere : c.kind == "box" ? Collider::box : Collider::floor;
+  k.centre = {c.centre[0], c.centre[1], c.centre[2]};
+  k.lo = {c.lo[0], c.lo[1], c.lo[2]};
+  k.hi = {c.hi[0], c.hi[1], c.hi[2]};
+  k.radius = c.radius;
+  k.height = c.height;
+  return k;
+}
+
+// The vertices within `depth` rings of the owned ones that other ranks own, ascending.
+std::vector<std::int64_t> ghost_layers(const Rings& rings, const std::vector<int>& owner, int rank,
+                                       int depth) {
+  std::vector<std::uint8_t> seen(owner.size(), 0);
+  std::vector<std::uint32_t> front;
+  for (std::uint32_t v = 0; v < owner.size(); ++v)
+    if (owner[v] == rank) seen[v] = 1, front.push_back(v);
+  std::vector<std::int64_t> ghosts;
+  for (int layer = 0; layer < depth; ++layer) {
+    std::vector<std::uint32_t> next;
+    for (const std::uint32_t v : front)
+      for (std::uint32_t k = rings.offsets[v]; k < rings.offsets[v + 1]; ++k) {
+        const std::uint32_t u = rings.neighbours[k];
+        if (seen[u]) continue;
+        seen[u] = 1;
+        next.push_back(u);
+        ghosts.push_back(u);
+      }
+    front.swap(next);
+  }
+  std::sort(ghosts.begin(), ghosts.end());
+  return ghosts;
+}
+
+}  // namespace
+
+ClothSolver::ClothSolver(const WorkloadContext& context)
+    : config_(context.config),
+      case_(cloth_case(config_)),
+      ranks_(context.ranks),
+      timers_(context.timers),
+      transport_(context.ranks.comm),
+      halo_(transport_),
+      outputs_(config_.output.every, 0, true) {}
+
+HostMesh ClothSolver::sheet() const {
+  const SheetConfig& s = case_.sheet;
+  HostMesh mesh;
+  if (s.from_file) {
+    const io::TriangleMesh read = io::read_mesh(s.file);
+    mesh.triangles = read.triangles;
+    mesh.positions = read.vertices;
+    for (auto& p : mesh.positions)
+      for (int d = 0; d < 3; ++d) p[d] = p[d] * s.scale + s.offset[d];
+  } else {
+    mesh = grid_mesh(s.grid);
+    for (auto& p : mesh.positions)
+      for (int d = 0; d < 3; ++d) p[d] += s.centre[d];
+  }
+  return mesh;
+}
+
+void ClothSolver::setup() {
+  HostMesh mesh;
+  Rings rings;
+  {
+    auto t = timers_.scope("setup");
+    mesh = sheet();
+    // The same check on every rank: a bad mesh is refused by all of them together.
+    try {
+      rings = build_rings(mesh);
+    } catch (const MeshError& e) {
+      throw config::ConfigError(config_.file + ": cloth: the sheet cannot be simulated: " +
+                                e.what());
+    }
+    global_vertices_ = mesh.positions.size();
+    distribute(mesh, rings);
+    build_local_mesh(mesh, rings);
+    build_output_triangles(mesh);
+    choose_dt(mesh);
+  }
+  if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
+  series_ = std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "cloth");
+  if (ranks_.rank == 0) {
+    table_.emplace(config_.output.dir + "/diagnostics.csv",
+                   "step,time,dt,kinetic,potential,elastic,total,max_speed");
+    table_->open(std::nullopt);
+  }
+  Log::info("cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu ghosts)",
+            global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_,
+            halo_.ghost_count());
+}
+
+// Owners by the partition of the rest positions: every rank computes every vertex's owner.
+void ClothSolver::distribute(const HostMesh& mesh, const Rings& rings) {
+  Box bounds;
+  for (int d = 0; d < 3; ++d) {
+    bounds.lo[d] = std::numeric_limits<double>::max();
+    bounds.hi[d] = std::numeric_limits<double>::lowest();
+  }
+  std::vector<Vec4> points(mesh.positions.size());
+  for (std::size_t v = 0; v < points.size(); ++v) {
+    const auto& p = mesh.positions[v];
+    points[v] = {static_cast<float>(p[0]), static_cast<float>(p[1]), static_cast<float>(p[2]), 0};
+    for (int d = 0; d < 3; ++d)
+      bounds.lo[d] = std::min(bounds.lo[d], p[d]), bounds.hi[d] = std::max(bounds.hi[d], p[d]);
+  }
+  bounds = bounds.expanded(1e-6 * (1 + bounds.hi[0] - bounds.lo[0]));
+  // Each rank hands its share of the (replicated) vertices to the cut.
+  const std::size_t n = points.size(), r = static_cast<std::size_t>(ranks_.rank);
+  const std::size_t first = n * r / ranks_.size, last = n * (r + 1) / ranks_.size;
+  const Partition partition =
+      config_.decomposition.method == "cartesian"
+          ? Partition::cartesian(bounds, ranks_.size, config_.decomposition.dims)
+          : Partition::rcb(bounds, ranks_.comm,
+                           std::span<const Vec4>(points.data() + first, last - first));
+  const OwnerLookup lookup{partition.ownership_boxes().data(), partition.ranks()};
+  owner_.resize(n);
+  std::vector<std::int64_t> owned;
+  for (std::size_t v = 0; v < n; ++v) {
+    owner_[v] = lookup(points[v]);
+    if (owner_[v] == ranks_.rank) owned.push_back(static_cast<std::int64_t>(v));
+  }
+  owned_ = owned.size();
+  const std::vector<std::int64_t> ghosts = ghost_layers(rings, owner_, ranks_.rank, kGhostRings);
+  std::vector<int> ghost_owners(ghosts.size());
+  for (std::size_t g = 0; g < ghosts.size(); ++g) ghost_owners[g] = owner_[ghosts[g]];
+  halo_.build_ghosts(owned, ghosts, ghost_owners);
+}
+
+// The local rows' rings, in the sheet's ring order (so each vertex's frame and sums are those of
+// one rank). The outermost ghost layer's rings lose the vertices not held here: they are marked
+// open, and nothing owned reads what is computed from them.
+void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
+  const auto& ids = halo_.global_ids();
+  const std::size_t n = ids.size();
+  std::vector<V3> rest(n);
+  std::vector<std::uint32_t> offsets{0}, neighbours;
+  std::vector<std::uint8_t> boundary(n), pinned(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<std::uint32_t>(ids[i]);
+    const auto& p = mesh.positions[v];
+    rest[i] = {p[0], p[1], p[2]};
+    bool complete = true;
+    for (std::uint32_t k = rings.offsets[v]; k < rings.offsets[v + 1]; ++k) {
+      const std::int64_t local = halo_.local_index(rings.neighbours[k]);
+      if (local < 0) {
+        complete = false;
+        continue;
+      }
+      neighbours.push_back(static_cast<std::uint32_t>(local));
+    }
+    offsets.push_back(static_cast<std::uint32_t>(neighbours.size()));
+    boundary[i] = rings.boundary[v] || !complete;
+    for (const Box& box : case_.pinned)
+      if (box.contains(rest[i])) pinned[i] = 1;
+  }
+  mesh_.positions = DeviceVector<V3>(rest.begin(), rest.end());
+  mesh_.ring_offsets = DeviceVector<std::uint32_t>(offsets.begin(), offsets.end());
+  mesh_.ring_neighbours = DeviceVector<std::uint32_t>(neighbours.begin(), neighbours.end());
+  mesh_.boundary = DeviceVector<std::uint8_t>(boundary.begin(), boundary.end());
+  pinned_ = DeviceVector<std::uint8_t>(pinned.begin(), pinned.end());
+
+  reference_ = make_reference(mesh_, mesh_.positions);
+  const MaterialConfig& m = case_.material;
+  model_ = make_energy_model(mesh_, Material{m.stretch, m.bend, m.coupling});
+  std::vector<double> mass = to_host(reference_.rest.area, n);
+  for (double& a : mass) a *= m.density;
+  mass_ = DeviceVector<double>(mass.begin(), mass.end());
+
+  position_ = &store_.add<V3>("position");
+  velocity_ = &store_.add<V3>("velocity");
+  store_.resize(n);
+  *position_ = mesh_.positions;
+  thrust::fill(velocity_->begin(), velocity_->end(), V3{0, 0, 0});
+  std::vector<Collider> colliders;
+  for (const auto& c : case_.colliders) colliders.push_back(device_collider(c));
+  colliders_ = DeviceVector<Collider>(colliders.begin(), colliders.end());
+}
+
+void ClothSolver::build_output_triangles(const HostMesh& mesh) {
+  std::vector<std::int64_t> row_of(mesh.positions.size(), -1);
+  for (const auto& tri : mesh.triangles) {
+    if (owner_[*std::min_element(tri.begin(), tri.end())] != ranks_.rank) continue;
+    for (const std::uint32_t v : tri) {
+      if (row_of[v] < 0) {
+        row_of[v] = static_cast<std::int64_t>(output_rows_.size());
+        output_rows_.push_back(static_cast<std::uint32_t>(halo_.local_index(v)));
+      }
+      output_triangles_.push_back(static_cast<std::uint32_t>(row_of[v]));
+    }
+  }
+  visual_connectivity_.assign(output_triangles_.begin(), output_triangles_.end());
+}
+
+// The explicit limit of the sheet's fastest waves on its shortest edge h: membrane waves at
+// c = sqrt(6 zeta / mu) (W = 3 zeta e^2 under a uniaxial strain e) need dt <= h / c, bending
+// waves (D = 6 xi) dt <= 2 h^2 / (pi^2 sqrt(D / mu)).
+void ClothSolver::choose_dt(const HostMesh& mesh) {
+  double h = std::numeric_limits<double>::max();
+  for (const auto& tri : mesh.triangles)
+    for (int e = 0; e < 3; ++e) {
+      const auto& a = mesh.positions[tri[e]];
+      const auto& b = mesh.positions[tri[(e + 1) % 3]];
+      h = std::min(h, std::hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]));
+    }
+  const MaterialConfig& m = case_.material;
+  double limit = h / std::sqrt(6 * m.stretch / m.density);
+  if (m.bend > 0)
+    limit = std::min(limit, 2 * h * h / (std::numbers::pi * std::numbers::pi *
+                                         std::sqrt(6 * m.bend / m.density)));
+  dt_ = case_.cfl * limit;
+  motion_.dt = dt_;
+  motion_.gravity = {case_.gravity[0], case_.gravity[1], case_.gravity[2]};
+  motion_.damping_rate = m.damping / m.density;
+  motion_.friction = case_.friction;
+  motion_.thickness = case_.thickness;
+}
+
+void ClothSolver::advance() {
+  {
+    auto t = timers_.scope("forces");
+    energy_gradient(mesh_, *position_, reference_, model_, gradient_);
+  }
+  {
+    auto t = timers_.scope("integrate");
+    motion_.dt = std::min(dt_, config_.time.end - time_);
+    advance_vertices({position_, velocity_, &gradient_, &mass_, &pinned_}, owned_, motion_,
+                     colliders_);
+  }
+  {
+    auto t = timers_.scope("halo");
+    static const std::string fields[] = {"position", "velocity"};
+    halo_.gather(store_, fields);
+  }
+  time_ += motion_.dt;
+  ++step_;
+  if (step_ % config_.output.diagnostics_every == 0) check_finite();
+}
+
+void ClothSolver::check_finite() const {
+  const bool local = any_not_finite(*position_,
+                                    *velocity_, owned_);
+  if (global_max(ranks_.comm, local ? 1.0 : 0.0) > 0)
+    throw std::runtime_error(
+        "the cloth became unstable at step " + std::to_string(step_) + " (t = " +
+        std::to_string(time_) +
+        " s): non-finite positions or velocities; lower cloth.cfl, or check that the material "
+        "(stretch, bend, density) is physical");
+}
+
+ClothSolver::Diagnostics ClothSolver::diagnostics() {
+  energy_density(mesh_, *position_, reference_, model_, density_);
+  vertex_energies(*position_, *velocity_, mass_, density_, reference_.rest.area, owned_,
+                  motion_.gravity, scratch_);
+  const auto o = static_cast<std::uint32_t>(owned_);
+  const std::vector<std::uint32_t> bounds{0, o, 2 * o, 3 * o};
+  const DeviceVector<std::uint32_t> segments(bounds.begin(), bounds.end());
+  DeviceVector<double> sums, speed;
+  segmented_reduce(scratch_, segments, 3, Reduction::sum, sums);
+  std::vector<double> totals = to_host(sums, 3);
+  global_sum(ranks_.comm, totals);
+  vertex_speeds(*velocity_, owned_, scratch_);
+  segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.begin() + 2), 1,
+                   Reduction::max, speed);
+  const double max_speed = global_max(ranks_.comm, owned_ ? to_host(speed, 1)[0] : 0.0);
+  return {totals[0], totals[1], totals[2], max_speed};
+}
+
+void ClothSolver::write_outputs(bool final) {
+  if (final || step_ % config_.output.diagnostics_every == 0) {
+    auto t = timers_.scope("diagnostics");
+    last_ = diagnostics();
+    if (table_) {
+      char row[400];
+      const Diagnostics& d = *last_;
+      std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g", step_, time_,
+                    motion_.dt, d.kinetic, d.potential, d.elastic,
+                    d.kinetic + d.potential + d.elastic, d.max_speed);
+      table_->append(row);
+    }
+  }
+  if (outputs_.enabled() && (final || outputs_.due(time_))) {
+    auto t = timers_.scope("output");
+    write_mesh();
+    outputs_.passed(time_);
+  }
+  if (final && table_) table_->close();
+}
+
+std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
+  const auto position = to_host(*position_, store_.size());
+  const auto velocity = to_host(*velocity_, store_.size());
+  energy_density(mesh_, *position_, reference_, model_, density_);
+  const auto density = to_host(density_, store_.size());
+  stage_position_.clear(), stage_velocity_.clear(), stage_energy_.clear(), stage_id_.clear();
+  for (const std::uint32_t row : output_rows_) {
+    stage_id_.push_back(halo_.global_ids()[row]);
+    const V3 p = position[row], v = velocity[row];
+    stage_position_.insert(stage_position_.end(), {float(p.x), float(p.y), float(p.z)});
+    stage_velocity_.insert(stage_velocity_.end(), {float(v.x), float(v.y), float(v.z)});
+    stage_energy_.push_back(static_cast<float>(density[row]));
+  }
+  io::VisualBlock block;
+  block.channel = "cloth";
+  block.kind = io::VisualBlock::Kind::mesh;
+  block.points = output_rows_.size();
+  block.point_fields = {{"position", io::Dtype::f32, 3, stage_position_.data()},
+                        {"velocity", io::Dtype::f32, 3, stage_velocity_.data()},
+                        {"energy_density", io::Dtype::f32, 1, stage_energy_.data()},
+                        {"id", io::Dtype::i64, 1, stage_id_.data()}};
+  block.cells = output_triangles_.size() / 3;
+  block.connectivity = visual_connectivity_.data();
+  return {block};
+}
+
+void ClothSolver::write_mesh() {
+  const io::VisualBlock block = visual_blocks().front();
+  io::TriangleMeshPart part;
+  part.vertices = block.points;
+  part.vertex_fields = block.point_fields;
+  part.triangles = block.cells;
+  part.connectivity = output_triangles_.data();
+  series_->write(step_, time_, part);
+}
+
+void ClothSolver::report(Json& json) const {
+  json.begin_object("cloth");
+  json.value("vertices", static_cast<std::size_t>(global_vertices_));
+  json.value("dt", dt_);
+  json.value("ghost_rings", static_cast<long long>(kGhostRings));
+  json.value("halo_transport", transport_.name());
+  if (last_) {
+    json.value("kinetic", last_->kinetic);
+    json.value("potential", last_->potential);
+    json.value("elastic", last_->elastic);
+    json.value("max_speed", last_->max_speed);
+  }
+  json.end_object();
+}
+
+WorkloadSpec cloth_spec() {
+  WorkloadSpec spec;
+  spec.name = "cloth";
+  spec.summary = "Cosserat-surface cloth on a triangle mesh (time-stepping)";
+  spec.schema = cloth_schema();
+  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
+    return std::make_unique<ClothSolver>(x);
+  };
+  return spec;
+}
+
+}  // namespace apron::cloth

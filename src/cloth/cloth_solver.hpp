@@ -1,0 +1,105 @@
+// The Cosserat-surface cloth (issue 17) as a time-stepping workload. Every rank holds the whole
+// sheet's connectivity (read or generated alike on each) and owns the vertices inside its RCB
+// box; it also holds kGhostRings rings of other ranks' vertices around them (MeshHalo, by global
+// id), whose positions it refreshes every step. The internal forces of an owned vertex read W_v
+// of its 2-ring, each W_v its own 2-ring: four rings of positions, so every rank computes its
+// owned forces alone, in the same arithmetic as one rank (no reverse sum), and N ranks give 1
+// rank's motion.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cloth/cloth_config.hpp"
+#include "decomposition/mesh_halo.hpp"
+#include "decomposition/transport.hpp"
+#include "io/diagnostics_table.hpp"
+#include "io/series_output.hpp"
+#include "kernels/cloth/energy.hpp"
+#include "kernels/cloth/motion.hpp"
+#include "kernels/cloth/tensors.hpp"
+#include "kernels/common/particle_store.hpp"
+#include "runtime/runtime.hpp"
+#include "runtime/schedule.hpp"
+#include "workload.hpp"
+#include "workload_registry.hpp"
+
+namespace apron::cloth {
+
+class ClothSolver final : public Workload {
+ public:
+  static constexpr int kGhostRings = 4;
+
+  explicit ClothSolver(const WorkloadContext& context);
+
+  void setup() override;
+  void advance() override;
+  bool done() const override { return config_.time.reached(step_, time_); }
+  long step() const override { return step_; }
+  double time() const override { return time_; }
+  double end_time() const override { return config_.time.end; }
+  double last_dt() const override { return dt_; }
+  std::size_t global_items() const override { return global_vertices_; }
+  void write_outputs(bool final) override;
+  void report(Json& json) const override;
+  std::vector<io::VisualBlock> visual_blocks() override;
+  std::string output_dir() const override { return config_.output.dir; }
+  std::string item_name() const override { return "vertex"; }
+  std::string output_hint() const override {
+    return "cloth.xmf opens in ParaView; diagnostics.csv; run_report.json";
+  }
+
+  struct Diagnostics {
+    double kinetic = 0, potential = 0, elastic = 0, max_speed = 0;
+  };
+  Diagnostics diagnostics();  // collective
+
+ private:
+  HostMesh sheet() const;
+  void distribute(const HostMesh& mesh, const Rings& rings);
+  void build_local_mesh(const HostMesh& mesh, const Rings& rings);
+  void build_output_triangles(const HostMesh& mesh);
+  void choose_dt(const HostMesh& mesh);
+  void check_finite() const;
+  void write_mesh();
+
+  config::CaseConfig config_;
+  const ClothCase& case_;
+  RankInfo ranks_;
+  PhaseTimers& timers_;
+  Transport transport_;
+  MeshHalo halo_;
+
+  std::size_t global_vertices_ = 0, owned_ = 0;
+  std::vector<int> owner_;  // of every vertex of the sheet
+  DeviceMesh<double> mesh_;  // local rows: owned, then ghosts; positions at rest
+  ReferenceState<double> reference_;
+  EnergyModel model_;
+  ParticleStore store_;  // "position", "velocity" of the local rows (the halo moves them)
+  DeviceVector<Vector3<double>>* position_ = nullptr;
+  DeviceVector<Vector3<double>>* velocity_ = nullptr;
+  DeviceVector<Vector3<double>> gradient_;
+  DeviceVector<double> mass_, density_, scratch_;
+  DeviceVector<std::uint8_t> pinned_;
+  DeviceVector<Collider> colliders_;
+  MotionParams motion_;
+
+  long step_ = 0;
+  double time_ = 0, dt_ = 0;
+  TimeSchedule outputs_;
+  std::unique_ptr<io::SeriesWriter> series_;
+  std::optional<io::DiagnosticsTable> table_;
+  std::optional<Diagnostics> last_;
+  // Output: this rank's triangles (those whose lowest-id corner it owns) over the local rows
+  // they use, renumbered from 0.
+  std::vector<std::uint32_t> output_rows_, output_triangles_;
+  std::vector<std::int64_t> visual_connectivity_;
+  std::vector<float> stage_position_, stage_velocity_, stage_energy_;
+  std::vector<std::int64_t> stage_id_;  // the sheet's vertex index (a vertex may be on two ranks)
+};
+
+WorkloadSpec cloth_spec();
+
+}  // namespace apron::cloth
