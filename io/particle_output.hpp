@@ -34,7 +34,7 @@ class ParticleSeriesWriter {
   // Collective. On restart from a checkpoint at `step`: lists the step files already in the
   // folder up to that step (reading only their metadata), so the series index keeps the whole
   // run; later files belong to the abandoned continuation and are left out of it.
-  void resume(long step) { series_.resume(step); }
+  void resume(long step, double time) { series_.resume(step, time); }
 
   // The steps whose files are in the folder (collective).
   std::vector<long> steps_on_disk() const { return series_.steps_on_disk(); }

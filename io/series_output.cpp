@@ -559,20 +559,30 @@ void SeriesWriter::write(long step, double time, const BrickSetPart& part) {
            : std::string{}});
 }
 
-void SeriesWriter::resume(long step) {
+void SeriesWriter::resume(long step, double time) {
   entries_.clear();
   on_root(comm_, [&] {
     const QuietHdf5Errors quiet;
     const std::string prefix = basename_ + "_";
+    // A file is the checkpoint's past exactly when it is not later in simulated time: a
+    // checkpoint whose step or time disagrees with the series (damaged, or resealed by hand)
+    // would rewrite files of the earlier run, so it is refused before anything is written.
+    const double slack = 1e-9 * std::max(1.0, std::abs(time));
     std::error_code ec;
     for (const auto& item : fs::directory_iterator(dir_, ec)) {
       const std::string name = item.path().filename().string();
       if (name.rfind(prefix, 0) != 0 || item.path().extension() != ".h5") continue;
       const Hdf5File file = Hdf5File::open_serial(item.path());
       const long file_step = file.integer("step");
-      if (file_step > step) continue;
-      const double time = file.real("time");
-      entries_.push_back({file_step, time, grid_from_file(file, name, time)});
+      const double file_time = file.real("time");
+      const bool past = file_step <= step;
+      if (past != (file_time <= time + slack) || (file_step == step && file_time < time - slack))
+        throw std::runtime_error(
+            "the checkpoint (step " + std::to_string(step) + ", t = " + std::to_string(time) +
+            " s) disagrees with the output series on disk: " + item.path().string() +
+            " holds step " + std::to_string(file_step) + " at t = " + std::to_string(file_time) +
+            " s; the checkpoint is damaged or belongs to another run");
+      if (past) entries_.push_back({file_step, file_time, grid_from_file(file, name, file_time)});
     }
     std::sort(entries_.begin(), entries_.end(),
               [](const Entry& a, const Entry& b) { return a.step < b.step; });

@@ -70,10 +70,12 @@ class SeriesWriter {
   void write(long step, double time, const TriangleMeshPart& mesh);
   void write(long step, double time, const BrickSetPart& bricks);
 
-  // Collective. On restart from a checkpoint at `step`: lists the step files already in the
-  // folder up to that step (reading only their metadata), so the series index keeps the whole
-  // run; later files belong to the abandoned continuation and are left out of it.
-  void resume(long step);
+  // Collective. On restart from a checkpoint at `step` and `time`: lists the step files already
+  // in the folder up to that step (reading only their metadata), so the series index keeps the
+  // whole run; later files belong to the abandoned continuation and are left out of it. Throws
+  // std::runtime_error, before writing anything, when a file's step and time disagree with the
+  // checkpoint's (a file of an earlier step at a later time, or the reverse).
+  void resume(long step, double time);
 
   // The steps of this series whose files are in the folder (rank 0 reads the folder; every rank
   // gets the answer). Collective.

@@ -594,8 +594,8 @@ void FlipSolver::open_outputs(std::optional<long> resume_step) {
       std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "particles");
   brick_series_ = std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "bricks");
   if (resume_step) {
-    particle_series_->resume(*resume_step);
-    brick_series_->resume(*resume_step);
+    particle_series_->resume(*resume_step, time_);
+    brick_series_->resume(*resume_step, time_);
   }
   if (ranks_.rank == 0) {
     diagnostics_.emplace(config_.output.dir + "/diagnostics.csv",

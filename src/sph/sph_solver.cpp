@@ -174,7 +174,7 @@ void SphSolver::open_outputs(std::optional<long> resume_step) {
   if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
   writer_ =
       std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
-  if (resume_step) writer_->resume(*resume_step);
+  if (resume_step) writer_->resume(*resume_step, time_);
   // Page-locking host memory is slow (~0.2 s for 0.5 GB): done here, not in the step loop.
   if (config_.checkpoint.periodic()) checkpoint_staging();
   if (ranks_.rank == 0) {

@@ -326,6 +326,20 @@ def scenario_forged(r, work):
               f"{name}: inspect --verify fails (status {status}): {pattern}")
     check(snapshot(out) == before, "no output of the earlier run changed")
 
+    # Resealed by hand, a step or time passes every checksum; the series on disk contradicts it
+    # (step 14 at the time of step 30 would rewrite the earlier run's files after step 14).
+    for name, change in (("step_resealed", attr("step", np.int64(14))),
+                         ("time_resealed", attr("time", np.float64(1e9)))):
+        path = f"{forged_dir}/{name}.h5"
+        shutil.copy(good, path)
+        with h5py.File(path, "r+") as f:
+            change(f)
+        ckpt_digest.reseal(path)
+        output = r.run(2, out, "--set", "time.max_steps=60", "--restart", path, expect=2)
+        check("disagrees with the output series on disk" in output,
+              f"{name}: --restart refused on 2 ranks: the series on disk contradicts it")
+    check(snapshot(out) == before, "no output of the earlier run changed by a resealed checkpoint")
+
     # A damaged 'format' attribute is not "particle output, no checksums".
     for name, value in (("format_damaged", np.bytes_("apron checkpoinT")), ("format_gone", None)):
         path = f"{forged_dir}/{name}.h5"

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/series_output.hpp"
@@ -126,7 +127,23 @@ int main(int argc, char** argv) {
                                  std::filesystem::copy_options::overwrite_existing);
       io::SeriesWriter again(MPI_COMM_WORLD, dir, name);
       MPI_Barrier(MPI_COMM_WORLD);
-      again.resume(1);
+      again.resume(1, 0.25);
+    }
+    // A checkpoint whose step or time disagrees with the files on disk (step 1 at the time of
+    // step 2, or step 2 at the time of step 1) is refused before the series index is touched.
+    for (const auto& [step, time] : {std::pair{1L, 0.5}, std::pair{2L, 0.25}}) {
+      io::SeriesWriter again(MPI_COMM_WORLD, dir, "points");
+      const auto before = std::filesystem::last_write_time(dir / "points.xmf");
+      bool refused = false;
+      try {
+        again.resume(step, time);
+      } catch (const std::runtime_error& e) {
+        refused = std::string(e.what()).find("disagrees with the output series") !=
+                  std::string::npos;
+      }
+      expect(refused, "a checkpoint at a step and time the series on disk contradicts is refused");
+      expect(std::filesystem::last_write_time(dir / "points.xmf") == before,
+             "the refused resume leaves the series index as it was");
     }
     // Wrong arguments throw on every rank.
     io::SeriesWriter bad(MPI_COMM_WORLD, dir / "bad", "bad");
