@@ -106,6 +106,7 @@ void ClothSolver::setup() {
                                 e.what());
     }
     global_vertices_ = mesh.positions.size();
+    check_pinned(mesh);
     distribute(mesh, rings);
     build_local_mesh(mesh, rings);
     build_output_triangles(mesh);
@@ -121,6 +122,21 @@ void ClothSolver::setup() {
   Log::info("cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu ghosts)",
             global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_,
             halo_.ghost_count());
+}
+
+// A pinned box that holds no vertex is a mistake in the case (a sheet that was meant to hang
+// would fall): refused, naming the box.
+void ClothSolver::check_pinned(const HostMesh& mesh) const {
+  for (std::size_t b = 0; b < case_.pinned.size(); ++b) {
+    const Box& box = case_.pinned[b];
+    const bool holds = std::any_of(mesh.positions.begin(), mesh.positions.end(), [&](const auto& p) {
+      return box.contains(V3{p[0], p[1], p[2]});
+    });
+    if (!holds)
+      throw config::ConfigError(config_.file + ": cloth.pinned[" + std::to_string(b) + "] " +
+                                config::box_text(box) +
+                                " holds no vertex of the sheet at rest; move or grow it");
+  }
 }
 
 // Owners by the partition of the rest positions: every rank computes every vertex's owner.

@@ -58,6 +58,7 @@ class ClothSolver final : public Workload {
 
  private:
   HostMesh sheet() const;
+  void check_pinned(const HostMesh& mesh) const;
   void distribute(const HostMesh& mesh, const Rings& rings);
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
   void build_output_triangles(const HostMesh& mesh);

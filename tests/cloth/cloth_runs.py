@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Runs of the cloth workload (issue 17) checked against physics and each other.
+
+usage: cloth_runs.py SCENARIO --apron EXE --case CASE.yaml --work DIR [--mpiexec "mpirun ..."]
+
+Scenarios (the case is the hanging sheet, held at two corners, made small with --set):
+  conservation  no damping, no contact: over 1000 steps the total energy (kinetic + potential +
+                elastic) strays from its start by under 1% of the largest kinetic energy.
+  damping       with damping: the total energy falls from each diagnostics row to the next.
+  ranks         1, 2, 3 and 4 ranks: the same positions at the end for every vertex (by id),
+                to round-off (the largest difference is printed).
+"""
+import argparse
+import csv
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+SMALL = ["--set", "cloth.grid.cells=[8, 8, 0]", "--set", "output.progress_every=100"]
+
+
+class Runner:
+    def __init__(self, args):
+        self.apron, self.case, self.mpiexec = args.apron, args.case, args.mpiexec.split()
+        self.env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    def run(self, ranks, out_dir, *extra):
+        command = self.mpiexec + ["-n", str(ranks), self.apron, "run", self.case, *SMALL,
+                                  "--set", f"output.dir={out_dir}", *extra]
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"FAIL: exit status {done.returncode}:\n{done.stdout}{done.stderr}")
+        return out_dir
+
+
+def check(condition, what):
+    print(("ok    " if condition else "FAIL  ") + what)
+    if not condition:
+        sys.exit(1)
+
+
+def rows(out_dir):
+    with open(f"{out_dir}/diagnostics.csv") as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def scenario_conservation(r, work):
+    out = r.run(1, f"{work}/conservation", "--set", "cloth.material.damping=0",
+                "--set", "cloth.cfl=0.25", "--set", "time.max_steps=1000", "--set", "time.end=100",
+                "--set", "output.every=0")
+    table = rows(out)
+    check(table[-1]["step"] == 1000, "1000 steps taken")
+    drift = max(abs(row["total"] - table[0]["total"]) for row in table)
+    swing = max(row["kinetic"] for row in table)
+    print(f"      largest kinetic energy {swing:.6g} J, largest drift of the total {drift:.3g} J "
+          f"({100 * drift / swing:.3f}%)")
+    check(swing > 0.1, "the sheet swings (kinetic energy above 0.1 J)")
+    check(drift < 0.01 * swing, "total energy within 1% of the largest kinetic energy")
+
+
+def scenario_damping(r, work):
+    out = r.run(1, f"{work}/damping", "--set", "time.end=1.0", "--set", "output.every=0")
+    totals = [row["total"] for row in rows(out)]
+    rises = [(a, b) for a, b in zip(totals, totals[1:]) if b > a]
+    print(f"      total energy {totals[0]:.6g} -> {totals[-1]:.6g} J over {len(totals)} rows")
+    check(not rises, f"total energy falls at every diagnostics row (rises: {rises[:3]})")
+    check(totals[-1] < totals[0] - 0.1, "the damped sheet lost energy")
+
+
+def final_positions(out_dir):
+    last = sorted(f for f in os.listdir(out_dir) if f.startswith("cloth_") and f.endswith(".h5"))[-1]
+    with h5py.File(f"{out_dir}/{last}", "r") as f:
+        ids, position = f["id"][...], f["position"][...]
+    by_id = {}
+    for i, p in zip(ids, position):
+        by_id[int(i)] = p  # a vertex written by two ranks holds the same values in both
+    order = sorted(by_id)
+    return last, np.array(order), np.array([by_id[i] for i in order])
+
+
+def scenario_ranks(r, work):
+    runs = [r.run(n, f"{work}/np{n}", "--set", "time.max_steps=200", "--set", "time.end=100",
+                  "--set", "output.every=10") for n in (1, 2, 3, 4)]
+    name, ids, reference = final_positions(runs[0])
+    check(len(ids) == 81, "81 vertices in the 1-rank output")
+    for n, out in zip((2, 3, 4), runs[1:]):
+        other_name, other_ids, positions = final_positions(out)
+        check(other_name == name and np.array_equal(ids, other_ids),
+              f"{n} ranks: the same last step ({other_name}) and vertex ids")
+        difference = float(np.max(np.abs(positions - reference)))
+        print(f"      {n} ranks: largest position difference {difference:.3g} m")
+        check(difference <= 1e-6, f"{n} ranks: positions equal 1 rank's to round-off (1e-6 m)")
+        totals = [row["total"] for row in rows(out)]
+        check(np.allclose(totals, [row["total"] for row in rows(runs[0])], rtol=1e-12, atol=0),
+              f"{n} ranks: every diagnostics row's total energy equals 1 rank's (1e-12 relative)")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=["conservation", "damping", "ranks"])
+    parser.add_argument("--apron", required=True)
+    parser.add_argument("--case", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default="mpirun --oversubscribe")
+    args = parser.parse_args()
+    work = os.path.join(args.work, args.scenario)
+    os.makedirs(work, exist_ok=True)
+    globals()[f"scenario_{args.scenario}"](Runner(args), work)
+
+
+if __name__ == "__main__":
+    main()
