@@ -103,8 +103,8 @@ std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapR
 }
 
 config::WorkloadSchema cloth_schema() {
-  // No domain: the sheet's own bounds are what the ranks split. No checkpoints yet.
-  return {config::kTime | config::kOutputSeries | config::kDecomposition | config::kCatalyst,
+  // No domain: the sheet's own bounds are what the ranks split.
+  return {config::kTimeStepping & ~config::kDomain,
           [](const config::CaseConfig& c, MapReader& root) {
             return std::shared_ptr<const config::WorkloadSettings>(read_cloth_case(c, root));
           }};

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <numbers>
+#include <numeric>
 #include <stdexcept>
 
 #include <thrust/copy.h>
@@ -14,6 +15,8 @@
 #include "decomposition/partition.hpp"
 #include "decomposition/reductions.hpp"
 #include "io/mesh_reader.hpp"
+#include "kernels/common/checksum.hpp"
+#include "kernels/common/element_hash.hpp"
 #include "kernels/common/primitives.hpp"
 #include "runtime/json.hpp"
 
@@ -71,6 +74,7 @@ ClothSolver::ClothSolver(const WorkloadContext& context)
       case_(cloth_case(config_)),
       ranks_(context.ranks),
       timers_(context.timers),
+      device_backend_(context.device.backend),
       transport_(context.ranks.comm),
       halo_(transport_),
       outputs_(config_.output.every, 0, true) {}
@@ -93,35 +97,42 @@ HostMesh ClothSolver::sheet() const {
 }
 
 void ClothSolver::setup() {
-  HostMesh mesh;
+  build();
+  open_outputs(std::nullopt);
+}
+
+void ClothSolver::build() {
+  auto t = timers_.scope("setup");
+  const HostMesh mesh = sheet();
   Rings rings;
-  {
-    auto t = timers_.scope("setup");
-    mesh = sheet();
-    // The same check on every rank: a bad mesh is refused by all of them together.
-    try {
-      rings = build_rings(mesh);
-    } catch (const MeshError& e) {
-      throw config::ConfigError(config_.file + ": cloth: the sheet cannot be simulated: " +
-                                e.what());
-    }
-    global_vertices_ = mesh.positions.size();
-    check_pinned(mesh);
-    distribute(mesh, rings);
-    build_local_mesh(mesh, rings);
-    build_output_triangles(mesh);
-    choose_dt(mesh);
+  // The same check on every rank: a bad mesh is refused by all of them together.
+  try {
+    rings = build_rings(mesh);
+  } catch (const MeshError& e) {
+    throw config::ConfigError(config_.file + ": cloth: the sheet cannot be simulated: " +
+                              e.what());
   }
+  global_vertices_ = mesh.positions.size();
+  check_pinned(mesh);
+  distribute(mesh, rings);
+  build_local_mesh(mesh, rings);
+  build_output_triangles(mesh);
+  choose_dt(mesh);
+  Log::info("cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
+            "ghosts)",
+            global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_, halo_.ghost_count());
+}
+
+// The mesh series and the diagnostics table; on restart both continue the earlier run's.
+void ClothSolver::open_outputs(std::optional<long> resume_step) {
   if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
   series_ = std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "cloth");
+  if (resume_step) series_->resume(*resume_step, time_);
   if (ranks_.rank == 0) {
     table_.emplace(config_.output.dir + "/diagnostics.csv",
                    "step,time,dt,kinetic,potential,elastic,total,max_speed");
-    table_->open(std::nullopt);
+    table_->open(resume_step);
   }
-  Log::info("cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu ghosts)",
-            global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_,
-            halo_.ghost_count());
 }
 
 // A pinned box that holds no vertex is a mistake in the case (a sheet that was meant to hang
@@ -385,6 +396,114 @@ void ClothSolver::report(Json& json) const {
     json.value("max_speed", last_->max_speed);
   }
   json.end_object();
+}
+
+io::PendingCheckpoint ClothSolver::save(const std::filesystem::path& file) const {
+  {
+    auto t = timers_.scope("checkpoint copy");
+    checkpoint_rows_ = std::make_shared<std::vector<double>>(6 * owned_);
+    checkpoint_ids_ = std::make_shared<std::vector<std::int64_t>>(
+        halo_.global_ids().begin(), halo_.global_ids().begin() + owned_);
+    auto* rows = reinterpret_cast<V3*>(checkpoint_rows_->data());
+    thrust::copy(position_->begin(), position_->begin() + owned_, rows);
+    thrust::copy(velocity_->begin(), velocity_->begin() + owned_, rows + owned_);
+  }
+  const V3* rows = reinterpret_cast<const V3*>(checkpoint_rows_->data());
+  const std::int64_t* ids = checkpoint_ids_->data();
+  const std::size_t n = owned_;
+  io::CheckpointState state;
+  state.tables.push_back(
+      {"vertices",
+       n,
+       {{{"position", io::Dtype::f64, 3, rows},
+         [this, n](std::uint64_t first) { return device_checksum(*position_, n, first); }},
+        {{"velocity", io::Dtype::f64, 3, rows + n},
+         [this, n](std::uint64_t first) { return device_checksum(*velocity_, n, first); }},
+        {{"id", io::Dtype::i64, 1, ids}, [ids, n](std::uint64_t first) {
+           return rows_checksum(ids, sizeof(std::int64_t), n, first);
+         }}}});
+  state.keep = {checkpoint_rows_, checkpoint_ids_};
+  state.header = checkpoint_header("cloth", config_, step_, time_, dt_, ranks_.size,
+                                   device_backend_);
+  state.header.scalars = {{"next_output_time", outputs_.next()},
+                          {"vertices", static_cast<double>(global_vertices_)}};
+  return io::save_checkpoint(ranks_.comm, file, state);
+}
+
+// Every rank reads a share of the rows, all ranks swap them, and each keeps its local rows by
+// id (owned and ghosts alike: the ghosts' values are their owners').
+void ClothSolver::load(const io::CheckpointReader& checkpoint) {
+  const io::CheckpointHeader& h = checkpoint.header();
+  const std::string where = checkpoint.path().string();
+  if (!h.scalars.count("next_output_time") || !h.scalars.count("vertices"))
+    throw std::runtime_error(where + ": the checkpoint has no state 'next_output_time' or "
+                                     "'vertices'");
+  build();
+  if (checkpoint.rows("vertices") != global_vertices_ ||
+      h.scalars.at("vertices") != static_cast<double>(global_vertices_))
+    throw std::runtime_error(where + ": the checkpoint holds " +
+                             std::to_string(checkpoint.rows("vertices")) +
+                             " vertices, the case's sheet " + std::to_string(global_vertices_));
+  const io::TableShare share = io::share_of(checkpoint, "vertices");
+  std::vector<double> values(6 * share.count);
+  std::vector<std::int64_t> ids(share.count);
+  {
+    auto t = timers_.scope("checkpoint read");
+    const io::ColumnTarget columns[] = {{"position", io::Dtype::f64, values.data()},
+                                        {"velocity", io::Dtype::f64, values.data() + 3 * share.count},
+                                        {"id", io::Dtype::i64, ids.data()}};
+    io::read_share(checkpoint, "vertices", share, columns);
+  }
+  const SheetState all = gather_rows(values, ids, share.count);
+  std::vector<V3> position(store_.size()), velocity(store_.size());
+  for (std::size_t row = 0; row < store_.size(); ++row) {
+    const auto v = static_cast<std::size_t>(halo_.global_ids()[row]);
+    position[row] = all.position[v];
+    velocity[row] = all.velocity[v];
+  }
+  thrust::copy(position.begin(), position.end(), position_->begin());
+  thrust::copy(velocity.begin(), velocity.end(), velocity_->begin());
+  step_ = h.step;
+  time_ = h.time;
+  outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
+  open_outputs(step_);
+}
+
+// Collective: the rows every rank read, as the whole sheet's state by vertex index. Every index
+// must appear exactly once (a damaged id column is refused on every rank).
+ClothSolver::SheetState ClothSolver::gather_rows(const std::vector<double>& values,
+                                                 const std::vector<std::int64_t>& ids,
+                                                 std::size_t count) const {
+  const int local = static_cast<int>(count);
+  std::vector<int> counts(ranks_.size), displs(ranks_.size);
+  MPI_Allgather(&local, 1, MPI_INT, counts.data(), 1, MPI_INT, ranks_.comm);
+  std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
+  std::vector<std::int64_t> all_ids(global_vertices_);
+  MPI_Allgatherv(ids.data(), local, MPI_INT64_T, all_ids.data(), counts.data(), displs.data(),
+                 MPI_INT64_T, ranks_.comm);
+  std::vector<double> all_values(6 * global_vertices_);
+  for (int& c : counts) c *= 6;
+  for (int& d : displs) d *= 6;
+  std::vector<double> mine(6 * count);  // (position, velocity) per row
+  for (std::size_t i = 0; i < count; ++i)
+    for (int c = 0; c < 3; ++c) {
+      mine[6 * i + c] = values[3 * i + c];
+      mine[6 * i + 3 + c] = values[3 * (count + i) + c];
+    }
+  MPI_Allgatherv(mine.data(), 6 * local, MPI_DOUBLE, all_values.data(), counts.data(),
+                 displs.data(), MPI_DOUBLE, ranks_.comm);
+  SheetState state{std::vector<V3>(global_vertices_), std::vector<V3>(global_vertices_)};
+  std::vector<std::uint8_t> seen(global_vertices_, 0);
+  for (std::size_t i = 0; i < global_vertices_; ++i) {
+    const std::int64_t v = all_ids[i];
+    if (v < 0 || static_cast<std::size_t>(v) >= global_vertices_ || seen[v]++)
+      throw std::runtime_error("the checkpoint's vertex ids are not the sheet's 0.." +
+                               std::to_string(global_vertices_ - 1) + " once each: it is damaged");
+    const double* r = &all_values[6 * i];
+    state.position[v] = {r[0], r[1], r[2]};
+    state.velocity[v] = {r[3], r[4], r[5]};
+  }
+  return state;
 }
 
 WorkloadSpec cloth_spec() {

@@ -45,6 +45,12 @@ class ClothSolver final : public Workload {
   void write_outputs(bool final) override;
   void report(Json& json) const override;
   std::vector<io::VisualBlock> visual_blocks() override;
+  // Checkpoints hold each rank's owned vertices (position, velocity, id, float64). Every rank
+  // holds the whole sheet's connectivity, so a restart on any rank count takes its vertices by
+  // id from all the rows: the continuation is bitwise on any rank count.
+  bool checkpointable() const override { return true; }
+  io::PendingCheckpoint save(const std::filesystem::path& file) const override;
+  void load(const io::CheckpointReader& checkpoint) override;
   std::string output_dir() const override { return config_.output.dir; }
   std::string item_name() const override { return "vertex"; }
   std::string output_hint() const override {
@@ -56,7 +62,13 @@ class ClothSolver final : public Workload {
   };
   Diagnostics diagnostics();  // collective
 
+  struct SheetState {
+    std::vector<Vector3<double>> position, velocity;  // by vertex index
+  };
+
  private:
+  void build();  // the sheet, its distribution and the state at rest (setup and load)
+  void open_outputs(std::optional<long> resume_step);
   HostMesh sheet() const;
   void check_pinned(const HostMesh& mesh) const;
   void distribute(const HostMesh& mesh, const Rings& rings);
@@ -64,12 +76,15 @@ class ClothSolver final : public Workload {
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
   void check_finite() const;
+  SheetState gather_rows(const std::vector<double>& values, const std::vector<std::int64_t>& ids,
+                         std::size_t count) const;
   void write_mesh();
 
   config::CaseConfig config_;
   const ClothCase& case_;
   RankInfo ranks_;
   PhaseTimers& timers_;
+  std::string device_backend_;
   Transport transport_;
   MeshHalo halo_;
 
@@ -98,7 +113,9 @@ class ClothSolver final : public Workload {
   std::vector<std::uint32_t> output_rows_, output_triangles_;
   std::vector<std::int64_t> visual_connectivity_;
   std::vector<float> stage_position_, stage_velocity_, stage_energy_;
-  std::vector<std::int64_t> stage_id_;  // the sheet's vertex index (a vertex may be on two ranks)
+  std::vector<std::int64_t> stage_id_;
+  mutable std::shared_ptr<std::vector<double>> checkpoint_rows_;  // host staging of a save
+  mutable std::shared_ptr<std::vector<std::int64_t>> checkpoint_ids_;  // the sheet's vertex index (a vertex may be on two ranks)
 };
 
 WorkloadSpec cloth_spec();
