@@ -133,10 +133,9 @@ struct VertexAdjointKernel {
   Vector3<double>* n_adjoint;
   APRON_HD void operator()(std::size_t v) const {
     const std::size_t slot = rings.ring(v).begin + v;
-    vertex_tensors_adjoint(
-        x, normal, rings, coordinates, static_cast<std::uint32_t>(v),
-        EnergySeed{rest_metric[v], rest_curvature[v], rest_area[v], material}, x_adjoint + slot,
-        n_adjoint + slot);
+    vertex_tensors_adjoint(x, normal, rings, coordinates, static_cast<std::uint32_t>(v),
+                           EnergySeed{rest_metric[v], rest_curvature[v], rest_area[v], material},
+                           x_adjoint + slot, n_adjoint + slot);
   }
 };
 
@@ -179,12 +178,8 @@ RingView ring_view(const DeviceMesh<double>& mesh) {
 
 VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<double>& ref,
                            const EnergyModel& model) {
-  return {ring_view(mesh),
-          raw(ref.ring_coordinates),
-          raw(ref.rest.metric),
-          raw(ref.rest.curvature),
-          raw(ref.rest.area),
-          model.material};
+  return {ring_view(mesh),         raw(ref.ring_coordinates), raw(ref.rest.metric),
+          raw(ref.rest.curvature), raw(ref.rest.area),        model.material};
 }
 
 template <class V>
@@ -271,11 +266,11 @@ void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<
   gradient.resize(n);
   const RingView rings = ring_view(mesh);
   for_each_index(n, NormalsKernel{raw(positions), rings, raw(model.normal)});
-  for_each_index(n, VertexAdjointKernel{raw(positions), raw(model.normal), rings,
-                                        raw(reference.ring_coordinates), raw(reference.rest.metric),
-                                        raw(reference.rest.curvature), raw(reference.rest.area),
-                                        model.material, raw(model.x_adjoint),
-                                        raw(model.n_adjoint)});
+  for_each_index(n,
+                 VertexAdjointKernel{raw(positions), raw(model.normal), rings,
+                                     raw(reference.ring_coordinates), raw(reference.rest.metric),
+                                     raw(reference.rest.curvature), raw(reference.rest.area),
+                                     model.material, raw(model.x_adjoint), raw(model.n_adjoint)});
   for_each_index(n, NormalAdjointKernel{raw(positions), rings, raw(model.ring_twin),
                                         raw(model.n_adjoint), raw(model.x_adjoint)});
   for_each_index(n, GatherKernel{rings, raw(model.ring_twin), raw(model.x_adjoint), raw(gradient)});
@@ -286,9 +281,10 @@ void energy_gradient_forward(const DeviceMesh<double>& mesh,
                              const ReferenceState<double>& reference, const EnergyModel& model,
                              DeviceVector<Vector3<double>>& gradient) {
   gradient.resize(mesh.vertices());
-  for_each_index(mesh.vertices(),
-                 ForwardGradientKernel{raw(positions), vertex_energy(mesh, reference, model),
-                                raw(model.two_ring_offsets), raw(model.two_ring), raw(gradient)});
+  for_each_index(
+      mesh.vertices(),
+      ForwardGradientKernel{raw(positions), vertex_energy(mesh, reference, model),
+                            raw(model.two_ring_offsets), raw(model.two_ring), raw(gradient)});
 }
 
 }  // namespace apron::cloth
