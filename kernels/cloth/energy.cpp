@@ -1,11 +1,14 @@
 #include "kernels/cloth/energy.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <thrust/copy.h>
 
 #include "kernels/cloth/dual.hpp"
+#include "kernels/cloth/vertex_adjoint.hpp"
 #include "kernels/cloth/vertex_geometry.hpp"
 #include "kernels/common/primitives.hpp"
 
@@ -67,7 +70,9 @@ struct VertexEnergyKernel {
   }
 };
 
-struct GradientKernel {
+// ---- the forward-mode gradient (energy_gradient_forward, the oracle) ---------------------------
+
+struct ForwardGradientKernel {
   const Vector3<double>* x;
   VertexEnergy energy;
   const std::uint32_t* two_ring_offsets;
@@ -82,14 +87,99 @@ struct GradientKernel {
   }
 };
 
+// ---- the adjoint gradient (energy_gradient) ---------------------------------------------------
+
+struct NormalsKernel {
+  const Vector3<double>* x;
+  RingView rings;
+  Vector3<double>* normal;
+  APRON_HD void operator()(std::size_t v) const {
+    normal[v] = vertex_normal(FromArray<double>{x}, rings, static_cast<std::uint32_t>(v));
+  }
+};
+
+// The adjoints of a_ab and b_ab from that of W |V| (= 1), through eps = (a - A) / 2 and
+// kappa = -(b - B).
+struct EnergySeed {
+  Sym2<double> rest_a, rest_b;
+  double area;
+  Material m;
+  APRON_HD void operator()(Sym2<double> a, Sym2<double> b, Sym2<double>& a_bar,
+                           Sym2<double>& b_bar) const {
+    const Sym2<double> eps = 0.5 * (a - rest_a), kappa = -1.0 * (b - rest_b);
+    // W = zeta P(eps, eps) + xi P(kappa, kappa) + phi P(eps, kappa), P symmetric and bilinear.
+    const Sym2<double> p_eps = metric_contraction_gradient(eps, rest_a);
+    const Sym2<double> p_kappa = metric_contraction_gradient(kappa, rest_a);
+    const double ea = 0.5 * area * 2 * m.zeta, ka = 0.5 * area * m.phi;  // a_bar = eps_bar / 2
+    a_bar = {ea * p_eps.xx + ka * p_kappa.xx, ea * p_eps.xy + ka * p_kappa.xy,
+             ea * p_eps.yy + ka * p_kappa.yy};
+    const double kb = -area * 2 * m.xi, eb = -area * m.phi;  // b_bar = -kappa_bar
+    b_bar = {kb * p_kappa.xx + eb * p_eps.xx, kb * p_kappa.xy + eb * p_eps.xy,
+             kb * p_kappa.yy + eb * p_eps.yy};
+  }
+};
+
+// Pass 2: per v, d(W_v |V_v|)/dx_i and /dn_i for i in v's closed ring, into v's slots.
+struct VertexAdjointKernel {
+  const Vector3<double>* x;
+  const Vector3<double>* normal;
+  RingView rings;
+  const Vector2<double>* coordinates;
+  const Sym2<double>* rest_metric;
+  const Sym2<double>* rest_curvature;
+  const double* rest_area;
+  Material material;
+  Vector3<double>* x_adjoint;
+  Vector3<double>* n_adjoint;
+  APRON_HD void operator()(std::size_t v) const {
+    const std::size_t slot = rings.ring(v).begin + v;
+    vertex_tensors_adjoint(x, normal, rings, coordinates, static_cast<std::uint32_t>(v),
+                           EnergySeed{rest_metric[v], rest_curvature[v], rest_area[v], material},
+                           x_adjoint + slot, n_adjoint + slot);
+  }
+};
+
+// Pass 3: per k, the normal's adjoint gathered from k's closed ring, pushed back through
+// vertex_normal into k's position slots.
+struct NormalAdjointKernel {
+  const Vector3<double>* x;
+  RingView rings;
+  const std::uint32_t* twin;
+  const Vector3<double>* n_adjoint;
+  Vector3<double>* x_adjoint;
+  APRON_HD void operator()(std::size_t k) const {
+    const Ring ring = rings.ring(k);
+    const std::size_t slot = ring.begin + k;
+    Vector3<double> a = n_adjoint[slot];
+    for (std::uint32_t e = ring.begin; e < ring.end; ++e)
+      a += n_adjoint[twin[e] + rings.neighbour(e) + 1];
+    vertex_normal_adjoint(x, rings, static_cast<std::uint32_t>(k), a, x_adjoint + slot);
+  }
+};
+
+// Pass 4: per j, its own slot and the slots its neighbours hold for it.
+struct GatherKernel {
+  RingView rings;
+  const std::uint32_t* twin;
+  const Vector3<double>* x_adjoint;
+  Vector3<double>* gradient;
+  APRON_HD void operator()(std::size_t j) const {
+    const Ring ring = rings.ring(j);
+    Vector3<double> g = x_adjoint[ring.begin + j];
+    for (std::uint32_t e = ring.begin; e < ring.end; ++e)
+      g += x_adjoint[twin[e] + rings.neighbour(e) + 1];
+    gradient[j] = g;
+  }
+};
+
+RingView ring_view(const DeviceMesh<double>& mesh) {
+  return {raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary)};
+}
+
 VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<double>& ref,
                            const EnergyModel& model) {
-  return {{raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary)},
-          raw(ref.ring_coordinates),
-          raw(ref.rest.metric),
-          raw(ref.rest.curvature),
-          raw(ref.rest.area),
-          model.material};
+  return {ring_view(mesh),         raw(ref.ring_coordinates), raw(ref.rest.metric),
+          raw(ref.rest.curvature), raw(ref.rest.area),        model.material};
 }
 
 template <class V>
@@ -117,8 +207,29 @@ EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& ma
     two_ring.insert(two_ring.end(), near.begin(), near.end());
     two_offsets.push_back(static_cast<std::uint32_t>(two_ring.size()));
   }
+  // The twin of entry (v -> u) is the entry (u -> v): found by sorting the directed edges.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> edges;
+  edges.reserve(neighbours.size());
+  for (std::size_t v = 0; v + 1 < offsets.size(); ++v)
+    for (std::uint32_t k = offsets[v]; k < offsets[v + 1]; ++k)
+      edges.push_back({std::uint64_t{v} << 32 | neighbours[k], k});
+  std::sort(edges.begin(), edges.end());
+  std::vector<std::uint32_t> twin(neighbours.size());
+  for (std::size_t v = 0; v + 1 < offsets.size(); ++v)
+    for (std::uint32_t k = offsets[v]; k < offsets[v + 1]; ++k) {
+      const std::uint64_t key = std::uint64_t{neighbours[k]} << 32 | v;
+      const auto it = std::lower_bound(edges.begin(), edges.end(), std::make_pair(key, 0u));
+      if (it == edges.end() || it->first != key)
+        throw std::logic_error("make_energy_model: ring entry without its reverse");
+      twin[k] = it->second;
+    }
   EnergyModel model;
   model.material = material;
+  model.ring_twin = DeviceVector<std::uint32_t>(twin.begin(), twin.end());
+  const std::size_t n = mesh.vertices(), slots = neighbours.size() + n;
+  model.normal.resize(n);
+  model.x_adjoint.resize(slots);
+  model.n_adjoint.resize(slots);
   model.two_ring_offsets = DeviceVector<std::uint32_t>(two_offsets.begin(), two_offsets.end());
   model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
   return model;
@@ -148,10 +259,32 @@ double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                      const ReferenceState<double>& reference, const EnergyModel& model,
                      DeviceVector<Vector3<double>>& gradient) {
+  const std::size_t n = mesh.vertices(), slots = mesh.ring_neighbours.size() + n;
+  if (model.normal.size() != n || model.x_adjoint.size() != slots ||
+      model.n_adjoint.size() != slots || model.ring_twin.size() != mesh.ring_neighbours.size())
+    throw std::invalid_argument("energy_gradient: the model was made for another mesh");
+  gradient.resize(n);
+  const RingView rings = ring_view(mesh);
+  for_each_index(n, NormalsKernel{raw(positions), rings, raw(model.normal)});
+  for_each_index(n,
+                 VertexAdjointKernel{raw(positions), raw(model.normal), rings,
+                                     raw(reference.ring_coordinates), raw(reference.rest.metric),
+                                     raw(reference.rest.curvature), raw(reference.rest.area),
+                                     model.material, raw(model.x_adjoint), raw(model.n_adjoint)});
+  for_each_index(n, NormalAdjointKernel{raw(positions), rings, raw(model.ring_twin),
+                                        raw(model.n_adjoint), raw(model.x_adjoint)});
+  for_each_index(n, GatherKernel{rings, raw(model.ring_twin), raw(model.x_adjoint), raw(gradient)});
+}
+
+void energy_gradient_forward(const DeviceMesh<double>& mesh,
+                             const DeviceVector<Vector3<double>>& positions,
+                             const ReferenceState<double>& reference, const EnergyModel& model,
+                             DeviceVector<Vector3<double>>& gradient) {
   gradient.resize(mesh.vertices());
-  for_each_index(mesh.vertices(),
-                 GradientKernel{raw(positions), vertex_energy(mesh, reference, model),
-                                raw(model.two_ring_offsets), raw(model.two_ring), raw(gradient)});
+  for_each_index(
+      mesh.vertices(),
+      ForwardGradientKernel{raw(positions), vertex_energy(mesh, reference, model),
+                            raw(model.two_ring_offsets), raw(model.two_ring), raw(gradient)});
 }
 
 }  // namespace apron::cloth

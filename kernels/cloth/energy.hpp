@@ -35,6 +35,23 @@ APRON_HD inline S metric_contraction(Sym2<S> x, Sym2<S> y, Sym2<T> metric) {
   return (m00 + m11) * (n00 + n11) + S(2) * (m00 * n00 + m01 * n10 + m10 * n01 + m11 * n11);
 }
 
+// The gradient of P X Y with respect to X's stored components (xx, xy, yy; the xy component counted
+// once, as a Sym2 stores it): P is bilinear, so this is tr(A^-1 Y) d tr(A^-1 X) + 2 d tr(A^-1 X
+// A^-1 Y), with tr(A^-1 X A^-1 Y) = X : (A^-1 Y A^-1).
+template <class T>
+APRON_HD inline Sym2<T> metric_contraction_gradient(Sym2<T> y, Sym2<T> metric) {
+  const T det = determinant(metric);
+  const Sym2<T> inverse{metric.yy / det, -metric.xy / det, metric.xx / det};
+  // N = A^-1 Y, then A^-1 Y A^-1 = N A^-1 (symmetric).
+  const T n00 = inverse.xx * y.xx + inverse.xy * y.xy, n01 = inverse.xx * y.xy + inverse.xy * y.yy;
+  const T n10 = inverse.xy * y.xx + inverse.yy * y.xy, n11 = inverse.xy * y.xy + inverse.yy * y.yy;
+  const T txx = n00 * inverse.xx + n01 * inverse.xy, txy = n00 * inverse.xy + n01 * inverse.yy;
+  const T tyy = n10 * inverse.xy + n11 * inverse.yy;
+  const T tr = n00 + n11;
+  return {tr * inverse.xx + T(2) * txx, T(2) * (tr * inverse.xy + T(2) * txy),
+          tr * inverse.yy + T(2) * tyy};
+}
+
 // W from the strains at a vertex and its rest metric.
 template <class S, class T>
 APRON_HD inline S energy_density(Sym2<S> eps, Sym2<S> kappa, Sym2<T> rest_metric,
@@ -44,11 +61,21 @@ APRON_HD inline S energy_density(Sym2<S> eps, Sym2<S> kappa, Sym2<T> rest_metric
          S(m.phi) * metric_contraction(eps, kappa, rest_metric);
 }
 
-// What the gradient needs beyond the mesh: each vertex's 2-ring (itself, its ring and their
-// rings, without repeats) in CSR form. W_v depends on exactly the positions of v's 2-ring (the
-// normals of its neighbours read their rings), so x_j moves W_v only for v in j's 2-ring.
+// What the gradient needs beyond the mesh, built once per mesh by make_energy_model.
+//   ring_twin: per ring entry (v -> u), the entry of u's ring that points back to v, so that
+//     per-vertex gathers can read what each neighbour wrote about them.
+//   normal, x_adjoint, n_adjoint: energy_gradient's scratch, sized here and reused by every call
+//     (mutable: a const model is still one caller's workspace; two concurrent gradients need
+//     two models). The adjoints are laid out per closed 1-ring, like the ring CSR with one slot
+//     in front of each ring for the vertex itself: vertex v's slot is ring_offsets[v] + v, that
+//     of its ring entry k is k + v + 1 (vertex_adjoint.hpp).
+//   two_ring_offsets, two_ring: each vertex's 2-ring (itself, its ring and their rings, without
+//     repeats), for energy_gradient_forward only. W_v depends on exactly the positions of v's
+//     2-ring (the normals of its neighbours read their rings).
 struct EnergyModel {
   Material material;
+  DeviceVector<std::uint32_t> ring_twin;
+  mutable DeviceVector<Vector3<double>> normal, x_adjoint, n_adjoint;
   DeviceVector<std::uint32_t> two_ring_offsets, two_ring;
 };
 EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material);
@@ -62,10 +89,26 @@ void energy_density(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
 double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                     const ReferenceState<double>& reference, const EnergyModel& model);
 
-// dE/dx_j for every vertex j, exact: forward-mode derivatives (dual.hpp) of each W_v of j's
-// 2-ring with respect to x_j, gathered per j (no atomics: independent of thread scheduling).
+// dE/dx_j for every vertex j, exact (the derivative of the same discrete energy, to round-off) and
+// deterministic (per-vertex gathers in CSR order, no atomics). Four passes over the vertices:
+//   1. the normals n_k;
+//   2. per vertex v, with the normals as inputs, the adjoint of W_v |V_v| (vertex_adjoint.hpp):
+//      d(W_v |V_v|)/dx_i and d(W_v |V_v|)/dn_i for i in v's closed 1-ring, into the model's slots;
+//   3. per vertex k, the normal's adjoint a_k = sum over v in k's closed ring of dW_v/dn_k, then
+//      a_k^T dn_k/dx_i added to k's position slots (the adjoint of vertex_normal);
+//   4. per vertex j, the sum of the position slots that name j (its own and its neighbours').
+// Writes into the model's scratch (see EnergyModel).
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                      const ReferenceState<double>& reference, const EnergyModel& model,
                      DeviceVector<Vector3<double>>& gradient);
+
+// The same gradient in forward mode, the test oracle of energy_gradient: for each vertex j, every
+// W_v of j's 2-ring re-evaluated on positions carrying derivatives along x_j (dual.hpp), the
+// normals recomputed from them, and gathered per j. Slow (about 19 energy evaluations of 7
+// normals each per vertex); it shares only vertex_geometry.hpp with energy_gradient.
+void energy_gradient_forward(const DeviceMesh<double>& mesh,
+                             const DeviceVector<Vector3<double>>& positions,
+                             const ReferenceState<double>& reference, const EnergyModel& model,
+                             DeviceVector<Vector3<double>>& gradient);
 
 }  // namespace apron::cloth

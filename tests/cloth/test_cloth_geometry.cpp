@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <numbers>
@@ -623,6 +625,11 @@ struct EnergySetup {
     energy_gradient(mesh, upload_positions<double>(x), reference, model, g);
     return to_host(g);
   }
+  std::vector<Vector3<double>> gradient_forward(const std::vector<Point>& x) const {
+    DeviceVector<Vector3<double>> g;
+    energy_gradient_forward(mesh, upload_positions<double>(x), reference, model, g);
+    return to_host(g);
+  }
 };
 
 const Material kMaterial{.zeta = 2.0, .xi = 0.05, .phi = 0.3};
@@ -694,6 +701,145 @@ TEST(ClothEnergy, GradientEqualsFiniteDifferences) {
       setup.energy(x), largest, worst, worst / largest);
   EXPECT_GT(largest, 1e-3);
   EXPECT_LT(worst / largest, 1e-6);
+}
+
+// A uniform number in [-1, 1) from (seed, index), the same on every platform (splitmix64).
+double noise(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 1;
+  for (int r = 0; r < 2; ++r) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+  }
+  return static_cast<double>(z >> 11) * 0x1.0p-52 - 1;
+}
+
+// Each coordinate moved by up to `amplitude` at random.
+std::vector<Point> jittered(std::vector<Point> x, double amplitude, std::uint64_t seed) {
+  for (std::size_t v = 0; v < x.size(); ++v)
+    for (int d = 0; d < 3; ++d) x[v][d] += amplitude * noise(seed, 3 * v + d);
+  return x;
+}
+
+// The adjoint gradient (energy_gradient) against the forward-mode oracle
+// (energy_gradient_forward): max |difference| / max |gradient| over every coordinate.
+double adjoint_vs_forward(const HostMesh& rest, const std::vector<Point>& x, const char* name) {
+  const EnergySetup setup(rest, kMaterial);
+  const std::vector<Vector3<double>> fast = setup.gradient(x), oracle = setup.gradient_forward(x);
+  EXPECT_EQ(fast.size(), oracle.size());
+  double worst = 0, largest = 0;
+  for (std::size_t v = 0; v < fast.size(); ++v) {
+    worst = std::max({worst, std::abs(fast[v].x - oracle[v].x), std::abs(fast[v].y - oracle[v].y),
+                      std::abs(fast[v].z - oracle[v].z)});
+    largest =
+        std::max({largest, std::abs(oracle[v].x), std::abs(oracle[v].y), std::abs(oracle[v].z)});
+  }
+  // A second call reuses the model's scratch and must give the same numbers, bit for bit.
+  const std::vector<Vector3<double>> again = setup.gradient(x);
+  bool same = true;
+  for (std::size_t v = 0; v < fast.size(); ++v)
+    same = same && fast[v].x == again[v].x && fast[v].y == again[v].y && fast[v].z == again[v].z;
+  EXPECT_TRUE(same) << name;
+  std::printf(
+      "  adjoint vs forward mode, %s (%zu vertices): max |g| %.3e, relative difference "
+      "%.2e\n",
+      name, fast.size(), largest, worst / largest);
+  EXPECT_GT(largest, 1e-3) << name;
+  return worst / largest;
+}
+
+// (a) An irregular grid, curved at rest (saddle), bent onto a cylinder and shaken at random:
+// every vertex, the boundary's open rings and the irregular valences included.
+TEST(ClothEnergy, AdjointGradientEqualsForwardModeOnAnIrregularGrid) {
+  const GridSpec spec{.size_x = 1.2, .size_y = 1, .nx = 12, .ny = 10, .perturbed = true, .seed = 3};
+  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+  const std::vector<Point> x = jittered(
+      mapped(grid_mesh(spec), [](const Point& p) { return on_cylinder(p, 0.9); }).positions, 0.02,
+      11);
+  EXPECT_LT(adjoint_vs_forward(rest, x, "irregular grid on a cylinder, jittered"), 1e-10);
+}
+
+// (b) A regular flat grid, stretched unevenly and bent (rest: flat).
+TEST(ClothEnergy, AdjointGradientEqualsForwardModeOnARegularGrid) {
+  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 10, .ny = 10};
+  const HostMesh rest = grid_mesh(spec);
+  const std::vector<Point> x = mapped(rest, [](const Point& p) {
+                                 const Point s = {p[0] * (1.15 + 0.1 * p[1]), p[1] * 0.9, 0};
+                                 return on_cylinder(s, 1.3);
+                               }).positions;
+  EXPECT_LT(adjoint_vs_forward(rest, x, "regular grid stretched and bent"), 1e-10);
+}
+
+// (c) A vertex of valence 13: a fan around vertex 0, a band of triangles around it (interior
+// vertices of valence 5), an open outer boundary; domed and shaken.
+TEST(ClothEnergy, AdjointGradientEqualsForwardModeAroundAHighValenceVertex) {
+  const std::uint32_t spokes = 13;
+  HostMesh rest;
+  rest.positions.push_back({0, 0, 0});
+  for (int r = 1; r <= 2; ++r)
+    for (std::uint32_t k = 0; k < spokes; ++k) {
+      const double angle = 2 * std::numbers::pi * (k + 0.5 * (r - 1)) / spokes;
+      rest.positions.push_back({r * std::cos(angle), r * std::sin(angle), 0});
+    }
+  for (std::uint32_t k = 0; k < spokes; ++k) {
+    const std::uint32_t in = 1 + k, in_next = 1 + (k + 1) % spokes, out = 1 + spokes + k;
+    const std::uint32_t out_next = 1 + spokes + (k + 1) % spokes;
+    rest.triangles.push_back({0, in, in_next});
+    rest.triangles.push_back({in, out, in_next});
+    rest.triangles.push_back({in_next, out, out_next});
+  }
+  ASSERT_EQ(check_mesh(rest), "");
+  ASSERT_EQ(build_rings(rest).offsets[1], spokes);
+  std::vector<Point> x = rest.positions;
+  for (Point& p : x) p = {1.1 * p[0], p[1], 0.3 * (4 - p[0] * p[0] - p[1] * p[1])};
+  x = jittered(x, 0.05, 5);
+  EXPECT_LT(adjoint_vs_forward(rest, x, "fan of valence 13"), 1e-10);
+}
+
+// Not a test: the timings of kernels/cloth/README.md (run with --gtest_also_run_disabled_tests
+// --gtest_filter='*Timing*'). Median of 5 after a warm-up, the perturbed grid of n x n vertices
+// (curved at rest, bent onto a cylinder and shaken) as in adjoint test (a).
+TEST(ClothEnergy, DISABLED_Timing) {
+  auto median_ms = [](const std::function<void()>& f) {
+    f();
+    std::vector<double> ms;
+    for (int r = 0; r < 5; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      f();
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[2];
+  };
+  for (int n : {100, 300}) {
+    const GridSpec spec{.nx = n - 1, .ny = n - 1, .perturbed = true, .seed = 3};
+    const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+    const DeviceVector<Vector3<double>> x = upload_positions<double>(jittered(
+        mapped(grid_mesh(spec), [](const Point& p) { return on_cylinder(p, 0.9); }).positions,
+        0.2 / n, 11));
+    const EnergySetup setup(rest, kMaterial);
+    DeviceVector<double> density;
+    DeviceVector<Vector3<double>> g;
+    const double w = median_ms([&] {
+      energy_density(setup.mesh, x, setup.reference, setup.model, density);
+      device_synchronize();
+    });
+    const double fast = median_ms([&] {
+      energy_gradient(setup.mesh, x, setup.reference, setup.model, g);
+      device_synchronize();
+    });
+    const double forward = median_ms([&] {
+      energy_gradient_forward(setup.mesh, x, setup.reference, setup.model, g);
+      device_synchronize();
+    });
+    std::printf(
+        "  %d x %d vertices: density %.2f ms, gradient %.2f ms (%.1fx the density), "
+        "forward-mode gradient %.1f ms (%.0fx the adjoint)\n",
+        n, n, w, fast, fast / w, forward, forward / fast);
+  }
 }
 
 // W from the CPU reference's tensors with the 4-index tensors summed term by term:

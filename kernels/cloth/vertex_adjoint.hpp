@@ -1,0 +1,202 @@
+// Reverse-mode (adjoint) derivatives of the per-vertex method of vertex_geometry.hpp, written by
+// hand for the fast energy gradient (energy.cpp). Each function here re-runs the forward
+// arithmetic of its counterpart there (same operations, same branches) and then propagates a
+// given output adjoint back to the positions and normals it read. The forward-mode gradient
+// (energy_gradient_forward, dual.hpp) is the test oracle for all of it.
+//
+// Slots: results are written per vertex of v's closed 1-ring, in an array laid out like the ring
+// CSR with one extra slot in front: slot 0 is v itself, slot 1 + (k - ring.begin) is ring entry k.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cloth/cloth_math.hpp"
+#include "kernels/cloth/vertex_geometry.hpp"
+
+namespace apron::cloth {
+
+// y = normalized(x): x_bar = (y_bar - (y_bar . y) y) / |x|; zero where x = 0 (normalized() is the
+// constant zero there).
+template <class T>
+APRON_HD inline Vector3<T> normalized_adjoint(Vector3<T> x, Vector3<T> y_bar) {
+  const T length = norm(x);
+  if (!(length > T(0))) return {T(0), T(0), T(0)};
+  const T inverse = T(1) / length;
+  const Vector3<T> y = inverse * x;
+  return inverse * (y_bar - dot(y_bar, y) * y);
+}
+
+// y = tangential(a, n) = a - (a . n) n: adds the adjoints of a and n.
+template <class T>
+APRON_HD inline void tangential_adjoint(Vector3<T> a, Vector3<T> n, Vector3<T> y_bar,
+                                        Vector3<T>& a_bar, Vector3<T>& n_bar) {
+  const T yn = dot(y_bar, n), an = dot(a, n);
+  a_bar += y_bar - yn * n;
+  n_bar += T(-1) * (yn * a + an * y_bar);
+}
+
+// n_v = vertex_normal(x, rings, v): adds n_bar^T dn_v/dx_i to slots[i] for every vertex i of v's
+// closed ring (slots as above).
+template <class T>
+APRON_HD void vertex_normal_adjoint(const Vector3<T>* x, const RingView& rings, std::uint32_t v,
+                                    Vector3<T> n_bar, Vector3<T>* slots) {
+  const Ring ring = rings.ring(v);
+  const Vector3<T> xv = x[v];
+  Vector3<T> sum{T(0), T(0), T(0)};
+  std::uint32_t k = ring.begin;
+  for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
+    const Vector3<T> e1 = x[rings.neighbour(k)] - xv, e2 = x[rings.neighbour(ring.next(k))] - xv;
+    sum += (T(1) / (dot(e1, e1) * dot(e2, e2))) * cross(e1, e2);
+  }
+  const Vector3<T> sum_bar = normalized_adjoint(sum, n_bar);
+  // Each triangle adds w c with w = 1 / (|e1|^2 |e2|^2) and c = e1 x e2.
+  Vector3<T> xv_bar{T(0), T(0), T(0)};
+  k = ring.begin;
+  for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
+    const std::uint32_t k2 = ring.next(k);
+    const Vector3<T> e1 = x[rings.neighbour(k)] - xv, e2 = x[rings.neighbour(k2)] - xv;
+    const T p = dot(e1, e1), q = dot(e2, e2), w = T(1) / (p * q);
+    const Vector3<T> c_bar = w * sum_bar;
+    const T w_bar = dot(sum_bar, cross(e1, e2));
+    const Vector3<T> e1_bar = (T(-2) * w_bar * w / p) * e1 + cross(e2, c_bar);
+    const Vector3<T> e2_bar = (T(-2) * w_bar * w / q) * e2 + cross(c_bar, e1);
+    slots[1 + k - ring.begin] += e1_bar;
+    slots[1 + k2 - ring.begin] += e2_bar;
+    xv_bar += T(-1) * (e1_bar + e2_bar);
+  }
+  slots[0] += xv_bar;
+}
+
+// The adjoint of vertex_tensors at v with the normals as inputs (array `normal`). The forward
+// pass computes the metric a_ab and the curvature b_ab as vertex_tensors does; then
+// seed(metric, curvature, metric_bar, curvature_bar) gives their adjoints (per stored component,
+// the 12 component counted once), and the reverse pass SETS x_slots to dL/dx_i and n_slots to
+// dL/dn_i for every vertex i of v's closed ring. Where the metric fit fails (a and b constant)
+// all slots are zero and seed is not called; where only the curvature fit fails, b = 0 is
+// constant and only the metric's dependence remains, as in vertex_tensors.
+template <class T, class Seed>
+APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* normal,
+                                     const RingView& rings, const Vector2<T>* coordinates,
+                                     std::uint32_t v, const Seed& seed, Vector3<T>* x_slots,
+                                     Vector3<T>* n_slots) {
+  const Ring ring = rings.ring(v);
+  const Vector3<T> xv = x[v], n = normal[v], zero{T(0), T(0), T(0)};
+  // Forward: fit_metric.
+  T g11 = 0, g12 = 0, g22 = 0;
+  Vector3<T> r1 = zero, r2 = zero;
+  for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+    const Vector3<T> e = x[rings.neighbour(k)] - xv;
+    const Vector2<T> th = coordinates[k];
+    g11 += th.x * th.x;
+    g12 += th.x * th.y;
+    g22 += th.y * th.y;
+    r1 += th.x * e;
+    r2 += th.y * e;
+  }
+  const T det = g11 * g22 - g12 * g12;
+  if (!(det > T(1e-6) * (g11 + g22) * (g11 + g22))) {
+    for (std::uint32_t s = 0; s <= ring.size(); ++s) x_slots[s] = n_slots[s] = zero;
+    return;
+  }
+  const Vector3<T> p1 = (g22 / det) * r1 - (g12 / det) * r2;
+  const Vector3<T> p2 = (g11 / det) * r2 - (g12 / det) * r1;
+  const Vector3<T> q1 = tangential(p1, n), q2 = tangential(p2, n);
+  const Vector3<T> h1 = normalized(q1), h2 = normalized(q2);
+  const T l1 = norm(p1), l2 = norm(p2);
+  const Vector3<T> a1 = l1 * h1, a2 = l2 * h2;
+  const Sym2<T> metric{dot(a1, a1), dot(a1, a2), dot(a2, a2)};
+  // Forward: frame_tangent, the frame, fit_curvature.
+  const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;
+  const Vector3<T> u0 = tangential(e0, n);
+  const Vector3<T> t = normalized(u0), b = cross(n, t);
+  const T scale = T(1) / norm(e0);
+  Sym3System<T> fit;
+  for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+    const std::uint32_t j = rings.neighbour(k);
+    const Vector3<T> e = x[j] - xv, dn = normal[j] - n;
+    const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
+    fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
+    fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
+    fit.add_row(tk * bk, bk * bk, T(0), dnt * bk);
+    fit.add_row(T(0), tk * tk, tk * bk, dnb * tk);
+  }
+  T u[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
+  const bool curved = fit.solve(u);
+  const Sym2<T> curvature =
+      curved ? Sym2<T>{scale * u[0], scale * u[1], scale * u[2]} : Sym2<T>{T(0), T(0), T(0)};
+
+  Sym2<T> metric_bar, curvature_bar;
+  seed(metric, curvature, metric_bar, curvature_bar);
+
+  // Reverse: the metric, a_ab = a_a . a_b with a_a = |p_a| normalized(tangential(p_a, n)).
+  Vector3<T> n_bar = zero, p1_bar = zero, p2_bar = zero;
+  const Vector3<T> a1_bar = (T(2) * metric_bar.xx) * a1 + metric_bar.xy * a2;
+  const Vector3<T> a2_bar = metric_bar.xy * a1 + (T(2) * metric_bar.yy) * a2;
+  tangential_adjoint(p1, n, normalized_adjoint(q1, l1 * a1_bar), p1_bar, n_bar);
+  tangential_adjoint(p2, n, normalized_adjoint(q2, l2 * a2_bar), p2_bar, n_bar);
+  if (l1 > T(0)) p1_bar += (dot(a1_bar, h1) / l1) * p1;
+  if (l2 > T(0)) p2_bar += (dot(a2_bar, h2) / l2) * p2;
+  const Vector3<T> r1_bar = (g22 / det) * p1_bar - (g12 / det) * p2_bar;
+  const Vector3<T> r2_bar = (g11 / det) * p2_bar - (g12 / det) * p1_bar;
+
+  // Reverse: the curvature, b_ab = scale u with u = M^-1 r; w = M^-1 u_bar is r's adjoint and
+  // -w u^T is M's (each off-diagonal stored once: both halves).
+  T w[3] = {T(0), T(0), T(0)}, scale_bar = T(0);
+  if (curved) {
+    Sym3System<T> back = fit;
+    back.r0 = scale * curvature_bar.xx;
+    back.r1 = scale * curvature_bar.xy;
+    back.r2 = scale * curvature_bar.yy;
+    back.solve(w);  // the same M: it solves
+    scale_bar = curvature_bar.xx * u[0] + curvature_bar.xy * u[1] + curvature_bar.yy * u[2];
+  }
+  const T m00_bar = -w[0] * u[0], m11_bar = -w[1] * u[1], m22_bar = -w[2] * u[2];
+  const T m01_m12_bar = -(w[0] * u[1] + w[1] * u[0]) - (w[1] * u[2] + w[2] * u[1]);
+  // Per ring edge, with s = tk^2 + bk^2, the four rows add (tk^2 s, tk bk s, 0, s^2, tk bk s,
+  // bk^2 s) to M (m00 m01 m02 m11 m12 m22) and (dnt tk, dnt bk + dnb tk, dnb bk) s to r.
+  Vector3<T> t_bar = zero, b_bar = zero, xv_bar = zero;
+  for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+    const std::uint32_t j = rings.neighbour(k), slot = 1 + k - ring.begin;
+    const Vector3<T> e = x[j] - xv;
+    const Vector2<T> th = coordinates[k];
+    Vector3<T> e_bar = th.x * r1_bar + th.y * r2_bar;
+    Vector3<T> nj_bar = zero;
+    if (curved) {
+      const Vector3<T> dn = normal[j] - n;
+      const T et = dot(e, t), eb = dot(e, b);
+      const T tk = scale * et, bk = scale * eb, dnt = dot(dn, t), dnb = dot(dn, b);
+      const T s = tk * tk + bk * bk;
+      const T q = m00_bar * tk * tk + m01_m12_bar * tk * bk + m22_bar * bk * bk + w[0] * dnt * tk +
+                  w[1] * (dnt * bk + dnb * tk) + w[2] * dnb * bk;
+      const T dq_dtk = T(2) * m00_bar * tk + m01_m12_bar * bk + w[0] * dnt + w[1] * dnb;
+      const T dq_dbk = m01_m12_bar * tk + T(2) * m22_bar * bk + w[1] * dnt + w[2] * dnb;
+      const T common = T(2) * (q + T(2) * m11_bar * s);
+      const T tk_bar = tk * common + s * dq_dtk, bk_bar = bk * common + s * dq_dbk;
+      const T dnt_bar = s * (w[0] * tk + w[1] * bk), dnb_bar = s * (w[1] * tk + w[2] * bk);
+      e_bar += scale * (tk_bar * t + bk_bar * b);
+      t_bar += (scale * tk_bar) * e + dnt_bar * dn;
+      b_bar += (scale * bk_bar) * e + dnb_bar * dn;
+      scale_bar += tk_bar * et + bk_bar * eb;
+      nj_bar = dnt_bar * t + dnb_bar * b;
+    }
+    x_slots[slot] = e_bar;
+    n_slots[slot] = nj_bar;
+    xv_bar += T(-1) * e_bar;
+    n_bar += T(-1) * nj_bar;
+  }
+  // Reverse: scale = 1 / |e0|, b = n x t, t = normalized(tangential(e0, n)). (b_ab does not
+  // depend on the scale, M going as scale^4 and r as scale^3, so scale_bar vanishes up to
+  // round-off: kept for the derivative of the arithmetic as written, but no test can see it.)
+  if (curved) {
+    Vector3<T> e0_bar = (-scale_bar * scale * scale * scale) * e0;
+    n_bar += cross(t, b_bar);
+    t_bar += cross(b_bar, n);
+    tangential_adjoint(e0, n, normalized_adjoint(u0, t_bar), e0_bar, n_bar);
+    x_slots[1] += e0_bar;
+    xv_bar += T(-1) * e0_bar;
+  }
+  x_slots[0] = xv_bar;
+  n_slots[0] = n_bar;
+}
+
+}  // namespace apron::cloth
