@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -795,51 +794,6 @@ TEST(ClothEnergy, AdjointGradientEqualsForwardModeAroundAHighValenceVertex) {
   for (Point& p : x) p = {1.1 * p[0], p[1], 0.3 * (4 - p[0] * p[0] - p[1] * p[1])};
   x = jittered(x, 0.05, 5);
   EXPECT_LT(adjoint_vs_forward(rest, x, "fan of valence 13"), 1e-10);
-}
-
-// Not a test: the timings of kernels/cloth/README.md (run with --gtest_also_run_disabled_tests
-// --gtest_filter='*Timing*'). Median of 5 after a warm-up, the perturbed grid of n x n vertices
-// (curved at rest, bent onto a cylinder and shaken) as in adjoint test (a).
-TEST(ClothEnergy, DISABLED_Timing) {
-  auto median_ms = [](const std::function<void()>& f) {
-    f();
-    std::vector<double> ms;
-    for (int r = 0; r < 5; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      f();
-      ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[2];
-  };
-  for (int n : {100, 300}) {
-    const GridSpec spec{.nx = n - 1, .ny = n - 1, .perturbed = true, .seed = 3};
-    const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
-    const DeviceVector<Vector3<double>> x = upload_positions<double>(jittered(
-        mapped(grid_mesh(spec), [](const Point& p) { return on_cylinder(p, 0.9); }).positions,
-        0.2 / n, 11));
-    const EnergySetup setup(rest, kMaterial);
-    DeviceVector<double> density;
-    DeviceVector<Vector3<double>> g;
-    const double w = median_ms([&] {
-      energy_density(setup.mesh, x, setup.reference, setup.model, density);
-      device_synchronize();
-    });
-    const double fast = median_ms([&] {
-      energy_gradient(setup.mesh, x, setup.reference, setup.model, g);
-      device_synchronize();
-    });
-    const double forward = median_ms([&] {
-      energy_gradient_forward(setup.mesh, x, setup.reference, setup.model, g);
-      device_synchronize();
-    });
-    std::printf(
-        "  %d x %d vertices: density %.2f ms, gradient %.2f ms (%.1fx the density), "
-        "forward-mode gradient %.1f ms (%.0fx the adjoint)\n",
-        n, n, w, fast, fast / w, forward, forward / fast);
-  }
 }
 
 // W from the CPU reference's tensors with the 4-index tensors summed term by term:
