@@ -3,7 +3,7 @@
 
 usage: cloth_runs.py SCENARIO --apron EXE --case CASE.yaml --work DIR [--mpiexec "mpirun ..."]
 
-Scenarios (the case is the hanging sheet, held at two corners, made small with --set):
+Scenarios with the hanging sheet (held at two corners, made small with --set):
   conservation  no damping, no contact: over 1000 steps the total energy (kinetic + potential +
                 elastic) strays from its start by under 1% of the largest kinetic energy.
   damping       with damping: the total energy falls from each diagnostics row to the next.
@@ -12,6 +12,12 @@ Scenarios (the case is the hanging sheet, held at two corners, made small with -
   restart       200 steps straight on 2 ranks, and 100 on 3 ranks with a checkpoint continued
                 to 200 on 2 ranks and on 1: the same positions and diagnostics bit for bit (the
                 vertices are taken back by id on any rank count); the checkpoint verifies.
+Scenarios with their own cases (tests/cloth/data), damped to rest, read in float64 from the final
+checkpoint:
+  strip         stretched_strip.yaml: the strain at heights s = 0.25 .. 0.75 of a strip hanging
+                in its own plane equals mu g s / E, E = 16 zeta / 3, within 2%.
+  cantilever    cantilever.yaml: the tip deflection of a clamped strip equals q L^4 / (8 D),
+                D = 16 xi / 3, within 5%.
 """
 import argparse
 import csv
@@ -32,7 +38,8 @@ class Runner:
         self.env = dict(os.environ, OMP_NUM_THREADS="1")
 
     def run(self, ranks, out_dir, *extra, check_status=True):
-        command = self.mpiexec + ["-n", str(ranks), self.apron, "run", self.case, *SMALL,
+        small = SMALL if self.case.endswith("cloth_hanging.yaml") else []
+        command = self.mpiexec + ["-n", str(ranks), self.apron, "run", self.case, *small,
                                   "--set", f"output.dir={out_dir}", *extra]
         done = subprocess.run(command, env=self.env, capture_output=True, text=True)
         if check_status and done.returncode != 0:
@@ -124,9 +131,44 @@ def scenario_restart(r, work):
               f"3 ranks -> {ranks}: the diagnostics table equals the straight run's")
 
 
+def rest_state(out_dir):
+    """Positions by vertex id, float64, from the run's last checkpoint."""
+    last = sorted(os.listdir(f"{out_dir}/checkpoints"))[-1]
+    with h5py.File(f"{out_dir}/checkpoints/{last}", "r") as f:
+        columns = f["tables/vertices/columns"]
+        ids, position = columns["id"][...], columns["position"][...]
+    return position[np.argsort(ids)]
+
+
+def scenario_strip(r, work):
+    out = r.run(2, f"{work}/strip")
+    cells_x, cells_y, size_y = 4, 40, 1.0  # the case's grid
+    centre = rest_state(out).reshape(cells_y + 1, cells_x + 1, 3)[:, cells_x // 2, :]
+    spacing = size_y / cells_y
+    load, stiffness = 0.2 * 9.81, 16 * 184 / 3  # mu g; E = 16 zeta / 3
+    worst = 0
+    for j in range(10, 31, 5):  # s = 0.25 .. 0.75
+        strain = (centre[j + 1, 1] - centre[j - 1, 1]) / (2 * spacing) - 1
+        expected = load * (j * spacing) / stiffness
+        worst = max(worst, abs(strain / expected - 1))
+        print(f"      s = {j * spacing:.3f} m: strain {strain:.6g}, mu g s / E {expected:.6g}")
+    check(worst < 0.02, f"strain within 2% of mu g s / E (largest error {100 * worst:.2f}%)")
+
+
+def scenario_cantilever(r, work):
+    out = r.run(1, f"{work}/cantilever")
+    cells_x, cells_y, length = 20, 4, 0.2  # the case's grid
+    tip = rest_state(out).reshape(cells_y + 1, cells_x + 1, 3)[cells_y // 2, cells_x]
+    deflection = -tip[2]
+    expected = 0.2 * 9.81 * length ** 4 / (8 * 16 * 0.05 / 3)  # q L^4 / (8 D), D = 16 xi / 3
+    error = abs(deflection / expected - 1)
+    print(f"      tip deflection {deflection:.6g} m, q L^4 / (8 D) {expected:.6g} m")
+    check(error < 0.05, f"tip deflection within 5% of the cantilever's (error {100 * error:.2f}%)")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["conservation", "damping", "ranks", "restart"])
+    parser.add_argument("scenario", choices=["conservation", "damping", "ranks", "restart", "strip", "cantilever"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
