@@ -101,8 +101,8 @@ void ClothSolver::setup() {
   open_outputs(std::nullopt);
 }
 
+// Timed by the driver (setup, or restart around load()).
 void ClothSolver::build() {
-  auto t = timers_.scope("setup");
   const HostMesh mesh = sheet();
   Rings rings;
   // The same check on every rank: a bad mesh is refused by all of them together.
@@ -383,9 +383,33 @@ void ClothSolver::write_mesh() {
   series_->write(step_, time_, part);
 }
 
+template <class... Vectors>
+std::size_t bytes_of(const Vectors&... v) {
+  return (0 + ... + (v.capacity() * sizeof(typename Vectors::value_type)));
+}
+
+// Device memory this rank holds for the sheet: mesh, rest state, energy model and its scratch,
+// vertex fields, halo plan.
+std::size_t ClothSolver::device_bytes() const {
+  const auto tensors = [](const SurfaceTensors<double>& t) {
+    return bytes_of(t.normal, t.tangent, t.area, t.metric, t.curvature, t.valid);
+  };
+  return bytes_of(mesh_.positions, mesh_.corners, mesh_.ring_offsets, mesh_.ring_neighbours,
+                  mesh_.boundary) +
+         bytes_of(reference_.ring_coordinates) + tensors(reference_.rest) +
+         bytes_of(model_.ring_twin, model_.normal, model_.x_adjoint, model_.n_adjoint,
+                  model_.two_ring_offsets, model_.two_ring) +
+         store_.device_bytes() + bytes_of(gradient_, mass_, density_, scratch_, pinned_) +
+         halo_.halo_plan().device_bytes();
+}
+
 void ClothSolver::report(Json& json) const {
   json.begin_object("cloth");
   json.value("vertices", static_cast<std::size_t>(global_vertices_));
+  // The most any rank holds per vertex it owns (ghost rows included).
+  const double per_vertex = global_max(
+      ranks_.comm, static_cast<double>(device_bytes()) / static_cast<double>(std::max<std::size_t>(owned_, 1)));
+  json.value("device_bytes_per_vertex", per_vertex);
   json.value("dt", dt_);
   json.value("ghost_rings", static_cast<long long>(kGhostRings));
   json.value("halo_transport", transport_.name());

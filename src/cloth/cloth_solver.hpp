@@ -76,6 +76,7 @@ class ClothSolver final : public Workload {
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
   void check_finite() const;
+  std::size_t device_bytes() const;
   SheetState gather_rows(const std::vector<double>& values, const std::vector<std::int64_t>& ids,
                          std::size_t count) const;
   void write_mesh();

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Cloth (issue 17) on the GPU machine, from the checkout root, after ../shared/gpu/bundle.sh put
+# the CUDA build in .device/ (apron, test_cloth_geometry, cloth_kernels). Results under $OUT.
+#   1. the kernel tests under CUDA;
+#   2. the kernels' speed (bench/cloth_kernels: the seed's 100x100 tensor step, the energy and
+#      its gradient) at 100^2, 1000^2 and 2000^2 vertices;
+#   3. whole steps of inputs/cloth_large.yaml at 1M and 4M vertices, 3 runs each (the run
+#      report's steady vertex-steps/s and device bytes per vertex);
+#   4. the hanging sheet for 200 steps on 1 and 2 ranks sharing the GPU, whose diagnostics the
+#      caller compares with each other and with the OpenMP build's (same case, same steps).
+set -uo pipefail
+source .device/env.sh
+out=${OUT:-gpu-out}; mkdir -p "$out"
+nvidia-smi -L | tee "$out/gpus.txt"
+status=0
+run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+run .device/test_cloth_geometry > "$out/test_cloth_geometry.log" 2>&1
+tail -3 "$out/test_cloth_geometry.log"
+run .device/cloth_kernels 100 1000 2000 | tee "$out/cloth_kernels.txt"
+for cells in 1000 2000; do
+  for r in 1 2 3; do
+    run .device/apron run inputs/cloth_large.yaml --set "cloth.grid.cells=[$cells, $cells, 0]" \
+        --set output.dir="$out/large_${cells}_$r" --set output.progress_every=100 \
+        > "$out/large_${cells}_$r.log" 2>&1
+    grep -E "step loop|forces|integrate|halo " "$out/large_${cells}_$r.log"
+  done
+done
+for n in 1 2; do
+  run mpirun -n $n .device/apron run inputs/cloth_hanging.yaml --set "cloth.grid.cells=[8, 8, 0]" \
+      --set time.max_steps=200 --set time.end=100 --set output.every=0 \
+      --set output.dir="$out/hanging_np$n" --set output.progress_every=100 > /dev/null
+done
+exit $status
