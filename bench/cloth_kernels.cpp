@@ -27,8 +27,8 @@ double median_ms(const std::function<void()>& f) {
     const auto start = std::chrono::steady_clock::now();
     f();
     device_synchronize();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[2];
@@ -69,8 +69,7 @@ void measure(int n) {
   DeviceVector<Vector3<double>> g;
   const double w = median_ms([&] { energy_density(mesh, x, reference, model, density); });
   const double adjoint = median_ms([&] { energy_gradient(mesh, x, reference, model, g); });
-  const double forward =
-      median_ms([&] { energy_gradient_forward(mesh, x, reference, model, g); });
+  const double forward = median_ms([&] { energy_gradient_forward(mesh, x, reference, model, g); });
   std::printf(
       "%d x %d vertices: tensor step (float) %.3f ms, energy density %.3f ms, gradient %.3f ms, "
       "forward-mode gradient %.1f ms (%.0fx the adjoint)\n",

@@ -3,8 +3,8 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <set>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -63,8 +63,8 @@ void MeshHalo::build_ghosts(std::span<const std::int64_t> owned,
   std::set<std::pair<int, std::int64_t>> ghosts;
   for (std::size_t g = 0; g < ghost_ids.size(); ++g) {
     if (ghost_owners[g] == rank || local_.count(ghost_ids[g]))
-      throw std::invalid_argument("MeshHalo::build_ghosts: vertex " +
-                                  std::to_string(ghost_ids[g]) + " is owned here");
+      throw std::invalid_argument("MeshHalo::build_ghosts: vertex " + std::to_string(ghost_ids[g]) +
+                                  " is owned here");
     ghosts.emplace(ghost_owners[g], ghost_ids[g]);
   }
   connect(ghosts);

@@ -11,10 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
-#include <set>
 #include <utility>
 #include <vector>
 

@@ -116,9 +116,9 @@ struct NotFinite {
 
 void advance_vertices(const MotionState& s, std::size_t count, const MotionParams& p,
                       const DeviceVector<Collider>& colliders) {
-  for_each_index(count, AdvanceKernel{raw(*s.position), raw(*s.velocity), raw(*s.gradient),
-                                      raw(*s.mass), raw(*s.pinned), raw(colliders),
-                                      static_cast<int>(colliders.size()), p});
+  for_each_index(
+      count, AdvanceKernel{raw(*s.position), raw(*s.velocity), raw(*s.gradient), raw(*s.mass),
+                           raw(*s.pinned), raw(colliders), static_cast<int>(colliders.size()), p});
 }
 
 void vertex_energies(const DeviceVector<V3>& position, const DeviceVector<V3>& velocity,

@@ -33,7 +33,8 @@ GridSpec read_grid(MapReader& r) {
 SheetConfig read_sheet(MapReader& cloth) {
   SheetConfig s;
   const bool grid = cloth.has("grid"), mesh = cloth.has("mesh");
-  if (grid == mesh) cloth.fail("grid", "give exactly one of grid: {size, cells, ...} or mesh: {file}");
+  if (grid == mesh)
+    cloth.fail("grid", "give exactly one of grid: {size, cells, ...} or mesh: {file}");
   if (grid) {
     MapReader r = cloth.child("grid");
     s.grid = read_grid(r);

@@ -44,7 +44,7 @@ struct ClothCase : config::WorkloadSettings {
   SheetConfig sheet;
   MaterialConfig material;
   std::array<double, 3> gravity{0, 0, -9.81};
-  double cfl = 0.5;  // dt = cfl x the explicit stability limit of the sheet's waves
+  double cfl = 0.5;         // dt = cfl x the explicit stability limit of the sheet's waves
   std::vector<Box> pinned;  // vertices whose rest position lies inside one are held there
   std::vector<ColliderConfig> colliders;
   double friction = 0.3;  // Coulomb coefficient at colliders

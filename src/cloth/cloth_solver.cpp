@@ -34,7 +34,9 @@ std::vector<T> to_host(const DeviceVector<T>& d, std::size_t n) {
 
 Collider device_collider(const ColliderConfig& c) {
   Collider k;
-  k.kind = c.kind == "sphere" ? Collider::sphere : c.kind == "box" ? Collider::box : Collider::floor;
+  k.kind = c.kind == "sphere" ? Collider::sphere
+           : c.kind == "box"  ? Collider::box
+                              : Collider::floor;
   k.centre = {c.centre[0], c.centre[1], c.centre[2]};
   k.lo = {c.lo[0], c.lo[1], c.lo[2]};
   k.hi = {c.hi[0], c.hi[1], c.hi[2]};
@@ -109,8 +111,7 @@ void ClothSolver::build() {
   try {
     rings = build_rings(mesh);
   } catch (const MeshError& e) {
-    throw config::ConfigError(config_.file + ": cloth: the sheet cannot be simulated: " +
-                              e.what());
+    throw config::ConfigError(config_.file + ": cloth: the sheet cannot be simulated: " + e.what());
   }
   global_vertices_ = mesh.positions.size();
   check_pinned(mesh);
@@ -118,9 +119,10 @@ void ClothSolver::build() {
   build_local_mesh(mesh, rings);
   build_output_triangles(mesh);
   choose_dt(mesh);
-  Log::info("cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
-            "ghosts)",
-            global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_, halo_.ghost_count());
+  Log::info(
+      "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
+      "ghosts)",
+      global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_, halo_.ghost_count());
 }
 
 // The mesh series and the diagnostics table; on restart both continue the earlier run's.
@@ -140,9 +142,10 @@ void ClothSolver::open_outputs(std::optional<long> resume_step) {
 void ClothSolver::check_pinned(const HostMesh& mesh) const {
   for (std::size_t b = 0; b < case_.pinned.size(); ++b) {
     const Box& box = case_.pinned[b];
-    const bool holds = std::any_of(mesh.positions.begin(), mesh.positions.end(), [&](const auto& p) {
-      return box.contains(V3{p[0], p[1], p[2]});
-    });
+    const bool holds =
+        std::any_of(mesh.positions.begin(), mesh.positions.end(), [&](const auto& p) {
+          return box.contains(V3{p[0], p[1], p[2]});
+        });
     if (!holds)
       throw config::ConfigError(config_.file + ": cloth.pinned[" + std::to_string(b) + "] " +
                                 config::box_text(box) +
@@ -266,8 +269,9 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
   const MaterialConfig& m = case_.material;
   double limit = h / std::sqrt(6 * m.stretch / m.density);
   if (m.bend > 0)
-    limit = std::min(limit, 2 * h * h / (std::numbers::pi * std::numbers::pi *
-                                         std::sqrt(6 * m.bend / m.density)));
+    limit = std::min(
+        limit,
+        2 * h * h / (std::numbers::pi * std::numbers::pi * std::sqrt(6 * m.bend / m.density)));
   dt_ = case_.cfl * limit;
   motion_.dt = dt_;
   motion_.gravity = {case_.gravity[0], case_.gravity[1], case_.gravity[2]};
@@ -298,12 +302,11 @@ void ClothSolver::advance() {
 }
 
 void ClothSolver::check_finite() const {
-  const bool local = any_not_finite(*position_,
-                                    *velocity_, owned_);
+  const bool local = any_not_finite(*position_, *velocity_, owned_);
   if (global_max(ranks_.comm, local ? 1.0 : 0.0) > 0)
     throw std::runtime_error(
-        "the cloth became unstable at step " + std::to_string(step_) + " (t = " +
-        std::to_string(time_) +
+        "the cloth became unstable at step " + std::to_string(step_) +
+        " (t = " + std::to_string(time_) +
         " s): non-finite positions or velocities; lower cloth.cfl, or check that the material "
         "(stretch, bend, density) is physical");
 }
@@ -407,8 +410,9 @@ void ClothSolver::report(Json& json) const {
   json.begin_object("cloth");
   json.value("vertices", static_cast<std::size_t>(global_vertices_));
   // The most any rank holds per vertex it owns (ghost rows included).
-  const double per_vertex = global_max(
-      ranks_.comm, static_cast<double>(device_bytes()) / static_cast<double>(std::max<std::size_t>(owned_, 1)));
+  const double per_vertex =
+      global_max(ranks_.comm, static_cast<double>(device_bytes()) /
+                                  static_cast<double>(std::max<std::size_t>(owned_, 1)));
   json.value("device_bytes_per_vertex", per_vertex);
   json.value("dt", dt_);
   json.value("ghost_rings", static_cast<long long>(kGhostRings));
@@ -447,8 +451,8 @@ io::PendingCheckpoint ClothSolver::save(const std::filesystem::path& file) const
            return rows_checksum(ids, sizeof(std::int64_t), n, first);
          }}}});
   state.keep = {checkpoint_rows_, checkpoint_ids_};
-  state.header = checkpoint_header("cloth", config_, step_, time_, dt_, ranks_.size,
-                                   device_backend_);
+  state.header =
+      checkpoint_header("cloth", config_, step_, time_, dt_, ranks_.size, device_backend_);
   state.header.scalars = {{"next_output_time", outputs_.next()},
                           {"vertices", static_cast<double>(global_vertices_)}};
   return io::save_checkpoint(ranks_.comm, file, state);
@@ -460,8 +464,9 @@ void ClothSolver::load(const io::CheckpointReader& checkpoint) {
   const io::CheckpointHeader& h = checkpoint.header();
   const std::string where = checkpoint.path().string();
   if (!h.scalars.count("next_output_time") || !h.scalars.count("vertices"))
-    throw std::runtime_error(where + ": the checkpoint has no state 'next_output_time' or "
-                                     "'vertices'");
+    throw std::runtime_error(where +
+                             ": the checkpoint has no state 'next_output_time' or "
+                             "'vertices'");
   build();
   if (checkpoint.rows("vertices") != global_vertices_ ||
       h.scalars.at("vertices") != static_cast<double>(global_vertices_))
@@ -473,9 +478,10 @@ void ClothSolver::load(const io::CheckpointReader& checkpoint) {
   std::vector<std::int64_t> ids(share.count);
   {
     auto t = timers_.scope("checkpoint read");
-    const io::ColumnTarget columns[] = {{"position", io::Dtype::f64, values.data()},
-                                        {"velocity", io::Dtype::f64, values.data() + 3 * share.count},
-                                        {"id", io::Dtype::i64, ids.data()}};
+    const io::ColumnTarget columns[] = {
+        {"position", io::Dtype::f64, values.data()},
+        {"velocity", io::Dtype::f64, values.data() + 3 * share.count},
+        {"id", io::Dtype::i64, ids.data()}};
     io::read_share(checkpoint, "vertices", share, columns);
   }
   const SheetState all = gather_rows(values, ids, share.count);

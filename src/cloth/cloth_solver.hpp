@@ -90,7 +90,7 @@ class ClothSolver final : public Workload {
   MeshHalo halo_;
 
   std::size_t global_vertices_ = 0, owned_ = 0;
-  std::vector<int> owner_;  // of every vertex of the sheet
+  std::vector<int> owner_;   // of every vertex of the sheet
   DeviceMesh<double> mesh_;  // local rows: owned, then ghosts; positions at rest
   ReferenceState<double> reference_;
   EnergyModel model_;
@@ -116,7 +116,8 @@ class ClothSolver final : public Workload {
   std::vector<float> stage_position_, stage_velocity_, stage_energy_;
   std::vector<std::int64_t> stage_id_;
   mutable std::shared_ptr<std::vector<double>> checkpoint_rows_;  // host staging of a save
-  mutable std::shared_ptr<std::vector<std::int64_t>> checkpoint_ids_;  // the sheet's vertex index (a vertex may be on two ranks)
+  mutable std::shared_ptr<std::vector<std::int64_t>>
+      checkpoint_ids_;  // the sheet's vertex index (a vertex may be on two ranks)
 };
 
 WorkloadSpec cloth_spec();

@@ -51,7 +51,7 @@ class Progress {
     const double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : -1;
     const std::string item = w_.item_name();
     const std::string items = item.ends_with("ex") ? item.substr(0, item.size() - 2) + "ices"
-                                                    : item + "s";  // vertex: vertices
+                                                   : item + "s";  // vertex: vertices
     Log::info("step %7ld  t = %.5g s (%5.1f%%)  dt = %.3g s  %zu %s  %.3g %s-steps/s  ETA %s",
               w_.step(), w_.time(), 100 * w_.time() / w_.end_time(), w_.last_dt(),
               w_.global_items(), items.c_str(), rate, item.c_str(), duration_text(eta).c_str());

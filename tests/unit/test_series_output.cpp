@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
       try {
         again.resume(step, time);
       } catch (const std::runtime_error& e) {
-        refused = std::string(e.what()).find("disagrees with the output series") !=
-                  std::string::npos;
+        refused =
+            std::string(e.what()).find("disagrees with the output series") != std::string::npos;
       }
       expect(refused, "a checkpoint at a step and time the series on disk contradicts is refused");
       expect(std::filesystem::last_write_time(dir / "points.xmf") == before,
