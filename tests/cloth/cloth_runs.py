@@ -6,7 +6,9 @@ usage: cloth_runs.py SCENARIO --apron EXE --case CASE.yaml --work DIR [--mpiexec
 Scenarios with the hanging sheet (held at two corners, made small with --set):
   conservation  no damping, no contact: over 1000 steps the total energy (kinetic + potential +
                 elastic) strays from its start by under 1% of the largest kinetic energy.
-  damping       with damping: the total energy falls from each diagnostics row to the next.
+  damping       with damping: the total energy falls from each diagnostics row to the next;
+                with more damping the sheet comes to rest (kinetic energy below 1e-6 of its
+                largest, the elastic energy steady to 0.1% over the last second).
   ranks         1, 2, 3 and 4 ranks: the same positions at the end for every vertex (by id),
                 to round-off (the largest difference is printed).
   restart       200 steps straight on 2 ranks, and 100 on 3 ranks with a checkpoint continued
@@ -79,6 +81,19 @@ def scenario_damping(r, work):
     print(f"      total energy {totals[0]:.6g} -> {totals[-1]:.6g} J over {len(totals)} rows")
     check(not rises, f"total energy falls at every diagnostics row (rises: {rises[:3]})")
     check(totals[-1] < totals[0] - 0.1, "the damped sheet lost energy")
+
+
+def scenario_rest(r, work):
+    out = r.run(1, f"{work}/rest", "--set", "cloth.material.damping=1", "--set", "time.end=4",
+                "--set", "output.every=0")
+    table = rows(out)
+    swing = max(row["kinetic"] for row in table)
+    last_second = [row for row in table if row["time"] >= table[-1]["time"] - 1]
+    elastic = [row["elastic"] for row in last_second]
+    print(f"      kinetic energy {swing:.4g} J at most, {table[-1]['kinetic']:.3g} J at the end; "
+          f"elastic {min(elastic):.6g}..{max(elastic):.6g} J over the last second")
+    check(table[-1]["kinetic"] < 1e-6 * swing, "at rest: kinetic energy below 1e-6 of its largest")
+    check(max(elastic) - min(elastic) < 1e-3 * max(elastic), "elastic energy steady to 0.1%")
 
 
 def final_positions(out_dir):
@@ -168,7 +183,7 @@ def scenario_cantilever(r, work):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["conservation", "damping", "ranks", "restart", "strip", "cantilever"])
+    parser.add_argument("scenario", choices=["conservation", "damping", "rest", "ranks", "restart", "strip", "cantilever"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
