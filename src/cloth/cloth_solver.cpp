@@ -85,7 +85,16 @@ HostMesh ClothSolver::sheet() const {
   const SheetConfig& s = case_.sheet;
   HostMesh mesh;
   if (s.from_file) {
-    const io::TriangleMesh read = io::read_mesh(s.file);
+    // Zero-area triangles are kept so that the mesh check names them (the cloth cannot use
+    // them); every rank reads the same file and fails the same way.
+    io::MeshReadOptions options;
+    options.keep_degenerate = true;
+    io::TriangleMesh read;
+    try {
+      read = io::read_mesh(s.file, options);
+    } catch (const io::MeshReadError& e) {
+      throw config::ConfigError("cloth.mesh.file: " + std::string(e.what()));
+    }
     mesh.triangles = read.triangles;
     mesh.positions = read.vertices;
     for (auto& p : mesh.positions)
