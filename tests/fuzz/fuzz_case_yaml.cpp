@@ -14,6 +14,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "cloth/cloth_config.hpp"
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 #include "flip/flip_config.hpp"
@@ -35,7 +36,8 @@ std::vector<WorkloadSpec> builtin_workloads() {
           "meshdist", "mesh distance (schema only)", meshdist::meshdist_schema(), no_solver, {}},
       WorkloadSpec{"flip", "FLIP (schema only)", flip::flip_schema(), no_solver, {}},
       WorkloadSpec{
-          "planes", "plane detection (schema only)", planes::planes_schema(), no_solver, {}}};
+          "planes", "plane detection (schema only)", planes::planes_schema(), no_solver, {}},
+      WorkloadSpec{"cloth", "cloth (schema only)", cloth::cloth_schema(), no_solver, {}}};
 }
 
 }  // namespace apron
