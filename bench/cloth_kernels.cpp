@@ -1,16 +1,25 @@
 // The cloth kernels' speed (issue 17): per vertex, the seed's tensor step (normals, frames,
 // metric and curvature fits, strains; float, the seed's 2.1 ms at 100x100 on its GPU) and, in
 // float64, the energy density, the adjoint gradient and the forward-mode gradient it replaced.
-// A perturbed grid of n x n vertices bent onto a cylinder and shaken; median of 5 after a
-// warm-up.   usage: cloth_kernels [n ...]   (default 100 300)
+// A perturbed grid of n x n vertices bent onto a cylinder and shaken, or a mesh file (shaken);
+// median of 5 after a warm-up. The vertex order is the data-structure question of the issue:
+// `as_given` (grid rows, or the file's), `random` (a shuffle: what an unordered mesh costs) or
+// `morton` (a space-filling curve over the rest positions).
+//   usage: cloth_kernels [--order as_given|random|morton] [--mesh FILE] [n ...]
+//          (default: as_given, grids of 100 and 300)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
+#include "io/mesh_reader.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/tensors.hpp"
 
@@ -35,22 +44,75 @@ double median_ms(const std::function<void()>& f) {
 }
 
 // The sheet wrapped onto a cylinder of radius 0.9 and shaken by 0.2 cell widths.
-std::vector<std::array<double, 3>> deformed(const HostMesh& mesh, int n) {
+std::vector<std::array<double, 3>> bent(const HostMesh& mesh, int n) {
   std::vector<std::array<double, 3>> x = mesh.positions;
-  std::srand(11);
   for (auto& p : x) {
     const double angle = p[0] / 0.9;
     p = {0.9 * std::sin(angle), p[1], 0.9 * (1 - std::cos(angle))};
-    for (double& c : p) c += 0.2 / n * (std::rand() / double(RAND_MAX) - 0.5);
   }
+  std::mt19937_64 random(11);
+  std::uniform_real_distribution<double> shake(-0.1 / n, 0.1 / n);
+  for (auto& p : x)
+    for (double& c : p) c += shake(random);
   return x;
 }
 
-void measure(int n) {
-  const GridSpec spec{.nx = n - 1, .ny = n - 1, .perturbed = true, .seed = 3};
-  const HostMesh rest = grid_mesh(spec);
-  const auto shaken = deformed(rest, n);
+// 30-bit Morton code of a point in the box [lo, lo + size]^3.
+std::uint64_t morton(const std::array<double, 3>& p, const std::array<double, 3>& lo, double size) {
+  std::uint64_t code = 0;
+  for (int bit = 9; bit >= 0; --bit)
+    for (int d = 0; d < 3; ++d) {
+      const auto cell = static_cast<std::uint64_t>((p[d] - lo[d]) / size * 1023.999);
+      code = (code << 1) | ((cell >> bit) & 1);
+    }
+  return code;
+}
 
+// The mesh without the vertices no triangle uses (scans carry some).
+HostMesh without_isolated(HostMesh mesh) {
+  std::vector<std::int64_t> new_of(mesh.positions.size(), -1);
+  std::vector<std::array<double, 3>> kept;
+  for (auto& t : mesh.triangles)
+    for (auto& v : t) {
+      if (new_of[v] < 0) {
+        new_of[v] = static_cast<std::int64_t>(kept.size());
+        kept.push_back(mesh.positions[v]);
+      }
+      v = static_cast<std::uint32_t>(new_of[v]);
+    }
+  mesh.positions = std::move(kept);
+  return mesh;
+}
+
+// The mesh with its vertices renumbered in the given order.
+HostMesh reordered(const HostMesh& mesh, const std::string& order) {
+  std::vector<std::uint32_t> old_of(mesh.positions.size());
+  std::iota(old_of.begin(), old_of.end(), 0u);
+  if (order == "random") {
+    std::shuffle(old_of.begin(), old_of.end(), std::mt19937_64(5));
+  } else if (order == "morton") {
+    std::array<double, 3> lo{1e300, 1e300, 1e300};
+    double size = 0;
+    for (const auto& p : mesh.positions)
+      for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], p[d]);
+    for (const auto& p : mesh.positions)
+      for (int d = 0; d < 3; ++d) size = std::max(size, p[d] - lo[d]);
+    std::vector<std::uint64_t> key(old_of.size());
+    for (std::size_t v = 0; v < key.size(); ++v) key[v] = morton(mesh.positions[v], lo, size);
+    std::stable_sort(old_of.begin(), old_of.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return key[a] < key[b]; });
+  }
+  std::vector<std::uint32_t> new_of(old_of.size());
+  for (std::uint32_t v = 0; v < old_of.size(); ++v) new_of[old_of[v]] = v;
+  HostMesh out;
+  for (const std::uint32_t v : old_of) out.positions.push_back(mesh.positions[v]);
+  for (const auto& t : mesh.triangles)
+    out.triangles.push_back({new_of[t[0]], new_of[t[1]], new_of[t[2]]});
+  return out;
+}
+
+void measure(const std::string& name, const HostMesh& rest,
+             const std::vector<std::array<double, 3>>& shaken) {
   const DeviceMesh<float> mesh32 = upload_mesh<float>(rest);
   const ReferenceState<float> reference32 = make_reference(mesh32, mesh32.positions);
   const DeviceVector<Vector3<float>> x32 = upload_positions<float>(shaken);
@@ -71,16 +133,45 @@ void measure(int n) {
   const double adjoint = median_ms([&] { energy_gradient(mesh, x, reference, model, g); });
   const double forward = median_ms([&] { energy_gradient_forward(mesh, x, reference, model, g); });
   std::printf(
-      "%d x %d vertices: tensor step (float) %.3f ms, energy density %.3f ms, gradient %.3f ms, "
+      "%s, %zu vertices: tensor step (float) %.3f ms, energy density %.3f ms, gradient %.3f ms, "
       "forward-mode gradient %.1f ms (%.0fx the adjoint)\n",
-      n, n, tensor_step, w, adjoint, forward, forward / adjoint);
+      name.c_str(), rest.positions.size(), tensor_step, w, adjoint, forward, forward / adjoint);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string order = "as_given", file;
   std::vector<int> sizes;
-  for (int a = 1; a < argc; ++a) sizes.push_back(std::atoi(argv[a]));
+  for (int a = 1; a < argc; ++a) {
+    if (!std::strcmp(argv[a], "--order") && a + 1 < argc) {
+      order = argv[++a];
+    } else if (!std::strcmp(argv[a], "--mesh") && a + 1 < argc) {
+      file = argv[++a];
+    } else {
+      sizes.push_back(std::atoi(argv[a]));
+    }
+  }
+  if (order != "as_given" && order != "random" && order != "morton") {
+    std::fprintf(stderr, "cloth_kernels: --order must be as_given, random or morton\n");
+    return 2;
+  }
+  if (!file.empty()) {
+    const io::TriangleMesh read = io::read_mesh(file);
+    const HostMesh mesh = reordered(without_isolated({read.vertices, read.triangles}), order);
+    std::vector<std::array<double, 3>> shaken = mesh.positions;
+    std::mt19937_64 random(11);
+    std::uniform_real_distribution<double> shake(-1e-4, 1e-4);
+    for (auto& p : shaken)
+      for (double& c : p) c += shake(random);
+    measure(file + " (" + order + ")", mesh, shaken);
+    return 0;
+  }
   if (sizes.empty()) sizes = {100, 300};
-  for (const int n : sizes) measure(n);
+  for (const int n : sizes) {
+    const HostMesh mesh = reordered(
+        grid_mesh(GridSpec{.nx = n - 1, .ny = n - 1, .perturbed = true, .seed = 3}), order);
+    measure(std::to_string(n) + " x " + std::to_string(n) + " grid (" + order + ")", mesh,
+            bent(mesh, n));
+  }
 }
