@@ -57,17 +57,6 @@ std::vector<std::array<double, 3>> bent(const HostMesh& mesh, int n) {
   return x;
 }
 
-// 30-bit Morton code of a point in the box [lo, lo + size]^3.
-std::uint64_t morton(const std::array<double, 3>& p, const std::array<double, 3>& lo, double size) {
-  std::uint64_t code = 0;
-  for (int bit = 9; bit >= 0; --bit)
-    for (int d = 0; d < 3; ++d) {
-      const auto cell = static_cast<std::uint64_t>((p[d] - lo[d]) / size * 1023.999);
-      code = (code << 1) | ((cell >> bit) & 1);
-    }
-  return code;
-}
-
 // The mesh without the vertices no triangle uses (scans carry some).
 HostMesh without_isolated(HostMesh mesh) {
   std::vector<std::int64_t> new_of(mesh.positions.size(), -1);
@@ -86,29 +75,12 @@ HostMesh without_isolated(HostMesh mesh) {
 
 // The mesh with its vertices renumbered in the given order.
 HostMesh reordered(const HostMesh& mesh, const std::string& order) {
-  std::vector<std::uint32_t> old_of(mesh.positions.size());
-  std::iota(old_of.begin(), old_of.end(), 0u);
-  if (order == "random") {
-    std::shuffle(old_of.begin(), old_of.end(), std::mt19937_64(5));
-  } else if (order == "morton") {
-    std::array<double, 3> lo{1e300, 1e300, 1e300};
-    double size = 0;
-    for (const auto& p : mesh.positions)
-      for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], p[d]);
-    for (const auto& p : mesh.positions)
-      for (int d = 0; d < 3; ++d) size = std::max(size, p[d] - lo[d]);
-    std::vector<std::uint64_t> key(old_of.size());
-    for (std::size_t v = 0; v < key.size(); ++v) key[v] = morton(mesh.positions[v], lo, size);
-    std::stable_sort(old_of.begin(), old_of.end(),
-                     [&](std::uint32_t a, std::uint32_t b) { return key[a] < key[b]; });
-  }
-  std::vector<std::uint32_t> new_of(old_of.size());
-  for (std::uint32_t v = 0; v < old_of.size(); ++v) new_of[old_of[v]] = v;
-  HostMesh out;
-  for (const std::uint32_t v : old_of) out.positions.push_back(mesh.positions[v]);
-  for (const auto& t : mesh.triangles)
-    out.triangles.push_back({new_of[t[0]], new_of[t[1]], new_of[t[2]]});
-  return out;
+  if (order == "morton") return renumbered(mesh, locality_order(mesh));
+  if (order != "random") return mesh;
+  std::vector<std::uint32_t> shuffled(mesh.positions.size());
+  std::iota(shuffled.begin(), shuffled.end(), 0u);
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(5));
+  return renumbered(mesh, shuffled);
 }
 
 void measure(const std::string& name, const HostMesh& rest,

@@ -245,6 +245,43 @@ DeviceMesh<T> upload_mesh(const HostMesh& mesh) {
   return out;
 }
 
+std::vector<std::uint32_t> locality_order(const HostMesh& mesh) {
+  std::array<double, 3> lo{INFINITY, INFINITY, INFINITY};
+  double size = 0;
+  for (const auto& p : mesh.positions)
+    for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], p[d]);
+  for (const auto& p : mesh.positions)
+    for (int d = 0; d < 3; ++d) size = std::max(size, p[d] - lo[d]);
+  const double scale = size > 0 ? 1023.999 / size : 0;
+  std::vector<std::uint32_t> key(mesh.positions.size());
+  for (std::size_t v = 0; v < key.size(); ++v) {
+    std::uint32_t code = 0;
+    for (int bit = 9; bit >= 0; --bit)
+      for (int d = 0; d < 3; ++d) {
+        const auto cell = static_cast<std::uint32_t>((mesh.positions[v][d] - lo[d]) * scale);
+        code = (code << 1) | ((cell >> bit) & 1u);
+      }
+    key[v] = code;
+  }
+  std::vector<std::uint32_t> order(key.size());
+  for (std::uint32_t v = 0; v < order.size(); ++v) order[v] = v;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return key[a] < key[b]; });
+  return order;
+}
+
+HostMesh renumbered(const HostMesh& mesh, const std::vector<std::uint32_t>& order) {
+  std::vector<std::uint32_t> new_of(order.size());
+  for (std::uint32_t k = 0; k < order.size(); ++k) new_of[order[k]] = k;
+  HostMesh out;
+  out.positions.reserve(order.size());
+  for (const std::uint32_t v : order) out.positions.push_back(mesh.positions[v]);
+  out.triangles.reserve(mesh.triangles.size());
+  for (const auto& t : mesh.triangles)
+    out.triangles.push_back({new_of[t[0]], new_of[t[1]], new_of[t[2]]});
+  return out;
+}
+
 template DeviceVector<Vector3<float>> upload_positions<float>(
     const std::vector<std::array<double, 3>>&);
 template DeviceVector<Vector3<double>> upload_positions<double>(

@@ -65,6 +65,14 @@ inline std::uint32_t grid_vertex(const GridSpec& spec, int i, int j) {
   return static_cast<std::uint32_t>(j * (spec.nx + 1) + i);
 }
 
+// A vertex order that keeps neighbours near each other in memory: the vertices sorted by the
+// Morton code of their positions (a space-filling curve over the mesh's bounding cube, 10 bits
+// per axis, ties in the given order). order[new] = old. A mesh in an arbitrary order (a scan's)
+// costs the kernels up to 3x (bench/NOTES.md, "Cloth").
+std::vector<std::uint32_t> locality_order(const HostMesh& mesh);
+// The mesh with its vertices renumbered: vertex order[k] becomes vertex k.
+HostMesh renumbered(const HostMesh& mesh, const std::vector<std::uint32_t>& order);
+
 // The mesh on the device, in scalar T.
 template <class T>
 struct DeviceMesh {

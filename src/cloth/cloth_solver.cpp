@@ -81,30 +81,34 @@ ClothSolver::ClothSolver(const WorkloadContext& context)
       halo_(transport_),
       outputs_(config_.output.every, 0, true) {}
 
-HostMesh ClothSolver::sheet() const {
+// The sheet as the kernels number it. A grid's rows are already a local order; a file's vertices
+// (a scan's, in any order) are renumbered along a space-filling curve, and file_index_ keeps the
+// file's numbering for the output. A bad mesh is refused with the file's numbering, before that.
+HostMesh ClothSolver::sheet() {
   const SheetConfig& s = case_.sheet;
-  HostMesh mesh;
-  if (s.from_file) {
-    // Zero-area triangles are kept so that the mesh check names them (the cloth cannot use
-    // them); every rank reads the same file and fails the same way.
-    io::MeshReadOptions options;
-    options.keep_degenerate = true;
-    io::TriangleMesh read;
-    try {
-      read = io::read_mesh(s.file, options);
-    } catch (const io::MeshReadError& e) {
-      throw config::ConfigError("cloth.mesh.file: " + std::string(e.what()));
-    }
-    mesh.triangles = read.triangles;
-    mesh.positions = read.vertices;
-    for (auto& p : mesh.positions)
-      for (int d = 0; d < 3; ++d) p[d] = p[d] * s.scale + s.offset[d];
-  } else {
-    mesh = grid_mesh(s.grid);
+  if (!s.from_file) {
+    HostMesh mesh = grid_mesh(s.grid);
     for (auto& p : mesh.positions)
       for (int d = 0; d < 3; ++d) p[d] += s.centre[d];
+    return mesh;
   }
-  return mesh;
+  // Zero-area triangles are kept so that the mesh check names them (the cloth cannot use
+  // them); every rank reads the same file and fails the same way.
+  io::MeshReadOptions options;
+  options.keep_degenerate = true;
+  io::TriangleMesh read;
+  try {
+    read = io::read_mesh(s.file, options);
+  } catch (const io::MeshReadError& e) {
+    throw config::ConfigError("cloth.mesh.file: " + std::string(e.what()));
+  }
+  HostMesh mesh{std::move(read.vertices), std::move(read.triangles)};
+  for (auto& p : mesh.positions)
+    for (int d = 0; d < 3; ++d) p[d] = p[d] * s.scale + s.offset[d];
+  if (const std::string problem = check_mesh(mesh); !problem.empty())
+    throw config::ConfigError(config_.file + ": cloth: the sheet cannot be simulated: " + problem);
+  file_index_ = locality_order(mesh);
+  return renumbered(mesh, file_index_);
 }
 
 void ClothSolver::setup() {
@@ -366,7 +370,8 @@ std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
   const auto density = to_host(density_, store_.size());
   stage_position_.clear(), stage_velocity_.clear(), stage_energy_.clear(), stage_id_.clear();
   for (const std::uint32_t row : output_rows_) {
-    stage_id_.push_back(halo_.global_ids()[row]);
+    const std::int64_t vertex = halo_.global_ids()[row];
+    stage_id_.push_back(file_index_.empty() ? vertex : file_index_[vertex]);
     const V3 p = position[row], v = velocity[row];
     stage_position_.insert(stage_position_.end(), {float(p.x), float(p.y), float(p.z)});
     stage_velocity_.insert(stage_velocity_.end(), {float(v.x), float(v.y), float(v.z)});

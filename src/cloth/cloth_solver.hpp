@@ -69,7 +69,7 @@ class ClothSolver final : public Workload {
  private:
   void build();  // the sheet, its distribution and the state at rest (setup and load)
   void open_outputs(std::optional<long> resume_step);
-  HostMesh sheet() const;
+  HostMesh sheet();
   void check_pinned(const HostMesh& mesh) const;
   void distribute(const HostMesh& mesh, const Rings& rings);
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
@@ -91,6 +91,9 @@ class ClothSolver final : public Workload {
 
   std::size_t global_vertices_ = 0, owned_ = 0;
   std::vector<int> owner_;   // of every vertex of the sheet
+  // A file's vertex index of each sheet vertex (the sheet is renumbered for locality); empty
+  // for a grid. Output ids are the file's; checkpoints keep the sheet's (the same on restart).
+  std::vector<std::uint32_t> file_index_;
   DeviceMesh<double> mesh_;  // local rows: owned, then ghosts; positions at rest
   ReferenceState<double> reference_;
   EnergyModel model_;

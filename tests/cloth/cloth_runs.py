@@ -14,6 +14,9 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
   restart       200 steps straight on 2 ranks, and 100 on 3 ranks with a checkpoint continued
                 to 200 on 2 ranks and on 1: the same positions and diagnostics bit for bit (the
                 vertices are taken back by id on any rank count); the checkpoint verifies.
+  file          the same sheet read from an OBJ file whose vertices are shuffled: the motion
+                equals the grid's to round-off, and the output ids are the file's (the workload
+                renumbers a file's vertices for locality and keeps the file's numbering outside).
 Scenarios with their own cases (tests/cloth/data), damped to rest, read in float64 from the final
 checkpoint:
   strip         stretched_strip.yaml: the strain at heights s = 0.25 .. 0.75 of a strip hanging
@@ -22,8 +25,10 @@ checkpoint:
                 D = 16 xi / 3, within 5%.
 """
 import argparse
+import copy
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +43,12 @@ class Runner:
     def __init__(self, args):
         self.apron, self.case, self.mpiexec = args.apron, args.case, args.mpiexec.split()
         self.env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    @staticmethod
+    def with_case(runner, case):
+        other = copy.copy(runner)
+        other.case = case
+        return other
 
     def run(self, ranks, out_dir, *extra, check_status=True):
         small = SMALL if self.case.endswith("cloth_hanging.yaml") else []
@@ -105,6 +116,42 @@ def final_positions(out_dir):
         by_id[int(i)] = p  # a vertex written by two ranks holds the same values in both
     order = sorted(by_id)
     return last, np.array(order), np.array([by_id[i] for i in order])
+
+
+def write_shuffled_obj(grid_out, path):
+    """The grid run's sheet (from its first output) as an OBJ with its vertices shuffled;
+    returns file index -> grid id."""
+    first = sorted(f for f in os.listdir(grid_out) if f.startswith("cloth_") and f.endswith(".h5"))[0]
+    with h5py.File(f"{grid_out}/{first}", "r") as f:
+        ids, position, triangles = f["id"][...], f["position"][...], f["triangles"][...]
+    grid_of = np.random.default_rng(7).permutation(len(ids))  # file index -> grid id
+    file_of = np.empty_like(grid_of)
+    file_of[grid_of] = np.arange(len(ids))
+    by_id = np.empty_like(position)
+    by_id[ids] = position
+    with open(path, "w") as f:
+        for g in grid_of:
+            f.write("v %.17g %.17g %.17g\n" % tuple(by_id[g]))
+        for t in triangles:
+            f.write("f %d %d %d\n" % tuple(file_of[ids[t]] + 1))
+    return grid_of
+
+
+def scenario_file(r, work):
+    steps = ["--set", "time.max_steps=100", "--set", "time.end=100", "--set", "output.every=10"]
+    grid = r.run(1, f"{work}/grid", *steps)
+    obj = f"{work}/shuffled_sheet.obj"
+    grid_of = write_shuffled_obj(grid, obj)
+    case = f"{work}/from_file.yaml"
+    with open(r.case) as source, open(case, "w") as target:
+        target.write(re.sub(r"(?m)^  grid: .*$", f"  mesh: {{file: {obj}}}", source.read()))
+    from_file = Runner.with_case(r, case).run(2, f"{work}/from_file", *steps)
+    _, grid_ids, grid_positions = final_positions(grid)
+    _, file_ids, file_positions = final_positions(from_file)
+    check(np.array_equal(file_ids, np.arange(len(grid_of))), "the output ids are the file's")
+    difference = float(np.max(np.abs(file_positions - grid_positions[grid_of])))
+    print(f"      largest position difference from the grid run: {difference:.3g} m")
+    check(difference < 1e-6, "the file's sheet moves as the grid's (1e-6 m)")
 
 
 def scenario_ranks(r, work):
@@ -183,7 +230,7 @@ def scenario_cantilever(r, work):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["conservation", "damping", "rest", "ranks", "restart", "strip", "cantilever"])
+    parser.add_argument("scenario", choices=["conservation", "damping", "rest", "ranks", "restart", "file", "strip", "cantilever"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
