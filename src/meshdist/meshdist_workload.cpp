@@ -119,15 +119,6 @@ void MeshDistance::check_sample_memory() const {
     most = std::max(most, (area + vertices) / ranks_.size);
   }
   const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
-  // The grid search orders a rank's samples with 32-bit indices.
-  if (most > static_cast<double>(std::numeric_limits<std::uint32_t>::max())) {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  ": key 'meshdist.sampling.%s': %.3g samples per rank, more than the 2^32 - 1 "
-                  "that one rank can search; lower it or run on more ranks",
-                  md_.area_density > 0 ? "density" : "count", most);
-    throw config::ConfigError(config_.file + text);
-  }
   if (most * kBytesPerSample > 0.9 * free_bytes) {
     char text[256];
     std::snprintf(text, sizeof text,
@@ -135,6 +126,16 @@ void MeshDistance::check_sample_memory() const {
                   "%.3g GB are available per rank; lower it or run on more ranks",
                   md_.area_density > 0 ? "density" : "count", most, most * kBytesPerSample / 1e9,
                   free_bytes / 1e9);
+    throw config::ConfigError(config_.file + text);
+  }
+  // Where memory holds them (a large host), the grid search still orders a rank's samples with
+  // 32-bit indices.
+  if (most > static_cast<double>(std::numeric_limits<std::uint32_t>::max())) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  ": key 'meshdist.sampling.%s': %.3g samples per rank, more than the 2^32 - 1 "
+                  "that one rank can search; lower it or run on more ranks",
+                  md_.area_density > 0 ? "density" : "count", most);
     throw config::ConfigError(config_.file + text);
   }
 }
