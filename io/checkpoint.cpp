@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -192,6 +193,11 @@ void check_ranges(const std::string& path, const Manifest& m) {
       if (t.rank_rows[r] < 0)
         throw bad_value(path, "the row count of rank " + std::to_string(r) + " in " + what,
                         std::to_string(t.rank_rows[r]), "must be >= 0");
+      // Each at most the table's rows, so that their sum cannot wrap around to the right total.
+      if (static_cast<std::uint64_t>(t.rank_rows[r]) > t.rows)
+        throw bad_value(path, "the row count of rank " + std::to_string(r) + " in " + what,
+                        std::to_string(t.rank_rows[r]),
+                        "must be at most the table's " + std::to_string(t.rows) + " rows");
       sum += static_cast<std::uint64_t>(t.rank_rows[r]);
     }
     if (sum != t.rows)
@@ -336,6 +342,23 @@ std::runtime_error checksum_mismatch(const std::string& path, const std::string&
                             hex(stored) + ", computed " + hex(computed) +
                             "): the file was altered or damaged after it was written; restart "
                             "from an earlier checkpoint");
+}
+
+// Replicated arrays hold a run's small shared state (the partition's boxes), which is finite: a
+// NaN or an infinity there passed its checksum only by being resealed, and would send the ranks
+// different ways. "" when values [first, first + count) of `data` are finite, else the reason.
+std::string non_finite_problem(const std::string& path, const std::string& name, Dtype type,
+                               const void* data, std::uint64_t count, std::uint64_t first = 0) {
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const double v = type == Dtype::f64   ? static_cast<const double*>(data)[i]
+                     : type == Dtype::f32 ? static_cast<const float*>(data)[i]
+                                          : 0.0;
+    if (!std::isfinite(v))
+      return bad_value(path, "value " + std::to_string(first + i) + " of array '" + name + "'",
+                       number(v), "must be finite")
+          .what();
+  }
+  return "";
 }
 
 }  // namespace
@@ -704,6 +727,9 @@ void CheckpointReader::read_all(const std::string& name, Dtype type, void* out) 
           const std::uint64_t computed =
               rows_checksum(out, row_bytes(type, info.components), info.rows, 0);
           if (computed != stored) throw checksum_mismatch(path_.string(), name, stored, computed);
+          const std::string problem =
+              non_finite_problem(path_.string(), name, type, out, info.rows * info.components);
+          if (!problem.empty()) throw std::runtime_error(problem);
         }));
 }
 
@@ -800,8 +826,11 @@ std::string size_text(double bytes) {
   return text;
 }
 
-// Reads a dataset in blocks and returns its checksum.
-std::uint64_t checksum_of(const Hdf5File& file, const DatasetInfo& info) {
+// Reads a dataset in blocks and returns its checksum; `look` sees each block too (its rows and the
+// index of the first).
+using BlockVisitor = std::function<void(const void*, std::uint64_t, std::uint64_t)>;
+std::uint64_t checksum_of(const Hdf5File& file, const DatasetInfo& info,
+                          const BlockVisitor& look = {}) {
   const std::size_t bytes = row_bytes(info.type, info.components);
   // Read in 64 MiB pieces, and never more than the dataset holds (a small dataset's buffer is
   // small: inspect --verify of many small files stays fast).
@@ -813,6 +842,7 @@ std::uint64_t checksum_of(const Hdf5File& file, const DatasetInfo& info) {
     const std::uint64_t count = std::min<std::uint64_t>(block, info.rows - first);
     file.read(info.name, info.type, first, count, buffer.data());
     sum += rows_checksum(buffer.data(), bytes, count, first);
+    if (look) look(buffer.data(), count, first);
   }
   return sum;
 }
@@ -833,6 +863,7 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
   struct Set {
     std::string name;
     std::optional<std::uint64_t> checksum;
+    bool replicated = false;  // a checkpoint's replicated array: its values must be finite
   };
   std::vector<Set> sets;
   if (is_checkpoint) {
@@ -859,7 +890,7 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
       for (const auto& [column, c] : t.columns)
         sets.push_back({column_path(name, column), c.checksum});
     }
-    for (const auto& [name, c] : m.arrays) sets.push_back({array_path(name), c.checksum});
+    for (const auto& [name, c] : m.arrays) sets.push_back({array_path(name), c.checksum, true});
   } else if (looks_like_checkpoint) {
     throw std::runtime_error(path.string() +
                              ": a damaged apron checkpoint: its 'format' attribute is " +
@@ -892,11 +923,20 @@ std::pair<std::string, bool> inspect(const fs::path& path, bool verify) {
         << size_text(static_cast<double>(info.rows * row_bytes(info.type, info.components)));
     if (set.checksum) {
       out << "  checksum " << hex(*set.checksum);
+      std::string problem;
       if (verify) {
-        const bool good = checksum_of(file, info) == *set.checksum;
-        ok = ok && good;
+        const auto look_at = [&](const void* rows, std::uint64_t count, std::uint64_t first) {
+          if (problem.empty())
+            problem = non_finite_problem(path.string(), leaf(set.name), info.type, rows,
+                                         count * info.components, first * info.components);
+        };
+        const bool good =
+            checksum_of(file, info, set.replicated ? BlockVisitor(look_at) : BlockVisitor()) ==
+            *set.checksum;
+        ok = ok && good && problem.empty();
         out << (good ? " (verified)" : " (MISMATCH: altered or damaged)");
       }
+      if (!problem.empty()) out << "\n  error: " << problem;
     }
     out << "\n";
   }

@@ -2,8 +2,9 @@
 # The README's second command (and CI's): installs what is missing, builds the OpenMP backend
 # with warnings as errors and runs every test; then, where nvcc exists, compiles the CUDA backend
 # (sm_90) too. GPU tests run on a GPU machine: see bench/README.md. Then two sanitizer stages: the
-# unit and CLI tests built with g++'s AddressSanitizer + UndefinedBehaviorSanitizer (the `asan`
-# preset), and each libFuzzer target (tests/fuzz) for APRON_FUZZ_SECONDS (default 60; 0 skips).
+# unit tests and the CLI, reproducer (repro_*, oom_*) and forged-checkpoint runs built with g++'s
+# AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` preset), and each libFuzzer target
+# (tests/fuzz) for APRON_FUZZ_SECONDS (default 60; 0 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

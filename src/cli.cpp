@@ -189,7 +189,8 @@ int run_cli(int argc, char** argv) {
       try {
         const auto [text, ok] = apron::io::inspect_isolated(cmd.file, cmd.verify);
         std::cout << text;
-        if (!ok) std::cerr << "apron: error: " << cmd.file << ": checksum verification failed\n";
+        if (!ok)
+          std::cerr << "apron: error: " << cmd.file << ": verification failed (the errors above)\n";
         return ok ? 0 : 2;
       } catch (const std::runtime_error& e) {
         std::cerr << "apron: error: " << e.what() << "\n";

@@ -39,11 +39,7 @@ Partition saved_partition(const io::CheckpointReader& checkpoint, const Box& dom
                              " subdomains for " + std::to_string(checkpoint.header().ranks) +
                              " ranks");
   std::vector<double> rows(6 * ranks);
-  checkpoint.read_all("partition", io::Dtype::f64, rows.data());
-  for (const double v : rows)
-    if (!std::isfinite(v))
-      throw std::runtime_error(where + ": the partition holds a non-finite bound (" +
-                               std::to_string(v) + "): the checkpoint is damaged");
+  checkpoint.read_all("partition", io::Dtype::f64, rows.data());  // refuses non-finite values
   std::vector<Box> subdomains(ranks);
   for (std::size_t r = 0; r < ranks; ++r)
     for (int d = 0; d < 3; ++d)

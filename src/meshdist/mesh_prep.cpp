@@ -2,14 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace apron::meshdist {
 namespace {
-
-Vec4 as_vec4(const std::array<double, 3>& v) {
-  return {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]), 0};
-}
 
 double triangle_area(const Vec4& a, const Vec4& b, const Vec4& c) {
   const double e1[3] = {double(b.x) - a.x, double(b.y) - a.y, double(b.z) - a.z};
@@ -20,6 +17,50 @@ double triangle_area(const Vec4& a, const Vec4& b, const Vec4& c) {
 }
 
 }  // namespace
+
+Vec4 Frame::local(const std::array<double, 3>& v) const {
+  return {static_cast<float>((v[0] - centre[0]) / scale),
+          static_cast<float>((v[1] - centre[1]) / scale),
+          static_cast<float>((v[2] - centre[2]) / scale), 0};
+}
+
+std::array<double, 3> Frame::world(Vec3 p) const {
+  return {centre[0] + p.x * scale, centre[1] + p.y * scale, centre[2] + p.z * scale};
+}
+
+double Bounds::span() const {
+  return std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
+}
+
+Bounds Bounds::merged(const Bounds& other) const {
+  Bounds out;
+  for (int d = 0; d < 3; ++d) {
+    out.lo[d] = std::min(lo[d], other.lo[d]);
+    out.hi[d] = std::max(hi[d], other.hi[d]);
+  }
+  return out;
+}
+
+Bounds bounds_of(const io::TriangleMesh& mesh) {
+  Bounds box;
+  box.lo.fill(std::numeric_limits<double>::infinity());
+  box.hi.fill(-std::numeric_limits<double>::infinity());
+  for (const auto& v : mesh.vertices)
+    for (int d = 0; d < 3; ++d) {
+      box.lo[d] = std::min(box.lo[d], v[d]);
+      box.hi[d] = std::max(box.hi[d], v[d]);
+    }
+  return box;
+}
+
+Frame frame_of(const Bounds& box) {
+  Frame frame;
+  // The midpoint as lo + half the extent: (lo + hi) / 2 could overflow where the extent does not.
+  for (int d = 0; d < 3; ++d) frame.centre[d] = box.lo[d] + 0.5 * (box.hi[d] - box.lo[d]);
+  const double span = box.span();
+  frame.scale = span > 0 && std::isfinite(span) ? span : 1.0;
+  return frame;
+}
 
 io::TriangleMesh subdivide(const io::TriangleMesh& mesh, int k) {
   if (k <= 1) return mesh;
@@ -56,10 +97,11 @@ io::TriangleMesh subdivide(const io::TriangleMesh& mesh, int k) {
 
 namespace {
 
-// Whether the triangle keeps a normal in the float arithmetic of the device: the squared norm of
-// its edges' cross product must be a normal float. Triangles below that (a 1e-40-sized one, or one
-// 1e-10 across among coordinates near 1) have no direction there, and the closest-point test
-// would divide by zero; they are as degenerate to the device as zero-area ones are.
+// Whether the triangle keeps a normal in the float arithmetic of the device (local coordinates,
+// of order 1): the squared norm of its edges' cross product must be a normal float. Triangles
+// below that (one 1e-10 times the meshes' common extent across, or one that far from the rest)
+// have no direction there, and the closest-point test would divide by zero; they are as
+// degenerate to the device as zero-area ones are.
 bool has_float_normal(const Vec4& a, const Vec4& b, const Vec4& c) {
   const Vec3 e1 = xyz(b) - xyz(a), e2 = xyz(c) - xyz(a);
   const Vec3 n{e1.y * e2.z - e1.z * e2.y, e1.z * e2.x - e1.x * e2.z, e1.x * e2.y - e1.y * e2.x};
@@ -67,37 +109,46 @@ bool has_float_normal(const Vec4& a, const Vec4& b, const Vec4& c) {
 }
 
 // Leaves out the triangles without a float normal, counting them with the zero-area ones.
-void drop_float_degenerate(io::TriangleMesh& mesh) {
+void drop_float_degenerate(io::TriangleMesh& mesh, const Frame& frame) {
   const auto before = mesh.triangles.size();
   std::erase_if(mesh.triangles, [&](const std::array<std::uint32_t, 3>& t) {
-    return !has_float_normal(as_vec4(mesh.vertices[t[0]]), as_vec4(mesh.vertices[t[1]]),
-                             as_vec4(mesh.vertices[t[2]]));
+    return !has_float_normal(frame.local(mesh.vertices[t[0]]), frame.local(mesh.vertices[t[1]]),
+                             frame.local(mesh.vertices[t[2]]));
   });
   mesh.degenerate_skipped += before - mesh.triangles.size();
-  if (mesh.triangles.empty())
-    throw io::MeshReadError(
-        "every triangle is too small for the float arithmetic distances are computed in (its "
-        "edges' cross product underflows); rescale the mesh");
+  if (mesh.triangles.empty()) {
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "every triangle is too small for the float arithmetic distances are computed "
+                  "in: relative to the two meshes' common extent (%.3g units) its edges' cross "
+                  "product underflows; a mesh this much smaller than the other, or this far from "
+                  "it, cannot be measured against it",
+                  frame.scale);
+    throw io::MeshReadError(text);
+  }
 }
 
 }  // namespace
 
-PreparedMesh::PreparedMesh(io::TriangleMesh mesh) : host(std::move(mesh)) {
-  drop_float_degenerate(host);
+PreparedMesh::PreparedMesh(io::TriangleMesh mesh, const Frame& frame_in)
+    : host(std::move(mesh)), frame(frame_in) {
+  drop_float_degenerate(host, frame);
   for (int d = 0; d < 3; ++d) {
     lo[d] = std::numeric_limits<double>::infinity();
     hi[d] = -lo[d];
   }
-  for (const auto& v : host.vertices)
+  for (const auto& v : host.vertices) {
+    const Vec4 p = frame.local(v);
+    const double f[3] = {p.x, p.y, p.z};
     for (int d = 0; d < 3; ++d) {
-      const double f = static_cast<float>(v[d]);
-      lo[d] = std::min(lo[d], f);
-      hi[d] = std::max(hi[d], f);
+      lo[d] = std::min(lo[d], f[d]);
+      hi[d] = std::max(hi[d], f[d]);
     }
+  }
   cumulative_area.reserve(host.triangles.size());
   for (const auto& t : host.triangles) {
-    area += triangle_area(as_vec4(host.vertices[t[0]]), as_vec4(host.vertices[t[1]]),
-                          as_vec4(host.vertices[t[2]]));
+    area += triangle_area(frame.local(host.vertices[t[0]]), frame.local(host.vertices[t[1]]),
+                          frame.local(host.vertices[t[2]]));
     cumulative_area.push_back(area);
   }
   stage();
@@ -125,7 +176,8 @@ void PreparedMesh::stage() {
   const std::size_t nv = host.vertices.size(), nc = 3 * host.triangles.size();
   staging_.reserve(staged_layout(nullptr, nv, nc).bytes);
   const StagedMesh s = staged_layout(staging_.data(), nv, nc);
-  std::transform(host.vertices.begin(), host.vertices.end(), s.vertices, as_vec4);
+  std::transform(host.vertices.begin(), host.vertices.end(), s.vertices,
+                 [&](const std::array<double, 3>& v) { return frame.local(v); });
   for (std::size_t t = 0; t < nc / 3; ++t)
     std::copy(host.triangles[t].begin(), host.triangles[t].end(), s.corners + 3 * t);
   std::copy(cumulative_area.begin(), cumulative_area.end(), s.areas);

@@ -1,5 +1,6 @@
 #include "meshdist/meshdist_config.hpp"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "config/yaml_reader.hpp"
@@ -24,6 +25,19 @@ void read_sampling(MapReader r, MeshdistConfig& c) {
     r.fail("density", "give either an area sample 'count' or a 'density', not both");
   c.area_samples = r.get<long>("count", 0L);
   if (c.area_samples < 0) r.fail("count", "must be 0 (vertices only) or positive");
+  // A bound without the meshes or the machine, so that `apron validate` refuses it too: 2^48
+  // samples of ~40 bytes are 11 PB, beyond the memory of any machine. What the ranks' memory
+  // holds is checked when the run starts.
+  constexpr long kMaxAreaSamples = 1L << 48;
+  if (c.area_samples > kMaxAreaSamples) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "%ld samples would need about %.3g TB of memory (~40 bytes each); at most 2^48 "
+                  "(%.3g)",
+                  c.area_samples, 40e-12 * static_cast<double>(c.area_samples),
+                  static_cast<double>(kMaxAreaSamples));
+    r.fail("count", text);
+  }
   c.area_density = r.get<double>("density", 0.0);
   if (c.area_density < 0) r.fail("density", "must be 0 or a positive number of samples per area");
   const long seed = r.get<long>("seed", 1L);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
@@ -18,9 +19,15 @@
 namespace apron::meshdist {
 namespace {
 
+// floor(total * k / size) without the product, which can exceed 64 bits.
+std::uint64_t share_end(std::uint64_t total, int k, int size) {
+  const auto n = static_cast<std::uint64_t>(size), r = static_cast<std::uint64_t>(k);
+  return total / n * r + total % n * r / n;
+}
+
 // Samples [first, last) of `total` on this rank: contiguous, in rank order.
 std::pair<std::uint64_t, std::uint64_t> rank_range(std::uint64_t total, int rank, int size) {
-  return {total * rank / size, total * (rank + 1) / size};
+  return {share_end(total, rank, size), share_end(total, rank + 1, size)};
 }
 
 std::vector<float> to_host(const DeviceVector<float>& v) {
@@ -45,20 +52,22 @@ MeshDistance::MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo
       device_(std::move(device)),
       timers_(timers) {}
 
-std::unique_ptr<PreparedMesh> MeshDistance::load_mesh(const MeshInput& input,
-                                                      const char* key) const {
-  // Every rank reads the same file and fails the same way: bad input, reported once.
-  const std::string where = std::string("meshdist.") + key + ".file: ";
-  io::TriangleMesh mesh;
+// Every rank reads the same file and fails the same way: bad input, reported once.
+io::TriangleMesh MeshDistance::read_input(const MeshInput& input, const char* key) const {
   try {
-    mesh = subdivide(io::read_mesh(input.file), input.subdivide);
+    return subdivide(io::read_mesh(input.file), input.subdivide);
   } catch (const io::MeshReadError& e) {
-    throw config::ConfigError(where + e.what());
+    throw config::ConfigError(std::string("meshdist.") + key + ".file: " + e.what());
   }
+}
+
+std::unique_ptr<PreparedMesh> MeshDistance::prepare(io::TriangleMesh mesh, const MeshInput& input,
+                                                    const char* key) const {
   try {
-    return std::make_unique<PreparedMesh>(std::move(mesh));
+    return std::make_unique<PreparedMesh>(std::move(mesh), frame_);
   } catch (const io::MeshReadError& e) {
-    throw config::ConfigError(where + input.file + ": " + e.what());
+    throw config::ConfigError(std::string("meshdist.") + key + ".file: " + input.file + ": " +
+                              e.what());
   }
 }
 
@@ -66,29 +75,36 @@ void MeshDistance::setup() {
   const auto& md = md_;
   {
     auto t = timers_.scope("read");
-    a_ = load_mesh(md.a, "a");
-    b_ = load_mesh(md.b, "b");
+    io::TriangleMesh a = read_input(md.a, "a"), b = read_input(md.b, "b");
+    frame_ = analysis_frame(a, b);
+    a_ = prepare(std::move(a), md.a, "a");
+    b_ = prepare(std::move(b), md.b, "b");
   }
   for (const auto* m : {a_.get(), b_.get()})
     Log::info("mesh %s: %zu vertices, %zu triangles (%zu zero-area skipped), area %.6g",
               m == a_.get() ? "a" : "b", m->host.vertices.size(), m->host.triangles.size(),
-              m->host.degenerate_skipped, m->area);
-  check_extent();
+              m->host.degenerate_skipped, m->world_area());
   check_sample_memory();
 }
 
-// Distances are computed in float from squared distances: two meshes that span more than
-// ~1e18 would overflow them (a Hausdorff distance of inf), so such input is refused, not run.
-void MeshDistance::check_extent() const {
-  constexpr double kMaxSpan = 1e18;
-  double span = 0;
-  for (int d = 0; d < 3; ++d)
-    span = std::max(span, std::max(a_->hi[d], b_->hi[d]) - std::min(a_->lo[d], b_->lo[d]));
-  if (!(span <= kMaxSpan))
-    throw config::ConfigError(config_.file + ": key 'meshdist': the two meshes together span " +
-                              std::to_string(span) +
-                              " units; distances are computed in float and overflow beyond 1e18: "
-                              "rescale the meshes (or a stray vertex lies far away)");
+// The frame of both meshes' common box. What it cannot hold is refused: an extent that is not
+// finite, and extents whose distances the per-vertex error outputs (float) cannot hold: beyond
+// 1e38 (a distance of up to sqrt(3) times the extent overflows float) or below 1e-30 (errors a
+// float ulp of the extent would be float denormals, without their precision).
+Frame MeshDistance::analysis_frame(const io::TriangleMesh& a, const io::TriangleMesh& b) const {
+  constexpr double kMaxSpan = 1e38, kMinSpan = 1e-30;
+  const Bounds box = bounds_of(a).merged(bounds_of(b));
+  const double span = box.span();
+  if (!(span >= kMinSpan && span <= kMaxSpan)) {
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  ": key 'meshdist': the two meshes together span %.3g units (a: %s, b: %s); "
+                  "apron measures meshes spanning 1e-30 to 1e38 units (distances are written as "
+                  "float): rescale the meshes (or a stray vertex lies far away)",
+                  span, md_.a.file.c_str(), md_.b.file.c_str());
+    throw config::ConfigError(config_.file + text);
+  }
+  return frame_of(box);
 }
 
 // The samples this rank will hold (position, distance, triangle, sort scratch: ~40 B each) must
@@ -97,8 +113,8 @@ void MeshDistance::check_sample_memory() const {
   constexpr double kBytesPerSample = 40;
   double most = 0;
   for (const PreparedMesh* m : {a_.get(), b_.get()}) {
-    const double area =
-        md_.area_density > 0 ? md_.area_density * m->area : static_cast<double>(md_.area_samples);
+    const double area = md_.area_density > 0 ? md_.area_density * m->world_area()
+                                             : static_cast<double>(md_.area_samples);
     const double vertices = md_.sample_vertices ? static_cast<double>(m->host.vertices.size()) : 0;
     most = std::max(most, (area + vertices) / ranks_.size);
   }
@@ -112,12 +128,22 @@ void MeshDistance::check_sample_memory() const {
                   free_bytes / 1e9);
     throw config::ConfigError(config_.file + text);
   }
+  // Where memory holds them (a large host), the grid search still orders a rank's samples with
+  // 32-bit indices.
+  if (most > static_cast<double>(std::numeric_limits<std::uint32_t>::max())) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  ": key 'meshdist.sampling.%s': %.3g samples per rank, more than the 2^32 - 1 "
+                  "that one rank can search; lower it or run on more ranks",
+                  md_.area_density > 0 ? "density" : "count", most);
+    throw config::ConfigError(config_.file + text);
+  }
 }
 
 std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {
   const auto& md = md_;
   if (md.area_density > 0)
-    return static_cast<std::uint64_t>(std::llround(md.area_density * mesh.area));
+    return static_cast<std::uint64_t>(std::llround(md.area_density * mesh.world_area()));
   return static_cast<std::uint64_t>(md.area_samples);
 }
 
@@ -159,11 +185,13 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
     throw std::runtime_error("mesh distance " + r.name +
                              ": a distance is not finite; the meshes' float arithmetic failed "
                              "(rescale them)");
-  r.sum = sums[0];
-  r.sum_squares = sums[1];
+  const double scale = frame_.scale;
+  r.sum = sums[0] * scale;
+  r.sum_squares = sums[1] * scale * scale;
   // The maximum, then the lowest sample index attaining it: the same bits on any rank count.
   const ArgMax max = global_argmax(ranks_.comm, local.max, static_cast<std::int64_t>(local.argmax));
-  r.max = static_cast<float>(max.value);  // a float's value, exact in double
+  r.local_max = static_cast<float>(max.value);  // a float's value, exact in double
+  r.max = static_cast<double>(r.local_max) * scale;
   r.argmax = static_cast<std::uint64_t>(max.index);
   r.seconds = wall_seconds() - start;
   return r;
@@ -175,12 +203,14 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
   const std::vector<float> local = to_host(distance_);
 
+  // Bins from the frame's distances: the same counts for a pair at any scale.
   const int bins = md_.histogram_bins;
-  r.bin_width = static_cast<double>(r.max) / bins;
+  const double local_width = static_cast<double>(r.local_max) / bins;
+  r.bin_width = r.max / bins;
   r.histogram.assign(bins, 0);
   for (float d : local) {
     if (!(d >= 0)) continue;  // not reached: measure() refuses non-finite distances
-    const double bin = r.bin_width > 0 ? d / r.bin_width : 0;
+    const double bin = local_width > 0 ? d / local_width : 0;
     ++r.histogram[static_cast<std::size_t>(std::min<double>(bin, bins - 1))];
   }
   MPI_Allreduce(MPI_IN_PLACE, r.histogram.data(), bins, MPI_LONG_LONG, MPI_SUM, ranks_.comm);
@@ -196,12 +226,10 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
     const Vec4 p = samples_[i];
     const int tri = triangle_[i];
     const auto& t = target.host.triangles[tri];
-    auto corner = [&](int k) {
-      const auto& v = target.host.vertices[t[k]];
-      return Vec3{static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2])};
-    };
-    const Vec3 q = closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2));
-    const double values[7] = {p.x, p.y, p.z, q.x, q.y, q.z, static_cast<double>(tri)};
+    auto corner = [&](int k) { return target.local_vertex(t[k]); };  // the device's corners
+    const auto q = frame_.world(closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2)));
+    const auto s = frame_.world(xyz(p));
+    const double values[7] = {s[0], s[1], s[2], q[0], q[1], q[2], static_cast<double>(tri)};
     std::copy(values, values + 7, where);
   }
   MPI_Bcast(where, 7, MPI_DOUBLE, owner, ranks_.comm);
@@ -218,6 +246,7 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   if (ranks_.rank == 0) r.vertex_error.resize(source.host.vertices.size());
   MPI_Gatherv(local.data(), mine, MPI_FLOAT, r.vertex_error.data(), counts.data(), offsets.data(),
               MPI_FLOAT, 0, ranks_.comm);
+  for (float& e : r.vertex_error) e = static_cast<float>(e * frame_.scale);  // world units
 }
 
 void MeshDistance::advance() {
@@ -267,7 +296,7 @@ void MeshDistance::print_table() const {
     Log::info("%-24s %-14.7g %-14.7g %-14.7g", label, v[0], v[1], sym);
   };
   row("samples", [](const DirectionResult& r) { return double(r.samples); });
-  row("Hausdorff (max)", [](const DirectionResult& r) { return double(r.max); });
+  row("Hausdorff (max)", [](const DirectionResult& r) { return r.max; });
   row("mean", [](const DirectionResult& r) { return r.mean(); });
   row("RMS", [](const DirectionResult& r) { return std::sqrt(r.mean_squared()); });
   row("mean squared (d_sw)", [](const DirectionResult& r) { return r.mean_squared(); });
@@ -315,9 +344,15 @@ void MeshDistance::report(Json& j) const {
     j.value("triangles", m->host.triangles.size());
     j.value("faces_read", m->host.polygons);
     j.value("degenerate_skipped", m->host.degenerate_skipped);
-    j.value("area", m->area);
+    j.value("area", m->world_area());
     j.end_object();
   }
+  // The analysis frame: coordinates (x - centre) / scale, in float (the distances' precision
+  // is float's relative to the scale).
+  j.begin_object("frame");
+  json_vec3(j, "centre", frame_.centre);
+  j.value("scale", frame_.scale);
+  j.end_object();
   j.value("search", md.search);
   j.value("seed", static_cast<long long>(md.seed));
   double hausdorff = 0, d_hw = 0, mean = 0, rms = 0;
@@ -327,7 +362,7 @@ void MeshDistance::report(Json& j) const {
     j.value("samples", static_cast<long long>(r.samples));
     j.value("vertex_samples", static_cast<long long>(r.vertex_samples));
     j.value("area_samples", static_cast<long long>(r.area_samples));
-    j.value("hausdorff", static_cast<double>(r.max));
+    j.value("hausdorff", r.max);
     j.value("mean", r.mean());
     j.value("rms", std::sqrt(r.mean_squared()));
     j.value("mean_squared", r.mean_squared());
@@ -348,14 +383,14 @@ void MeshDistance::report(Json& j) const {
       j.begin_array("dims");
       for (int d : r.grid.dims) j.value("", d);
       j.end_array();
-      j.value("cell_size", static_cast<double>(r.grid.cell));
+      j.value("cell_size", static_cast<double>(r.grid.cell) * frame_.scale);
       j.value("pairs", r.grid_pairs);
       j.end_object();
     }
     j.value("seconds", r.seconds);
     j.value("samples_per_second", r.samples / std::max(r.seconds, 1e-12));
     j.end_object();
-    hausdorff = std::max(hausdorff, static_cast<double>(r.max));
+    hausdorff = std::max(hausdorff, r.max);
     d_hw = std::max(d_hw, r.mean_squared());
     mean = std::max(mean, r.mean());
     rms = std::max(rms, std::sqrt(r.mean_squared()));

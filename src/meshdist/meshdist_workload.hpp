@@ -22,15 +22,17 @@ namespace apron::meshdist {
 struct DirectionResult {
   std::string name;  // "a_to_b" or "b_to_a"
   std::uint64_t samples = 0, vertex_samples = 0, area_samples = 0;
+  // World units (the meshes'): the analysis runs in the frame's and scales back in float64.
   double sum = 0, sum_squares = 0;  // float64 over all samples and ranks
-  float max = 0;                    // the one-sided Hausdorff distance
+  double max = 0;                   // the one-sided Hausdorff distance
+  float local_max = 0;              // the same in the frame's units (a float: histogram bins)
   std::uint64_t argmax = 0;         // the lowest global sample index attaining it
   std::array<double, 3> max_sample{}, closest_point{};
   long long closest_triangle = -1;
   double bin_width = 0;
   std::vector<long long> histogram;
   std::vector<float> vertex_error;  // rank 0: error at every source vertex (vertex sampling)
-  GridGeometry grid;
+  GridGeometry grid;                // in the frame's units
   std::size_t grid_pairs = 0;
   double seconds = 0;  // grid + sampling + search + reduction (the last repetition)
 
@@ -62,10 +64,12 @@ class MeshDistance final : public Workload {
   const std::vector<double>& analysis_seconds() const { return analysis_seconds_; }
 
  private:
-  std::unique_ptr<PreparedMesh> load_mesh(const MeshInput& input, const char* key) const;
+  io::TriangleMesh read_input(const MeshInput& input, const char* key) const;
+  std::unique_ptr<PreparedMesh> prepare(io::TriangleMesh mesh, const MeshInput& input,
+                                        const char* key) const;
+  Frame analysis_frame(const io::TriangleMesh& a, const io::TriangleMesh& b) const;
   DirectionResult measure(const char* name, PreparedMesh& source, PreparedMesh& target);
   void finish_result(DirectionResult& r, const PreparedMesh& source, const PreparedMesh& target);
-  void check_extent() const;
   void check_sample_memory() const;
   std::uint64_t area_sample_count(const PreparedMesh& mesh) const;
   void print_table() const;
@@ -76,6 +80,7 @@ class MeshDistance final : public Workload {
   RankInfo ranks_;
   DeviceInfo device_;
   PhaseTimers& timers_;
+  Frame frame_;  // both meshes' (the analysis frame)
   std::unique_ptr<PreparedMesh> a_, b_;
   long step_ = 0;
   std::vector<DirectionResult> results_;

@@ -1,7 +1,7 @@
 """The header checksum of an apron checkpoint (format 2), as io/checkpoint.cpp computes it.
 
 Tests use it to forge checkpoints that pass the checksum but hold values out of range, to check
-that the range checks refuse them. `python3 ckpt_digest.py FILE` prints stored and computed."""
+that the range checks refuse them (reseal_dataset: a dataset's own checksum too). `python3 ckpt_digest.py FILE` prints stored and computed."""
 import struct
 import sys
 
@@ -75,6 +75,39 @@ def digest(f):
     for name in arrays:
         d.column(name, f["arrays"][name])
     return d.h
+
+
+M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def mix64(x):
+    x ^= x >> 30
+    x = (x * 0xbf58476d1ce4e5b9) & M64
+    x ^= x >> 27
+    x = (x * 0x94d049bb133111eb) & M64
+    return x ^ (x >> 31)
+
+
+def row_hash(data, index):
+    h = mix64((index + 0x9e3779b97f4a7c15) & M64)
+    for k in range(0, len(data), 8):
+        h = mix64(h ^ int.from_bytes(data[k:k + 8], "little"))
+    return h
+
+
+def dataset_checksum(dataset):
+    """A dataset's checksum as kernels/common/element_hash.hpp computes it: the sum over rows of a
+    hash of the row's bytes (little-endian) and its index. Pure Python: for small datasets."""
+    rows = np.ascontiguousarray(dataset[...])
+    rows = rows.astype(rows.dtype.newbyteorder("<"), copy=False).reshape(len(rows), -1)
+    return sum(row_hash(row.tobytes(), i) for i, row in enumerate(rows)) & M64
+
+
+def reseal_dataset(path, name):
+    """Rewrites the checksum of a (forged) dataset, then the header checksum that covers it."""
+    with h5py.File(path, "r+") as f:
+        f[name].attrs["checksum"] = np.uint64(dataset_checksum(f[name]))
+    reseal(path)
 
 
 def reseal(path):

@@ -17,8 +17,10 @@ Scenarios:
   bad          truncated, altered, non-HDF5 and foreign-workload checkpoints and a changed physics
                key are refused (exit 2, a clear message) and no earlier output changes.
   forged       issue 19: damaged header values (step, time, dt, ranks, /state, per-table counts,
-               case text), a removed dataset, a damaged 'format', an (N, 0) dataset, format 1:
-               refused by --restart and by inspect --verify (the header checksum, range checks);
+               case text), a removed dataset, a damaged 'format', an (N, 0) dataset, format 1,
+               resealed rank_rows [2^62, 5] and a NaN in the partition: refused by --restart and
+               by inspect --verify (the header checksum, range checks), the last two on 2 ranks
+               too (exit 2 on each rank, no hang);
                a case file over 64 KiB checkpoints and restarts; stale .tmp files are removed.
 """
 import argparse
@@ -58,6 +60,23 @@ class Runner:
         if expect is not None and done.returncode != expect:
             sys.exit(f"FAIL: exit status {done.returncode}, expected {expect}:\n{output}")
         return output
+
+    def run_each_rank(self, ranks, out_dir, *extra, timeout=120):
+        """Each rank's own exit status (a shell around apron reports it) and the output; None for
+        the statuses when the run outlives `timeout` (a rank waiting for another)."""
+        command = self.command(ranks, out_dir, *extra)
+        at = command.index(self.apron)
+        report = '"$0" "$@"; echo "apron rank $OMPI_COMM_WORLD_RANK exit status $?"'
+        command[at:at] = ["sh", "-c", report]
+        with subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True) as p:
+            try:
+                output, _ = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                return None, p.communicate()[0]
+        statuses = dict(re.findall(r"apron rank (\d+) exit status (\d+)", output))
+        return [int(statuses.get(str(k), -1)) for k in range(ranks)], output
 
 
 def particles(path):
@@ -272,12 +291,19 @@ def scenario_forged(r, work):
         del f["config"]
         f["config"] = np.frombuffer(text, dtype=np.uint8)
 
+    def partition_nan(f):  # resealed with the dataset's own checksum: only the values tell
+        f["arrays/partition"][0, 2] = np.nan
+
+    def rank_rows_huge(f):  # 2^62 + 5 rows: the sum fails, and so does the first on its own
+        f["tables/particles/rank_rows"][...] = [2**62, 5]
+
     def empty_columns(f):
         del f["tables/particles/columns/id"]
         d = f.create_dataset("tables/particles/columns/id", shape=(4800, 0), dtype=np.int64)
         d.attrs["checksum"] = np.uint64(0)
 
-    # (name, change, reseal the header checksum afterwards, message on restart and inspect)
+    # (name, change, reseal the header checksum afterwards (a name: that dataset's checksum
+    # first), message on restart and inspect)
     header_bad = "header fails its checksum"
     cases = [
         ("step_flipped", attr("step", np.int64(14)), False, header_bad),
@@ -296,6 +322,10 @@ def scenario_forged(r, work):
         ("rank_rows_negative", negative_rank_rows, True,
          "the row count of rank 0 in table 'particles' is -1, must be >= 0"),
         ("rank_rows_sum", set_rank_rows, False, "the per-rank row counts of table 'particles' is a sum of 4793, must be its 4800 rows"),
+        ("rank_rows_huge", rank_rows_huge, True,
+         "the row count of rank 0 in table 'particles' is 4611686018427387904, must be at most the table's 4800 rows"),
+        ("partition_nan", partition_nan, "arrays/partition",
+         "value 2 of array 'partition' is nan, must be finite"),
         ("case_text", set_config, False, header_bad),
         ("dataset_removed", drop("tables/particles/columns/velocity"), False, header_bad),
         ("format_1", attr("format_version", np.int64(1)), False, "checkpoint format version 1"),
@@ -316,7 +346,9 @@ def scenario_forged(r, work):
         shutil.copy(good, path)
         with h5py.File(path, "r+") as f:
             change(f)
-        if reseal:
+        if isinstance(reseal, str):
+            ckpt_digest.reseal_dataset(path, reseal)
+        elif reseal:
             ckpt_digest.reseal(path)
         output = r.run(1, out, "--set", "time.max_steps=60", "--restart", path, expect=2)
         check(re.search(re.escape(pattern), output) is not None,
@@ -324,6 +356,15 @@ def scenario_forged(r, work):
         status, text = inspect_file(r, path)
         check(status == 2 and re.search(re.escape(pattern), text) is not None,
               f"{name}: inspect --verify fails (status {status}): {pattern}")
+    # On 2 ranks, the checkpoint's own rank count: every rank refuses them (exit 2) in time, none
+    # waits in a collective call for another.
+    for name, pattern in (("partition_nan", "value 2 of array 'partition' is nan"),
+                          ("rank_rows_huge", "the row count of rank 0 in table 'particles'")):
+        statuses, output = r.run_each_rank(2, out, "--set", "time.max_steps=60",
+                                           "--restart", f"{forged_dir}/{name}.h5")
+        check(statuses == [2, 2] and pattern in output and "MPI_ABORT" not in output,
+              f"{name}: --restart on 2 ranks: exit status {statuses} (2 on each rank, no hang)"
+              + ("" if statuses == [2, 2] else "\n" + output))
     check(snapshot(out) == before, "no output of the earlier run changed")
 
     # Resealed by hand, a step or time passes every checksum; the series on disk contradicts it

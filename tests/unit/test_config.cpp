@@ -208,14 +208,16 @@ TEST(Config, GeometryThatCannotBeRun) {
                {"domain.lo=[-1.7e308, -0.1, -0.1]", "domain.hi=[1.7e308, 0.2, 1]"});
 }
 
-// output.dir is a folder the run can make: not empty, not a file, no name over 255 bytes; a
-// domain whose cell grid would overflow its 32-bit indices is refused with the key.
+// output.dir is a folder the run can make: not empty, not a file, no name over 255 bytes, no NUL
+// (a YAML escape); a domain whose cell grid would overflow its 32-bit indices is refused with
+// the key.
 TEST(Config, OutputDirAndCellGrid) {
   expect_error(kValid, {"key 'output.dir'", "must name a folder"}, {"output.dir=''"});
   expect_error(kValid, {"key 'output.dir'", "exists and is not a folder"},
                {"output.dir=/dev/null"});
   expect_error(kValid, {"key 'output.dir'", "longer than 255 bytes"},
                {"output.dir=out/" + std::string(300, 'x')});
+  expect_error(kValid, {"key 'output.dir'", "holds a NUL character"}, {"output.dir=\"out/a\\0b\""});
   expect_error(kValid, {"key 'domain'", "cell grid of", "shrink the domain"},
                {"domain.lo=[-1e6, -1e6, -1e6]", "domain.hi=[1e6, 1e6, 1e6]"});
 }
