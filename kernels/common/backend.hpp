@@ -74,6 +74,18 @@ inline auto policy() {
 #endif
 }
 
+// The first n values of a device array (all of them by default), copied to the host.
+template <class T>
+std::vector<T> to_host(const DeviceVector<T>& v, std::size_t n) {
+  std::vector<T> h(n);
+  thrust::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), h.begin());
+  return h;
+}
+template <class T>
+std::vector<T> to_host(const DeviceVector<T>& v) {
+  return to_host(v, v.size());
+}
+
 // Threads per block of for_each_index's GPU kernels (their launch bounds).
 inline constexpr int kBlockThreads = 256;
 

@@ -25,13 +25,6 @@ namespace {
 
 using V3 = Vector3<double>;
 
-template <class T>
-std::vector<T> to_host(const DeviceVector<T>& d, std::size_t n) {
-  std::vector<T> h(n);
-  thrust::copy(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(n), h.begin());
-  return h;
-}
-
 Collider device_collider(const ColliderConfig& c) {
   Collider k;
   k.kind = c.kind == "sphere" ? Collider::sphere

@@ -130,13 +130,6 @@ std::string gib(double bytes) {
   return text;
 }
 
-template <class T>
-std::vector<T> to_host(const DeviceVector<T>& v, std::size_t n) {
-  std::vector<T> h(n);
-  thrust::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), h.begin());
-  return h;
-}
-
 }  // namespace
 
 FlipSolver::FlipSolver(const WorkloadContext& context)

@@ -30,12 +30,6 @@ std::pair<std::uint64_t, std::uint64_t> rank_range(std::uint64_t total, int rank
   return {share_end(total, rank, size), share_end(total, rank + 1, size)};
 }
 
-std::vector<float> to_host(const DeviceVector<float>& v) {
-  std::vector<float> out(v.size());
-  thrust::copy(v.begin(), v.end(), out.begin());
-  return out;
-}
-
 void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
   j.begin_array(key);
   for (double x : v) j.value("", x);

@@ -25,13 +25,6 @@ namespace {
 
 using Point = std::array<double, 3>;
 
-template <class V>
-std::vector<V> to_host(const DeviceVector<V>& d) {
-  std::vector<V> h(d.size());
-  thrust::copy(d.begin(), d.end(), h.begin());
-  return h;
-}
-
 // ---- surfaces: the flat grid mapped point by point -------------------------------------------
 
 HostMesh mapped(HostMesh mesh, const std::function<Point(const Point&)>& map) {

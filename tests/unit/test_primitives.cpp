@@ -25,12 +25,6 @@ namespace {
 const std::size_t kSizes[] = {0, 1, 17, 1000, 100003};
 
 template <class T>
-std::vector<T> to_host(const DeviceVector<T>& d) {
-  std::vector<T> h(d.size());
-  thrust::copy(d.begin(), d.end(), h.begin());
-  return h;
-}
-template <class T>
 DeviceVector<T> to_device(const std::vector<T>& h) {
   return DeviceVector<T>(h.begin(), h.end());
 }
