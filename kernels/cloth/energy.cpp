@@ -123,19 +123,16 @@ struct EnergySeed {
 struct VertexAdjointKernel {
   const Vector3<double>* x;
   const Vector3<double>* normal;
-  RingView rings;
-  const Vector2<double>* coordinates;
-  const Sym2<double>* rest_metric;
-  const Sym2<double>* rest_curvature;
-  const double* rest_area;
-  Material material;
+  VertexEnergy energy;  // the rings and rest state the energy reads
   Vector3<double>* x_adjoint;
   Vector3<double>* n_adjoint;
   APRON_HD void operator()(std::size_t v) const {
-    const std::size_t slot = rings.ring(v).begin + v;
-    vertex_tensors_adjoint(x, normal, rings, coordinates, static_cast<std::uint32_t>(v),
-                           EnergySeed{rest_metric[v], rest_curvature[v], rest_area[v], material},
-                           x_adjoint + slot, n_adjoint + slot);
+    const VertexEnergy& e = energy;
+    const std::size_t slot = e.rings.ring(v).begin + v;
+    vertex_tensors_adjoint(
+        x, normal, e.rings, e.coordinates, static_cast<std::uint32_t>(v),
+        EnergySeed{e.rest_metric[v], e.rest_curvature[v], e.rest_area[v], e.material},
+        x_adjoint + slot, n_adjoint + slot);
   }
 };
 
@@ -180,13 +177,6 @@ VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<
                            const EnergyModel& model) {
   return {ring_view(mesh),         raw(ref.ring_coordinates), raw(ref.rest.metric),
           raw(ref.rest.curvature), raw(ref.rest.area),        model.material};
-}
-
-template <class V>
-std::vector<V> to_host(const DeviceVector<V>& d) {
-  std::vector<V> h(d.size());
-  thrust::copy(d.begin(), d.end(), h.begin());
-  return h;
 }
 
 }  // namespace
@@ -266,11 +256,9 @@ void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<
   gradient.resize(n);
   const RingView rings = ring_view(mesh);
   for_each_index(n, NormalsKernel{raw(positions), rings, raw(model.normal)});
-  for_each_index(n,
-                 VertexAdjointKernel{raw(positions), raw(model.normal), rings,
-                                     raw(reference.ring_coordinates), raw(reference.rest.metric),
-                                     raw(reference.rest.curvature), raw(reference.rest.area),
-                                     model.material, raw(model.x_adjoint), raw(model.n_adjoint)});
+  for_each_index(n, VertexAdjointKernel{raw(positions), raw(model.normal),
+                                        vertex_energy(mesh, reference, model), raw(model.x_adjoint),
+                                        raw(model.n_adjoint)});
   for_each_index(n, NormalAdjointKernel{raw(positions), rings, raw(model.ring_twin),
                                         raw(model.n_adjoint), raw(model.x_adjoint)});
   for_each_index(n, GatherKernel{rings, raw(model.ring_twin), raw(model.x_adjoint), raw(gradient)});
