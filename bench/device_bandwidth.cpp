@@ -6,8 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include <thrust/copy.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/vec.hpp"
 
 int main(int argc, char** argv) {
@@ -17,7 +16,7 @@ int main(int argc, char** argv) {
   for (int run = 0; run < 11; ++run) {
     apron::device_synchronize();
     const auto start = std::chrono::steady_clock::now();
-    thrust::copy(apron::policy(), a.begin(), a.end(), b.begin());
+    apron::copy(a.begin(), a.end(), b.begin());
     apron::device_synchronize();
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

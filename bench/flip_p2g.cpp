@@ -10,8 +10,6 @@
 // (8.39M), every brick held. Prints the median of 20 timed runs of each and their largest
 // difference (relative to the largest value).
 // Usage: flip_p2g [particles per voxel]
-#include <thrust/gather.h>
-#include <thrust/sort.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +19,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/common/algorithms.hpp"
+#include "kernels/common/primitives.hpp"
 #include "kernels/flip/flip_kernels.hpp"
 
 using namespace apron;
@@ -42,8 +42,8 @@ __device__ inline float hat_d(float r) {
 
 double max_difference(const DeviceVector<Vec4>& a, const DeviceVector<Vec4>& b) {
   std::vector<Vec4> x(a.size()), y(b.size());
-  thrust::copy(a.begin(), a.end(), x.begin());
-  thrust::copy(b.begin(), b.end(), y.begin());
+  apron::copy(a.begin(), a.end(), x.begin());
+  apron::copy(b.begin(), b.end(), y.begin());
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float u[4] = {x[i].x, x[i].y, x[i].z, x[i].w}, v[4] = {y[i].x, y[i].y, y[i].z, y[i].w};
@@ -202,11 +202,11 @@ int main(int argc, char** argv) {
   g.slots = slots;
   DeviceVector<std::uint32_t> keys, order, first, last;
   particle_voxel_keys(g, raw(slot_table), pos, n, keys, order);
-  thrust::stable_sort_by_key(policy(), keys.begin(), keys.end(), order.begin());
+  sort_pairs(keys, order, n);
   resize_per_particle(sorted_pos, n);
   resize_per_particle(sorted_vel, n);
-  thrust::gather(policy(), order.begin(), order.end(), pos.begin(), sorted_pos.begin());
-  thrust::gather(policy(), order.begin(), order.end(), vel.begin(), sorted_vel.begin());
+  apron::gather(order.begin(), order.end(), pos.begin(), sorted_pos.begin());
+  apron::gather(order.begin(), order.end(), vel.begin(), sorted_vel.begin());
   voxel_ranges(g, keys, n, first, last);
 
   DeviceVector<Vec4> momentum(g.stored_voxels()), weight(g.stored_voxels());

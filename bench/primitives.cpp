@@ -30,7 +30,7 @@ void sort_pairs_limited(benchmark::State& state) {
   apron::DeviceVector<std::uint32_t> keys(kPairs), values(kPairs), keys_alt, values_alt;
   for (auto _ : state) {
     state.PauseTiming();
-    thrust::copy(host.begin(), host.end(), keys.begin());
+    apron::copy(host.begin(), host.end(), keys.begin());
     apron::device_synchronize();
     state.ResumeTiming();
     apron::sort_pairs(keys, values, kPairs, bits, keys_alt, values_alt);
@@ -45,7 +45,7 @@ void thrust_sort_by_key(benchmark::State& state) {
   apron::DeviceVector<std::uint32_t> keys(kPairs), values(kPairs);
   for (auto _ : state) {
     state.PauseTiming();
-    thrust::copy(host.begin(), host.end(), keys.begin());
+    apron::copy(host.begin(), host.end(), keys.begin());
     apron::device_synchronize();
     state.ResumeTiming();
     thrust::sort_by_key(apron::policy(), keys.begin(), keys.end(), values.begin());

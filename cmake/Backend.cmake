@@ -1,5 +1,6 @@
 # Selects the device backend and provides apron_device_sources(), which marks sources that hold
-# device code so they compile as CUDA in the cuda backend and as plain C++ in the omp backend.
+# device code so they compile as CUDA in the cuda backend (and the kokkos backend on a Kokkos with
+# the Cuda space) and as plain C++ otherwise.
 add_library(apron_backend INTERFACE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
@@ -42,8 +43,21 @@ elseif(APRON_BACKEND STREQUAL "omp")
   target_compile_definitions(apron_backend INTERFACE
     APRON_BACKEND_OMP=1 THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP
     THRUST_HOST_SYSTEM=THRUST_HOST_SYSTEM_CPP)
+elseif(APRON_BACKEND STREQUAL "kokkos")
+  # Kokkos' default execution space runs the kernels; Kokkos::kokkos brings its headers and
+  # libraries. APRON_KOKKOS_CUDA (cmake/Kokkos.cmake) picks the Cuda space, compiled as CMake's
+  # CUDA language like the cuda backend.
+  include(${CMAKE_CURRENT_LIST_DIR}/Kokkos.cmake)
+  if(APRON_KOKKOS_CUDA)
+    message(FATAL_ERROR "apron: the kokkos backend on Kokkos' Cuda space is not wired up yet "
+      "(issue 18); configure APRON_BACKEND=kokkos with APRON_KOKKOS_CUDA=OFF")
+  endif()
+  apron_find_kokkos()
+  message(STATUS "apron: Kokkos backend")
+  target_compile_definitions(apron_backend INTERFACE APRON_BACKEND_KOKKOS=1)
+  target_link_libraries(apron_backend INTERFACE Kokkos::kokkos)
 else()
-  message(FATAL_ERROR "APRON_BACKEND must be 'omp' or 'cuda', not '${APRON_BACKEND}'")
+  message(FATAL_ERROR "APRON_BACKEND must be 'omp', 'cuda' or 'kokkos', not '${APRON_BACKEND}'")
 endif()
 target_link_libraries(apron_backend INTERFACE OpenMP::OpenMP_CXX)
 

@@ -12,13 +12,12 @@
 #include <string>
 #include <vector>
 
-#include <thrust/version.h>
-
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 #include "driver/driver.hpp"
 #include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
+#include "kernels/common/backend.hpp"
 #include "runtime/json.hpp"
 #include "runtime/openmp_wait.hpp"
 #include "runtime/runtime.hpp"
@@ -124,9 +123,7 @@ void print_info(const apron::RankInfo& ranks, const apron::DeviceInfo& device) {
   std::cout << "\n"
             << "MPI:       " << mpi << ", " << ranks.size << " rank(s)\n"
             << "HDF5:      " << h5[0] << "." << h5[1] << "." << h5[2] << " (parallel)\n"
-            << "Thrust:    " << THRUST_MAJOR_VERSION << "." << THRUST_MINOR_VERSION << "."
-            << THRUST_SUBMINOR_VERSION << "\n"
-            << "yaml-cpp:  linked\n";
+            << apron::backend_libraries() << "yaml-cpp:  linked\n";
 }
 
 void print_workloads() {

@@ -8,6 +8,7 @@
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  apron::start_device_runtime();
   ::testing::InitGoogleTest(&argc, argv);
   apron::DeviceInfo::select(apron::RankInfo::world());  // one GPU per rank, as apron does
   int rank = 0;
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   const int result = RUN_ALL_TESTS();
   int worst = 0;
   MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  apron::scratch_allocator().release_all();
+  apron::stop_device_runtime();
   MPI_Finalize();
   return worst;
 }

@@ -1,11 +1,10 @@
 #include "kernels/cloth/energy.hpp"
+#include "kernels/common/algorithms.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
 #include <vector>
-
-#include <thrust/copy.h>
 
 #include "kernels/cloth/dual.hpp"
 #include "kernels/cloth/vertex_adjoint.hpp"

@@ -6,7 +6,13 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(APRON_BACKEND_KOKKOS)
+#include <cstdlib>
+#include <mutex>
+#else
 #include <thrust/memory.h>
+#include <thrust/version.h>
+#endif
 
 namespace apron {
 namespace {
@@ -23,6 +29,17 @@ Cache& cache() {
   return *c;
 }
 
+#if defined(APRON_BACKEND_KOKKOS)
+char* device_allocate(std::size_t bytes) {
+  return static_cast<char*>(detail::device_malloc(bytes));
+}
+void device_free(char* p) {
+  detail::device_free(p);
+}
+
+// Whether Kokkos was started here (by a program that did not start it itself).
+bool kokkos_started_here = false;
+#else
 char* device_allocate(std::size_t bytes) {
   return thrust::raw_pointer_cast(thrust::malloc<char>(thrust::device, bytes));
 }
@@ -30,8 +47,52 @@ char* device_allocate(std::size_t bytes) {
 void device_free(char* p) {
   thrust::free(thrust::device, thrust::device_pointer_cast(p));
 }
+#endif
 
 }  // namespace
+
+#if defined(APRON_BACKEND_KOKKOS)
+void ensure_kokkos() {
+  if (Kokkos::is_initialized()) return;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (Kokkos::is_initialized() || Kokkos::is_finalized()) return;
+    // Kokkos' OMP_PROC_BIND advice goes to every rank's stderr: apron's README covers binding.
+    Kokkos::initialize(Kokkos::InitializationSettings().set_disable_warnings(true));
+    kokkos_started_here = true;
+    std::atexit([] {
+      if (Kokkos::is_initialized()) {
+        scratch_allocator().release_all();
+        Kokkos::finalize();
+      }
+    });
+  });
+}
+
+namespace detail {
+void* device_malloc(std::size_t bytes) {
+  ensure_kokkos();
+  return Kokkos::kokkos_malloc<DeviceMemorySpace>("apron", bytes);
+}
+void device_free(void* p) {
+  // Arrays of objects that outlive the runtime (function statics) are left to the process' end.
+  if (p && Kokkos::is_initialized()) Kokkos::kokkos_free<DeviceMemorySpace>(p);
+}
+}  // namespace detail
+#endif
+
+void start_device_runtime() {
+#if defined(APRON_BACKEND_KOKKOS)
+  ensure_kokkos();
+#endif
+}
+
+void stop_device_runtime() {
+  scratch_allocator().release_all();
+#if defined(APRON_BACKEND_KOKKOS)
+  if (Kokkos::is_initialized()) Kokkos::finalize();
+#endif
+}
 
 char* CachingAllocator::allocate(std::ptrdiff_t request) {
   auto& c = cache();
@@ -116,15 +177,35 @@ void check_launch(const char* what) {
 #endif
 
 void device_synchronize() {
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_BACKEND_KOKKOS)
+  if (Kokkos::is_initialized()) Kokkos::fence();
+#elif defined(APRON_BACKEND_CUDA)
   // Not checked here (the phase timers call this from a destructor): a kernel fault is sticky,
   // and the next Thrust or CUB call reports it.
   cudaDeviceSynchronize();
 #endif
 }
 
+std::string backend_libraries() {
+#if defined(APRON_BACKEND_KOKKOS)
+  ensure_kokkos();
+  using Exec = Kokkos::DefaultExecutionSpace;
+  return "Kokkos:    " + std::to_string(KOKKOS_VERSION_MAJOR) + "." +
+         std::to_string(KOKKOS_VERSION_MINOR) + "." + std::to_string(KOKKOS_VERSION_PATCH) +
+         ", execution space " + Exec::name() + " (concurrency " +
+         std::to_string(Exec().concurrency()) + "), memory space " + DeviceMemorySpace::name() +
+         "\n";
+#else
+  return "Thrust:    " + std::to_string(THRUST_MAJOR_VERSION) + "." +
+         std::to_string(THRUST_MINOR_VERSION) + "." + std::to_string(THRUST_SUBMINOR_VERSION) +
+         "\n";
+#endif
+}
+
 const char* backend_name() {
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_BACKEND_KOKKOS)
+  return "kokkos";
+#elif defined(APRON_BACKEND_CUDA)
   return "cuda";
 #else
   return "omp";

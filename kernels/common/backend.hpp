@@ -1,23 +1,31 @@
-// The one place that knows which device backend is compiled in (ARCHITECTURE.md, "One source, two
-// backends"). Kernels are APRON_HD functors launched through for_each_index(); containers are
-// DeviceVector; temporaries of Thrust algorithms come from the caching allocator via policy().
+// The one place that knows which device backend is compiled in (ARCHITECTURE.md, "One source,
+// three backends"). Kernels are APRON_HD functors launched through for_each_index(); containers
+// are DeviceVector; temporaries of device algorithms come from the caching allocator. The cuda
+// and omp backends are Thrust's device_vector and for_each (below), the kokkos backend is
+// kernels/common/backend/kokkos.hpp. Device algorithms are in kernels/common/algorithms.hpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/common/hd.hpp"
+
+#if defined(APRON_BACKEND_KOKKOS)
+#include "kernels/common/backend/kokkos.hpp"
+#else
 #include <thrust/copy.h>
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
-
-#include "kernels/common/hd.hpp"
+#endif
 
 namespace apron {
 
+#if !defined(APRON_BACKEND_KOKKOS)
 template <class T>
 using DeviceVector = thrust::device_vector<T>;
 
@@ -29,6 +37,19 @@ template <class T>
 const T* raw(const DeviceVector<T>& v) {
   return thrust::raw_pointer_cast(v.data());
 }
+
+namespace detail {
+// Contiguous copies between host and device memory, done on return.
+template <class T>
+void copy_to_device(const T* host, std::size_t n, T* device) {
+  thrust::copy_n(host, n, thrust::device_pointer_cast(device));
+}
+template <class T>
+void copy_to_host(const T* device, std::size_t n, T* host) {
+  thrust::copy_n(thrust::device_pointer_cast(device), n, host);
+}
+}  // namespace detail
+#endif  // !APRON_BACKEND_KOKKOS
 
 // Free-list allocator for Thrust's scratch memory: after the first steps, sorts, scans and
 // reductions reuse blocks instead of calling cudaMalloc in the step loop.
@@ -59,9 +80,10 @@ void resize_per_particle(DeviceVector<T>& v, std::size_t n) {
 template <class T>
 void upload(DeviceVector<T>& dst, const std::vector<T>& src) {
   resize_per_particle(dst, src.size());
-  thrust::copy(src.begin(), src.end(), dst.begin());
+  detail::copy_to_device(src.data(), src.size(), raw(dst));
 }
 
+#if !defined(APRON_BACKEND_KOKKOS)
 // Execution policy for Thrust algorithms: the device system with the caching allocator. On the
 // GPU without a stream synchronisation after each algorithm: all work goes to the default stream
 // in order, and the algorithms that return a value to the host (reductions, copy_if's count)
@@ -73,12 +95,13 @@ inline auto policy() {
   return thrust::device(scratch_allocator());
 #endif
 }
+#endif  // !APRON_BACKEND_KOKKOS
 
 // The first n values of a device array (all of them by default), copied to the host.
 template <class T>
 std::vector<T> to_host(const DeviceVector<T>& v, std::size_t n) {
   std::vector<T> h(n);
-  thrust::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), h.begin());
+  detail::copy_to_host(raw(v), n, h.data());
   return h;
 }
 template <class T>
@@ -86,7 +109,8 @@ std::vector<T> to_host(const DeviceVector<T>& v) {
   return to_host(v, v.size());
 }
 
-// Threads per block of for_each_index's GPU kernels (their launch bounds).
+// Threads per block of for_each_index's GPU kernels (their launch bounds) and of the hand-tuned
+// CUDA kernels.
 inline constexpr int kBlockThreads = 256;
 
 #if defined(__CUDACC__)
@@ -98,6 +122,7 @@ __global__ void __launch_bounds__(kBlockThreads) for_each_index_kernel(std::size
 void check_launch(const char* what);  // throws std::runtime_error on a launch error
 #endif
 
+#if !defined(APRON_BACKEND_KOKKOS)
 // Runs f(i) for i in [0, n) on the device: the portable kernel launch. On the GPU one thread per
 // index in blocks of kBlockThreads, on the default stream (the one Thrust's policy() uses).
 template <class F>
@@ -111,6 +136,8 @@ void for_each_index(std::size_t n, F f) {
   thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), n, f);
 #endif
 }
+
+#endif  // !APRON_BACKEND_KOKKOS
 
 // Host memory the device copies to and from at full speed (page-locked under CUDA, plain memory
 // otherwise), for staging: halo messages, checkpoint rows. Grows, never shrinks.
@@ -144,9 +171,18 @@ APRON_HD inline int lowest_set_bit(std::uint32_t mask) {
 #endif
 }
 
+// The device runtime around a program's MPI session: start after MPI_Init (Kokkos, for the
+// kokkos backend; nothing otherwise), stop before MPI_Finalize (frees the scratch cache, then
+// finalises Kokkos). Device arrays freed after the stop are left to the process' end.
+void start_device_runtime();
+void stop_device_runtime();
+
 // Waits until queued device work is done (timing phases, before host reads).
 void device_synchronize();
 
 const char* backend_name();
+// The backend's library lines of `apron info` (Thrust's version; Kokkos' version, execution and
+// memory spaces), each ending in a newline.
+std::string backend_libraries();
 
 }  // namespace apron

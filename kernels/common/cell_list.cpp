@@ -6,10 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <thrust/fill.h>
-#include <thrust/scan.h>
-#include <thrust/sequence.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/primitives.hpp"
 
 namespace apron {
@@ -40,19 +37,19 @@ struct CellKey {
   APRON_HD void operator()(std::size_t i) const { keys[i] = grid.cell_of(pos[i]); }
 };
 
-// Sorted slot i starts its cell when its key differs from slot i-1's.
-struct MarkCellStarts {
+// Sorted slot i ends its cell's run when the next slot's key differs: end[key + 1] = i + 1.
+struct MarkCellEnds {
   const std::uint32_t* keys;
-  std::uint32_t* start;
+  std::size_t n;
+  std::uint32_t* end;
   APRON_HD void operator()(std::size_t i) const {
-    if (i == 0 || keys[i] != keys[i - 1]) start[keys[i]] = static_cast<std::uint32_t>(i);
+    if (i + 1 == n || keys[i + 1] != keys[i]) end[keys[i] + 1] = static_cast<std::uint32_t>(i + 1);
   }
 };
 
-struct Minimum {
-  APRON_HD std::uint32_t operator()(std::uint32_t a, std::uint32_t b) const {
-    return a < b ? a : b;
-  }
+struct ReadStart {
+  const std::uint32_t* start;
+  APRON_HD std::uint32_t operator()(std::size_t c) const { return start[c]; }
 };
 }  // namespace
 
@@ -61,21 +58,21 @@ void CellList::sort_entries(const GridSpec& grid, const DeviceVector<Vec4>& posi
   grid_ = grid;
   resize_entries(n);
   for_each_index(n, CellKey{grid, raw(positions), raw(keys_)});
-  thrust::sequence(policy(), order_.begin(), order_.end());
+  apron::sequence(order_.begin(), order_.end());
   // Only the bits a cell index can use: a grid of 4M cells (22 bits) takes 3 radix passes, not 4.
   sort_pairs(keys_, order_, n, key_bits(grid.cell_count()), keys_alt_, order_alt_);
 }
 
-// start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n): the first
-// slot of each occupied cell, then empty cells take the start of the next occupied one (a
-// minimum scan from the end).
+// start[c] = first sorted slot whose key is >= c, for c = 0..cells (the last is n): the slot
+// after each occupied cell's run is the start of the cell after it, and every other cell starts
+// where the last occupied cell before it ended (a maximum scan: run ends grow with the key).
 void CellList::index_cells() {
   const std::size_t n = keys_.size(), cells = grid_.cell_count();
   cell_start_.resize(cells + 1);
-  thrust::fill(policy(), cell_start_.begin(), cell_start_.end(), static_cast<std::uint32_t>(n));
-  for_each_index(n, MarkCellStarts{raw(keys_), raw(cell_start_)});
-  thrust::inclusive_scan(policy(), cell_start_.rbegin(), cell_start_.rend(), cell_start_.rbegin(),
-                         Minimum{});
+  apron::fill(cell_start_.begin(), cell_start_.end(), std::uint32_t{0});
+  for_each_index(n, MarkCellEnds{raw(keys_), n, raw(cell_start_)});
+  inclusive_scan<std::uint32_t>(cells + 1, ReadStart{raw(cell_start_)}, raw(cell_start_),
+                                Maximum{});
 }
 
 void CellList::build(const GridSpec& grid, const DeviceVector<Vec4>& positions, std::size_t n) {

@@ -2,9 +2,7 @@
 // computed where the data lives so that a checkpoint costs no host pass over it.
 #pragma once
 
-#include <thrust/transform_reduce.h>
-
-#include "kernels/common/backend.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/element_hash.hpp"
 
 namespace apron {
@@ -23,10 +21,7 @@ struct RowHash {
 // The checksum of v[0, n) as rows first, first + 1, ... of a global array.
 template <class T>
 std::uint64_t device_checksum(const DeviceVector<T>& v, std::size_t n, std::uint64_t first) {
-  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
-                                  thrust::counting_iterator<std::size_t>(n),
-                                  detail::RowHash<T>{raw(v), first}, std::uint64_t{0},
-                                  thrust::plus<std::uint64_t>());
+  return transform_reduce(n, detail::RowHash<T>{raw(v), first}, std::uint64_t{0}, Plus{});
 }
 
 }  // namespace apron

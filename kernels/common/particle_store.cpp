@@ -4,25 +4,45 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <thrust/copy.h>
-#include <thrust/fill.h>
-#include <thrust/gather.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/permutation_iterator.h>
-#include <thrust/scatter.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron {
 
 namespace {
-struct NonZero {
-  APRON_HD bool operator()(std::uint8_t v) const { return v != 0; }
+// Erased slot k is a hole to fill when it lies below the kept count.
+struct HoleAt {
+  const std::uint32_t* slots;
+  std::size_t kept;
+  APRON_HD bool operator()(std::uint32_t k) const { return slots[k] < kept; }
 };
 
-struct Below {
-  std::size_t limit;
-  APRON_HD bool operator()(std::uint32_t slot) const { return slot < limit; }
+// Slot kept + k survives the erasure (it moves into a hole).
+struct Survives {
+  const std::uint8_t* survives;
+  APRON_HD bool operator()(std::uint32_t k) const { return survives[k] != 0; }
+};
+
+// From the positions the selections found to slots: holes[k] indexes the erased slots, movers[k]
+// counts from `kept`.
+struct IndexToSlot {
+  const std::uint32_t* slots;
+  std::size_t kept;
+  std::uint32_t* holes;
+  std::uint32_t* movers;
+  APRON_HD void operator()(std::size_t k) const {
+    holes[k] = slots[holes[k]];
+    movers[k] = static_cast<std::uint32_t>(kept + movers[k]);
+  }
+};
+
+// dst[to[k]] = dst[from[k]], from and to disjoint.
+template <class T>
+struct MoveRows {
+  const std::uint32_t* from;
+  const std::uint32_t* to;
+  T* data;
+  APRON_HD void operator()(std::size_t k) const { data[to[k]] = data[from[k]]; }
 };
 
 // survives[slot - first] = 0 for every erased slot at or past `first`.
@@ -49,30 +69,29 @@ const T* typed(const ByteVector& bytes, std::size_t offset) {
 template <class T>
 void TypedField<T>::permute(const IndexVector& order) {
   resize_per_particle(scratch_, order.size());
-  thrust::gather(policy(), order.begin(), order.end(), data.begin(), scratch_.begin());
+  apron::gather(order.begin(), order.end(), data.begin(), scratch_.begin());
   data.swap(scratch_);
 }
 
 template <class T>
 void TypedField<T>::pack(const std::uint32_t* indices, std::size_t count, ByteVector& out,
                          std::size_t out_offset) const {
-  const auto first = thrust::device_pointer_cast(indices);
-  thrust::gather(policy(), first, first + count, data.begin(),
-                 thrust::device_pointer_cast(typed<T>(out, out_offset)));
+  const auto first = device_iterator(indices);
+  apron::gather(first, first + count, data.begin(), device_iterator(typed<T>(out, out_offset)));
 }
 
 template <class T>
 void TypedField<T>::unpack(const ByteVector& in, std::size_t in_offset, std::size_t first,
                            std::size_t count) {
   const T* src = typed<T>(in, in_offset);
-  thrust::copy_n(policy(), thrust::device_pointer_cast(src), count, data.begin() + first);
+  apron::copy_n(device_iterator(src), count, data.begin() + first);
 }
 
 template <class T>
 void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
                             const std::uint32_t* indices, std::size_t count) {
-  const auto src = thrust::device_pointer_cast(typed<T>(in, in_offset));
-  thrust::scatter(policy(), src, src + count, thrust::device_pointer_cast(indices), data.begin());
+  const auto src = device_iterator(typed<T>(in, in_offset));
+  apron::scatter(src, src + count, device_iterator(indices), data.begin());
 }
 
 template <class T>
@@ -113,9 +132,7 @@ void TypedField<T>::assign(const void* value, const std::uint32_t* indices, std:
 
 template <class T>
 void TypedField<T>::move(const IndexVector& from, const IndexVector& to) {
-  thrust::scatter(policy(), thrust::make_permutation_iterator(data.begin(), from.begin()),
-                  thrust::make_permutation_iterator(data.begin(), from.end()), to.begin(),
-                  data.begin());
+  for_each_index(from.size(), MoveRows<T>{raw(from), raw(to), raw(data)});
 }
 
 template class TypedField<float>;
@@ -149,17 +166,15 @@ void ParticleStore::erase(const IndexVector& slots) {
   // The holes are the erased slots below `kept`; the survivors at or past `kept` fill them.
   // There are as many of one as of the other.
   tail_survives_.resize(removed);
-  thrust::fill(policy(), tail_survives_.begin(), tail_survives_.end(), std::uint8_t{1});
+  apron::fill(tail_survives_.begin(), tail_survives_.end(), std::uint8_t{1});
   for_each_index(removed, MarkErasedTail{raw(slots), kept, raw(tail_survives_)});
   holes_.resize(removed);
   movers_.resize(removed);
-  const auto holes_end =
-      thrust::copy_if(policy(), slots.begin(), slots.end(), holes_.begin(), Below{kept});
-  thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(kept),
-                  thrust::counting_iterator<std::uint32_t>(size_), tail_survives_.begin(),
-                  movers_.begin(), NonZero{});
-  holes_.resize(holes_end - holes_.begin());
-  movers_.resize(holes_.size());
+  const std::size_t holes = copy_indices_if(removed, raw(holes_), HoleAt{raw(slots), kept});
+  copy_indices_if(removed, raw(movers_), Survives{raw(tail_survives_)});
+  holes_.resize(holes);
+  movers_.resize(holes);
+  for_each_index(holes, IndexToSlot{raw(slots), kept, raw(holes_), raw(movers_)});
   for (auto& f : fields_) f->move(movers_, holes_);
   resize(kept);
 }

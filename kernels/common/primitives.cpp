@@ -7,16 +7,11 @@
 #include <string>
 #include <vector>
 
-#include <thrust/iterator/constant_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/reduce.h>
-#include <thrust/scan.h>
+#include "kernels/common/algorithms.hpp"
 
 #if defined(__CUDACC__)
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
-#else
-#include <omp.h>
 #endif
 
 namespace apron {
@@ -58,56 +53,74 @@ std::pair<bool, bool> radix_sort(K* keys, std::uint32_t* values, K* keys_alt,
   return {k.Current() != keys, v.Current() != values};
 }
 #else
-// LSD radix sort with OpenMP, 8 bits per pass: each thread counts the digits of its contiguous
-// share, one thread turns the counts into per-thread output offsets, each thread scatters its
-// share in order (so the sort is stable). A pass whose digit is the same for every key is
-// skipped. Returns whether the sorted pairs ended in the alternates.
+// The portable LSD radix sort, 8 bits per pass, over tiles of consecutive pairs: each tile counts
+// its digits (counts[digit * tiles + tile]), an exclusive scan turns the counts into each tile's
+// first output slot per digit, and each tile scatters its pairs in order, so the sort is stable.
+// One thread per tile: a host backend runs a few tiles per thread, which is what it wants; a
+// device backend other than CUDA (which takes CUB's sort above) gets a correct, slower sort.
+template <class K>
+struct CountDigits {
+  const K* keys;
+  std::size_t n, tile, tiles;
+  int shift;
+  K mask;
+  std::uint64_t* counts;
+  APRON_HD void operator()(std::size_t t) const {
+    for (std::size_t d = 0; d <= mask; ++d) counts[d * tiles + t] = 0;
+    const std::size_t last = (t + 1) * tile < n ? (t + 1) * tile : n;
+    for (std::size_t i = t * tile; i < last; ++i) ++counts[((keys[i] >> shift) & mask) * tiles + t];
+  }
+};
+
+template <class K>
+struct ScatterDigits {
+  const K* keys;
+  const std::uint32_t* values;
+  std::size_t n, tile, tiles;
+  int shift;
+  K mask;
+  std::uint64_t* offsets;
+  K* keys_out;
+  std::uint32_t* values_out;
+  APRON_HD void operator()(std::size_t t) const {
+    const std::size_t last = (t + 1) * tile < n ? (t + 1) * tile : n;
+    for (std::size_t i = t * tile; i < last; ++i) {
+      const std::uint64_t to = offsets[((keys[i] >> shift) & mask) * tiles + t]++;
+      keys_out[to] = keys[i];
+      values_out[to] = values[i];
+    }
+  }
+};
+
+struct ReadCount {
+  const std::uint64_t* counts;
+  APRON_HD std::uint64_t operator()(std::size_t i) const { return counts[i]; }
+};
+
 template <class K>
 std::pair<bool, bool> radix_sort(K* keys, std::uint32_t* values, K* keys_alt,
                                  std::uint32_t* values_alt, std::size_t n, int bits) {
-  constexpr int kDigits = 256;
-  const int max_threads = n < (std::size_t{1} << 16) ? 1 : omp_get_max_threads();
-  std::vector<std::size_t> offsets(static_cast<std::size_t>(max_threads) * kDigits);
+  constexpr std::size_t kDigits = 256, kMinTile = 2048, kMaxTiles = 1024;
+  const std::size_t tiles = std::clamp<std::size_t>(n / kMinTile, 1, kMaxTiles);
+  const std::size_t tile = (n + tiles - 1) / tiles;
+  const std::size_t count_bytes = kDigits * tiles * sizeof(std::uint64_t);
+  auto& scratch = scratch_allocator();
+  auto* counts = reinterpret_cast<std::uint64_t*>(scratch.allocate(count_bytes));
   K* src_k = keys;
   K* dst_k = keys_alt;
   std::uint32_t* src_v = values;
   std::uint32_t* dst_v = values_alt;
   for (int shift = 0; shift < bits; shift += 8) {
     const K mask = static_cast<K>(bits - shift >= 8 ? 0xff : (1u << (bits - shift)) - 1);
-    bool skip = false;
-#pragma omp parallel num_threads(max_threads)
-    {
-      const int threads = omp_get_num_threads(), t = omp_get_thread_num();
-      const std::size_t first = n * t / threads, last = n * (t + 1) / threads;
-      std::size_t* mine = offsets.data() + static_cast<std::size_t>(t) * kDigits;
-      std::fill(mine, mine + kDigits, std::size_t{0});
-      for (std::size_t i = first; i < last; ++i) ++mine[(src_k[i] >> shift) & mask];
-#pragma omp barrier
-#pragma omp single
-      {
-        std::size_t at = 0;
-        for (int d = 0; d < kDigits; ++d) {
-          const std::size_t before = at;
-          for (int u = 0; u < threads; ++u) {
-            std::size_t& o = offsets[static_cast<std::size_t>(u) * kDigits + d];
-            const std::size_t c = o;
-            o = at;
-            at += c;
-          }
-          if (at - before == n) skip = true;  // every key has digit d: the order stays
-        }
-      }
-      if (!skip)
-        for (std::size_t i = first; i < last; ++i) {
-          const std::size_t to = mine[(src_k[i] >> shift) & mask]++;
-          dst_k[to] = src_k[i];
-          dst_v[to] = src_v[i];
-        }
-    }
-    if (skip) continue;
+    const std::size_t entries = (static_cast<std::size_t>(mask) + 1) * tiles;
+    for_each_index(tiles, CountDigits<K>{src_k, n, tile, tiles, shift, mask, counts});
+    exclusive_scan<std::uint64_t>(entries, ReadCount{counts}, counts);
+    for_each_index(
+        tiles, ScatterDigits<K>{src_k, src_v, n, tile, tiles, shift, mask, counts, dst_k, dst_v});
     std::swap(src_k, dst_k);
     std::swap(src_v, dst_v);
   }
+  scratch.deallocate(reinterpret_cast<char*>(counts), count_bytes);
   return {src_k != keys, src_v != values};
 }
 #endif
@@ -130,11 +143,7 @@ void sort_pairs_buffered(DeviceVector<K>& keys, DeviceVector<std::uint32_t>& val
 
 template <class T>
 void copy_to(T* to, const T* from, std::size_t n) {
-#if defined(__CUDACC__)
-  check_cuda(cudaMemcpyAsync(to, from, n * sizeof(T), cudaMemcpyDeviceToDevice), "sort_pairs copy");
-#else
-  std::copy(from, from + n, to);
-#endif
+  apron::copy_n(device_iterator(from), n, device_iterator(to));
 }
 
 template <class K>
@@ -163,22 +172,27 @@ void sort_pairs_scratch(DeviceVector<K>& keys, DeviceVector<std::uint32_t>& valu
   scratch.deallocate(block, key_bytes + value_bytes);
 }
 
-struct Widen {
-  APRON_HD std::uint64_t operator()(std::uint32_t x) const { return x; }
+template <class T>
+struct Read {
+  const T* in;
+  APRON_HD T operator()(std::size_t i) const { return in[i]; }
 };
 
-struct NonZero {
-  APRON_HD bool operator()(std::uint8_t f) const { return f != 0; }
+struct Widen {
+  const std::uint32_t* in;
+  APRON_HD std::uint64_t operator()(std::size_t i) const { return in[i]; }
+};
+
+struct FlagSet {
+  const std::uint8_t* flags;
+  APRON_HD bool operator()(std::uint32_t i) const { return flags[i] != 0; }
 };
 
 template <class T>
 std::size_t compact_values(const DeviceVector<T>& values, const DeviceVector<std::uint8_t>& flags,
                            std::size_t n, DeviceVector<T>& out) {
   out.resize(n);
-  const auto end =
-      thrust::copy_if(policy(), values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n),
-                      flags.begin(), out.begin(), NonZero{});
-  const auto count = static_cast<std::size_t>(end - out.begin());
+  const std::size_t count = copy_flagged(raw(values), raw(flags), n, raw(out));
   out.resize(count);
   return count;
 }
@@ -247,19 +261,38 @@ void segmented_reduce_impl(const DeviceVector<T>& values,
 #endif
 }
 
+// Slot i starts a run when its key differs from the one before.
+template <class K>
+struct RunHead {
+  const K* keys;
+  APRON_HD bool operator()(std::uint32_t i) const { return i == 0 || keys[i] != keys[i - 1]; }
+};
+
+template <class K>
+struct DescribeRun {
+  const K* keys;
+  const std::uint32_t* starts;
+  std::size_t runs, n;
+  K* unique;
+  std::uint32_t* counts;
+  APRON_HD void operator()(std::size_t r) const {
+    const std::size_t end = r + 1 < runs ? starts[r + 1] : n;
+    unique[r] = keys[starts[r]];
+    counts[r] = static_cast<std::uint32_t>(end - starts[r]);
+  }
+};
+
 template <class K>
 std::size_t run_length_impl(const DeviceVector<K>& sorted_keys, std::size_t n,
                             DeviceVector<K>& unique, DeviceVector<std::uint32_t>& counts,
                             DeviceVector<std::uint32_t>& starts) {
-  unique.resize(n);
-  counts.resize(n);
-  const auto ends = thrust::reduce_by_key(
-      policy(), sorted_keys.begin(), sorted_keys.begin() + static_cast<std::ptrdiff_t>(n),
-      thrust::constant_iterator<std::uint32_t>(1), unique.begin(), counts.begin());
-  const auto runs = static_cast<std::size_t>(ends.first - unique.begin());
+  starts.resize(n);
+  const std::size_t runs = copy_indices_if(n, raw(starts), RunHead<K>{raw(sorted_keys)});
+  starts.resize(runs);
   unique.resize(runs);
   counts.resize(runs);
-  exclusive_scan(counts, runs, starts);
+  for_each_index(runs,
+                 DescribeRun<K>{raw(sorted_keys), raw(starts), runs, n, raw(unique), raw(counts)});
   return runs;
 }
 
@@ -291,41 +324,32 @@ int key_bits(std::uint64_t count) {
 void exclusive_scan(const DeviceVector<std::uint32_t>& in, std::size_t n,
                     DeviceVector<std::uint32_t>& out) {
   out.resize(n);
-  thrust::exclusive_scan(policy(), in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n),
-                         out.begin(), std::uint32_t{0});
+  apron::exclusive_scan<std::uint32_t>(n, Read<std::uint32_t>{raw(in)}, raw(out));
 }
 void exclusive_scan(const DeviceVector<std::uint32_t>& in, std::size_t n,
                     DeviceVector<std::uint64_t>& out) {
   out.resize(n);
-  const auto wide = thrust::make_transform_iterator(in.begin(), Widen{});
-  thrust::exclusive_scan(policy(), wide, wide + static_cast<std::ptrdiff_t>(n), out.begin(),
-                         std::uint64_t{0});
+  apron::exclusive_scan<std::uint64_t>(n, Widen{raw(in)}, raw(out));
 }
 void inclusive_scan(const DeviceVector<std::uint32_t>& in, std::size_t n,
                     DeviceVector<std::uint32_t>& out) {
   out.resize(n);
-  thrust::inclusive_scan(policy(), in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n),
-                         out.begin());
+  apron::inclusive_scan<std::uint32_t>(n, Read<std::uint32_t>{raw(in)}, raw(out));
 }
 void inclusive_scan(const DeviceVector<std::uint32_t>& in, std::size_t n,
                     DeviceVector<std::uint64_t>& out) {
   out.resize(n);
-  const auto wide = thrust::make_transform_iterator(in.begin(), Widen{});
-  thrust::inclusive_scan(policy(), wide, wide + static_cast<std::ptrdiff_t>(n), out.begin());
+  apron::inclusive_scan<std::uint64_t>(n, Widen{raw(in)}, raw(out));
 }
 
 std::uint64_t reduce_sum(const DeviceVector<std::uint32_t>& in, std::size_t n) {
-  const auto wide = thrust::make_transform_iterator(in.begin(), Widen{});
-  return thrust::reduce(policy(), wide, wide + static_cast<std::ptrdiff_t>(n), std::uint64_t{0});
+  return transform_reduce(n, Widen{raw(in)}, std::uint64_t{0}, Plus{});
 }
 
 std::size_t select_indices(const DeviceVector<std::uint8_t>& flags, std::size_t n,
                            DeviceVector<std::uint32_t>& indices) {
   indices.resize(n);
-  const auto first = thrust::counting_iterator<std::uint32_t>(0);
-  const auto end = thrust::copy_if(policy(), first, first + static_cast<std::ptrdiff_t>(n),
-                                   flags.begin(), indices.begin(), NonZero{});
-  const auto count = static_cast<std::size_t>(end - indices.begin());
+  const std::size_t count = copy_indices_if(n, raw(indices), FlagSet{raw(flags)});
   indices.resize(count);
   return count;
 }

@@ -1,7 +1,8 @@
 // Device primitives: the one place workload code gets sort, scan, compaction, segmented
 // reductions and run-length encoding from (ARCHITECTURE.md: "device algorithms go through
-// kernels/common's primitives, never a raw thrust:: call in workload code"). CUB on CUDA, Thrust
-// or a hand-written OpenMP loop otherwise; scratch memory from the caching allocator.
+// kernels/common's primitives, never a raw thrust:: call in workload code"). CUB on CUDA, the
+// portable algorithms of kernels/common/algorithms.hpp otherwise; scratch memory from the
+// caching allocator.
 //
 // Conventions: the first n elements of each input are used; outputs are resized to the count
 // they hold. Functions that return a count (compaction, run-length) wait for the device to know
@@ -11,9 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <thrust/copy.h>
-#include <thrust/iterator/counting_iterator.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/backend.hpp"
 #include "kernels/common/vec.hpp"
 
@@ -74,10 +73,7 @@ std::size_t select_indices(const DeviceVector<std::uint8_t>& flags, std::size_t 
 template <class Pred>
 std::size_t select_indices_if(std::size_t n, Pred pred, DeviceVector<std::uint32_t>& indices) {
   indices.resize(n);
-  const auto first = thrust::counting_iterator<std::uint32_t>(0);
-  const auto end = thrust::copy_if(policy(), first, first + static_cast<std::ptrdiff_t>(n),
-                                   indices.begin(), pred);
-  const auto count = static_cast<std::size_t>(end - indices.begin());
+  const std::size_t count = copy_indices_if(n, raw(indices), pred);
   indices.resize(count);
   return count;
 }

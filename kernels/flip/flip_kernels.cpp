@@ -1,7 +1,5 @@
 #include "kernels/flip/flip_kernels.hpp"
-
-#include <thrust/fill.h>
-#include <thrust/functional.h>
+#include "kernels/common/algorithms.hpp"
 
 #include "kernels/flip/voxel_stencil.hpp"
 
@@ -425,8 +423,8 @@ void voxel_ranges(const SlotGeometry& g, const DeviceVector<std::uint32_t>& sort
                   DeviceVector<std::uint32_t>& last) {
   first.resize(g.interior_voxels());
   last.resize(g.interior_voxels());
-  thrust::fill(policy(), first.begin(), first.end(), 0u);
-  thrust::fill(policy(), last.begin(), last.end(), 0u);
+  apron::fill(first.begin(), first.end(), 0u);
+  apron::fill(last.begin(), last.end(), 0u);
   for_each_index(n, RunBounds{raw(sorted_keys), n, raw(first), raw(last)});
 }
 
@@ -441,19 +439,18 @@ void grid_velocities(const SlotGeometry& g, const GridFields& f, Vec3 gravity, f
 }
 
 float pressure_system(const SlotGeometry& g, const GridFields& f) {
-  return reduce_indices(g.interior_voxels(), PressureSystem{g, f}, 0.0f, thrust::maximum<float>());
+  return transform_reduce(g.interior_voxels(), PressureSystem{g, f}, 0.0f, Maximum{});
 }
 
 double apply_laplacian(const SlotGeometry& g, const std::int32_t* stencil, const float* d,
                        float* q) {
-  return reduce_indices(g.interior_voxels(), Laplacian{g, stencil, d, q}, 0.0,
-                        thrust::plus<double>());
+  return transform_reduce(g.interior_voxels(), Laplacian{g, stencil, d, q}, 0.0, Plus{});
 }
 
 double precondition(const SlotGeometry& g, const std::int32_t* stencil, bool jacobi, const float* r,
                     float* z) {
-  return reduce_indices(g.interior_voxels(), Precondition{g.grid, stencil, jacobi, r, z}, 0.0,
-                        thrust::plus<double>());
+  return transform_reduce(g.interior_voxels(), Precondition{g.grid, stencil, jacobi, r, z}, 0.0,
+                          Plus{});
 }
 
 void cg_step(const SlotGeometry& g, double alpha, const float* d, const float* q, float* x,
@@ -470,16 +467,15 @@ void difference(const SlotGeometry& g, const float* a, const float* b, float* ou
 }
 
 float interior_max_abs(const SlotGeometry& g, const float* a) {
-  return reduce_indices(g.interior_voxels(), InteriorAbs{g.grid, a}, 0.0f,
-                        thrust::maximum<float>());
+  return transform_reduce(g.interior_voxels(), InteriorAbs{g.grid, a}, 0.0f, Maximum{});
 }
 
 void clear(DeviceVector<float>& a) {
-  thrust::fill(policy(), a.begin(), a.end(), 0.0f);
+  apron::fill(a.begin(), a.end(), 0.0f);
 }
 
 void clear(DeviceVector<std::int32_t>& a) {
-  thrust::fill(policy(), a.begin(), a.end(), 0);
+  apron::fill(a.begin(), a.end(), 0);
 }
 
 void subtract_pressure_gradient(const SlotGeometry& g, const GridFields& f) {
@@ -504,12 +500,11 @@ void particle_owners(const BrickGrid& grid, const int* owner, const DeviceVector
 
 ParticleSums particle_sums(const DeviceVector<Vec4>& pos, const DeviceVector<Vec4>& vel,
                            std::size_t n) {
-  return reduce_indices(n, SpeedSums{raw(pos), raw(vel)}, ParticleSums{}, CombineSums{});
+  return transform_reduce(n, SpeedSums{raw(pos), raw(vel)}, ParticleSums{}, CombineSums{});
 }
 
 std::size_t fluid_voxels(const SlotGeometry& g, const std::int32_t* marker) {
-  return reduce_indices(g.interior_voxels(), IsFluid{g.grid, marker}, std::size_t{0},
-                        thrust::plus<std::size_t>());
+  return transform_reduce(g.interior_voxels(), IsFluid{g.grid, marker}, std::size_t{0}, Plus{});
 }
 
 }  // namespace apron::flip

@@ -1,6 +1,5 @@
 #include "kernels/flip/multigrid.hpp"
-
-#include <thrust/functional.h>
+#include "kernels/common/algorithms.hpp"
 
 #include "kernels/flip/voxel_stencil.hpp"
 
@@ -233,8 +232,7 @@ void copy_rows(std::size_t n, const std::uint32_t* from_rows, const std::int32_t
 }
 
 double interior_dot(const SlotGeometry& g, const float* a, const float* b) {
-  return reduce_indices(g.interior_voxels(), InteriorProduct{g.grid, a, b}, 0.0,
-                        thrust::plus<double>());
+  return transform_reduce(g.interior_voxels(), InteriorProduct{g.grid, a, b}, 0.0, Plus{});
 }
 
 }  // namespace apron::flip

@@ -2,12 +2,10 @@
 // walk over interior voxels, the 7-point stencil's encoding and the reduction over indices.
 #pragma once
 
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/backend.hpp"
 #include "kernels/sparse/brick_grid.hpp"
 
@@ -91,13 +89,6 @@ APRON_HD inline float apply_row(const Reader& read, const InteriorVoxel& v, int 
       --air;
     }
   return sum + static_cast<float>(air) * centre;
-}
-
-template <class F, class T, class Op>
-T reduce_indices(std::size_t n, F f, T init, Op op) {
-  const thrust::counting_iterator<std::size_t> first(0);
-  return thrust::transform_reduce(policy(), first, first + static_cast<std::ptrdiff_t>(n), f, init,
-                                  op);
 }
 
 }  // namespace apron::flip::detail

@@ -1,11 +1,10 @@
 #include "kernels/meshdist/meshdist_kernels.hpp"
+#include "kernels/common/algorithms.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-
-#include <thrust/transform_reduce.h>
 
 #include "kernels/common/primitives.hpp"
 #include "kernels/meshdist/geometry.hpp"
@@ -356,10 +355,8 @@ void make_samples(const DeviceVector<Vec4>& vertices, const TriangleSoup& mesh,
 }
 
 DistanceStats reduce_distances(const DeviceVector<float>& distance, std::uint64_t first) {
-  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
-                                  thrust::counting_iterator<std::size_t>(distance.size()),
-                                  StatsOfSample{raw(distance), first}, DistanceStats{},
-                                  CombineStats{});
+  return transform_reduce(distance.size(), StatsOfSample{raw(distance), first}, DistanceStats{},
+                          CombineStats{});
 }
 
 }  // namespace apron::meshdist

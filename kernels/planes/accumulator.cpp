@@ -1,10 +1,9 @@
 #include "kernels/planes/accumulator.hpp"
+#include "kernels/common/algorithms.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
-
-#include <thrust/copy.h>
 
 #include "kernels/common/primitives.hpp"
 
@@ -170,7 +169,7 @@ Accumulator::Accumulator(int phi_cells, int rho_cells, double rho_max)
   if (phi_cells < 2 || rho_cells < 1 || !(rho_max > 0))
     throw std::invalid_argument("accumulator: needs phi_cells >= 2, rho_cells >= 1, rho_max > 0");
   host_ring_start_ = ball_ring_starts(phi_cells);
-  ring_start_.assign(host_ring_start_.begin(), host_ring_start_.end());
+  upload(ring_start_, host_ring_start_);
   votes.resize(static_cast<std::size_t>(host_ring_start_.back()) * rho_cells);
   smoothed.resize(votes.size());
 }
@@ -236,8 +235,8 @@ std::vector<std::uint32_t> Accumulator::peaks(double min_value) {
   for_each_index(count, GatherPeakValues{raw(peak_cells_), raw(smoothed), raw(peak_values_)});
   std::vector<std::uint32_t> cells(count);
   std::vector<double> values(count);
-  thrust::copy(peak_cells_.begin(), peak_cells_.begin() + count, cells.begin());
-  thrust::copy(peak_values_.begin(), peak_values_.end(), values.begin());
+  apron::copy(peak_cells_.begin(), peak_cells_.begin() + count, cells.begin());
+  apron::copy(peak_values_.begin(), peak_values_.end(), values.begin());
   std::vector<std::size_t> order(count);
   for (std::size_t k = 0; k < count; ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

@@ -1,9 +1,8 @@
 #include "kernels/sparse/brick_pool.hpp"
+#include "kernels/common/algorithms.hpp"
 
 #include <stdexcept>
 #include <string>
-
-#include <thrust/fill.h>
 
 namespace apron {
 namespace {
@@ -85,7 +84,7 @@ void BrickPool::assign(std::span<const std::uint32_t> keys) {
 void flag_needed_bricks(const BrickGrid& grid, const DeviceVector<Vec4>& positions, std::size_t n,
                         DeviceVector<std::uint8_t>& flags) {
   flags.resize(grid.brick_count());
-  thrust::fill(policy(), flags.begin(), flags.end(), std::uint8_t{0});
+  apron::fill(flags.begin(), flags.end(), std::uint8_t{0});
   for_each_index(n, FlagNeighbourhood{grid, raw(positions), raw(flags)});
 }
 

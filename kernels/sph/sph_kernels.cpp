@@ -1,7 +1,5 @@
 #include "kernels/sph/sph_kernels.hpp"
-
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
+#include "kernels/common/algorithms.hpp"
 
 namespace apron::sph {
 namespace {
@@ -242,19 +240,15 @@ void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVec
 
 Extremes owned_extremes(const DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
                         const DeviceVector<std::uint8_t>& flags) {
-  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
-                                  thrust::counting_iterator<std::size_t>(vel.size()),
-                                  ExtremesOf{raw(vel), raw(acc), raw(flags)}, Extremes{},
-                                  MaxExtremes{});
+  return transform_reduce(vel.size(), ExtremesOf{raw(vel), raw(acc), raw(flags)}, Extremes{},
+                          MaxExtremes{});
 }
 
 Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
                     const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,
                     const Box& container) {
-  return thrust::transform_reduce(policy(), thrust::counting_iterator<std::size_t>(0),
-                                  thrust::counting_iterator<std::size_t>(pos.size()),
-                                  TotalsOf{params, raw(pos), raw(vel), raw(flags), container},
-                                  Totals{}, SumTotals{});
+  return transform_reduce(pos.size(), TotalsOf{params, raw(pos), raw(vel), raw(flags), container},
+                          Totals{}, SumTotals{});
 }
 
 }  // namespace apron::sph

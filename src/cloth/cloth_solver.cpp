@@ -8,13 +8,11 @@
 #include <numeric>
 #include <stdexcept>
 
-#include <thrust/copy.h>
-#include <thrust/fill.h>
-
 #include "config/yaml_reader.hpp"
 #include "decomposition/partition.hpp"
 #include "decomposition/reductions.hpp"
 #include "io/mesh_reader.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/checksum.hpp"
 #include "kernels/common/element_hash.hpp"
 #include "kernels/common/primitives.hpp"
@@ -240,7 +238,7 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   velocity_ = &store_.add<V3>("velocity");
   store_.resize(n);
   *position_ = mesh_.positions;
-  thrust::fill(velocity_->begin(), velocity_->end(), V3{0, 0, 0});
+  apron::fill(velocity_->begin(), velocity_->end(), V3{0, 0, 0});
   std::vector<Collider> colliders;
   for (const auto& c : case_.colliders) colliders.push_back(device_collider(c));
   colliders_ = DeviceVector<Collider>(colliders.begin(), colliders.end());
@@ -440,8 +438,8 @@ io::PendingCheckpoint ClothSolver::save(const std::filesystem::path& file) const
     checkpoint_ids_ = std::make_shared<std::vector<std::int64_t>>(
         halo_.global_ids().begin(), halo_.global_ids().begin() + owned_);
     auto* rows = reinterpret_cast<V3*>(checkpoint_rows_->data());
-    thrust::copy(position_->begin(), position_->begin() + owned_, rows);
-    thrust::copy(velocity_->begin(), velocity_->begin() + owned_, rows + owned_);
+    apron::copy(position_->begin(), position_->begin() + owned_, rows);
+    apron::copy(velocity_->begin(), velocity_->begin() + owned_, rows + owned_);
   }
   const V3* rows = reinterpret_cast<const V3*>(checkpoint_rows_->data());
   const std::int64_t* ids = checkpoint_ids_->data();
@@ -498,8 +496,8 @@ void ClothSolver::load(const io::CheckpointReader& checkpoint) {
     position[row] = all.position[v];
     velocity[row] = all.velocity[v];
   }
-  thrust::copy(position.begin(), position.end(), position_->begin());
-  thrust::copy(velocity.begin(), velocity.end(), velocity_->begin());
+  apron::copy(position.begin(), position.end(), position_->begin());
+  apron::copy(velocity.begin(), velocity.end(), velocity_->begin());
   step_ = h.step;
   time_ = h.time;
   outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));

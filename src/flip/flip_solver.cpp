@@ -7,10 +7,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <thrust/copy.h>
-
 #include "config/yaml_reader.hpp"
 #include "decomposition/reductions.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/checksum.hpp"
 #include "kernels/common/element_hash.hpp"
 #include "kernels/common/primitives.hpp"
@@ -267,9 +266,9 @@ void FlipSolver::adopt(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id) {
   set_partition(partition);
   particles_.resize(pos.size());
-  thrust::copy(pos.begin(), pos.end(), pos_.begin());
-  thrust::copy(vel.begin(), vel.end(), vel_.begin());
-  thrust::copy(id.begin(), id.end(), id_.begin());
+  apron::copy(pos.begin(), pos.end(), pos_.begin());
+  apron::copy(vel.begin(), vel.end(), vel_.begin());
+  apron::copy(id.begin(), id.end(), id_.begin());
   migrate();
   update_topology(true);
 }

@@ -7,8 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <thrust/copy.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/flip/multigrid.hpp"
 
 namespace apron::flip {
@@ -29,9 +28,9 @@ template <class T>
 void all_reduce(DeviceVector<T>& values, std::vector<T>& host, MPI_Datatype type, MPI_Op op,
                 MPI_Comm comm) {
   host.resize(values.size());
-  thrust::copy(values.begin(), values.end(), host.begin());
+  apron::copy(values.begin(), values.end(), host.begin());
   MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(host.size()), type, op, comm);
-  thrust::copy(host.begin(), host.end(), values.begin());
+  apron::copy(host.begin(), host.end(), values.begin());
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "kernels/common/algorithms.hpp"
+
 namespace apron::meshdist {
 namespace {
 
@@ -189,9 +191,9 @@ void PreparedMesh::upload() {
   vertices.resize(nv);
   corner_vertex_.resize(nc);
   device_cumulative_area.resize(nc / 3);
-  thrust::copy(s.vertices, s.vertices + nv, vertices.begin());
-  thrust::copy(s.corners, s.corners + nc, corner_vertex_.begin());
-  thrust::copy(s.areas, s.areas + nc / 3, device_cumulative_area.begin());
+  apron::copy(s.vertices, s.vertices + nv, vertices.begin());
+  apron::copy(s.corners, s.corners + nc, corner_vertex_.begin());
+  apron::copy(s.areas, s.areas + nc / 3, device_cumulative_area.begin());
   gather_corners(vertices, corner_vertex_, soup);
 }
 

@@ -8,11 +8,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include <thrust/copy.h>
-
 #include "config/yaml_reader.hpp"
 #include "decomposition/reductions.hpp"
 #include "io/mesh_output.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/meshdist/geometry.hpp"
 #include "runtime/json.hpp"
 

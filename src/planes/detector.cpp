@@ -8,9 +8,8 @@
 #include <stdexcept>
 #include <string>
 
-#include <thrust/copy.h>
-
 #include "decomposition/reductions.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/primitives.hpp"
 #include "runtime/runtime.hpp"
 
@@ -103,7 +102,7 @@ void upload(std::span<const Vec4> points, DeviceVector<Vec4>& device) {
   if (status != cudaSuccess)
     throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
 #else
-  thrust::copy(points.begin(), points.end(), device.begin());
+  apron::copy(points.begin(), points.end(), device.begin());
 #endif
 }
 
@@ -243,9 +242,9 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   t.vote = elapsed(mark);
 
   std::vector<double> votes(accumulator_->cells());
-  thrust::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
+  apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
   global_sum(comm_, std::span<double>(votes));
-  thrust::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+  apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
   t.reduce = elapsed(mark);
 
   accumulator_->smooth();
@@ -301,7 +300,7 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   }
   if (want_labels) {
     out.labels.resize(points.size());
-    thrust::copy(labels_.begin(), labels_.end(), out.labels.begin());
+    apron::copy(labels_.begin(), labels_.end(), out.labels.begin());
   }
   return out;
 }
@@ -483,9 +482,9 @@ class PlaneFitter {
 // The planes from the peaks and the clusters assigned to them (PlaneFitter's steps 1 to 4).
 std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_plane) {
   std::vector<Cluster> clusters(octree_.clusters.size());
-  thrust::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
+  apron::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
   std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
-  thrust::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
+  apron::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
   PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_, std::move(clusters),
                      std::move(cluster_peak));
   fitter.sum_peaks();
@@ -538,7 +537,7 @@ void PlaneDetector::extents_by_atomics(std::size_t planes, std::vector<double>& 
         raw(extent_keys_));
     check_launch("plane_extent_kernel");
   }
-  thrust::copy(extent_keys_.begin(), extent_keys_.end(), init.begin());
+  apron::copy(extent_keys_.begin(), extent_keys_.end(), init.begin());
   for (std::size_t k = 0; k < init.size(); ++k) {
     const bool none =
         init[k] == (k % 2 == 0 ? std::numeric_limits<int>::max() : std::numeric_limits<int>::min());
@@ -566,12 +565,12 @@ void PlaneDetector::extents_by_sort(std::size_t planes, std::vector<double>& mos
   run_start_.resize(runs + 1);
   if (runs > 0) run_start_[runs] = static_cast<std::uint32_t>(n);
   std::vector<std::uint32_t> run_label(runs);
-  thrust::copy(run_label_.begin(), run_label_.begin() + runs, run_label.begin());
+  apron::copy(run_label_.begin(), run_label_.begin() + runs, run_label.begin());
   for (int k = 0; k < 4; ++k) {
     segmented_reduce(k < 2 ? u_ : v_, run_start_, runs,
                      k % 2 == 0 ? Reduction::min : Reduction::max, run_extent_);
     std::vector<float> extent(runs);
-    thrust::copy(run_extent_.begin(), run_extent_.begin() + runs, extent.begin());
+    apron::copy(run_extent_.begin(), run_extent_.begin() + runs, extent.begin());
     for (std::size_t r = 0; r < runs; ++r) {
       if (run_label[r] == 0) continue;
       const double value = k % 2 == 0 ? -extent[r] : extent[r];

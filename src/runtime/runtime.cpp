@@ -28,9 +28,10 @@ MpiSession::MpiSession(int& argc, char**& argv) {
   // one node, as it does on many, lives beside the file and goes with it.
   setenv("OMPI_MCA_sharedfp", "^sm", 0);
   MPI_Init(&argc, &argv);
+  start_device_runtime();
 }
 MpiSession::~MpiSession() {
-  scratch_allocator().release_all();
+  stop_device_runtime();
   MPI_Finalize();
 }
 

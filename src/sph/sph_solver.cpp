@@ -7,13 +7,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <thrust/copy.h>
-#include <thrust/fill.h>
-#include <thrust/gather.h>
-
 #include "config/yaml_reader.hpp"
 #include "decomposition/reductions.hpp"
 #include "io/atomic_file.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/checksum.hpp"
 #include "runtime/json.hpp"
 #include "runtime/schedule.hpp"
@@ -159,11 +156,11 @@ void SphSolver::adopt_particles(const Partition& partition, const std::vector<Ve
                                 const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id) {
   exchange_.set_partition(partition, params_.kernel.support());
   store_.resize(pos.size());
-  thrust::copy(pos.begin(), pos.end(), pos_.begin());
-  thrust::copy(vel.begin(), vel.end(), vel_.begin());
-  thrust::copy(id.begin(), id.end(), id_.begin());
-  thrust::fill(acc_.begin(), acc_.end(), Vec4{0, 0, 0, 0});
-  thrust::fill(flags_.begin(), flags_.end(), std::uint8_t{kFluid});
+  apron::copy(pos.begin(), pos.end(), pos_.begin());
+  apron::copy(vel.begin(), vel.end(), vel_.begin());
+  apron::copy(id.begin(), id.end(), id_.begin());
+  apron::fill(acc_.begin(), acc_.end(), Vec4{0, 0, 0, 0});
+  apron::fill(flags_.begin(), flags_.end(), std::uint8_t{kFluid});
   exchange_.migrate(store_, pos_);
   rebuild_boundary();
 }
@@ -215,9 +212,9 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
     pos = reinterpret_cast<Vec4*>(checkpoint_staging().data());
     vel = pos + n;
     id = reinterpret_cast<std::int64_t*>(vel + n);
-    thrust::copy(pos_.begin(), pos_.begin() + n, pos);
-    thrust::copy(vel_.begin(), vel_.begin() + n, vel);
-    thrust::copy(id_.begin(), id_.begin() + n, id);
+    apron::copy(pos_.begin(), pos_.begin() + n, pos);
+    apron::copy(vel_.begin(), vel_.begin() + n, vel);
+    apron::copy(id_.begin(), id_.begin() + n, id);
   }
   const std::vector<double> boxes = partition_rows(exchange_.partition());
 
@@ -296,15 +293,15 @@ void SphSolver::rebuild_boundary() {
   DeviceVector<Vec4> unsorted(walls.begin(), walls.end());
   wall_cells_.build(grid_, unsorted, unsorted.size());
   wall_pos_.resize(unsorted.size());
-  thrust::gather(policy(), wall_cells_.order().begin(), wall_cells_.order().end(), unsorted.begin(),
-                 wall_pos_.begin());
+  apron::gather(wall_cells_.order().begin(), wall_cells_.order().end(), unsorted.begin(),
+                wall_pos_.begin());
 }
 
 void SphSolver::maybe_rebalance() {
   const double ratio = imbalance_to_fix(config_, ranks_.comm, ranks_.size, step_, store_.size());
   if (ratio == 0) return;
   std::vector<Vec4> host(store_.size());
-  thrust::copy(pos_.begin(), pos_.end(), host.begin());
+  apron::copy(pos_.begin(), pos_.end(), host.begin());
   exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, host),
                           params_.kernel.support());
   exchange_.migrate(store_, pos_);
@@ -364,7 +361,7 @@ void SphSolver::advance() {
   {
     auto t = timers_.scope("halo");
     const std::size_t first_ghost = exchange_.send_ghosts(store_, pos_, kGhostFields);
-    thrust::fill(policy(), flags_.begin() + first_ghost, flags_.end(), std::uint8_t{kGhost});
+    apron::fill(flags_.begin() + first_ghost, flags_.end(), std::uint8_t{kGhost});
   }
   {
     auto t = timers_.scope("neighbour search");
@@ -432,11 +429,11 @@ SphSolver::Snapshot SphSolver::snapshot() const {
   Snapshot s;
   const std::size_t n = store_.size();
   s.pos.resize(n), s.vel.resize(n), s.rho.resize(n), s.pressure.resize(n), s.id.resize(n);
-  thrust::copy(pos_.begin(), pos_.begin() + n, s.pos.begin());
-  thrust::copy(vel_.begin(), vel_.begin() + n, s.vel.begin());
-  thrust::copy(rho_.begin(), rho_.begin() + n, s.rho.begin());
-  thrust::copy(pressure_.begin(), pressure_.begin() + n, s.pressure.begin());
-  thrust::copy(id_.begin(), id_.begin() + n, s.id.begin());
+  apron::copy(pos_.begin(), pos_.begin() + n, s.pos.begin());
+  apron::copy(vel_.begin(), vel_.begin() + n, s.vel.begin());
+  apron::copy(rho_.begin(), rho_.begin() + n, s.rho.begin());
+  apron::copy(pressure_.begin(), pressure_.begin() + n, s.pressure.begin());
+  apron::copy(id_.begin(), id_.begin() + n, s.id.begin());
   return s;
 }
 
@@ -445,11 +442,11 @@ const SphSolver::HostStaging& SphSolver::staged_particles() {
   if (h.step == step_) return h;
   const std::size_t n = store_.size();
   h.pos4.resize(n), h.vel4.resize(n), h.density.resize(n), h.pressure.resize(n), h.id.resize(n);
-  thrust::copy(pos_.begin(), pos_.begin() + n, h.pos4.begin());
-  thrust::copy(vel_.begin(), vel_.begin() + n, h.vel4.begin());
-  thrust::copy(rho_.begin(), rho_.begin() + n, h.density.begin());
-  thrust::copy(pressure_.begin(), pressure_.begin() + n, h.pressure.begin());
-  thrust::copy(id_.begin(), id_.begin() + n, h.id.begin());
+  apron::copy(pos_.begin(), pos_.begin() + n, h.pos4.begin());
+  apron::copy(vel_.begin(), vel_.begin() + n, h.vel4.begin());
+  apron::copy(rho_.begin(), rho_.begin() + n, h.density.begin());
+  apron::copy(pressure_.begin(), pressure_.begin() + n, h.pressure.begin());
+  apron::copy(id_.begin(), id_.begin() + n, h.id.begin());
   // Device records are 4 floats wide; outputs (and VTK points) want 3.
   h.position.resize(3 * n), h.velocity.resize(3 * n);
   for (std::size_t i = 0; i < n; ++i) {

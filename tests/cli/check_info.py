@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_info.py BACKEND COMMAND...: `apron info` (COMMAND) exits 0, names the backend, and prints
-text only: no NUL byte (Open MPI's library version length counts its NUL, which apron printed in
+text only (and, for the kokkos backend, Kokkos' version and spaces): no NUL byte (Open MPI's library version length counts its NUL, which apron printed in
 the MPI line; issue 19) and no other control character but newlines and tabs."""
 import re
 import subprocess
@@ -16,6 +16,10 @@ def main(backend, command):
         failures.append(f"exit status {done.returncode}")
     if not re.search(rb"^backend: +" + re.escape(backend.encode()) + rb"$", out, re.M):
         failures.append(f"no line 'backend: {backend}'")
+    if backend == "kokkos" and not re.search(
+            rb"^Kokkos: +4\.\d+\.\d+, execution space \w+ \(concurrency \d+\), memory space \w+$",
+            out, re.M):
+        failures.append("no line 'Kokkos: <version>, execution space ..., memory space ...'")
     bad = sorted({b for b in out if b < 32 and b not in (9, 10)} | ({127} & set(out)))
     if bad:
         at = min(out.index(bytes([b])) for b in bad)

@@ -14,11 +14,10 @@
 #include <string>
 #include <vector>
 
-#include <thrust/copy.h>
-
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/mesh.hpp"
 #include "kernels/cloth/tensors.hpp"
+#include "kernels/common/algorithms.hpp"
 
 namespace apron::cloth {
 namespace {

@@ -12,6 +12,7 @@
 #include "config/case_config.hpp"
 #include "decomposition/reductions.hpp"
 #include "flip/flip_solver.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/sparse/brick_pool.hpp"
 
 namespace apron::flip {
@@ -89,7 +90,7 @@ TEST(BrickPool, FlagsTheBricksWithinOneVoxelOfEachParticle) {
   DeviceVector<std::uint8_t> flags;
   flag_needed_bricks(g, device, pos.size(), flags);
   std::vector<std::uint8_t> got(flags.size());
-  thrust::copy(flags.begin(), flags.end(), got.begin());
+  apron::copy(flags.begin(), flags.end(), got.begin());
   // Reference: every voxel of the 3^3 block around the particle's voxel, inside the domain.
   std::vector<std::uint8_t> want(g.brick_count(), 0);
   for (const auto& p : pos) {

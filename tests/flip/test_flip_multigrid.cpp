@@ -11,10 +11,9 @@
 #include <cmath>
 #include <vector>
 
-#include <thrust/copy.h>
-
 #include "decomposition/brick_halo.hpp"
 #include "flip/pressure_multigrid.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/element_hash.hpp"
 #include "kernels/flip/multigrid.hpp"
 #include "kernels/flip/voxel_stencil.hpp"
@@ -252,7 +251,7 @@ class MultigridCase {
     double local = multigrid_->apply(raw(r_dev), raw(z_dev));
     MPI_Allreduce(&local, rz, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     std::vector<float> z(stored);
-    thrust::copy(z_dev.begin(), z_dev.end(), z.begin());
+    apron::copy(z_dev.begin(), z_dev.end(), z.begin());
     return z;
   }
 

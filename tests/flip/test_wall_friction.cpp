@@ -7,8 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include <thrust/copy.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/flip/flip_kernels.hpp"
 
 namespace apron::flip {
@@ -39,7 +38,7 @@ struct OneBrick {
     f.vel_old = raw(vel_old);
     wall_friction(geometry(), f, Vec3{0, 0, -kG}, kDt, kMu);
     std::vector<Vec4> out(vel.size());
-    thrust::copy(vel.begin(), vel.end(), out.begin());
+    apron::copy(vel.begin(), vel.end(), out.begin());
     return out;
   }
 };

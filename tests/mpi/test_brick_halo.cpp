@@ -8,10 +8,9 @@
 #include <set>
 #include <tuple>
 
-#include <thrust/copy.h>
-
 #include "decomposition/brick_halo.hpp"
 #include "decomposition/partition.hpp"
+#include "kernels/common/algorithms.hpp"
 
 namespace apron {
 namespace {
@@ -86,10 +85,10 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
           for (int i = 0; i < B; ++i)
             h[halo.voxel(bi, i, j, k)] =
                 phi({bricks[bi][0] * B + i, bricks[bi][1] * B + j, bricks[bi][2] * B + k});
-    thrust::copy(h.begin(), h.end(), field.begin());
+    apron::copy(h.begin(), h.end(), field.begin());
     const std::string fields[] = {"phi"};
     halo.fill(store, fields, background);
-    thrust::copy(field.begin(), field.end(), h.begin());
+    apron::copy(field.begin(), field.end(), h.begin());
     std::size_t checked = 0, from_remote = 0;
     for (std::size_t bi = 0; bi < bricks.size(); ++bi)
       for (int k = -A; k < B + A; ++k)
@@ -124,11 +123,11 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
                   {bricks[bi][0] * B + i, bricks[bi][1] * B + j, bricks[bi][2] * B + k},
                   bricks[bi]);
           }
-    thrust::copy(m.begin(), m.end(), mass.begin());
+    apron::copy(m.begin(), m.end(), mass.begin());
     const std::string sum_fields[] = {"mass"};
     halo.reverse_sum(store, sum_fields);
     std::vector<float> got(store.size());
-    thrust::copy(mass.begin(), mass.end(), got.begin());
+    apron::copy(mass.begin(), mass.end(), got.begin());
     double total = 0;
     for (std::size_t bi = 0; bi < bricks.size(); ++bi)
       for (int k = 0; k < B; ++k)

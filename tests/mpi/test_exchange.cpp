@@ -8,9 +8,8 @@
 #include <random>
 #include <set>
 
-#include <thrust/copy.h>
-
 #include "decomposition/particle_exchange.hpp"
+#include "kernels/common/algorithms.hpp"
 
 namespace apron {
 namespace {
@@ -71,10 +70,10 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   auto& id = store.add<std::int64_t>("id");
   auto& value = store.add<float>("value");
   store.resize(initial.size());
-  thrust::copy(initial.begin(), initial.end(), pos.begin());
+  apron::copy(initial.begin(), initial.end(), pos.begin());
   std::vector<std::int64_t> ids(initial.size());
   std::iota(ids.begin(), ids.end(), std::int64_t{rank} << 32);
-  thrust::copy(ids.begin(), ids.end(), id.begin());
+  apron::copy(ids.begin(), ids.end(), id.begin());
 
   const double halo = 0.07;
   const Box domain = unit_box();
@@ -87,7 +86,7 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
 
   // Every particle is now on its owner, none lost or duplicated.
   std::vector<Vec4> owned(store.size());
-  thrust::copy(pos.begin(), pos.end(), owned.begin());
+  apron::copy(pos.begin(), pos.end(), owned.begin());
   const Box& own = partition.ownership_boxes()[rank];
   for (const auto& p : owned) ASSERT_TRUE(own.contains(p)) << p.x << " " << p.y << " " << p.z;
   long long local = store.size(), total = 0, expected = initial.size(), expected_total = 0;
@@ -105,12 +104,12 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   std::vector<float> values(n_owned);
   for (std::size_t i = 0; i < n_owned; ++i)
     values[i] = owned[i].x + 10 * owned[i].y + 100 * owned[i].z;
-  thrust::copy(values.begin(), values.end(), value.begin());
+  apron::copy(values.begin(), values.end(), value.begin());
   const std::string ghost_fields[] = {"position"};
   const std::size_t first = exchange.send_ghosts(store, pos, ghost_fields);
   EXPECT_EQ(first, n_owned);
   std::vector<Vec4> ghosts(store.size() - first);
-  thrust::copy(pos.begin() + first, pos.end(), ghosts.begin());
+  apron::copy(pos.begin() + first, pos.end(), ghosts.begin());
   const auto everyone = all_gather(owned, comm);
   const Box near = own.expanded(halo);
   std::multiset<std::tuple<float, float, float>> expect_ghosts, got_ghosts;
@@ -124,15 +123,15 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   std::vector<std::uint32_t> host_order(store.size());
   std::iota(host_order.begin(), host_order.end(), 0u);
   std::shuffle(host_order.begin(), host_order.end(), std::mt19937(rank));
-  thrust::copy(host_order.begin(), host_order.end(), order.begin());
+  apron::copy(host_order.begin(), host_order.end(), order.begin());
   store.permute(order);
   exchange.follow_permutation(order);
   const std::string update_fields[] = {"value"};
   exchange.update_ghosts(store, update_fields);
   std::vector<Vec4> after(store.size());
   std::vector<float> got(store.size());
-  thrust::copy(pos.begin(), pos.end(), after.begin());
-  thrust::copy(value.begin(), value.end(), got.begin());
+  apron::copy(pos.begin(), pos.end(), after.begin());
+  apron::copy(value.begin(), value.end(), got.begin());
   for (std::size_t i = 0; i < after.size(); ++i)
     ASSERT_FLOAT_EQ(got[i], after[i].x + 10 * after[i].y + 100 * after[i].z) << i;
 
@@ -140,8 +139,8 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   exchange.drop_ghosts(store);
   ASSERT_EQ(store.size(), n_owned);
   std::vector<Vec4> left(n_owned);
-  thrust::copy(pos.begin(), pos.end(), left.begin());
-  thrust::copy(value.begin(), value.end(), got.begin());
+  apron::copy(pos.begin(), pos.end(), left.begin());
+  apron::copy(value.begin(), value.end(), got.begin());
   std::multiset<std::tuple<float, float, float>> expect_owned, got_owned;
   for (const auto& p : owned) expect_owned.insert({p.x, p.y, p.z});
   for (std::size_t i = 0; i < n_owned; ++i) {

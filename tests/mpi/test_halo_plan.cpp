@@ -12,11 +12,10 @@
 #include <random>
 #include <set>
 
-#include <thrust/copy.h>
-
 #include "decomposition/halo_plan.hpp"
 #include "decomposition/partition.hpp"
 #include "decomposition/reductions.hpp"
+#include "kernels/common/algorithms.hpp"
 
 namespace apron {
 namespace {
@@ -35,7 +34,7 @@ int size_of(MPI_Comm comm) {
 template <class T>
 std::vector<T> host(const DeviceVector<T>& v) {
   std::vector<T> h(v.size());
-  thrust::copy(v.begin(), v.end(), h.begin());
+  apron::copy(v.begin(), v.end(), h.begin());
   return h;
 }
 template <class T>
@@ -100,11 +99,11 @@ struct Rows {
     std::vector<std::int32_t> hi(n);
     for (std::size_t k = 0; k < n; ++k)
       hf[k] = fvalue(g[k]), hd[k] = dvalue(g[k]), hv[k] = vvalue(g[k]), hi[k] = ivalue(g[k]);
-    thrust::copy(g.begin(), g.end(), gid->begin());
-    thrust::copy(hf.begin(), hf.end(), f->begin());
-    thrust::copy(hd.begin(), hd.end(), d->begin());
-    thrust::copy(hv.begin(), hv.end(), v->begin());
-    thrust::copy(hi.begin(), hi.end(), i->begin());
+    apron::copy(g.begin(), g.end(), gid->begin());
+    apron::copy(hf.begin(), hf.end(), f->begin());
+    apron::copy(hd.begin(), hd.end(), d->begin());
+    apron::copy(hv.begin(), hv.end(), v->begin());
+    apron::copy(hi.begin(), hi.end(), i->begin());
   }
 };
 
@@ -152,7 +151,7 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
 
   // Brute force: every rank's gids, and which of them come here.
   std::vector<std::int64_t> mine(n);
-  thrust::copy(rows.gid->begin(), rows.gid->end(), mine.begin());
+  apron::copy(rows.gid->begin(), rows.gid->end(), mine.begin());
   const auto everyone = all_gather(mine, comm);
   std::multiset<std::int64_t> expected;
   for (std::int64_t g : everyone)
@@ -186,8 +185,8 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
     auto d = host(*rows.d);
     const auto g = host(*rows.gid);
     for (std::size_t k = 0; k < n; ++k) f[k] = 3.0f * fvalue(g[k]) + 1, d[k] = -dvalue(g[k]);
-    thrust::copy(f.begin(), f.end(), rows.f->begin());
-    thrust::copy(d.begin(), d.end(), rows.d->begin());
+    apron::copy(f.begin(), f.end(), rows.f->begin());
+    apron::copy(d.begin(), d.end(), rows.d->begin());
     const std::string fields[] = {"d", "f"};
     plan.update(rows.store, fields);
     const auto f2 = host(*rows.f);
@@ -220,10 +219,10 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
       contributions.push_back(g[k]);
       contributions.push_back(c);
     }
-    thrust::copy(f.begin(), f.end(), rows.f->begin());
-    thrust::copy(d.begin(), d.end(), rows.d->begin());
-    thrust::copy(v.begin(), v.end(), rows.v->begin());
-    thrust::copy(i.begin(), i.end(), rows.i->begin());
+    apron::copy(f.begin(), f.end(), rows.f->begin());
+    apron::copy(d.begin(), d.end(), rows.d->begin());
+    apron::copy(v.begin(), v.end(), rows.v->begin());
+    apron::copy(i.begin(), i.end(), rows.i->begin());
     const std::string fields[] = {"f", "d", "v", "i"};
     plan.reverse_sum(rows.store, fields);
 
@@ -301,11 +300,11 @@ TEST_P(HaloPlanTest, GatherIntoGivenSlotsAndFollowPermutation) {
   g = host(*rows.gid);
   std::vector<float> owned_f(g.size());
   for (std::size_t k = 0; k < g.size(); ++k) owned_f[k] = fvalue(g[k]) - 2;
-  thrust::copy(owned_f.begin(), owned_f.end(), rows.f->begin());
+  apron::copy(owned_f.begin(), owned_f.end(), rows.f->begin());
   // Poison the copies: update must overwrite every one of them.
   const auto import_slots = host(plan.import_slots());
   for (auto s : import_slots) owned_f[s] = -12345;
-  thrust::copy(owned_f.begin(), owned_f.end(), rows.f->begin());
+  apron::copy(owned_f.begin(), owned_f.end(), rows.f->begin());
   const std::string fields[] = {"f"};
   plan.update(rows.store, fields);
   f = host(*rows.f);

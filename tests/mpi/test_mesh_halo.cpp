@@ -10,10 +10,9 @@
 #include <cmath>
 #include <set>
 
-#include <thrust/copy.h>
-
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/partition.hpp"
+#include "kernels/common/algorithms.hpp"
 
 namespace apron {
 namespace {
@@ -114,12 +113,12 @@ TEST_P(MeshHaloTest, GatherAndReverseSumMatchOneRank) {
   std::vector<Vec4> p(store.size(), Vec4{-9, -9, -9, -9});
   for (std::size_t r = 0; r < owned.size(); ++r)
     v[r] = vertex_value(ids[r]), p[r] = position(ids[r]);
-  thrust::copy(v.begin(), v.end(), value.begin());
-  thrust::copy(p.begin(), p.end(), pos.begin());
+  apron::copy(v.begin(), v.end(), value.begin());
+  apron::copy(p.begin(), p.end(), pos.begin());
   const std::string fields[] = {"value", "position"};
   halo.gather(store, fields);
-  thrust::copy(value.begin(), value.end(), v.begin());
-  thrust::copy(pos.begin(), pos.end(), p.begin());
+  apron::copy(value.begin(), value.end(), v.begin());
+  apron::copy(pos.begin(), pos.end(), p.begin());
   for (std::size_t r = 0; r < ids.size(); ++r) {
     ASSERT_EQ(v[r], vertex_value(ids[r])) << ids[r];
     ASSERT_EQ(p[r].x, position(ids[r]).x) << ids[r];
@@ -140,12 +139,12 @@ TEST_P(MeshHaloTest, GatherAndReverseSumMatchOneRank) {
       f4[row].w += 1;
     }
   }
-  thrust::copy(f.begin(), f.end(), force.begin());
-  thrust::copy(f4.begin(), f4.end(), force4.begin());
+  apron::copy(f.begin(), f.end(), force.begin());
+  apron::copy(f4.begin(), f4.end(), force4.begin());
   const std::string sum_fields[] = {"force", "force4"};
   halo.reverse_sum(store, sum_fields);
-  thrust::copy(force.begin(), force.end(), f.begin());
-  thrust::copy(force4.begin(), force4.end(), f4.begin());
+  apron::copy(force.begin(), force.end(), f.begin());
+  apron::copy(force4.begin(), force4.end(), f4.begin());
 
   // One rank's answer: every triangle of the mesh, summed per vertex.
   std::vector<double> reference(kSide * kSide, 0.0), incident(kSide * kSide, 0.0);

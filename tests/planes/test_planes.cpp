@@ -16,9 +16,8 @@
 
 #include <unistd.h>
 
-#include <thrust/copy.h>
-
 #include "config/case_config.hpp"
+#include "kernels/common/algorithms.hpp"
 #include "kernels/planes/accumulator.hpp"
 #include "kernels/planes/octree.hpp"
 #include "planes/detector.hpp"
@@ -31,7 +30,7 @@ namespace {
 template <class T>
 std::vector<T> host(const DeviceVector<T>& v) {
   std::vector<T> out(v.size());
-  thrust::copy(v.begin(), v.end(), out.begin());
+  apron::copy(v.begin(), v.end(), out.begin());
   return out;
 }
 

@@ -5,8 +5,7 @@
 #include <cmath>
 #include <map>
 
-#include <thrust/copy.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/meshdist/geometry.hpp"
 #include "kernels/meshdist/meshdist_kernels.hpp"
 #include "meshdist/mesh_prep.hpp"
@@ -114,9 +113,9 @@ Distances measure(const DeviceVector<Vec4>& samples, PreparedMesh& target, bool 
   out.distance.resize(distance.size());
   out.triangle.resize(triangle.size());
   out.samples.resize(samples.size());
-  thrust::copy(distance.begin(), distance.end(), out.distance.begin());
-  thrust::copy(triangle.begin(), triangle.end(), out.triangle.begin());
-  thrust::copy(samples.begin(), samples.end(), out.samples.begin());
+  apron::copy(distance.begin(), distance.end(), out.distance.begin());
+  apron::copy(triangle.begin(), triangle.end(), out.triangle.begin());
+  apron::copy(samples.begin(), samples.end(), out.samples.begin());
   return out;
 }
 

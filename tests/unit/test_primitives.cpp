@@ -12,8 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <thrust/copy.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/box.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/common/primitives.hpp"
@@ -69,8 +68,8 @@ void check_sort(const std::vector<int>& bit_limits) {
         DeviceVector<std::uint32_t> v = to_device(values), v_alt;
         sort_pairs(k, v, n, bits, k_alt, v_alt);
         expect_sorted_like_reference(keys, to_host(k), to_host(v), bits);
-        thrust::copy(keys.begin(), keys.end(), k.begin());
-        thrust::copy(values.begin(), values.end(), v.begin());
+        apron::copy(keys.begin(), keys.end(), k.begin());
+        apron::copy(values.begin(), values.end(), v.begin());
         sort_pairs(k, v, n, bits, k_alt, v_alt);
         expect_sorted_like_reference(keys, to_host(k), to_host(v), bits);
       }
@@ -409,8 +408,8 @@ void expect_cell_list(const GridSpec& g, const std::vector<std::uint32_t>& item_
                       const std::vector<std::uint32_t>& items, const CellList& list) {
   const std::size_t cells = g.cell_count();
   std::vector<std::uint32_t> start(cells + 1);
-  thrust::copy(thrust::device_pointer_cast(list.view().start),
-               thrust::device_pointer_cast(list.view().start) + start.size(), start.begin());
+  apron::copy(device_iterator(list.view().start), device_iterator(list.view().start) + start.size(),
+              start.begin());
   std::vector<std::vector<std::uint32_t>> expected(cells);
   for (std::size_t i = 0; i < items.size(); ++i) expected[item_cells[i]].push_back(items[i]);
   const std::vector<std::uint32_t> order = to_host(list.order());

@@ -8,8 +8,7 @@
 #include <random>
 #include <set>
 
-#include <thrust/copy.h>
-
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/common/particle_store.hpp"
 #include "kernels/sph/sph_kernels.hpp"
@@ -88,14 +87,14 @@ TEST_P(CellListTest, CandidatesAndNeighboursContainEveryNeighbourExactlyOnce) {
   CellList cells;
   cells.build(GridSpec::covering(box, support, GetParam()), pos, pos.size());
   std::vector<std::uint32_t> order(pos.size());
-  thrust::copy(cells.order().begin(), cells.order().end(), order.begin());
+  apron::copy(cells.order().begin(), cells.order().end(), order.begin());
   std::vector<std::uint32_t> start(cells.grid().cell_count() + 1);
   const auto view = cells.view();
   // Host copy of the cell-start array so the device view can be walked on the host.
   std::vector<Vec4> sorted(pos.size());
   for (std::size_t s = 0; s < order.size(); ++s) sorted[s] = host[order[s]];
-  thrust::copy(thrust::device_pointer_cast(view.start),
-               thrust::device_pointer_cast(view.start) + start.size(), start.begin());
+  apron::copy(device_iterator(view.start), device_iterator(view.start) + start.size(),
+              start.begin());
   CellListView host_view{view.grid, start.data()};
   const auto inside = [&](std::size_t a, std::uint32_t b) {
     return distance2(sorted[a], sorted[b]) < support * support;
@@ -174,8 +173,8 @@ TEST(SphPasses, MatchBruteForce) {
   fluid_cells.build(grid, pos, pos.size());
   wall_cells.build(grid, wall, wall.size());
   std::vector<std::uint32_t> fo(pos.size()), wo(wall.size());
-  thrust::copy(fluid_cells.order().begin(), fluid_cells.order().end(), fo.begin());
-  thrust::copy(wall_cells.order().begin(), wall_cells.order().end(), wo.begin());
+  apron::copy(fluid_cells.order().begin(), fluid_cells.order().end(), fo.begin());
+  apron::copy(wall_cells.order().begin(), wall_cells.order().end(), wo.begin());
   std::vector<Vec4> fs(fo.size()), vs(fo.size()), ws(wo.size());
   std::vector<std::uint8_t> flags_sorted(fo.size());
   for (std::size_t s = 0; s < fo.size(); ++s)
@@ -206,18 +205,18 @@ TEST(SphPasses, MatchBruteForce) {
     pr[a] = p.pressure(rho[a]);
   }
   std::vector<float> got(fs.size());
-  thrust::copy(d_rho.begin(), d_rho.end(), got.begin());
+  apron::copy(d_rho.begin(), d_rho.end(), got.begin());
   for (std::size_t a = 0; a < fs.size(); ++a)
     if (!(flags_sorted[a] & kGhost)) {
       ASSERT_NEAR(got[a], rho[a], 1e-5 * rho[a]) << a;
     }
 
-  thrust::copy(rho.begin(), rho.end(), d_rho.begin());
-  thrust::copy(pr.begin(), pr.end(), d_p.begin());
+  apron::copy(rho.begin(), rho.end(), d_rho.begin());
+  apron::copy(pr.begin(), pr.end(), d_p.begin());
   stage_pair_terms(d_pos, d_vel, d_rho, d_p, fs.size());
   compute_acceleration(p, f, w);
   std::vector<Vec4> acc(fs.size());
-  thrust::copy(d_acc.begin(), d_acc.end(), acc.begin());
+  apron::copy(d_acc.begin(), d_acc.end(), acc.begin());
   const float h = p.kernel.h, c = p.sound_speed;
   for (std::size_t a = 0; a < fs.size(); ++a) {
     if (flags_sorted[a] & kGhost) continue;
@@ -292,8 +291,8 @@ TEST(ParticleStoreTest, EraseKeepsEveryOtherParticleOnce) {
     std::vector<std::int64_t> ids(n);
     std::vector<float> values(n);
     for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i), values[i] = 2.0f * i;
-    thrust::copy(ids.begin(), ids.end(), id.begin());
-    thrust::copy(values.begin(), values.end(), twice.begin());
+    apron::copy(ids.begin(), ids.end(), id.begin());
+    apron::copy(values.begin(), values.end(), twice.begin());
 
     store.erase(IndexVector(erased.begin(), erased.end()));
     ASSERT_EQ(store.size(), n - erased.size());
@@ -302,8 +301,8 @@ TEST(ParticleStoreTest, EraseKeepsEveryOtherParticleOnce) {
     // Thrust dereferences the destination iterator even for an empty range (UBSan: reference
     // binding to null pointer, with every particle erased): copy only what there is.
     if (!got.empty()) {
-      thrust::copy(id.begin(), id.end(), got.begin());
-      thrust::copy(twice.begin(), twice.end(), got_twice.begin());
+      apron::copy(id.begin(), id.end(), got.begin());
+      apron::copy(twice.begin(), twice.end(), got_twice.begin());
     }
     for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got_twice[i], 2.0f * got[i]) << i;
     std::set<std::int64_t> expected(ids.begin(), ids.end());
