@@ -1,5 +1,6 @@
 #include "decomposition/brick_halo.hpp"
 
+#include "kernels/common/algorithms.hpp"
 #include "kernels/common/vec.hpp"
 
 #include <mpi.h>
@@ -12,8 +13,6 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-
-#include <thrust/copy.h>
 
 namespace apron {
 namespace {
@@ -365,7 +364,7 @@ void BrickHalo::plan_like(const BrickHalo& other) {
   export_directions_ = other.export_directions_;
   remote_directions_ = other.remote_directions_;
   resize_per_particle(neighbours_, other.neighbours_.size());
-  thrust::copy(policy(), other.neighbours_.begin(), other.neighbours_.end(), neighbours_.begin());
+  apron::copy(other.neighbours_.begin(), other.neighbours_.end(), neighbours_.begin());
   build_halo();
 }
 

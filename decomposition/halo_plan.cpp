@@ -5,15 +5,43 @@
 #include <stdexcept>
 #include <string>
 
-#include <thrust/binary_search.h>
-#include <thrust/copy.h>
-#include <thrust/gather.h>
-#include <thrust/scatter.h>
-#include <thrust/sequence.h>
-#include <thrust/sort.h>
+#include "kernels/common/algorithms.hpp"
+#include "kernels/common/primitives.hpp"
 
 namespace apron {
 namespace {
+struct RankKey {
+  const int* rank;
+  std::uint32_t* key;
+  APRON_HD void operator()(std::size_t i) const { key[i] = static_cast<std::uint32_t>(rank[i]); }
+};
+
+// bound[r] = the first slot of sorted whose value is >= r.
+struct LowerBound {
+  const std::uint32_t* sorted;
+  std::size_t n;
+  std::uint32_t* bound;
+  APRON_HD void operator()(std::size_t r) const {
+    std::size_t lo = 0, hi = n;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < r)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    bound[r] = static_cast<std::uint32_t>(lo);
+  }
+};
+
+// inverse[order[i]] = i.
+struct Invert {
+  const std::uint32_t* order;
+  std::uint32_t* inverse;
+  APRON_HD void operator()(std::size_t i) const {
+    inverse[order[i]] = static_cast<std::uint32_t>(i);
+  }
+};
 
 // Every message starts with a 16-byte header holding the row count.
 constexpr std::size_t kHeader = 16;
@@ -29,7 +57,7 @@ struct WriteCount {
 
 std::uint64_t read_count(const ByteVector& bytes, std::size_t offset) {
   std::uint64_t count = 0;
-  thrust::copy_n(bytes.begin() + offset, sizeof count, reinterpret_cast<std::byte*>(&count));
+  apron::copy_n(bytes.begin() + offset, sizeof count, reinterpret_cast<std::byte*>(&count));
   return count;
 }
 
@@ -68,17 +96,14 @@ void HaloPlan::group_by_destination(const IndexVector& exports,
   const std::size_t n = exports.size();
   resize_per_particle(export_rows_, n);
   resize_per_particle(sorted_ranks_, n);
-  thrust::copy(policy(), exports.begin(), exports.end(), export_rows_.begin());
-  thrust::copy(policy(), destinations.begin(), destinations.end(), sorted_ranks_.begin());
-  thrust::stable_sort_by_key(policy(), sorted_ranks_.begin(), sorted_ranks_.end(),
-                             export_rows_.begin());
+  apron::copy(exports.begin(), exports.end(), export_rows_.begin());
+  // As unsigned keys a negative rank sorts last, past every bound: refused below.
+  for_each_index(n, RankKey{raw(destinations), raw(sorted_ranks_)});
+  sort_pairs(sorted_ranks_, export_rows_, n, 32);
   // Where each rank's exports begin in the sorted list: nranks + 1 bounds to the host.
   bounds_.resize(nranks + 1);
-  thrust::lower_bound(policy(), sorted_ranks_.begin(), sorted_ranks_.end(),
-                      thrust::counting_iterator<int>(0), thrust::counting_iterator<int>(nranks + 1),
-                      bounds_.begin());
-  std::vector<std::uint32_t> host_bounds(nranks + 1);
-  thrust::copy(bounds_.begin(), bounds_.end(), host_bounds.begin());
+  for_each_index(nranks + 1, LowerBound{raw(sorted_ranks_), n, raw(bounds_)});
+  const std::vector<std::uint32_t> host_bounds = to_host(bounds_);
   if (host_bounds[nranks] != n || (n > 0 && host_bounds[0] != 0))
     throw std::invalid_argument("HaloPlan: destination rank outside the communicator");
   if (host_bounds[rank_ + 1] != host_bounds[rank_])
@@ -209,8 +234,7 @@ std::size_t HaloPlan::append(ParticleStore& store, std::span<const std::string> 
                      field.unpack(recv_bytes_, offset, at, import_counts_[k]);
                    });
   import_slots_.resize(total);
-  thrust::sequence(policy(), import_slots_.begin(), import_slots_.end(),
-                   static_cast<std::uint32_t>(first));
+  apron::sequence(import_slots_.begin(), import_slots_.end(), static_cast<std::uint32_t>(first));
   return first;
 }
 
@@ -224,7 +248,7 @@ void HaloPlan::set_import_slots(const IndexVector& slots) {
   if (slots.size() != import_total())
     throw std::invalid_argument("HaloPlan: one import slot per import");
   resize_per_particle(import_slots_, slots.size());
-  thrust::copy(policy(), slots.begin(), slots.end(), import_slots_.begin());
+  apron::copy(slots.begin(), slots.end(), import_slots_.begin());
 }
 
 void HaloPlan::gather_into(ParticleStore& store, std::span<const std::string> fields,
@@ -269,12 +293,10 @@ void HaloPlan::reverse_sum(ParticleStore& store, std::span<const std::string> fi
 void HaloPlan::follow_permutation(const IndexVector& order) {
   if (export_rows_.empty() && import_slots_.empty()) return;  // nothing to map
   resize_per_particle(inverse_, order.size());
-  thrust::scatter(policy(), thrust::counting_iterator<std::uint32_t>(0),
-                  thrust::counting_iterator<std::uint32_t>(order.size()), order.begin(),
-                  inverse_.begin());
+  for_each_index(order.size(), Invert{raw(order), raw(inverse_)});
   for (IndexVector* slots : {&export_rows_, &import_slots_}) {
     scratch_.resize(slots->size());
-    thrust::gather(policy(), slots->begin(), slots->end(), inverse_.begin(), scratch_.begin());
+    apron::gather(slots->begin(), slots->end(), inverse_.begin(), scratch_.begin());
     slots->swap(scratch_);
   }
 }

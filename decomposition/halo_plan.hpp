@@ -104,9 +104,9 @@ class HaloPlan {
   std::vector<std::size_t> export_counts_, import_counts_;
   std::vector<std::size_t> recv_offsets_;  // of the last forward exchange
   IndexVector export_rows_, import_slots_;
-  IndexVector inverse_, scratch_;   // follow_permutation
-  DeviceVector<int> sorted_ranks_;  // build
-  IndexVector bounds_;              // build: where each rank's exports start
+  IndexVector inverse_, scratch_;  // follow_permutation
+  IndexVector sorted_ranks_;       // build
+  IndexVector bounds_;             // build: where each rank's exports start
   ByteVector send_bytes_, recv_bytes_;
 };
 

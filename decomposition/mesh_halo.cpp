@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include <thrust/sequence.h>
+#include "kernels/common/algorithms.hpp"
 
 namespace apron {
 
@@ -126,7 +126,7 @@ void MeshHalo::connect(const std::set<std::pair<int, std::int64_t>>& ghosts) {
               DeviceVector<int>(destinations.begin(), destinations.end()));
   // Imports arrive by owner ascending, each in the order asked: the ghost rows in order.
   IndexVector slots(ghost_count());
-  thrust::sequence(policy(), slots.begin(), slots.end(), static_cast<std::uint32_t>(owned_));
+  apron::sequence(slots.begin(), slots.end(), static_cast<std::uint32_t>(owned_));
   halo_.set_import_slots(slots);
 }
 

@@ -1,7 +1,6 @@
 #include "decomposition/particle_exchange.hpp"
 
-#include <thrust/copy.h>
-#include <thrust/gather.h>
+#include "kernels/common/algorithms.hpp"
 
 namespace apron {
 namespace {
@@ -57,13 +56,9 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
   // Select: the leavers and their owners.
   auto& leavers = selected_;
   resize_per_particle(leavers, n);
-  auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
-                             thrust::counting_iterator<std::uint32_t>(n), leavers.begin(),
-                             NotEqual{raw(destination), rank_});
-  leavers.resize(end - leavers.begin());
+  leavers.resize(copy_indices_if(n, raw(leavers), NotEqual{raw(destination), rank_}));
   leaver_rank_.resize(leavers.size());
-  thrust::gather(policy(), leavers.begin(), leavers.end(), destination.begin(),
-                 leaver_rank_.begin());
+  apron::gather(leavers.begin(), leavers.end(), destination.begin(), leaver_rank_.begin());
 
   // Plan: grouped by destination rank; counts all-to-all (particles may jump to any rank after a
   // re-partition, so the peers are not just the halo neighbours).
@@ -91,11 +86,10 @@ std::size_t ParticleExchange::send_ghosts(ParticleStore& store, const DeviceVect
   resize_per_particle(selected_, n_owned);
   for (std::size_t k = 0; k < npeers; ++k) {
     const Box near = partition_.ownership_boxes()[neighbours_[k]].expanded(halo_width_);
-    auto end = thrust::copy_if(policy(), thrust::counting_iterator<std::uint32_t>(0),
-                               thrust::counting_iterator<std::uint32_t>(n_owned), selected_.begin(),
-                               Inside{near, raw(positions)});
-    counts[k] = end - selected_.begin();
-    sources.insert(sources.end(), selected_.begin(), end);
+    counts[k] = copy_indices_if(n_owned, raw(selected_), Inside{near, raw(positions)});
+    const std::size_t at = sources.size();
+    resize_per_particle(sources, at + counts[k]);
+    apron::copy_n(selected_.begin(), counts[k], sources.begin() + at);
   }
   // Place: the counts travel in the message headers of this one exchange.
   halo_.build_grouped(neighbours_, counts);

@@ -8,7 +8,6 @@
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  apron::start_device_runtime();
   ::testing::InitGoogleTest(&argc, argv);
   apron::DeviceInfo::select(apron::RankInfo::world());  // one GPU per rank, as apron does
   int rank = 0;

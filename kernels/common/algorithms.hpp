@@ -2,9 +2,8 @@
 // scatters, reductions over an index range, scans and selection (ARCHITECTURE.md: "never a raw
 // thrust:: call in workload code"). Thrust implements them for the cuda and omp backends (this
 // header), Kokkos for the kokkos backend (kernels/common/backend/kokkos_algorithms.hpp, the same
-// functions with the same contracts). The
-// heavier primitives built on them (radix sort, compaction, run lengths, segmented reductions)
-// are in kernels/common/primitives.hpp.
+// functions with the same contracts). The heavier primitives built on them (radix sort,
+// compaction, run lengths, segmented reductions) are in kernels/common/primitives.hpp.
 //
 // Ranges are given as iterators of DeviceVector (begin() + k) or of host containers; copy() tells
 // host from device by the iterator's type. Host ranges must be contiguous (std::vector, arrays).
@@ -49,18 +48,18 @@ struct Minimum {
   }
 };
 
-namespace detail {
-struct NonZero {
-  APRON_HD bool operator()(std::uint8_t f) const { return f != 0; }
-};
-}  // namespace detail
-
 }  // namespace apron
 
 #if defined(APRON_BACKEND_KOKKOS)
 #include "kernels/common/backend/kokkos_algorithms.hpp"
 #else
 namespace apron {
+
+namespace detail {
+struct NonZero {
+  APRON_HD bool operator()(std::uint8_t f) const { return f != 0; }
+};
+}  // namespace detail
 
 // A device pointer as an iterator that copy(), gather() and scatter() take for device memory
 // (arrays that are not a DeviceVector: views, byte buffers).
@@ -80,14 +79,15 @@ Out copy_n(In first, std::size_t n, Out out) {
   return thrust::copy_n(first, n, out);
 }
 
-// Device ranges: value in every element; 0, 1, 2, ...; out[i] = src[map[i]]; out[map[i]] = in[i].
+// Device ranges: value in every element; start, start + 1, ...; out[i] = src[map[i]]; out[map[i]] =
+// in[i].
 template <class It, class T>
 void fill(It first, It last, const T& value) {
   thrust::fill(policy(), first, last, value);
 }
-template <class It>
-void sequence(It first, It last) {
-  thrust::sequence(policy(), first, last);
+template <class It, class T = int>
+void sequence(It first, It last, T start = 0) {
+  thrust::sequence(policy(), first, last, start);
 }
 template <class MapIt, class SrcIt, class OutIt>
 void gather(MapIt map_first, MapIt map_last, SrcIt src, OutIt out) {

@@ -36,9 +36,6 @@ char* device_allocate(std::size_t bytes) {
 void device_free(char* p) {
   detail::device_free(p);
 }
-
-// Whether Kokkos was started here (by a program that did not start it itself).
-bool kokkos_started_here = false;
 #else
 char* device_allocate(std::size_t bytes) {
   return thrust::raw_pointer_cast(thrust::malloc<char>(thrust::device, bytes));
@@ -57,9 +54,8 @@ void ensure_kokkos() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (Kokkos::is_initialized() || Kokkos::is_finalized()) return;
-    // Kokkos' OMP_PROC_BIND advice goes to every rank's stderr: apron's README covers binding.
+    // Without Kokkos' advice on OMP_PROC_BIND, which would go to every rank's stderr.
     Kokkos::initialize(Kokkos::InitializationSettings().set_disable_warnings(true));
-    kokkos_started_here = true;
     std::atexit([] {
       if (Kokkos::is_initialized()) {
         scratch_allocator().release_all();
@@ -72,7 +68,13 @@ void ensure_kokkos() {
 namespace detail {
 void* device_malloc(std::size_t bytes) {
   ensure_kokkos();
-  return Kokkos::kokkos_malloc<DeviceMemorySpace>("apron", bytes);
+  try {
+    return Kokkos::kokkos_malloc<DeviceMemorySpace>("apron", bytes);
+  } catch (const std::runtime_error&) {
+    // Kokkos reports a failed allocation as a runtime error ("... failed to allocate"); apron's
+    // out-of-memory handling (src/runtime) knows std::bad_alloc.
+    throw std::bad_alloc();
+  }
 }
 void device_free(void* p) {
   // Arrays of objects that outlive the runtime (function statics) are left to the process' end.
@@ -80,12 +82,6 @@ void device_free(void* p) {
 }
 }  // namespace detail
 #endif
-
-void start_device_runtime() {
-#if defined(APRON_BACKEND_KOKKOS)
-  ensure_kokkos();
-#endif
-}
 
 void stop_device_runtime() {
   scratch_allocator().release_all();

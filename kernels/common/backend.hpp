@@ -171,10 +171,11 @@ APRON_HD inline int lowest_set_bit(std::uint32_t mask) {
 #endif
 }
 
-// The device runtime around a program's MPI session: start after MPI_Init (Kokkos, for the
-// kokkos backend; nothing otherwise), stop before MPI_Finalize (frees the scratch cache, then
-// finalises Kokkos). Device arrays freed after the stop are left to the process' end.
-void start_device_runtime();
+// Ends the device runtime before MPI_Finalize: frees the scratch cache, then finalises Kokkos
+// (kokkos backend), which starts on first use, after MPI_Init. Not before: a process that never
+// touches the device keeps no OpenMP threads, so `inspect`'s forked child can use OpenMP (libgomp
+// does not survive a fork with live threads). Device arrays freed after the stop are left to the
+// process' end.
 void stop_device_runtime();
 
 // Waits until queued device work is done (timing phases, before host reads).

@@ -28,7 +28,6 @@ MpiSession::MpiSession(int& argc, char**& argv) {
   // one node, as it does on many, lives beside the file and goes with it.
   setenv("OMPI_MCA_sharedfp", "^sm", 0);
   MPI_Init(&argc, &argv);
-  start_device_runtime();
 }
 MpiSession::~MpiSession() {
   stop_device_runtime();

@@ -196,8 +196,8 @@ TEST(MeshDistance, CoarseGridGivesTheSameAnswer) {
   coarse.build(b.soup, b.grid_geometry(20));
   fine.nearest(b.soup, samples, fine_d, fine_t);
   coarse.nearest(b.soup, samples, coarse_d, coarse_t);
-  EXPECT_TRUE(fine_d == coarse_d);
-  EXPECT_TRUE(fine_t == coarse_t);
+  EXPECT_EQ(to_host(fine_d), to_host(coarse_d));
+  EXPECT_EQ(to_host(fine_t), to_host(coarse_t));
 }
 
 // ---- analytic cases ------------------------------------------------------------------------

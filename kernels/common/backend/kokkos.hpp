@@ -24,8 +24,8 @@ using DeviceMemorySpace = Kokkos::DefaultExecutionSpace::memory_space;
 inline constexpr bool kDeviceMemoryIsHost =
     Kokkos::SpaceAccessibility<Kokkos::HostSpace, DeviceMemorySpace>::accessible;
 
-// Starts Kokkos (once per process) if the program has not: the runtime initialises it after
-// MPI_Init (src/runtime), test programs on first use. Finalised at exit in that case.
+// Starts Kokkos (once per process) on the first device allocation or launch; the runtime
+// finalises it before MPI_Finalize (stop_device_runtime), else it is finalised at exit.
 void ensure_kokkos();
 
 namespace detail {
@@ -153,6 +153,16 @@ class DeviceVector {
     return *this;
   }
   ~DeviceVector() { release(); }
+
+  // The contents of a host range, or n copies of value.
+  template <class It, class = typename std::iterator_traits<It>::iterator_category>
+  void assign(It first, It last) {
+    *this = std::vector<T>(first, last);
+  }
+  void assign(std::size_t n, const T& value) {
+    clear();
+    resize(n, value);
+  }
 
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

@@ -121,7 +121,8 @@ struct WriteValue {
 template <class T>
 struct Sequence {
   T* out;
-  APRON_HD void operator()(std::size_t i) const { out[i] = static_cast<T>(i); }
+  T start;
+  APRON_HD void operator()(std::size_t i) const { out[i] = static_cast<T>(start + i); }
 };
 template <class MapPtr, class SrcPtr, class OutPtr>
 struct Gather {
@@ -171,10 +172,11 @@ void fill(It first, It last, const T& value) {
   using V = typename std::iterator_traits<It>::value_type;
   for_each_index(static_cast<std::size_t>(last - first), FillWith<V>{first.get(), V(value)});
 }
-template <class It>
-void sequence(It first, It last) {
+template <class It, class T = int>
+void sequence(It first, It last, T start = 0) {
   using V = typename std::iterator_traits<It>::value_type;
-  for_each_index(static_cast<std::size_t>(last - first), detail::Sequence<V>{first.get()});
+  for_each_index(static_cast<std::size_t>(last - first),
+                 detail::Sequence<V>{first.get(), static_cast<V>(start)});
 }
 template <class MapIt, class SrcIt, class OutIt>
 void gather(MapIt map_first, MapIt map_last, SrcIt src, OutIt out) {
