@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): installs what is missing, builds the OpenMP backend
-# with warnings as errors and runs every test; then, where nvcc exists, compiles the CUDA backend
-# (sm_90) too. GPU tests run on a GPU machine: see bench/README.md. Then two sanitizer stages: the
+# with warnings as errors and runs every test, then the same for the kokkos backend (Kokkos'
+# OpenMP space, after a check that Kokkos builds, installs and serves find_package); then, where
+# nvcc exists, compiles the CUDA backend (sm_90) too. GPU tests run on a GPU machine: see bench/README.md. Then two sanitizer stages: the
 # unit tests and the CLI, reproducer (repro_*, oom_*) and forged-checkpoint runs built with g++'s
 # AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` preset), and each libFuzzer target
 # (tests/fuzz) for APRON_FUZZ_SECONDS (default 60; 0 skips).
@@ -13,12 +14,18 @@ ctest --preset ci-omp -j "${APRON_JOBS:-2}"
 # Kokkos as a dependency (issue 18): the pinned release builds from its tarball (patched for
 # CUDA 13), installs, and a find_package consumer builds against it and runs.
 kokkos_tarball=${APRON_KOKKOS_TARBALL:-../shared/vendor/kokkos-4.6.01.tar.gz}
+# Then the kokkos backend on Kokkos' OpenMP execution space: the same build and the same tests.
 if [[ -f $kokkos_tarball ]]; then
   stage_start=$SECONDS
   scripts/check-kokkos.sh
   echo "apron: Kokkos dependency check took $((SECONDS - stage_start)) s"
+  stage_start=$SECONDS
+  echo "apron: the kokkos backend (Kokkos' OpenMP space) and the whole test suite on it"
+  scripts/build.sh ci-kokkos >/dev/null
+  ctest --preset ci-kokkos -j "${APRON_JOBS:-2}"
+  echo "apron: kokkos backend stage took $((SECONDS - stage_start)) s"
 else
-  echo "apron: Kokkos dependency check not run: no $kokkos_tarball (set APRON_KOKKOS_TARBALL)"
+  echo "apron: Kokkos stages not run: no $kokkos_tarball (set APRON_KOKKOS_TARBALL)"
 fi
 stage_start=$SECONDS
 echo "apron: the unit and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer"
