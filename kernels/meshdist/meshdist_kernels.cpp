@@ -164,6 +164,18 @@ struct ShellSearch {
   }
 };
 
+// Sample i's cell and index: the pairs that, sorted by cell, give the order of the search.
+struct SampleCells {
+  GridSpec g;
+  const Vec4* samples;
+  std::uint32_t* cell;
+  std::uint32_t* order;
+  APRON_HD void operator()(std::size_t i) const {
+    cell[i] = g.cell_of(samples[i]);
+    order[i] = static_cast<std::uint32_t>(i);
+  }
+};
+
 struct SearchSorted {
   ShellSearch search;
   const Vec4* samples;
@@ -298,64 +310,109 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
   return g;
 }
 
-void gather_corners(const DeviceVector<Vec4>& vertices,
-                    const DeviceVector<std::uint32_t>& corner_vertex, TriangleSoup& soup) {
-  soup.corners.resize(corner_vertex.size());
+TriangleSoup gather_corners(DeviceSpan<const Vec4> vertices,
+                            DeviceSpan<const std::uint32_t> corner_vertex,
+                            DeviceSpan<Vec4> corners) {
+  if (corners.size() != corner_vertex.size())
+    throw std::invalid_argument("gather_corners: one corner per corner index");
   for_each_index(corner_vertex.size(),
-                 GatherCorners{raw(vertices), raw(corner_vertex), raw(soup.corners)});
+                 GatherCorners{vertices.data(), corner_vertex.data(), corners.data()});
+  return {corners};
 }
 
 void TriangleGrid::build(const TriangleSoup& mesh, const GridGeometry& geometry) {
   geometry_ = geometry;
   const std::size_t n = mesh.size();
-  DeviceVector<std::uint32_t>& count = cells_of_triangle_;
-  DeviceVector<std::uint32_t>& offset = first_pair_;
+  DeviceVector<std::uint32_t>& count = first_pair_;  // the counts, then their exclusive scan
   count.resize(n);
-  for_each_index(n, CountCells{geometry_, raw(mesh.corners), raw(count)});
+  for_each_index(n, CountCells{geometry_, mesh.corners.data(), raw(count)});
   const std::uint64_t total = reduce_sum(count, n);
   if (total >= (std::uint64_t(1) << 32))
     throw std::runtime_error("meshdist grid: " + std::to_string(total) +
                              " (cell, triangle) pairs exceed 32-bit indices");
-  exclusive_scan(count, n, offset);
+  exclusive_scan(count, n, count);
   cells_.resize_entries(total);
-  for_each_index(n, WritePairs{geometry_, raw(mesh.corners), raw(offset), cells_.entry_cells(),
+  for_each_index(n, WritePairs{geometry_, mesh.corners.data(), raw(count), cells_.entry_cells(),
                                cells_.entry_items()});
   cells_.build_from_entries(geometry_);
 }
 
+// All four at full size: the sort's double buffers take the keys' size, so none grows later.
+void SampleOrder::reserve(std::size_t samples) {
+  for (auto* v : {&cell_, &order_, &cell_alt_, &order_alt_})
+    if (v->size() < samples) v->resize(samples);
+}
+
+void SampleOrder::sort(const GridSpec& grid, DeviceSpan<const Vec4> samples) {
+  const std::size_t n = samples.size();
+  reserve(n);
+  for_each_index(n, SampleCells{grid, samples.data(), raw(cell_), raw(order_)});
+  sort_pairs(cell_, order_, n, key_bits(grid.cell_count()), cell_alt_, order_alt_);
+}
+
+std::size_t SampleOrder::device_bytes() const {
+  return 4 * (cell_.capacity() + order_.capacity() + cell_alt_.capacity() + order_alt_.capacity());
+}
+
+void TriangleGrid::nearest(const TriangleSoup& mesh, DeviceSpan<const Vec4> samples,
+                           DeviceSpan<float> distance, DeviceSpan<int> triangle,
+                           SampleOrder& order) const {
+  const std::size_t n = samples.size();
+  if (distance.size() < n || triangle.size() < n)
+    throw std::invalid_argument("TriangleGrid::nearest: outputs shorter than the samples");
+  order.sort(geometry_, samples);
+  const ShellSearch search{geometry_, mesh.corners.data(), cells_.view().start,
+                           raw(cells_.order())};
+  for_each_index(
+      n, SearchSorted{search, samples.data(), order.indices(), distance.data(), triangle.data()});
+}
+
 void TriangleGrid::nearest(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,
                            DeviceVector<float>& distance, DeviceVector<int>& triangle) {
-  const std::size_t n = samples.size();
-  distance.resize(n);
-  triangle.resize(n);
-  samples_.sort(geometry_, samples, n);
-  const ShellSearch search{geometry_, raw(mesh.corners), cells_.view().start, raw(cells_.order())};
-  for_each_index(
-      n, SearchSorted{search, raw(samples), raw(samples_.order()), raw(distance), raw(triangle)});
+  distance.resize(samples.size());
+  triangle.resize(samples.size());
+  nearest(mesh, samples, DeviceSpan<float>(raw(distance), distance.size()),
+          DeviceSpan<int>(raw(triangle), triangle.size()), order_);
 }
 
 std::size_t TriangleGrid::device_bytes() const {
-  return cells_.device_bytes() + samples_.device_bytes();
+  return cells_.device_bytes() + 4 * first_pair_.capacity() + order_.device_bytes();
+}
+
+void nearest_brute_force(const TriangleSoup& mesh, DeviceSpan<const Vec4> samples,
+                         DeviceSpan<float> distance, DeviceSpan<int> triangle) {
+  if (distance.size() < samples.size() || triangle.size() < samples.size())
+    throw std::invalid_argument("nearest_brute_force: outputs shorter than the samples");
+  for_each_index(samples.size(), BruteForce{mesh.corners.data(), mesh.size(), samples.data(),
+                                            distance.data(), triangle.data()});
 }
 
 void nearest_brute_force(const TriangleSoup& mesh, const DeviceVector<Vec4>& samples,
                          DeviceVector<float>& distance, DeviceVector<int>& triangle) {
   distance.resize(samples.size());
   triangle.resize(samples.size());
-  for_each_index(samples.size(), BruteForce{raw(mesh.corners), mesh.size(), raw(samples),
-                                            raw(distance), raw(triangle)});
+  nearest_brute_force(mesh, samples, DeviceSpan<float>(raw(distance), distance.size()),
+                      DeviceSpan<int>(raw(triangle), triangle.size()));
 }
 
-void make_samples(const DeviceVector<Vec4>& vertices, const TriangleSoup& mesh,
-                  const DeviceVector<double>& cumulative_area, std::uint64_t seed,
-                  std::uint64_t first, std::size_t count, DeviceVector<Vec4>& samples) {
+void make_samples(DeviceSpan<const Vec4> vertices, const TriangleSoup& mesh,
+                  DeviceSpan<const double> cumulative_area, std::uint64_t seed, std::uint64_t first,
+                  DeviceSpan<Vec4> samples) {
+  for_each_index(samples.size(),
+                 MakeSamples{vertices.data(), vertices.size(), mesh.corners.data(),
+                             cumulative_area.data(), mesh.size(), seed, first, samples.data()});
+}
+
+void make_samples(DeviceSpan<const Vec4> vertices, const TriangleSoup& mesh,
+                  DeviceSpan<const double> cumulative_area, std::uint64_t seed, std::uint64_t first,
+                  std::size_t count, DeviceVector<Vec4>& samples) {
   samples.resize(count);
-  for_each_index(count, MakeSamples{raw(vertices), vertices.size(), raw(mesh.corners),
-                                    raw(cumulative_area), mesh.size(), seed, first, raw(samples)});
+  make_samples(vertices, mesh, cumulative_area, seed, first,
+               DeviceSpan<Vec4>(raw(samples), samples.size()));
 }
 
-DistanceStats reduce_distances(const DeviceVector<float>& distance, std::uint64_t first) {
-  return transform_reduce(distance.size(), StatsOfSample{raw(distance), first}, DistanceStats{},
+DistanceStats reduce_distances(DeviceSpan<const float> distance, std::uint64_t first) {
+  return transform_reduce(distance.size(), StatsOfSample{distance.data(), first}, DistanceStats{},
                           CombineStats{});
 }
 

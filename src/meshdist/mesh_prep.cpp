@@ -157,44 +157,53 @@ PreparedMesh::PreparedMesh(io::TriangleMesh mesh, const Frame& frame_in)
 }
 
 namespace {
-// Where the staged arrays lie in one buffer: float vertices, corner indices, then (8-byte
-// aligned) the cumulative areas.
-struct StagedMesh {
-  Vec4* vertices;
-  std::uint32_t* corners;
-  double* areas;
-  std::size_t bytes;
+// Where a mesh's device arrays lie in its block (byte offsets, each DeviceArena-aligned): float
+// vertices, corner indices, cumulative areas, then the soup's corners. The pinned staging buffer
+// holds the first three at the same offsets, so that one copy uploads them.
+struct MeshLayout {
+  std::size_t vertices = 0, corners, areas, soup, bytes;
+  MeshLayout(std::size_t nv, std::size_t nc) {
+    corners = vertices + DeviceArena::bytes_for<Vec4>(nv);
+    areas = corners + DeviceArena::bytes_for<std::uint32_t>(nc);
+    soup = areas + DeviceArena::bytes_for<double>(nc / 3);
+    bytes = soup + DeviceArena::bytes_for<Vec4>(nc);
+  }
 };
-StagedMesh staged_layout(std::byte* base, std::size_t vertices, std::size_t corners) {
-  const std::size_t areas_at =
-      (vertices * sizeof(Vec4) + corners * sizeof(std::uint32_t) + 7) / 8 * 8;
-  return {reinterpret_cast<Vec4*>(base),
-          reinterpret_cast<std::uint32_t*>(base + vertices * sizeof(Vec4)),
-          reinterpret_cast<double*>(base + areas_at), areas_at + corners / 3 * sizeof(double)};
-}
 }  // namespace
 
 void PreparedMesh::stage() {
   const std::size_t nv = host.vertices.size(), nc = 3 * host.triangles.size();
-  staging_.reserve(staged_layout(nullptr, nv, nc).bytes);
-  const StagedMesh s = staged_layout(staging_.data(), nv, nc);
-  std::transform(host.vertices.begin(), host.vertices.end(), s.vertices,
+  const MeshLayout layout(nv, nc);
+  staging_.reserve(layout.soup);
+  std::byte* base = staging_.data();
+  std::transform(host.vertices.begin(), host.vertices.end(), reinterpret_cast<Vec4*>(base),
                  [&](const std::array<double, 3>& v) { return frame.local(v); });
+  auto* corners = reinterpret_cast<std::uint32_t*>(base + layout.corners);
   for (std::size_t t = 0; t < nc / 3; ++t)
-    std::copy(host.triangles[t].begin(), host.triangles[t].end(), s.corners + 3 * t);
-  std::copy(cumulative_area.begin(), cumulative_area.end(), s.areas);
+    std::copy(host.triangles[t].begin(), host.triangles[t].end(), corners + 3 * t);
+  std::copy(cumulative_area.begin(), cumulative_area.end(),
+            reinterpret_cast<double*>(base + layout.areas));
+}
+
+std::size_t PreparedMesh::device_bytes() const {
+  return MeshLayout(host.vertices.size(), 3 * host.triangles.size()).bytes;
+}
+
+void PreparedMesh::upload(DeviceArena& arena) {
+  const std::size_t nv = host.vertices.size(), nc = 3 * host.triangles.size();
+  const MeshLayout layout(nv, nc);
+  std::byte* block = arena.take_bytes(layout.bytes);
+  apron::copy(staging_.data(), staging_.data() + layout.soup, device_iterator(block));
+  vertices = {reinterpret_cast<const Vec4*>(block + layout.vertices), nv};
+  device_cumulative_area = {reinterpret_cast<const double*>(block + layout.areas), nc / 3};
+  soup =
+      gather_corners(vertices, {reinterpret_cast<const std::uint32_t*>(block + layout.corners), nc},
+                     {reinterpret_cast<Vec4*>(block + layout.soup), nc});
 }
 
 void PreparedMesh::upload() {
-  const std::size_t nv = host.vertices.size(), nc = 3 * host.triangles.size();
-  const StagedMesh s = staged_layout(staging_.data(), nv, nc);
-  vertices.resize(nv);
-  corner_vertex_.resize(nc);
-  device_cumulative_area.resize(nc / 3);
-  apron::copy(s.vertices, s.vertices + nv, vertices.begin());
-  apron::copy(s.corners, s.corners + nc, corner_vertex_.begin());
-  apron::copy(s.areas, s.areas + nc / 3, device_cumulative_area.begin());
-  gather_corners(vertices, corner_vertex_, soup);
+  own_.reset(device_bytes());
+  upload(own_);
 }
 
 GridGeometry PreparedMesh::grid_geometry(double cell_factor) const {

@@ -45,23 +45,28 @@ struct PreparedMesh {
   double area = 0;        // in local units (of the float32 corners): frame.scale^2 world units
   double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};  // of the float32 local coordinates
   std::vector<double> cumulative_area;          // inclusive prefix sum, sequential float64
+  // The device copies (after upload()): views of one block of device memory.
   TriangleSoup soup;
-  DeviceVector<Vec4> vertices;
-  DeviceVector<double> device_cumulative_area;
+  DeviceSpan<const Vec4> vertices;
+  DeviceSpan<const double> device_cumulative_area;
 
   // Host-side quantities, in `frame` (the identity by default).
   explicit PreparedMesh(io::TriangleMesh mesh, const Frame& frame = {});
   double world_area() const { return area * frame.scale * frame.scale; }
   Vec3 local_vertex(std::size_t v) const { return xyz(frame.local(host.vertices[v])); }
   // The device copies: float vertices, corner indices and cumulative areas go over from pinned
-  // staging (the smallest form of the mesh); the soup is gathered on the device.
+  // staging in one transfer (the smallest form of the mesh); the soup is gathered on the device.
+  // They take the next device_bytes() of `arena` (the caller's: valid until its next reset), or
+  // of the mesh's own.
+  std::size_t device_bytes() const;
+  void upload(DeviceArena& arena);
   void upload();
   GridGeometry grid_geometry(double cell_factor) const;
 
  private:
   void stage();
-  PinnedBuffer staging_;  // float vertices, then corner indices, then cumulative areas
-  DeviceVector<std::uint32_t> corner_vertex_;
+  PinnedBuffer staging_;  // the device block's layout, up to the soup (which is gathered there)
+  DeviceArena own_;       // for upload() without an arena
 };
 
 }  // namespace apron::meshdist

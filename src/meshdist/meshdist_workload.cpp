@@ -140,6 +140,33 @@ std::uint64_t MeshDistance::area_sample_count(const PreparedMesh& mesh) const {
   return static_cast<std::uint64_t>(md.area_samples);
 }
 
+// Samples [first, last) of the source's on this rank.
+std::pair<std::uint64_t, std::uint64_t> MeshDistance::local_samples(
+    const PreparedMesh& source) const {
+  const std::uint64_t vertices = md_.sample_vertices ? source.host.vertices.size() : 0;
+  return rank_range(vertices + area_sample_count(source), ranks_.rank, ranks_.size);
+}
+
+// Both meshes and the per-sample arrays in one arena: its size is known from the meshes and the
+// sampling, so the first analysis allocates it once and later ones reuse it.
+void MeshDistance::upload() {
+  std::size_t n = 0;  // this rank's samples in the larger direction measured
+  auto room_for = [&](const PreparedMesh& source) {
+    const auto [first, last] = local_samples(source);
+    n = std::max(n, static_cast<std::size_t>(last - first));
+  };
+  if (md_.directions != "b_to_a") room_for(*a_);
+  if (md_.directions != "a_to_b") room_for(*b_);
+  arena_.reset(a_->device_bytes() + b_->device_bytes() + DeviceArena::bytes_for<Vec4>(n) +
+               DeviceArena::bytes_for<float>(n) + DeviceArena::bytes_for<int>(n));
+  a_->upload(arena_);
+  b_->upload(arena_);
+  samples_ = arena_.take<Vec4>(n);
+  distance_ = arena_.take<float>(n);
+  triangle_ = arena_.take<int>(n);
+  if (md_.search == "grid") order_.reserve(n);
+}
+
 DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
                                       PreparedMesh& target) {
   const auto& md = md_;
@@ -150,27 +177,29 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
   r.area_samples = area_sample_count(source);
   r.samples = r.vertex_samples + r.area_samples;
   const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
+  const auto n = static_cast<std::size_t>(last - first);
+  const DeviceSpan<Vec4> samples = samples_.first(n);
   {
     auto t = timers_.scope("sample");
-    const DeviceVector<Vec4> no_vertices;  // empty: area samples only
-    make_samples(md.sample_vertices ? source.vertices : no_vertices, source.soup,
-                 source.device_cumulative_area, md.seed, first, last - first, samples_);
+    make_samples(md.sample_vertices ? source.vertices : DeviceSpan<const Vec4>{}, source.soup,
+                 source.device_cumulative_area, md.seed, first, samples);
   }
   if (md.search == "grid") {
+    TriangleGrid& grid = grids_[&target == a_.get() ? 0 : 1];
     {
       auto t = timers_.scope("grid");
       r.grid = target.grid_geometry(md.cell_factor);
-      grid_.build(target.soup, r.grid);
-      r.grid_pairs = grid_.pairs();
+      grid.build(target.soup, r.grid);
+      r.grid_pairs = grid.pairs();
     }
     auto t = timers_.scope("search");
-    grid_.nearest(target.soup, samples_, distance_, triangle_);
+    grid.nearest(target.soup, samples, distance_.first(n), triangle_.first(n), order_);
   } else {
     auto t = timers_.scope("search");
-    nearest_brute_force(target.soup, samples_, distance_, triangle_);
+    nearest_brute_force(target.soup, samples, distance_.first(n), triangle_.first(n));
   }
   auto t = timers_.scope("reduce");
-  const DistanceStats local = reduce_distances(distance_, first);
+  const DistanceStats local = reduce_distances(distance_.first(n), first);
   double sums[2] = {local.sum, local.sum_squares};
   global_sum(ranks_.comm, sums);
   // A NaN distance reaches the global sum on every rank alike (the maximum would hide it).
@@ -194,7 +223,8 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
 void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
                                  const PreparedMesh& target) {
   const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
-  const std::vector<float> local = to_host(distance_);
+  const std::vector<float> local = copy_to_host(
+      DeviceSpan<const float>(distance_.first(static_cast<std::size_t>(last - first))));
 
   // Bins from the frame's distances: the same counts for a pair at any scale.
   const int bins = md_.histogram_bins;
@@ -216,8 +246,8 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   double where[7] = {0, 0, 0, 0, 0, 0, -1};
   if (ranks_.rank == owner && r.samples > 0) {
     const std::size_t i = r.argmax - first;
-    const Vec4 p = samples_[i];
-    const int tri = triangle_[i];
+    const Vec4 p = copy_to_host(DeviceSpan<const Vec4>(samples_.data() + i, 1))[0];
+    const int tri = copy_to_host(DeviceSpan<const int>(triangle_.data() + i, 1))[0];
     const auto& t = target.host.triangles[tri];
     auto corner = [&](int k) { return target.local_vertex(t[k]); };  // the device's corners
     const auto q = frame_.world(closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2)));
@@ -251,8 +281,7 @@ void MeshDistance::advance() {
     const double start = wall_seconds();
     {
       auto t = timers_.scope("upload");
-      a_->upload();
-      b_->upload();
+      upload();
     }
     double seconds = wall_seconds() - start;
     results_.clear();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/case_config.hpp"
@@ -72,6 +73,8 @@ class MeshDistance final : public Workload {
   void finish_result(DirectionResult& r, const PreparedMesh& source, const PreparedMesh& target);
   void check_sample_memory() const;
   std::uint64_t area_sample_count(const PreparedMesh& mesh) const;
+  std::pair<std::uint64_t, std::uint64_t> local_samples(const PreparedMesh& source) const;
+  void upload();
   void print_table() const;
   void write_vertex_errors() const;
 
@@ -85,11 +88,18 @@ class MeshDistance final : public Workload {
   long step_ = 0;
   std::vector<DirectionResult> results_;
   std::vector<double> analysis_seconds_;  // per repetition, everything after parsing
+  // The analysis' device arrays, sized from the meshes in one pass: both meshes' arrays and
+  // room for the most samples this rank measures in one direction (one allocation, in the first
+  // analysis; none after).
+  DeviceArena arena_;
   // This rank's samples of the direction being measured (kept to find the argmax's closest point).
-  DeviceVector<Vec4> samples_;
-  DeviceVector<float> distance_;
-  DeviceVector<int> triangle_;
-  TriangleGrid grid_;
+  DeviceSpan<Vec4> samples_;
+  DeviceSpan<float> distance_;
+  DeviceSpan<int> triangle_;
+  // The grid over each target mesh (a, b): each keeps its size from one analysis to the next;
+  // the search order of the samples, sized with the arena for both directions.
+  std::array<TriangleGrid, 2> grids_;
+  SampleOrder order_;
 };
 
 // The workload's entry in the registry (src/workloads.cpp).
