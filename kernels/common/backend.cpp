@@ -38,7 +38,10 @@ void device_free(char* p) {
 }
 #else
 char* device_allocate(std::size_t bytes) {
-  return thrust::raw_pointer_cast(thrust::malloc<char>(thrust::device, bytes));
+  // The OpenMP system's malloc returns null when memory runs out; CUDA's throws bad_alloc.
+  char* block = thrust::raw_pointer_cast(thrust::malloc<char>(thrust::device, bytes));
+  if (!block && bytes > 0) throw std::bad_alloc();
+  return block;
 }
 
 void device_free(char* p) {
