@@ -525,26 +525,27 @@ struct PendingCheckpoint::Writing {
       const std::uint64_t end = p.offset + p.bytes;
       const std::uint64_t first_block = std::min(end, (p.offset + kBlock - 1) / kBlock * kBlock);
       const std::uint64_t last_block = std::max(first_block, end / kBlock * kBlock);
-      if (int error = write_all(buffered, data, first_block - p.offset, p.offset)) return error;
+      if (int status = write_all(buffered, data, first_block - p.offset, p.offset)) return status;
       const char* blocks = data + (first_block - p.offset);
-      if (int error = write_blocks(blocks, last_block - first_block, first_block)) return error;
+      if (int status = write_blocks(blocks, last_block - first_block, first_block)) return status;
       return write_all(buffered, data + (last_block - p.offset), end - last_block, last_block);
     }
 
-    int write_blocks(const char* data, std::size_t bytes, std::uint64_t offset) {
-      for (std::size_t done = 0; direct >= 0 && done < bytes;) {
-        const std::size_t n = std::min(kBounce, bytes - done);
-        std::memcpy(bounce.get(), data + done, n);
-        const int error = write_all(direct, bounce.get(), n, offset + done);
-        if (error == EINVAL || error == EOPNOTSUPP) {  // opened, but direct writes refused
+    // (Names unlike Writing's fields: clang's -Wshadow counts them as shadowed here.)
+    int write_blocks(const char* data, std::size_t count, std::uint64_t offset) {
+      for (std::size_t written = 0; direct >= 0 && written < count;) {
+        const std::size_t n = std::min(kBounce, count - written);
+        std::memcpy(bounce.get(), data + written, n);
+        const int status = write_all(direct, bounce.get(), n, offset + written);
+        if (status == EINVAL || status == EOPNOTSUPP) {  // opened, but direct writes refused
           ::close(direct);
           direct = -1;
-          return write_all(buffered, data + done, bytes - done, offset + done);
+          return write_all(buffered, data + written, count - written, offset + written);
         }
-        if (error != 0) return error;
-        done += n;
+        if (status != 0) return status;
+        written += n;
       }
-      return direct >= 0 ? 0 : write_all(buffered, data, bytes, offset);
+      return direct >= 0 ? 0 : write_all(buffered, data, count, offset);
     }
 
     // Returns 0 or an errno (EIO for a write that makes no progress).
