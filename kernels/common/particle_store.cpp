@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/common/algorithms.hpp"
+#include "kernels/common/primitives.hpp"
 #include "kernels/common/vec.hpp"
 
 namespace apron {
@@ -15,12 +16,6 @@ struct HoleAt {
   const std::uint32_t* slots;
   std::size_t kept;
   APRON_HD bool operator()(std::uint32_t k) const { return slots[k] < kept; }
-};
-
-// Slot kept + k survives the erasure (it moves into a hole).
-struct Survives {
-  const std::uint8_t* survives;
-  APRON_HD bool operator()(std::uint32_t k) const { return survives[k] != 0; }
 };
 
 // From the positions the selections found to slots: holes[k] indexes the erased slots, movers[k]
@@ -169,11 +164,9 @@ void ParticleStore::erase(const IndexVector& slots) {
   apron::fill(tail_survives_.begin(), tail_survives_.end(), std::uint8_t{1});
   for_each_index(removed, MarkErasedTail{raw(slots), kept, raw(tail_survives_)});
   holes_.resize(removed);
-  movers_.resize(removed);
   const std::size_t holes = copy_indices_if(removed, raw(holes_), HoleAt{raw(slots), kept});
-  copy_indices_if(removed, raw(movers_), Survives{raw(tail_survives_)});
+  select_indices(tail_survives_, removed, movers_);  // as many as there are holes
   holes_.resize(holes);
-  movers_.resize(holes);
   for_each_index(holes, IndexToSlot{raw(slots), kept, raw(holes_), raw(movers_)});
   for (auto& f : fields_) f->move(movers_, holes_);
   resize(kept);
