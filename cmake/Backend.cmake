@@ -4,7 +4,12 @@
 add_library(apron_backend INTERFACE)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
-if(APRON_BACKEND STREQUAL "cuda")
+# The CUDA toolchain, for the cuda backend and for the kokkos backend on Kokkos' Cuda space: nvcc
+# for the device sources (sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise), the toolkit's
+# CCCL (CUB) and runtime, NCCL when present. APRON_DEVICE_CUDA tells the code that device memory
+# is a CUDA GPU's (device selection, pinned staging, CUB, hand-tuned kernels). A macro, not a
+# function: enable_language() must run at file scope.
+macro(apron_enable_cuda)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
@@ -20,7 +25,7 @@ if(APRON_BACKEND STREQUAL "cuda")
   find_path(APRON_CCCL_INCLUDE thrust/version.h
     PATHS ${CUDAToolkit_INCLUDE_DIRS}/cccl ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH REQUIRED)
   target_include_directories(apron_backend SYSTEM BEFORE INTERFACE ${APRON_CCCL_INCLUDE})
-  target_compile_definitions(apron_backend INTERFACE APRON_BACKEND_CUDA=1)
+  target_compile_definitions(apron_backend INTERFACE APRON_DEVICE_CUDA=1)
   target_compile_options(apron_backend INTERFACE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr>)
   target_link_libraries(apron_backend INTERFACE CUDA::cudart)
@@ -33,6 +38,13 @@ if(APRON_BACKEND STREQUAL "cuda")
     target_include_directories(apron_backend SYSTEM INTERFACE ${APRON_NCCL_INCLUDE})
     target_link_libraries(apron_backend INTERFACE ${APRON_NCCL_LIBRARY})
   endif()
+  set(APRON_CUDA_LANGUAGE ON)
+endmacro()
+
+set(APRON_CUDA_LANGUAGE OFF)
+if(APRON_BACKEND STREQUAL "cuda")
+  apron_enable_cuda()
+  target_compile_definitions(apron_backend INTERFACE APRON_BACKEND_CUDA=1)
 elseif(APRON_BACKEND STREQUAL "omp")
   # CCCL headers: from the CUDA toolkit when present, else from Debian's libthrust-dev.
   find_path(APRON_THRUST_INCLUDE thrust/version.h
@@ -49,8 +61,9 @@ elseif(APRON_BACKEND STREQUAL "kokkos")
   # CUDA language like the cuda backend.
   include(${CMAKE_CURRENT_LIST_DIR}/Kokkos.cmake)
   if(APRON_KOKKOS_CUDA)
-    message(FATAL_ERROR "apron: the kokkos backend on Kokkos' Cuda space is not wired up yet "
-      "(issue 18); configure APRON_BACKEND=kokkos with APRON_KOKKOS_CUDA=OFF")
+    # Kokkos' Cuda space wants every source that includes Kokkos compiled as CUDA: those are the
+    # device sources, as in the cuda backend (apron_device_sources below).
+    apron_enable_cuda()
   endif()
   apron_find_kokkos()
   message(STATUS "apron: Kokkos backend")
@@ -62,7 +75,7 @@ endif()
 target_link_libraries(apron_backend INTERFACE OpenMP::OpenMP_CXX)
 
 function(apron_device_sources)
-  if(APRON_BACKEND STREQUAL "cuda")
+  if(APRON_CUDA_LANGUAGE)
     set_source_files_properties(${ARGN} PROPERTIES LANGUAGE CUDA)
   endif()
 endfunction()

@@ -120,7 +120,7 @@ function(apron_find_kokkos)
     get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
     if(NOT "CUDA" IN_LIST languages)
       message(FATAL_ERROR "apron: APRON_KOKKOS_CUDA needs the CUDA language enabled before "
-        "apron_find_kokkos(): include cmake/Backend.cmake with APRON_BACKEND=cuda first")
+        "apron_find_kokkos(): call apron_enable_cuda() (cmake/Backend.cmake) first")
     endif()
   else()
     set(Kokkos_ENABLE_CUDA OFF CACHE BOOL "Kokkos Cuda execution space (APRON_KOKKOS_CUDA)" FORCE)

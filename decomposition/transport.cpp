@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
 #include <cuda_runtime.h>
 #endif
 #if defined(APRON_HAVE_NCCL)
@@ -19,7 +19,7 @@
 namespace apron {
 namespace {
 
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
@@ -112,7 +112,7 @@ void Transport::connect(const std::vector<int>& peers) {
 
 const char* Transport::name() const {
   if (nccl_) return "nccl";
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   return "mpi-pinned-host-staging";
 #else
   return "mpi-host";
@@ -205,13 +205,13 @@ void Transport::sum_in_place(float* values, std::size_t count) {
   }
 #endif
   float* host = values;
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   pinned_send_.reserve(count * sizeof(float));
   host = reinterpret_cast<float*>(pinned_send_.data());
   check(cudaMemcpy(host, values, count * sizeof(float), cudaMemcpyDeviceToHost), "stage sum");
 #endif
   MPI_Allreduce(MPI_IN_PLACE, host, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_);
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   check(cudaMemcpy(values, host, count * sizeof(float), cudaMemcpyHostToDevice), "stage sum");
 #endif
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -225,7 +225,7 @@ void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& se
   const std::size_t npeers = peers.size();
   const std::byte* send_host = raw(send);
   std::byte* recv_host = raw(recv);
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   const std::size_t send_total = send_offsets[npeers], recv_total = recv_offsets[npeers];
   // Pinned staging makes these copies run at full PCIe/NVLink-C2C speed.
   pinned_send_.reserve(send_total);
@@ -253,7 +253,7 @@ void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& se
     }
   }
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   if (recv_total)
     check(cudaMemcpy(raw(recv), pinned_recv_.data(), recv_total, cudaMemcpyHostToDevice),
           "stage receive");

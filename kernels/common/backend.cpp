@@ -8,7 +8,6 @@
 
 #if defined(APRON_BACKEND_KOKKOS)
 #include <cstdlib>
-#include <mutex>
 #else
 #include <thrust/memory.h>
 #include <thrust/version.h>
@@ -58,7 +57,14 @@ void ensure_kokkos() {
   std::call_once(once, [] {
     if (Kokkos::is_initialized() || Kokkos::is_finalized()) return;
     // Without Kokkos' advice on OMP_PROC_BIND, which would go to every rank's stderr.
-    Kokkos::initialize(Kokkos::InitializationSettings().set_disable_warnings(true));
+    auto settings = Kokkos::InitializationSettings().set_disable_warnings(true);
+#if defined(APRON_DEVICE_CUDA)
+    // The GPU the runtime chose for this rank (runtime.cpp: local rank modulo the GPUs), not
+    // Kokkos' own choice.
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess) settings.set_device_id(device);
+#endif
+    Kokkos::initialize(settings);
     std::atexit([] {
       if (Kokkos::is_initialized()) {
         scratch_allocator().release_all();
@@ -145,7 +151,7 @@ PinnedBuffer::~PinnedBuffer() {
 }
 
 void PinnedBuffer::release() {
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   if (data_) cudaFreeHost(data_);
 #else
   delete[] data_;
@@ -158,7 +164,7 @@ void PinnedBuffer::reserve(std::size_t bytes) {
   if (bytes <= size_) return;
   release();
   const std::size_t size = bytes + bytes / 4;  // room to grow without a new allocation each time
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   if (cudaMallocHost(reinterpret_cast<void**>(&data_), size) != cudaSuccess)
     throw std::runtime_error("cudaMallocHost of " + std::to_string(size) + " bytes failed");
 #else
@@ -177,6 +183,8 @@ void check_launch(const char* what) {
 
 void device_synchronize() {
 #if defined(APRON_BACKEND_KOKKOS)
+  // On the Cuda space a global fence is a device synchronisation: it also waits for the CUB
+  // calls and hand-tuned kernels, which run on the legacy default stream.
   if (Kokkos::is_initialized()) Kokkos::fence();
 #elif defined(APRON_BACKEND_CUDA)
   // Not checked here (the phase timers call this from a destructor): a kernel fault is sticky,

@@ -13,6 +13,12 @@
 
 #include "kernels/common/hd.hpp"
 
+namespace apron {
+// Threads per block of for_each_index's GPU kernels (their launch bounds, in every backend) and
+// of the hand-tuned CUDA kernels.
+inline constexpr int kBlockThreads = 256;
+}  // namespace apron
+
 #if defined(APRON_BACKEND_KOKKOS)
 #include "kernels/common/backend/kokkos.hpp"
 #else
@@ -108,10 +114,6 @@ template <class T>
 std::vector<T> to_host(const DeviceVector<T>& v) {
   return to_host(v, v.size());
 }
-
-// Threads per block of for_each_index's GPU kernels (their launch bounds) and of the hand-tuned
-// CUDA kernels.
-inline constexpr int kBlockThreads = 256;
 
 #if defined(__CUDACC__)
 template <class F>

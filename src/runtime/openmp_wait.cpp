@@ -7,7 +7,7 @@
 namespace apron {
 
 void default_openmp_waiting([[maybe_unused]] char** argv) {
-#if !defined(APRON_BACKEND_CUDA)
+#if !defined(APRON_DEVICE_CUDA)
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   // The marker tells the restarted process (and `apron info`) that the value is apron's.
   setenv("GOMP_SPINCOUNT", kDefaultSpinCount, 1);
@@ -20,7 +20,7 @@ void default_openmp_waiting([[maybe_unused]] char** argv) {
 }
 
 const char* openmp_waiting_source() {
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   return "not used (CUDA backend)";
 #else
   if (std::getenv("APRON_DEFAULT_SPINCOUNT") && std::getenv("GOMP_SPINCOUNT"))

@@ -13,7 +13,7 @@
 
 #include "kernels/common/backend.hpp"
 
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
 #include <cuda_runtime.h>
 #endif
 
@@ -46,7 +46,7 @@ RankInfo RankInfo::world() {
   return r;
 }
 
-#if !defined(APRON_BACKEND_CUDA)
+#if !defined(APRON_DEVICE_CUDA)
 namespace {
 std::size_t host_available_bytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -65,7 +65,7 @@ DeviceInfo DeviceInfo::select(const RankInfo& ranks) {
   DeviceInfo d;
   d.backend = backend_name();
   d.threads = omp_get_max_threads();
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   if (cudaGetDeviceCount(&d.count) != cudaSuccess || d.count == 0)
     throw std::runtime_error(
         "no CUDA device found (this is the CUDA build; use the omp build "
@@ -149,7 +149,7 @@ std::string out_of_memory_message(const std::string& what) {
   std::string text = "out of memory (" + what + ")";
   if (const std::string phase = failed_phase(); !phase.empty()) text += " in phase '" + phase + "'";
   char figures[200] = "";
-#if defined(APRON_BACKEND_CUDA)
+#if defined(APRON_DEVICE_CUDA)
   std::size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
     std::snprintf(figures, sizeof figures, "; %.3g of the GPU's %.3g GB are free", free_bytes / 1e9,
