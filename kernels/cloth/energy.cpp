@@ -242,7 +242,7 @@ double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
   const std::vector<std::uint32_t> whole{0, static_cast<std::uint32_t>(n)};
   const DeviceVector<std::uint32_t> segment(whole.begin(), whole.end());
   segmented_reduce(per_vertex, segment, 1, Reduction::sum, total);
-  return total[0];
+  return read_element(total, 0);
 }
 
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,

@@ -115,6 +115,20 @@ std::vector<T> to_host(const DeviceVector<T>& v) {
   return to_host(v, v.size());
 }
 
+// One element of a device array, read or written from the host: a copy each, for the odd value
+// (a count, a sentinel), never in a loop. Indexing a DeviceVector on the host compiles only where
+// device memory is host memory (the kokkos backend on a host space).
+template <class T>
+T read_element(const DeviceVector<T>& v, std::size_t i) {
+  T value;
+  detail::copy_to_host(raw(v) + i, 1, &value);
+  return value;
+}
+template <class T>
+void write_element(DeviceVector<T>& v, std::size_t i, const T& value) {
+  detail::copy_to_device(&value, 1, raw(v) + i);
+}
+
 #if defined(__CUDACC__)
 template <class F>
 __global__ void __launch_bounds__(kBlockThreads) for_each_index_kernel(std::size_t n, F f) {

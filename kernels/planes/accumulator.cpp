@@ -218,7 +218,7 @@ void Accumulator::vote_sorted(std::size_t n, const BallLayout& b) {
   const std::size_t runs =
       run_length_encode(vote_cell_, total, unique_cells_, run_count_, run_start_);
   run_start_.resize(runs + 1);
-  run_start_[runs] = static_cast<std::uint32_t>(total);
+  write_element(run_start_, runs, static_cast<std::uint32_t>(total));
   segmented_reduce(sorted_value_, run_start_, runs, Reduction::sum, run_sum_);
   for_each_index(runs, ScatterSums{raw(unique_cells_), raw(run_sum_), raw(votes)});
 }

@@ -369,7 +369,7 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   inclusive_scan(head_, m, segment_);
   const std::size_t nodes = select_indices_if(m, IsHead{raw(head_)}, starts_);
   starts_.resize(nodes + 1);
-  starts_[nodes] = static_cast<std::uint32_t>(m);
+  write_element(starts_, nodes, static_cast<std::uint32_t>(m));
 
   if (level < params.first_level) {  // untested: only the node sizes matter
     untested_level(m, nodes, params);

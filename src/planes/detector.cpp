@@ -563,7 +563,7 @@ void PlaneDetector::extents_by_sort(std::size_t planes, std::vector<double>& mos
   const std::size_t runs =
       n ? run_length_encode(label_keys_, n, run_label_, run_count_, run_start_) : 0;
   run_start_.resize(runs + 1);
-  if (runs > 0) run_start_[runs] = static_cast<std::uint32_t>(n);
+  if (runs > 0) write_element(run_start_, runs, static_cast<std::uint32_t>(n));
   std::vector<std::uint32_t> run_label(runs);
   apron::copy(run_label_.begin(), run_label_.begin() + runs, run_label.begin());
   for (int k = 0; k < 4; ++k) {

@@ -90,7 +90,9 @@ class DevicePointer {
 
   T* get() const { return p_; }
   reference operator*() const {
-    static_assert(kDeviceMemoryIsHost, "device memory read from the host: use apron::copy");
+    // Dependent on T, so that it fires where a host read is instantiated, not in every file.
+    static_assert(kDeviceMemoryIsHost || sizeof(T) == 0,
+                  "device memory read from the host: use apron::copy");
     return *p_;
   }
   reference operator[](difference_type k) const { return *(*this + k); }
