@@ -287,8 +287,9 @@ TEST(MeshDistance, SamplesDependOnlyOnTheirGlobalIndex) {
   const std::size_t nv = m.host.vertices.size();
   make_samples(m.vertices, m.soup, m.device_cumulative_area, 9, 0, nv + 1000, all);
   make_samples(m.vertices, m.soup, m.device_cumulative_area, 9, 500, nv + 200, part);
+  const std::vector<Vec4> part_host = to_host(part), all_host = to_host(all);
   for (std::size_t i = 0; i < part.size(); ++i) {
-    const Vec4 p = part[i], q = all[500 + i];
+    const Vec4 p = part_host[i], q = all_host[500 + i];
     ASSERT_EQ(p.x, q.x);
     ASSERT_EQ(p.y, q.y);
     ASSERT_EQ(p.z, q.z);
