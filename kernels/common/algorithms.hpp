@@ -2,7 +2,8 @@
 // scatters, reductions over an index range, scans and selection (ARCHITECTURE.md: "never a raw
 // thrust:: call in workload code"). Thrust implements them for the cuda and omp backends (this
 // header), Kokkos for the kokkos backend (kernels/common/backend/kokkos_algorithms.hpp, the same
-// functions with the same contracts). The heavier primitives built on them (radix sort,
+// functions with the same contracts), except that on Kokkos' Cuda space the reductions, scans and
+// selection are Thrust's (CUB's) here too. The heavier primitives built on them (radix sort,
 // compaction, run lengths, segmented reductions) are in kernels/common/primitives.hpp.
 //
 // Ranges are given as iterators of DeviceVector (begin() + k) or of host containers; copy() tells
@@ -18,11 +19,15 @@
 #include <thrust/copy.h>
 #include <thrust/fill.h>
 #include <thrust/gather.h>
+#include <thrust/scatter.h>
+#include <thrust/sequence.h>
+#endif
+#if APRON_THRUST_ALGORITHMS
+#include <thrust/copy.h>
+#include <thrust/device_ptr.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 #include <thrust/scan.h>
-#include <thrust/scatter.h>
-#include <thrust/sequence.h>
 #include <thrust/transform_reduce.h>
 #endif
 
@@ -54,12 +59,6 @@ struct Minimum {
 #include "kernels/common/backend/kokkos_algorithms.hpp"
 #else
 namespace apron {
-
-namespace detail {
-struct NonZero {
-  APRON_HD bool operator()(std::uint8_t f) const { return f != 0; }
-};
-}  // namespace detail
 
 // A device pointer as an iterator that copy(), gather() and scatter() take for device memory
 // (arrays that are not a DeviceVector: views, byte buffers).
@@ -97,6 +96,22 @@ template <class InIt, class MapIt, class OutIt>
 void scatter(InIt first, InIt last, MapIt map, OutIt out) {
   thrust::scatter(policy(), first, last, map, out);
 }
+
+}  // namespace apron
+#endif  // APRON_BACKEND_KOKKOS
+
+// Reductions, scans and selection: Thrust (CUB on the GPU) wherever Thrust runs, which includes
+// the kokkos backend on Kokkos' Cuda space. There CUB's single-pass scans and selection beat
+// Kokkos' parallel_scan (bench/NOTES.md, "Kokkos on the Cuda space"); they run on CUDA's legacy
+// default stream, which is ordered with Kokkos' own (blocking) stream.
+#if APRON_THRUST_ALGORITHMS
+namespace apron {
+
+namespace detail {
+struct NonZero {
+  APRON_HD bool operator()(std::uint8_t f) const { return f != 0; }
+};
+}  // namespace detail
 
 // op over f(0), ..., f(n-1), where init is op's identity (the empty range's result): sums and
 // extremes of per-element values without writing them to memory. Waits for the device.

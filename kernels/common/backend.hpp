@@ -24,9 +24,16 @@ inline constexpr int kBlockThreads = 256;
 #else
 #include <thrust/copy.h>
 #include <thrust/device_vector.h>
-#include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
+#endif
+// Thrust's algorithms run on the cuda and omp backends, and on the kokkos backend on Kokkos' Cuda
+// space for what CUB does best (kernels/common/algorithms.hpp says which).
+#if !defined(APRON_BACKEND_KOKKOS) || defined(APRON_DEVICE_CUDA)
+#define APRON_THRUST_ALGORITHMS 1
+#include <thrust/execution_policy.h>
+#else
+#define APRON_THRUST_ALGORITHMS 0
 #endif
 
 namespace apron {
@@ -89,7 +96,7 @@ void upload(DeviceVector<T>& dst, const std::vector<T>& src) {
   detail::copy_to_device(src.data(), src.size(), raw(dst));
 }
 
-#if !defined(APRON_BACKEND_KOKKOS)
+#if APRON_THRUST_ALGORITHMS
 // Execution policy for Thrust algorithms: the device system with the caching allocator. On the
 // GPU without a stream synchronisation after each algorithm: all work goes to the default stream
 // in order, and the algorithms that return a value to the host (reductions, copy_if's count)
@@ -101,7 +108,7 @@ inline auto policy() {
   return thrust::device(scratch_allocator());
 #endif
 }
-#endif  // !APRON_BACKEND_KOKKOS
+#endif  // APRON_THRUST_ALGORITHMS
 
 // The first n values of a device array (all of them by default), copied to the host.
 template <class T>

@@ -31,6 +31,85 @@ auto address(It it) {
   return std::to_address(it);
 }
 
+template <class T>
+struct Sequence {
+  T* out;
+  T start;
+  APRON_HD void operator()(std::size_t i) const { out[i] = static_cast<T>(start + i); }
+};
+template <class MapPtr, class SrcPtr, class OutPtr>
+struct Gather {
+  MapPtr map;
+  SrcPtr src;
+  OutPtr out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = src[map[i]]; }
+};
+template <class InPtr, class MapPtr, class OutPtr>
+struct Scatter {
+  InPtr in;
+  MapPtr map;
+  OutPtr out;
+  APRON_HD void operator()(std::size_t i) const { out[map[i]] = in[i]; }
+};
+}  // namespace detail
+
+template <class T>
+DevicePointer<T> device_iterator(T* p) {
+  return DevicePointer<T>(p);
+}
+
+// [first, last) to out, between any two of host and device; done on return.
+template <class In, class Out>
+Out copy_n(In first, std::size_t n, Out out) {
+  constexpr bool from_device = detail::IsDeviceIterator<In>::value;
+  constexpr bool to_device = detail::IsDeviceIterator<Out>::value;
+  const auto* from = detail::address(first);
+  auto* to = detail::address(out);
+  if constexpr (from_device && to_device)
+    detail::copy_on_device(from, n, to);
+  else if constexpr (from_device)
+    detail::copy_to_host(from, n, to);
+  else if constexpr (to_device)
+    detail::copy_to_device(from, n, to);
+  else
+    std::copy_n(first, n, out);
+  return out + static_cast<std::ptrdiff_t>(n);
+}
+template <class In, class Out>
+Out copy(In first, In last, Out out) {
+  return copy_n(first, static_cast<std::size_t>(last - first), out);
+}
+
+template <class It, class T>
+void fill(It first, It last, const T& value) {
+  using V = typename std::iterator_traits<It>::value_type;
+  for_each_index(static_cast<std::size_t>(last - first), FillWith<V>{first.get(), V(value)});
+}
+template <class It, class T = int>
+void sequence(It first, It last, T start = 0) {
+  using V = typename std::iterator_traits<It>::value_type;
+  for_each_index(static_cast<std::size_t>(last - first),
+                 detail::Sequence<V>{first.get(), static_cast<V>(start)});
+}
+template <class MapIt, class SrcIt, class OutIt>
+void gather(MapIt map_first, MapIt map_last, SrcIt src, OutIt out) {
+  const auto n = static_cast<std::size_t>(map_last - map_first);
+  for_each_index(n, detail::Gather{map_first.get(), src.get(), out.get()});
+}
+template <class InIt, class MapIt, class OutIt>
+void scatter(InIt first, InIt last, MapIt map, OutIt out) {
+  const auto n = static_cast<std::size_t>(last - first);
+  for_each_index(n, detail::Scatter{first.get(), map.get(), out.get()});
+}
+
+}  // namespace apron
+
+// Reductions, scans and selection through Kokkos' parallel_reduce and parallel_scan, where Thrust
+// does not run (kernels/common/algorithms.hpp takes Thrust's on Kokkos' Cuda space).
+#if !APRON_THRUST_ALGORITHMS
+namespace apron {
+
+namespace detail {
 // The identity of a reduction or scan operation for T (the empty range's result).
 template <class T>
 APRON_HD T identity_of(Plus) {
@@ -118,76 +197,7 @@ struct WriteValue {
   APRON_HD void operator()(std::size_t i, std::size_t slot) const { out[slot] = values[i]; }
 };
 
-template <class T>
-struct Sequence {
-  T* out;
-  T start;
-  APRON_HD void operator()(std::size_t i) const { out[i] = static_cast<T>(start + i); }
-};
-template <class MapPtr, class SrcPtr, class OutPtr>
-struct Gather {
-  MapPtr map;
-  SrcPtr src;
-  OutPtr out;
-  APRON_HD void operator()(std::size_t i) const { out[i] = src[map[i]]; }
-};
-template <class InPtr, class MapPtr, class OutPtr>
-struct Scatter {
-  InPtr in;
-  MapPtr map;
-  OutPtr out;
-  APRON_HD void operator()(std::size_t i) const { out[map[i]] = in[i]; }
-};
 }  // namespace detail
-
-template <class T>
-DevicePointer<T> device_iterator(T* p) {
-  return DevicePointer<T>(p);
-}
-
-// [first, last) to out, between any two of host and device; done on return.
-template <class In, class Out>
-Out copy_n(In first, std::size_t n, Out out) {
-  constexpr bool from_device = detail::IsDeviceIterator<In>::value;
-  constexpr bool to_device = detail::IsDeviceIterator<Out>::value;
-  const auto* from = detail::address(first);
-  auto* to = detail::address(out);
-  if constexpr (from_device && to_device)
-    detail::copy_on_device(from, n, to);
-  else if constexpr (from_device)
-    detail::copy_to_host(from, n, to);
-  else if constexpr (to_device)
-    detail::copy_to_device(from, n, to);
-  else
-    std::copy_n(first, n, out);
-  return out + static_cast<std::ptrdiff_t>(n);
-}
-template <class In, class Out>
-Out copy(In first, In last, Out out) {
-  return copy_n(first, static_cast<std::size_t>(last - first), out);
-}
-
-template <class It, class T>
-void fill(It first, It last, const T& value) {
-  using V = typename std::iterator_traits<It>::value_type;
-  for_each_index(static_cast<std::size_t>(last - first), FillWith<V>{first.get(), V(value)});
-}
-template <class It, class T = int>
-void sequence(It first, It last, T start = 0) {
-  using V = typename std::iterator_traits<It>::value_type;
-  for_each_index(static_cast<std::size_t>(last - first),
-                 detail::Sequence<V>{first.get(), static_cast<V>(start)});
-}
-template <class MapIt, class SrcIt, class OutIt>
-void gather(MapIt map_first, MapIt map_last, SrcIt src, OutIt out) {
-  const auto n = static_cast<std::size_t>(map_last - map_first);
-  for_each_index(n, detail::Gather{map_first.get(), src.get(), out.get()});
-}
-template <class InIt, class MapIt, class OutIt>
-void scatter(InIt first, InIt last, MapIt map, OutIt out) {
-  const auto n = static_cast<std::size_t>(last - first);
-  for_each_index(n, detail::Scatter{first.get(), map.get(), out.get()});
-}
 
 template <class T, class F, class Op>
 T transform_reduce(std::size_t n, F f, T init, Op op) {
@@ -229,3 +239,4 @@ std::size_t copy_flagged(const T* values, const std::uint8_t* flags, std::size_t
 }
 
 }  // namespace apron
+#endif  // !APRON_THRUST_ALGORITHMS
