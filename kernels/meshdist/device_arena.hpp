@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstddef>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -53,6 +52,15 @@ std::vector<std::remove_const_t<T>> copy_to_host(DeviceSpan<T> s) {
   return h;
 }
 
+// One element of a device span, read from the host (a copy each, as read_element of a
+// DeviceVector: for the odd value, never in a loop).
+template <class T>
+std::remove_const_t<T> read_element(DeviceSpan<T> s, std::size_t i) {
+  std::remove_const_t<T> value;
+  detail::copy_to_host(s.data() + i, 1, &value);
+  return value;
+}
+
 // One block from the caching allocator, carved front to back into arrays that start on 256-byte
 // boundaries (offsets from the block's start, so a host buffer laid out with the same offsets
 // copies over in one transfer). Nothing is initialised. The block goes back to the caching
@@ -89,9 +97,9 @@ class DeviceArena {
     used_ = 0;
     if (bytes <= capacity_) return;
     release();
+    // A failed allocation throws std::bad_alloc (the caching allocator, in every backend).
     block_ = reinterpret_cast<std::byte*>(
         scratch_allocator().allocate(static_cast<std::ptrdiff_t>(bytes)));
-    if (!block_) throw std::bad_alloc();  // the OpenMP backend's malloc does not throw
     capacity_ = bytes;
   }
 

@@ -176,7 +176,7 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
   r.vertex_samples = md.sample_vertices ? source.host.vertices.size() : 0;
   r.area_samples = area_sample_count(source);
   r.samples = r.vertex_samples + r.area_samples;
-  const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
+  const auto [first, last] = local_samples(source);
   const auto n = static_cast<std::size_t>(last - first);
   const DeviceSpan<Vec4> samples = samples_.first(n);
   {
@@ -222,9 +222,8 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
 // Outside the timed analysis: histogram, the maximum's closest point, the per-vertex errors.
 void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
                                  const PreparedMesh& target) {
-  const auto [first, last] = rank_range(r.samples, ranks_.rank, ranks_.size);
-  const std::vector<float> local = copy_to_host(
-      DeviceSpan<const float>(distance_.first(static_cast<std::size_t>(last - first))));
+  const auto [first, last] = local_samples(source);
+  const std::vector<float> local = copy_to_host(distance_.first(last - first));
 
   // Bins from the frame's distances: the same counts for a pair at any scale.
   const int bins = md_.histogram_bins;
@@ -246,8 +245,8 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
   double where[7] = {0, 0, 0, 0, 0, 0, -1};
   if (ranks_.rank == owner && r.samples > 0) {
     const std::size_t i = r.argmax - first;
-    const Vec4 p = copy_to_host(DeviceSpan<const Vec4>(samples_.data() + i, 1))[0];
-    const int tri = copy_to_host(DeviceSpan<const int>(triangle_.data() + i, 1))[0];
+    const Vec4 p = read_element(samples_, i);
+    const int tri = read_element(triangle_, i);
     const auto& t = target.host.triangles[tri];
     auto corner = [&](int k) { return target.local_vertex(t[k]); };  // the device's corners
     const auto q = frame_.world(closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2)));
