@@ -88,12 +88,20 @@ struct ForwardGradientKernel {
 
 // ---- the adjoint gradient (energy_gradient) ---------------------------------------------------
 
+// Pass 1: the normals, and 1 / |sum| of their unnormalised sums (0 where the sum is 0, whose
+// normal normalized() sets to 0).
 struct NormalsKernel {
   const Vector3<double>* x;
   RingView rings;
   Vector3<double>* normal;
+  double* inverse_length;
   APRON_HD void operator()(std::size_t v) const {
-    normal[v] = vertex_normal(FromArray<double>{x}, rings, static_cast<std::uint32_t>(v));
+    const Vector3<double> sum =
+        max_weighted_sum(FromArray<double>{x}, rings, static_cast<std::uint32_t>(v));
+    const double length = norm(sum);
+    const double inverse = length > 0 ? 1 / length : 0;
+    normal[v] = inverse * sum;
+    inverse_length[v] = inverse;
   }
 };
 
@@ -135,36 +143,39 @@ struct VertexAdjointKernel {
   }
 };
 
-// Pass 3: per k, the normal's adjoint gathered from k's closed ring, pushed back through
-// vertex_normal into k's position slots.
-struct NormalAdjointKernel {
-  const Vector3<double>* x;
+// Pass 3: per k, the adjoint of n_k gathered from k's closed ring (the n slots that name k),
+// then through normalized() to that of k's unnormalised sum: (a - (a . n) n) / |sum|.
+struct NormalSumAdjointKernel {
   RingView rings;
-  const std::uint32_t* twin;
+  const std::uint32_t* twin_slot;
+  const Vector3<double>* normal;
+  const double* inverse_length;
   const Vector3<double>* n_adjoint;
-  Vector3<double>* x_adjoint;
+  Vector3<double>* sum_adjoint;
   APRON_HD void operator()(std::size_t k) const {
     const Ring ring = rings.ring(k);
-    const std::size_t slot = ring.begin + k;
-    Vector3<double> a = n_adjoint[slot];
-    for (std::uint32_t e = ring.begin; e < ring.end; ++e)
-      a += n_adjoint[twin[e] + rings.neighbour(e) + 1];
-    vertex_normal_adjoint(x, rings, static_cast<std::uint32_t>(k), a, x_adjoint + slot);
+    Vector3<double> a = n_adjoint[ring.begin + k];
+    for (std::uint32_t e = ring.begin; e < ring.end; ++e) a += n_adjoint[twin_slot[e]];
+    const Vector3<double> n = normal[k];
+    sum_adjoint[k] = inverse_length[k] * (a - dot(a, n) * n);
   }
 };
 
-// Pass 4: per j, its own slot and the slots its neighbours hold for it.
+// Pass 4: per j, its own x slot, the x slots its neighbours hold for it, and the normals' terms
+// of its ring's triangles (vertex_normals_adjoint_at).
 struct GatherKernel {
+  const Vector3<double>* x;
   RingView rings;
-  const std::uint32_t* twin;
+  const std::uint32_t* twin_slot;
   const Vector3<double>* x_adjoint;
+  const Vector3<double>* sum_adjoint;
   Vector3<double>* gradient;
   APRON_HD void operator()(std::size_t j) const {
     const Ring ring = rings.ring(j);
     Vector3<double> g = x_adjoint[ring.begin + j];
-    for (std::uint32_t e = ring.begin; e < ring.end; ++e)
-      g += x_adjoint[twin[e] + rings.neighbour(e) + 1];
-    gradient[j] = g;
+    for (std::uint32_t e = ring.begin; e < ring.end; ++e) g += x_adjoint[twin_slot[e]];
+    gradient[j] =
+        g + vertex_normals_adjoint_at(x, sum_adjoint, rings, static_cast<std::uint32_t>(j));
   }
 };
 
@@ -203,20 +214,23 @@ EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& ma
     for (std::uint32_t k = offsets[v]; k < offsets[v + 1]; ++k)
       edges.push_back({std::uint64_t{v} << 32 | neighbours[k], k});
   std::sort(edges.begin(), edges.end());
-  std::vector<std::uint32_t> twin(neighbours.size());
+  // Entry (u -> v)'s slot in u's closed-ring layout: its index plus u's place (u + 1).
+  std::vector<std::uint32_t> twin_slot(neighbours.size());
   for (std::size_t v = 0; v + 1 < offsets.size(); ++v)
     for (std::uint32_t k = offsets[v]; k < offsets[v + 1]; ++k) {
       const std::uint64_t key = std::uint64_t{neighbours[k]} << 32 | v;
       const auto it = std::lower_bound(edges.begin(), edges.end(), std::make_pair(key, 0u));
       if (it == edges.end() || it->first != key)
         throw std::logic_error("make_energy_model: ring entry without its reverse");
-      twin[k] = it->second;
+      twin_slot[k] = it->second + neighbours[k] + 1;
     }
   EnergyModel model;
   model.material = material;
-  model.ring_twin = DeviceVector<std::uint32_t>(twin.begin(), twin.end());
+  model.twin_slot = DeviceVector<std::uint32_t>(twin_slot.begin(), twin_slot.end());
   const std::size_t n = mesh.vertices(), slots = neighbours.size() + n;
   model.normal.resize(n);
+  model.normal_inverse_length.resize(n);
+  model.normal_sum_adjoint.resize(n);
   model.x_adjoint.resize(slots);
   model.n_adjoint.resize(slots);
   model.two_ring_offsets = DeviceVector<std::uint32_t>(two_offsets.begin(), two_offsets.end());
@@ -250,17 +264,20 @@ void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<
                      DeviceVector<Vector3<double>>& gradient) {
   const std::size_t n = mesh.vertices(), slots = mesh.ring_neighbours.size() + n;
   if (model.normal.size() != n || model.x_adjoint.size() != slots ||
-      model.n_adjoint.size() != slots || model.ring_twin.size() != mesh.ring_neighbours.size())
+      model.n_adjoint.size() != slots || model.twin_slot.size() != mesh.ring_neighbours.size())
     throw std::invalid_argument("energy_gradient: the model was made for another mesh");
   gradient.resize(n);
   const RingView rings = ring_view(mesh);
-  for_each_index(n, NormalsKernel{raw(positions), rings, raw(model.normal)});
+  for_each_index(
+      n, NormalsKernel{raw(positions), rings, raw(model.normal), raw(model.normal_inverse_length)});
   for_each_index(n, VertexAdjointKernel{raw(positions), raw(model.normal),
                                         vertex_energy(mesh, reference, model), raw(model.x_adjoint),
                                         raw(model.n_adjoint)});
-  for_each_index(n, NormalAdjointKernel{raw(positions), rings, raw(model.ring_twin),
-                                        raw(model.n_adjoint), raw(model.x_adjoint)});
-  for_each_index(n, GatherKernel{rings, raw(model.ring_twin), raw(model.x_adjoint), raw(gradient)});
+  for_each_index(n, NormalSumAdjointKernel{rings, raw(model.twin_slot), raw(model.normal),
+                                           raw(model.normal_inverse_length), raw(model.n_adjoint),
+                                           raw(model.normal_sum_adjoint)});
+  for_each_index(n, GatherKernel{raw(positions), rings, raw(model.twin_slot), raw(model.x_adjoint),
+                                 raw(model.normal_sum_adjoint), raw(gradient)});
 }
 
 void energy_gradient_forward(const DeviceMesh<double>& mesh,

@@ -62,20 +62,22 @@ APRON_HD inline S energy_density(Sym2<S> eps, Sym2<S> kappa, Sym2<T> rest_metric
 }
 
 // What the gradient needs beyond the mesh, built once per mesh by make_energy_model.
-//   ring_twin: per ring entry (v -> u), the entry of u's ring that points back to v, so that
-//     per-vertex gathers can read what each neighbour wrote about them.
-//   normal, x_adjoint, n_adjoint: energy_gradient's scratch, sized here and reused by every call
-//     (mutable: a const model is still one caller's workspace; two concurrent gradients need
-//     two models). The adjoints are laid out per closed 1-ring, like the ring CSR with one slot
-//     in front of each ring for the vertex itself: vertex v's slot is ring_offsets[v] + v, that
-//     of its ring entry k is k + v + 1 (vertex_adjoint.hpp).
+//   twin_slot: per ring entry (v -> u), the slot (below) of the entry of u's ring that points back
+//     to v, so that per-vertex gathers can read what each neighbour wrote about them.
+//   normal, normal_inverse_length, normal_sum_adjoint, x_adjoint, n_adjoint: energy_gradient's
+//     scratch, sized here and reused by every call (mutable: a const model is still one caller's
+//     workspace; two concurrent gradients need two models). The slots x_adjoint and n_adjoint are
+//     laid out per closed 1-ring, like the ring CSR with one slot in front of each ring for the
+//     vertex itself: vertex v's slot is ring_offsets[v] + v, that of its ring entry k is k + v + 1
+//     (vertex_adjoint.hpp).
 //   two_ring_offsets, two_ring: each vertex's 2-ring (itself, its ring and their rings, without
 //     repeats), for energy_gradient_forward only. W_v depends on exactly the positions of v's
 //     2-ring (the normals of its neighbours read their rings).
 struct EnergyModel {
   Material material;
-  DeviceVector<std::uint32_t> ring_twin;
-  mutable DeviceVector<Vector3<double>> normal, x_adjoint, n_adjoint;
+  DeviceVector<std::uint32_t> twin_slot;
+  mutable DeviceVector<Vector3<double>> normal, normal_sum_adjoint, x_adjoint, n_adjoint;
+  mutable DeviceVector<double> normal_inverse_length;
   DeviceVector<std::uint32_t> two_ring_offsets, two_ring;
 };
 EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material);
@@ -91,12 +93,13 @@ double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
 
 // dE/dx_j for every vertex j, exact (the derivative of the same discrete energy, to round-off) and
 // deterministic (per-vertex gathers in CSR order, no atomics). Four passes over the vertices:
-//   1. the normals n_k;
+//   1. the normals n_k (and the inverse lengths of their unnormalised sums);
 //   2. per vertex v, with the normals as inputs, the adjoint of W_v |V_v| (vertex_adjoint.hpp):
 //      d(W_v |V_v|)/dx_i and d(W_v |V_v|)/dn_i for i in v's closed 1-ring, into the model's slots;
-//   3. per vertex k, the normal's adjoint a_k = sum over v in k's closed ring of dW_v/dn_k, then
-//      a_k^T dn_k/dx_i added to k's position slots (the adjoint of vertex_normal);
-//   4. per vertex j, the sum of the position slots that name j (its own and its neighbours').
+//   3. per vertex k, the normal's adjoint a_k = sum over v in k's closed ring of dW_v/dn_k, taken
+//      back through the normalisation to that of k's unnormalised sum;
+//   4. per vertex j, the sum of the position slots that name j (its own and its neighbours'),
+//      plus the normals' dependence on x_j, pulled from the sums' adjoints of j's ring triangles.
 // Writes into the model's scratch (see EnergyModel).
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                      const ReferenceState<double>& reference, const EnergyModel& model,

@@ -35,36 +35,37 @@ APRON_HD inline void tangential_adjoint(Vector3<T> a, Vector3<T> n, Vector3<T> y
   n_bar += T(-1) * (yn * a + an * y_bar);
 }
 
-// n_v = vertex_normal(x, rings, v): adds n_bar^T dn_v/dx_i to slots[i] for every vertex i of v's
-// closed ring (slots as above).
+// The adjoint of the vertex normals (vertex_normal), pulled to the positions per vertex j.
+// n_k = normalized(sum_k) with sum_k the Max-weighted sum over k's ring triangles of w c,
+// w = |e1|^-2 |e2|^-2, c = e1 x e2; s_k is the adjoint of sum_k. Every triangle (j, a, b) of j's
+// ring adds to sum_j, sum_a and sum_b (as the pairs (b, j) of a's ring and (j, a) of b's, the
+// mesh being consistently oriented), with the same c = u x v, u = a - j, v = b - j, d = b - a; the
+// three corners' adjoints with respect to x_j together are
+//   2 (w_j s_j.c + w_a s_a.c) / |u|^2 u + 2 (w_j s_j.c + w_b s_b.c) / |v|^2 v
+//     + (w_j s_j + w_a s_a + w_b s_b) x d,
+// with w_j = 1/(|u|^2 |v|^2), w_a = 1/(|d|^2 |u|^2), w_b = 1/(|v|^2 |d|^2). Pulling (each vertex
+// sums its own terms) instead of pushing into its neighbours' slots keeps the sums race-free and
+// in a fixed order without atomics.
 template <class T>
-APRON_HD void vertex_normal_adjoint(const Vector3<T>* x, const RingView& rings, std::uint32_t v,
-                                    Vector3<T> n_bar, Vector3<T>* slots) {
-  const Ring ring = rings.ring(v);
-  const Vector3<T> xv = x[v];
-  Vector3<T> sum{T(0), T(0), T(0)};
+APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3<T>* sum_bar,
+                                              const RingView& rings, std::uint32_t j) {
+  const Ring ring = rings.ring(j);
+  const Vector3<T> xj = x[j], sj = sum_bar[j];
+  Vector3<T> g{T(0), T(0), T(0)};
   std::uint32_t k = ring.begin;
   for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
-    const Vector3<T> e1 = x[rings.neighbour(k)] - xv, e2 = x[rings.neighbour(ring.next(k))] - xv;
-    sum += (T(1) / (dot(e1, e1) * dot(e2, e2))) * cross(e1, e2);
+    const std::uint32_t a = rings.neighbour(k), b = rings.neighbour(ring.next(k));
+    const Vector3<T> xa = x[a], xb = x[b], sa = sum_bar[a], sb = sum_bar[b];
+    const Vector3<T> u = xa - xj, v = xb - xj, d = xb - xa, c = cross(u, v);
+    const T uu = dot(u, u), vv = dot(v, v), dd = dot(d, d);
+    const T r = T(1) / (uu * vv * dd);  // one division for the three corners' weights
+    const T iu = r * vv * dd, iv = r * uu * dd, id = r * uu * vv;
+    const T wj = iu * iv, wa = id * iu, wb = iv * id;
+    const T cj = wj * dot(sj, c), ca = wa * dot(sa, c), cb = wb * dot(sb, c);
+    g += (T(2) * iu * (cj + ca)) * u + (T(2) * iv * (cj + cb)) * v +
+         cross(wj * sj + wa * sa + wb * sb, d);
   }
-  const Vector3<T> sum_bar = normalized_adjoint(sum, n_bar);
-  // Each triangle adds w c with w = 1 / (|e1|^2 |e2|^2) and c = e1 x e2.
-  Vector3<T> xv_bar{T(0), T(0), T(0)};
-  k = ring.begin;
-  for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
-    const std::uint32_t k2 = ring.next(k);
-    const Vector3<T> e1 = x[rings.neighbour(k)] - xv, e2 = x[rings.neighbour(k2)] - xv;
-    const T p = dot(e1, e1), q = dot(e2, e2), w = T(1) / (p * q);
-    const Vector3<T> c_bar = w * sum_bar;
-    const T w_bar = dot(sum_bar, cross(e1, e2));
-    const Vector3<T> e1_bar = (T(-2) * w_bar * w / p) * e1 + cross(e2, c_bar);
-    const Vector3<T> e2_bar = (T(-2) * w_bar * w / q) * e2 + cross(c_bar, e1);
-    slots[1 + k - ring.begin] += e1_bar;
-    slots[1 + k2 - ring.begin] += e2_bar;
-    xv_bar += T(-1) * (e1_bar + e2_bar);
-  }
-  slots[0] += xv_bar;
+  return g;
 }
 
 // The adjoint of vertex_tensors at v with the normals as inputs (array `normal`). The forward

@@ -42,9 +42,10 @@ struct FromArray {
 
 // The unit normal at v from its ring's triangles, with Max's weights (1999) |e1|^-2 |e2|^-2: exact
 // on a sphere, and on the irregular cylinder of the tests a curvature error 7x smaller than
-// with area weights (which leave it O(1) there).
+// with area weights (which leave it O(1) there). max_weighted_sum is the sum before normalisation,
+// which the normals' adjoint needs (vertex_adjoint.hpp).
 template <class Points>
-APRON_HD auto vertex_normal(const Points& x, const RingView& rings, std::uint32_t v) {
+APRON_HD auto max_weighted_sum(const Points& x, const RingView& rings, std::uint32_t v) {
   using V = decltype(x(v));
   using S = decltype(V{}.x);
   const Ring ring = rings.ring(v);
@@ -55,7 +56,11 @@ APRON_HD auto vertex_normal(const Points& x, const RingView& rings, std::uint32_
     const V e1 = x(rings.neighbour(k)) - xv, e2 = x(rings.neighbour(ring.next(k))) - xv;
     sum += (S(1) / (dot(e1, e1) * dot(e2, e2))) * cross(e1, e2);
   }
-  return normalized(sum);
+  return sum;
+}
+template <class Points>
+APRON_HD auto vertex_normal(const Points& x, const RingView& rings, std::uint32_t v) {
+  return normalized(max_weighted_sum(x, rings, v));
 }
 
 // Normals recomputed from positions on demand (no normal array in between).

@@ -137,9 +137,9 @@ void write_element(DeviceVector<T>& v, std::size_t i, const T& value) {
 }
 
 #if defined(__CUDACC__)
-template <class F>
-__global__ void __launch_bounds__(kBlockThreads) for_each_index_kernel(std::size_t n, F f) {
-  const std::size_t i = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
+template <int BlockThreads, class F>
+__global__ void __launch_bounds__(BlockThreads) for_each_index_kernel(std::size_t n, F f) {
+  const std::size_t i = blockIdx.x * std::size_t{BlockThreads} + threadIdx.x;
   if (i < n) f(i);
 }
 void check_launch(const char* what);  // throws std::runtime_error on a launch error
@@ -147,13 +147,15 @@ void check_launch(const char* what);  // throws std::runtime_error on a launch e
 
 #if !defined(APRON_BACKEND_KOKKOS)
 // Runs f(i) for i in [0, n) on the device: the portable kernel launch. On the GPU one thread per
-// index in blocks of kBlockThreads, on the default stream (the one Thrust's policy() uses).
-template <class F>
+// index in blocks of BlockThreads, on the default stream (the one Thrust's policy() uses). A
+// register-heavy functor runs faster in smaller blocks: the SM's register file then holds more
+// of them (the cloth gradient, bench/NOTES.md).
+template <int BlockThreads = kBlockThreads, class F>
 void for_each_index(std::size_t n, F f) {
   if (n == 0) return;
 #if defined(__CUDACC__)
-  const auto blocks = static_cast<unsigned>((n + kBlockThreads - 1) / kBlockThreads);
-  for_each_index_kernel<<<blocks, kBlockThreads>>>(n, f);
+  const auto blocks = static_cast<unsigned>((n + BlockThreads - 1) / BlockThreads);
+  for_each_index_kernel<BlockThreads><<<blocks, BlockThreads>>>(n, f);
   check_launch("for_each_index");
 #else
   thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), n, f);

@@ -405,7 +405,8 @@ std::size_t ClothSolver::device_bytes() const {
   return bytes_of(mesh_.positions, mesh_.corners, mesh_.ring_offsets, mesh_.ring_neighbours,
                   mesh_.boundary) +
          bytes_of(reference_.ring_coordinates) + tensors(reference_.rest) +
-         bytes_of(model_.ring_twin, model_.normal, model_.x_adjoint, model_.n_adjoint,
+         bytes_of(model_.twin_slot, model_.normal, model_.normal_inverse_length,
+                  model_.normal_sum_adjoint, model_.x_adjoint, model_.n_adjoint,
                   model_.two_ring_offsets, model_.two_ring) +
          store_.device_bytes() + bytes_of(gradient_, mass_, density_, scratch_, pinned_) +
          halo_.halo_plan().device_bytes();

@@ -60,14 +60,14 @@ void copy_on_device(const T* from, std::size_t n, T* to) {
 }  // namespace detail
 
 // Runs f(i) for i in [0, n) on the default execution space. On a GPU in blocks of at most
-// kBlockThreads, the launch bounds the cuda backend's kernels have: the hand-tuned neighbour loops
+// BlockThreads, the launch bounds the cuda backend's kernels have: the hand-tuned neighbour loops
 // were tuned for the registers those bounds allow.
-template <class F>
+template <int BlockThreads = kBlockThreads, class F>
 void for_each_index(std::size_t n, F f) {
   if (n == 0) return;
   ensure_kokkos();
   using Policy =
-      Kokkos::RangePolicy<Kokkos::IndexType<std::size_t>, Kokkos::LaunchBounds<kBlockThreads>>;
+      Kokkos::RangePolicy<Kokkos::IndexType<std::size_t>, Kokkos::LaunchBounds<BlockThreads>>;
   Kokkos::parallel_for("apron::for_each_index", Policy(0, n), f);
 }
 
