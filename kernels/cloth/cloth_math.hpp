@@ -47,6 +47,16 @@ APRON_HD inline Vector3<T> tangential(Vector3<T> a, Vector3<T> n) {
   return a - dot(a, n) * n;
 }
 
+// Conversions between precisions (a no-op where From = To).
+template <class To, class From>
+APRON_HD inline Vector3<To> vector_cast(Vector3<From> a) {
+  return {To(a.x), To(a.y), To(a.z)};
+}
+template <class To, class From>
+APRON_HD inline Sym2<To> sym2_cast(Sym2<From> s) {
+  return {To(s.xx), To(s.xy), To(s.yy)};
+}
+
 template <class T>
 APRON_HD inline T trace(Sym2<T> s) {
   return s.xx + s.yy;

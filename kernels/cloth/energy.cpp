@@ -126,54 +126,61 @@ struct EnergySeed {
   }
 };
 
-// Pass 2: per v, d(W_v |V_v|)/dx_i and /dn_i for i in v's closed ring, into v's slots.
+// Pass 2: per v, d(W_v |V_v|)/dx_i and /dn_i for i in v's closed ring, into v's slots, in
+// precision R past the strains (vertex_tensors_adjoint).
+template <class R>
 struct VertexAdjointKernel {
   const Vector3<double>* x;
   const Vector3<double>* normal;
   VertexEnergy energy;  // the rings and rest state the energy reads
-  Vector3<double>* x_adjoint;
-  Vector3<double>* n_adjoint;
+  Vector3<R>* x_adjoint;
+  Vector3<R>* n_adjoint;
   APRON_HD void operator()(std::size_t v) const {
     const VertexEnergy& e = energy;
     const std::size_t slot = e.rings.ring(v).begin + v;
-    vertex_tensors_adjoint(
+    vertex_tensors_adjoint<R>(
         x, normal, e.rings, e.coordinates, static_cast<std::uint32_t>(v),
         EnergySeed{e.rest_metric[v], e.rest_curvature[v], e.rest_area[v], e.material},
         x_adjoint + slot, n_adjoint + slot);
   }
 };
 
-// Pass 3: per k, the adjoint of n_k gathered from k's closed ring (the n slots that name k),
-// then through normalized() to that of k's unnormalised sum: (a - (a . n) n) / |sum|.
+// Pass 3: per k, the adjoint of n_k gathered from k's closed ring (the n slots that name k; the
+// sum in float64, as slots of opposite sign cancel), then through normalized() to that of k's
+// unnormalised sum: (a - (a . n) n) / |sum|.
+template <class R>
 struct NormalSumAdjointKernel {
   RingView rings;
   const std::uint32_t* twin_slot;
   const Vector3<double>* normal;
   const double* inverse_length;
-  const Vector3<double>* n_adjoint;
+  const Vector3<R>* n_adjoint;
   Vector3<double>* sum_adjoint;
   APRON_HD void operator()(std::size_t k) const {
     const Ring ring = rings.ring(k);
-    Vector3<double> a = n_adjoint[ring.begin + k];
-    for (std::uint32_t e = ring.begin; e < ring.end; ++e) a += n_adjoint[twin_slot[e]];
+    Vector3<double> a = vector_cast<double>(n_adjoint[ring.begin + k]);
+    for (std::uint32_t e = ring.begin; e < ring.end; ++e)
+      a += vector_cast<double>(n_adjoint[twin_slot[e]]);
     const Vector3<double> n = normal[k];
     sum_adjoint[k] = inverse_length[k] * (a - dot(a, n) * n);
   }
 };
 
-// Pass 4: per j, its own x slot, the x slots its neighbours hold for it, and the normals' terms
-// of its ring's triangles (vertex_normals_adjoint_at).
+// Pass 4: per j, its own x slot, the x slots its neighbours hold for it (summed in float64), and
+// the normals' terms of its ring's triangles (vertex_normals_adjoint_at).
+template <class R>
 struct GatherKernel {
   const Vector3<double>* x;
   RingView rings;
   const std::uint32_t* twin_slot;
-  const Vector3<double>* x_adjoint;
+  const Vector3<R>* x_adjoint;
   const Vector3<double>* sum_adjoint;
   Vector3<double>* gradient;
   APRON_HD void operator()(std::size_t j) const {
     const Ring ring = rings.ring(j);
-    Vector3<double> g = x_adjoint[ring.begin + j];
-    for (std::uint32_t e = ring.begin; e < ring.end; ++e) g += x_adjoint[twin_slot[e]];
+    Vector3<double> g = vector_cast<double>(x_adjoint[ring.begin + j]);
+    for (std::uint32_t e = ring.begin; e < ring.end; ++e)
+      g += vector_cast<double>(x_adjoint[twin_slot[e]]);
     gradient[j] =
         g + vertex_normals_adjoint_at(x, sum_adjoint, rings, static_cast<std::uint32_t>(j));
   }
@@ -191,7 +198,8 @@ VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<
 
 }  // namespace
 
-EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material) {
+EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material,
+                              GradientPrecision precision) {
   const std::vector<std::uint32_t> offsets = to_host(mesh.ring_offsets),
                                    neighbours = to_host(mesh.ring_neighbours);
   std::vector<std::uint32_t> two_offsets{0}, two_ring;
@@ -226,13 +234,16 @@ EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& ma
     }
   EnergyModel model;
   model.material = material;
+  model.precision = precision;
   model.twin_slot = DeviceVector<std::uint32_t>(twin_slot.begin(), twin_slot.end());
   const std::size_t n = mesh.vertices(), slots = neighbours.size() + n;
   model.normal.resize(n);
   model.normal_inverse_length.resize(n);
   model.normal_sum_adjoint.resize(n);
-  model.x_adjoint.resize(slots);
-  model.n_adjoint.resize(slots);
+  if (precision == GradientPrecision::mixed)
+    model.slots32.resize(slots);
+  else
+    model.slots64.resize(slots);
   model.two_ring_offsets = DeviceVector<std::uint32_t>(two_offsets.begin(), two_offsets.end());
   model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
   return model;
@@ -259,25 +270,44 @@ double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
   return read_element(total, 0);
 }
 
+namespace {
+
+// Passes 2-4 with the slots in precision R. The per-vertex adjoint holds ~180 float64 registers:
+// 128-thread blocks keep more of it resident than 256-thread ones (bench/NOTES.md).
+template <class R>
+void gradient_from_normals(const DeviceMesh<double>& mesh,
+                           const DeviceVector<Vector3<double>>& positions,
+                           const ReferenceState<double>& reference, const EnergyModel& model,
+                           AdjointSlots<R>& slots, DeviceVector<Vector3<double>>& gradient) {
+  const std::size_t n = mesh.vertices();
+  const RingView rings = ring_view(mesh);
+  for_each_index<128>(
+      n, VertexAdjointKernel<R>{raw(positions), raw(model.normal),
+                                vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)});
+  for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),
+                                              raw(model.normal_inverse_length), raw(slots.n),
+                                              raw(model.normal_sum_adjoint)});
+  for_each_index(n, GatherKernel<R>{raw(positions), rings, raw(model.twin_slot), raw(slots.x),
+                                    raw(model.normal_sum_adjoint), raw(gradient)});
+}
+
+}  // namespace
+
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                      const ReferenceState<double>& reference, const EnergyModel& model,
                      DeviceVector<Vector3<double>>& gradient) {
   const std::size_t n = mesh.vertices(), slots = mesh.ring_neighbours.size() + n;
-  if (model.normal.size() != n || model.x_adjoint.size() != slots ||
-      model.n_adjoint.size() != slots || model.twin_slot.size() != mesh.ring_neighbours.size())
+  const bool mixed = model.precision == GradientPrecision::mixed;
+  if (model.normal.size() != n || model.twin_slot.size() != mesh.ring_neighbours.size() ||
+      (mixed ? model.slots32.x.size() : model.slots64.x.size()) != slots)
     throw std::invalid_argument("energy_gradient: the model was made for another mesh");
   gradient.resize(n);
-  const RingView rings = ring_view(mesh);
-  for_each_index(
-      n, NormalsKernel{raw(positions), rings, raw(model.normal), raw(model.normal_inverse_length)});
-  for_each_index(n, VertexAdjointKernel{raw(positions), raw(model.normal),
-                                        vertex_energy(mesh, reference, model), raw(model.x_adjoint),
-                                        raw(model.n_adjoint)});
-  for_each_index(n, NormalSumAdjointKernel{rings, raw(model.twin_slot), raw(model.normal),
-                                           raw(model.normal_inverse_length), raw(model.n_adjoint),
-                                           raw(model.normal_sum_adjoint)});
-  for_each_index(n, GatherKernel{raw(positions), rings, raw(model.twin_slot), raw(model.x_adjoint),
-                                 raw(model.normal_sum_adjoint), raw(gradient)});
+  for_each_index(n, NormalsKernel{raw(positions), ring_view(mesh), raw(model.normal),
+                                  raw(model.normal_inverse_length)});
+  if (mixed)
+    gradient_from_normals(mesh, positions, reference, model, model.slots32, gradient);
+  else
+    gradient_from_normals(mesh, positions, reference, model, model.slots64, gradient);
 }
 
 void energy_gradient_forward(const DeviceMesh<double>& mesh,

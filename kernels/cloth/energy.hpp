@@ -61,26 +61,44 @@ APRON_HD inline S energy_density(Sym2<S> eps, Sym2<S> kappa, Sym2<T> rest_metric
          S(m.phi) * metric_contraction(eps, kappa, rest_metric);
 }
 
+// The precision of energy_gradient past the strains (vertex_tensors_adjoint): float64
+// throughout (the tests' oracle path), or mixed (float32 where only relative accuracy matters,
+// the simulation's default; max |g - g64| / max |g64| measured in the tests).
+enum class GradientPrecision { float64, mixed };
+
+// Per-ring-entry adjoints, laid out per closed 1-ring like the ring CSR with one slot in front of
+// each ring for the vertex itself: vertex v's slot is ring_offsets[v] + v, that of its ring entry k
+// is k + v + 1 (vertex_adjoint.hpp).
+template <class R>
+struct AdjointSlots {
+  DeviceVector<Vector3<R>> x, n;  // d(W_v |V_v|)/dx_i and /dn_i
+  void resize(std::size_t slots) {
+    x.resize(slots);
+    n.resize(slots);
+  }
+};
+
 // What the gradient needs beyond the mesh, built once per mesh by make_energy_model.
-//   twin_slot: per ring entry (v -> u), the slot (below) of the entry of u's ring that points back
-//     to v, so that per-vertex gathers can read what each neighbour wrote about them.
-//   normal, normal_inverse_length, normal_sum_adjoint, x_adjoint, n_adjoint: energy_gradient's
-//     scratch, sized here and reused by every call (mutable: a const model is still one caller's
-//     workspace; two concurrent gradients need two models). The slots x_adjoint and n_adjoint are
-//     laid out per closed 1-ring, like the ring CSR with one slot in front of each ring for the
-//     vertex itself: vertex v's slot is ring_offsets[v] + v, that of its ring entry k is k + v + 1
-//     (vertex_adjoint.hpp).
+//   twin_slot: per ring entry (v -> u), the slot of the entry of u's ring that points back to v,
+//     so that per-vertex gathers can read what each neighbour wrote about them.
+//   normal, normal_inverse_length, normal_sum_adjoint and the slots of the model's precision:
+//     energy_gradient's scratch, sized here and reused by every call (mutable: a const model is
+//     still one caller's workspace; two concurrent gradients need two models).
 //   two_ring_offsets, two_ring: each vertex's 2-ring (itself, its ring and their rings, without
 //     repeats), for energy_gradient_forward only. W_v depends on exactly the positions of v's
 //     2-ring (the normals of its neighbours read their rings).
 struct EnergyModel {
   Material material;
+  GradientPrecision precision = GradientPrecision::float64;
   DeviceVector<std::uint32_t> twin_slot;
-  mutable DeviceVector<Vector3<double>> normal, normal_sum_adjoint, x_adjoint, n_adjoint;
+  mutable DeviceVector<Vector3<double>> normal, normal_sum_adjoint;
   mutable DeviceVector<double> normal_inverse_length;
+  mutable AdjointSlots<double> slots64;
+  mutable AdjointSlots<float> slots32;
   DeviceVector<std::uint32_t> two_ring_offsets, two_ring;
 };
-EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material);
+EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material,
+                              GradientPrecision precision = GradientPrecision::float64);
 
 // W per vertex at `positions`.
 void energy_density(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,

@@ -75,16 +75,25 @@ APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3
 // dL/dn_i for every vertex i of v's closed ring. Where the metric fit fails (a and b constant)
 // all slots are zero and seed is not called; where only the curvature fit fails, b = 0 is
 // constant and only the metric's dependence remains, as in vertex_tensors.
-template <class T, class Seed>
+//
+// Precision: the forward pass (the tensors, hence the strains and the seed) runs in T = float64:
+// the strains are small differences of O(1) tensors, so float32 would leave force noise at rest
+// (the test MixedPrecisionHasNoSpuriousForceAtRest). The reverse pass only needs relative
+// accuracy and runs in R from edges and normal differences formed in T; R = float (the
+// simulation's "mixed" precision) cuts the registers of this, the gradient's heaviest kernel,
+// and halves the slots' bytes. R = T runs exactly the arithmetic of vertex_tensors (the tests'
+// float64 path).
+template <class R, class T, class Seed>
 APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* normal,
                                      const RingView& rings, const Vector2<T>* coordinates,
-                                     std::uint32_t v, const Seed& seed, Vector3<T>* x_slots,
-                                     Vector3<T>* n_slots) {
+                                     std::uint32_t v, const Seed& seed, Vector3<R>* x_slots,
+                                     Vector3<R>* n_slots) {
   const Ring ring = rings.ring(v);
-  const Vector3<T> xv = x[v], n = normal[v], zero{T(0), T(0), T(0)};
-  // Forward: fit_metric.
+  const Vector3<T> xv = x[v], nv = normal[v];
+  const Vector3<R> n = vector_cast<R>(nv), zero{R(0), R(0), R(0)};
+  // Forward: fit_metric, in T.
   T g11 = 0, g12 = 0, g22 = 0;
-  Vector3<T> r1 = zero, r2 = zero;
+  Vector3<T> r1{T(0), T(0), T(0)}, r2 = r1;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const Vector3<T> e = x[rings.neighbour(k)] - xv;
     const Vector2<T> th = coordinates[k];
@@ -101,100 +110,115 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   }
   const Vector3<T> p1 = (g22 / det) * r1 - (g12 / det) * r2;
   const Vector3<T> p2 = (g11 / det) * r2 - (g12 / det) * r1;
-  const Vector3<T> q1 = tangential(p1, n), q2 = tangential(p2, n);
+  const Vector3<T> q1 = tangential(p1, nv), q2 = tangential(p2, nv);
   const Vector3<T> h1 = normalized(q1), h2 = normalized(q2);
   const T l1 = norm(p1), l2 = norm(p2);
   const Vector3<T> a1 = l1 * h1, a2 = l2 * h2;
   const Sym2<T> metric{dot(a1, a1), dot(a1, a2), dot(a2, a2)};
   // Forward: frame_tangent, the frame, fit_curvature.
   const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;
-  const Vector3<T> u0 = tangential(e0, n);
-  const Vector3<T> t = normalized(u0), b = cross(n, t);
+  const Vector3<T> u0 = tangential(e0, nv);
+  const Vector3<T> t = normalized(u0), b = cross(nv, t);
   const T scale = T(1) / norm(e0);
   Sym3System<T> fit;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const std::uint32_t j = rings.neighbour(k);
-    const Vector3<T> e = x[j] - xv, dn = normal[j] - n;
+    const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
     const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
     fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
     fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
     fit.add_row(tk * bk, bk * bk, T(0), dnt * bk);
     fit.add_row(T(0), tk * tk, tk * bk, dnb * tk);
   }
-  T u[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
-  const bool curved = fit.solve(u);
+  T u64[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
+  const bool curved = fit.solve(u64);
   const Sym2<T> curvature =
-      curved ? Sym2<T>{scale * u[0], scale * u[1], scale * u[2]} : Sym2<T>{T(0), T(0), T(0)};
+      curved ? Sym2<T>{scale * u64[0], scale * u64[1], scale * u64[2]} : Sym2<T>{T(0), T(0), T(0)};
 
-  Sym2<T> metric_bar, curvature_bar;
-  seed(metric, curvature, metric_bar, curvature_bar);
+  Sym2<T> metric_seed, curvature_seed;
+  seed(metric, curvature, metric_seed, curvature_seed);
+  const Sym2<R> metric_bar = sym2_cast<R>(metric_seed),
+                curvature_bar = sym2_cast<R>(curvature_seed);
 
   // Reverse: the metric, a_ab = a_a . a_b with a_a = |p_a| normalized(tangential(p_a, n)).
-  Vector3<T> n_bar = zero, p1_bar = zero, p2_bar = zero;
-  const Vector3<T> a1_bar = (T(2) * metric_bar.xx) * a1 + metric_bar.xy * a2;
-  const Vector3<T> a2_bar = metric_bar.xy * a1 + (T(2) * metric_bar.yy) * a2;
-  tangential_adjoint(p1, n, normalized_adjoint(q1, l1 * a1_bar), p1_bar, n_bar);
-  tangential_adjoint(p2, n, normalized_adjoint(q2, l2 * a2_bar), p2_bar, n_bar);
-  if (l1 > T(0)) p1_bar += (dot(a1_bar, h1) / l1) * p1;
-  if (l2 > T(0)) p2_bar += (dot(a2_bar, h2) / l2) * p2;
-  const Vector3<T> r1_bar = (g22 / det) * p1_bar - (g12 / det) * p2_bar;
-  const Vector3<T> r2_bar = (g11 / det) * p2_bar - (g12 / det) * p1_bar;
+  Vector3<R> n_bar = zero, p1_bar = zero, p2_bar = zero;
+  {
+    const Vector3<R> a1r = vector_cast<R>(a1), a2r = vector_cast<R>(a2);
+    const Vector3<R> p1r = vector_cast<R>(p1), p2r = vector_cast<R>(p2);
+    const R l1r = R(l1), l2r = R(l2);
+    const Vector3<R> a1_bar = (R(2) * metric_bar.xx) * a1r + metric_bar.xy * a2r;
+    const Vector3<R> a2_bar = metric_bar.xy * a1r + (R(2) * metric_bar.yy) * a2r;
+    tangential_adjoint(p1r, n, normalized_adjoint(vector_cast<R>(q1), l1r * a1_bar), p1_bar, n_bar);
+    tangential_adjoint(p2r, n, normalized_adjoint(vector_cast<R>(q2), l2r * a2_bar), p2_bar, n_bar);
+    if (l1r > R(0)) p1_bar += (dot(a1_bar, vector_cast<R>(h1)) / l1r) * p1r;
+    if (l2r > R(0)) p2_bar += (dot(a2_bar, vector_cast<R>(h2)) / l2r) * p2r;
+  }
+  const R c11 = R(g22 / det), c12 = R(g12 / det), c22 = R(g11 / det);
+  const Vector3<R> r1_bar = c11 * p1_bar - c12 * p2_bar;
+  const Vector3<R> r2_bar = c22 * p2_bar - c12 * p1_bar;
 
   // Reverse: the curvature, b_ab = scale u with u = M^-1 r; w = M^-1 u_bar is r's adjoint and
   // -w u^T is M's (each off-diagonal stored once: both halves).
-  T w[3] = {T(0), T(0), T(0)}, scale_bar = T(0);
+  const Vector3<R> tr = vector_cast<R>(t), br = vector_cast<R>(b);
+  const R scale_r = R(scale), u[3] = {R(u64[0]), R(u64[1]), R(u64[2])};
+  R w[3] = {R(0), R(0), R(0)}, scale_bar = R(0);
   if (curved) {
-    Sym3System<T> back = fit;
-    back.r0 = scale * curvature_bar.xx;
-    back.r1 = scale * curvature_bar.xy;
-    back.r2 = scale * curvature_bar.yy;
+    const Sym3System<R> back{R(fit.m00),
+                             R(fit.m01),
+                             R(fit.m02),
+                             R(fit.m11),
+                             R(fit.m12),
+                             R(fit.m22),
+                             scale_r * curvature_bar.xx,
+                             scale_r * curvature_bar.xy,
+                             scale_r * curvature_bar.yy};
     back.solve(w);  // the same M: it solves
     scale_bar = curvature_bar.xx * u[0] + curvature_bar.xy * u[1] + curvature_bar.yy * u[2];
   }
-  const T m00_bar = -w[0] * u[0], m11_bar = -w[1] * u[1], m22_bar = -w[2] * u[2];
-  const T m01_m12_bar = -(w[0] * u[1] + w[1] * u[0]) - (w[1] * u[2] + w[2] * u[1]);
+  const R m00_bar = -w[0] * u[0], m11_bar = -w[1] * u[1], m22_bar = -w[2] * u[2];
+  const R m01_m12_bar = -(w[0] * u[1] + w[1] * u[0]) - (w[1] * u[2] + w[2] * u[1]);
   // Per ring edge, with s = tk^2 + bk^2, the four rows add (tk^2 s, tk bk s, 0, s^2, tk bk s,
   // bk^2 s) to M (m00 m01 m02 m11 m12 m22) and (dnt tk, dnt bk + dnb tk, dnb bk) s to r.
-  Vector3<T> t_bar = zero, b_bar = zero, xv_bar = zero;
+  Vector3<R> t_bar = zero, b_bar = zero, xv_bar = zero;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const std::uint32_t j = rings.neighbour(k), slot = 1 + k - ring.begin;
-    const Vector3<T> e = x[j] - xv;
     const Vector2<T> th = coordinates[k];
-    Vector3<T> e_bar = th.x * r1_bar + th.y * r2_bar;
-    Vector3<T> nj_bar = zero;
+    Vector3<R> e_bar = R(th.x) * r1_bar + R(th.y) * r2_bar;
+    Vector3<R> nj_bar = zero;
     if (curved) {
-      const Vector3<T> dn = normal[j] - n;
-      const T et = dot(e, t), eb = dot(e, b);
-      const T tk = scale * et, bk = scale * eb, dnt = dot(dn, t), dnb = dot(dn, b);
-      const T s = tk * tk + bk * bk;
-      const T q = m00_bar * tk * tk + m01_m12_bar * tk * bk + m22_bar * bk * bk + w[0] * dnt * tk +
+      const Vector3<R> e = vector_cast<R>(x[j] - xv), dn = vector_cast<R>(normal[j] - nv);
+      const R et = dot(e, tr), eb = dot(e, br);
+      const R tk = scale_r * et, bk = scale_r * eb, dnt = dot(dn, tr), dnb = dot(dn, br);
+      const R s = tk * tk + bk * bk;
+      const R q = m00_bar * tk * tk + m01_m12_bar * tk * bk + m22_bar * bk * bk + w[0] * dnt * tk +
                   w[1] * (dnt * bk + dnb * tk) + w[2] * dnb * bk;
-      const T dq_dtk = T(2) * m00_bar * tk + m01_m12_bar * bk + w[0] * dnt + w[1] * dnb;
-      const T dq_dbk = m01_m12_bar * tk + T(2) * m22_bar * bk + w[1] * dnt + w[2] * dnb;
-      const T common = T(2) * (q + T(2) * m11_bar * s);
-      const T tk_bar = tk * common + s * dq_dtk, bk_bar = bk * common + s * dq_dbk;
-      const T dnt_bar = s * (w[0] * tk + w[1] * bk), dnb_bar = s * (w[1] * tk + w[2] * bk);
-      e_bar += scale * (tk_bar * t + bk_bar * b);
-      t_bar += (scale * tk_bar) * e + dnt_bar * dn;
-      b_bar += (scale * bk_bar) * e + dnb_bar * dn;
+      const R dq_dtk = R(2) * m00_bar * tk + m01_m12_bar * bk + w[0] * dnt + w[1] * dnb;
+      const R dq_dbk = m01_m12_bar * tk + R(2) * m22_bar * bk + w[1] * dnt + w[2] * dnb;
+      const R common = R(2) * (q + R(2) * m11_bar * s);
+      const R tk_bar = tk * common + s * dq_dtk, bk_bar = bk * common + s * dq_dbk;
+      const R dnt_bar = s * (w[0] * tk + w[1] * bk), dnb_bar = s * (w[1] * tk + w[2] * bk);
+      e_bar += scale_r * (tk_bar * tr + bk_bar * br);
+      t_bar += (scale_r * tk_bar) * e + dnt_bar * dn;
+      b_bar += (scale_r * bk_bar) * e + dnb_bar * dn;
       scale_bar += tk_bar * et + bk_bar * eb;
-      nj_bar = dnt_bar * t + dnb_bar * b;
+      nj_bar = dnt_bar * tr + dnb_bar * br;
     }
     x_slots[slot] = e_bar;
     n_slots[slot] = nj_bar;
-    xv_bar += T(-1) * e_bar;
-    n_bar += T(-1) * nj_bar;
+    xv_bar += R(-1) * e_bar;
+    n_bar += R(-1) * nj_bar;
   }
   // Reverse: scale = 1 / |e0|, b = n x t, t = normalized(tangential(e0, n)). (b_ab does not
   // depend on the scale, M going as scale^4 and r as scale^3, so scale_bar vanishes up to
   // round-off: kept for the derivative of the arithmetic as written, but no test can see it.)
   if (curved) {
-    Vector3<T> e0_bar = (-scale_bar * scale * scale * scale) * e0;
-    n_bar += cross(t, b_bar);
+    const Vector3<R> e0r = vector_cast<R>(e0);
+    Vector3<R> e0_bar = (-scale_bar * scale_r * scale_r * scale_r) * e0r;
+    n_bar += cross(tr, b_bar);
     t_bar += cross(b_bar, n);
-    tangential_adjoint(e0, n, normalized_adjoint(u0, t_bar), e0_bar, n_bar);
+    tangential_adjoint(e0r, n, normalized_adjoint(vector_cast<R>(u0), t_bar), e0_bar, n_bar);
     x_slots[1] += e0_bar;
-    xv_bar += T(-1) * e0_bar;
+    xv_bar += R(-1) * e0_bar;
   }
   x_slots[0] = xv_bar;
   n_slots[0] = n_bar;

@@ -99,6 +99,7 @@ std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapR
   for (auto& collider : cloth.list("colliders")) c->colliders.push_back(read_collider(collider));
   c->friction = cloth.in_range("friction", 0, 10, c->friction);
   c->thickness = cloth.in_range("thickness", 0, 1e3, c->thickness);
+  c->precision = cloth.choice("precision", {"mixed", "float64"}, c->precision);
   cloth.finish();
   return c;
 }

@@ -229,7 +229,9 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
 
   reference_ = make_reference(mesh_, mesh_.positions);
   const MaterialConfig& m = case_.material;
-  model_ = make_energy_model(mesh_, Material{m.stretch, m.bend, m.coupling});
+  model_ = make_energy_model(
+      mesh_, Material{m.stretch, m.bend, m.coupling},
+      case_.precision == "mixed" ? GradientPrecision::mixed : GradientPrecision::float64);
   std::vector<double> mass = to_host(reference_.rest.area, n);
   for (double& a : mass) a *= m.density;
   mass_ = DeviceVector<double>(mass.begin(), mass.end());
@@ -406,8 +408,8 @@ std::size_t ClothSolver::device_bytes() const {
                   mesh_.boundary) +
          bytes_of(reference_.ring_coordinates) + tensors(reference_.rest) +
          bytes_of(model_.twin_slot, model_.normal, model_.normal_inverse_length,
-                  model_.normal_sum_adjoint, model_.x_adjoint, model_.n_adjoint,
-                  model_.two_ring_offsets, model_.two_ring) +
+                  model_.normal_sum_adjoint, model_.slots64.x, model_.slots64.n, model_.slots32.x,
+                  model_.slots32.n, model_.two_ring_offsets, model_.two_ring) +
          store_.device_bytes() + bytes_of(gradient_, mass_, density_, scratch_, pinned_) +
          halo_.halo_plan().device_bytes();
 }

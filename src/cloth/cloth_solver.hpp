@@ -90,7 +90,7 @@ class ClothSolver final : public Workload {
   MeshHalo halo_;
 
   std::size_t global_vertices_ = 0, owned_ = 0;
-  std::vector<int> owner_;   // of every vertex of the sheet
+  std::vector<int> owner_;  // of every vertex of the sheet
   // A file's vertex index of each sheet vertex (the sheet is renumbered for locality); empty
   // for a grid. Output ids are the file's; checkpoints keep the sheet's (the same on restart).
   std::vector<std::uint32_t> file_index_;
