@@ -103,11 +103,15 @@ void measure(const std::string& name, const HostMesh& rest,
   DeviceVector<Vector3<double>> g;
   const double w = median_ms([&] { energy_density(mesh, x, reference, model, density); });
   const double adjoint = median_ms([&] { energy_gradient(mesh, x, reference, model, g); });
+  const EnergyModel mixed_model =
+      make_energy_model(mesh, Material{100, 1e-3, 0}, GradientPrecision::mixed);
+  const double mixed = median_ms([&] { energy_gradient(mesh, x, reference, mixed_model, g); });
   const double forward = median_ms([&] { energy_gradient_forward(mesh, x, reference, model, g); });
   std::printf(
-      "%s, %zu vertices: tensor step (float) %.3f ms, energy density %.3f ms, gradient %.3f ms, "
-      "forward-mode gradient %.1f ms (%.0fx the adjoint)\n",
-      name.c_str(), rest.positions.size(), tensor_step, w, adjoint, forward, forward / adjoint);
+      "%s, %zu vertices: tensor step (float) %.3f ms, energy density %.3f ms, gradient %.3f ms "
+      "(mixed precision %.3f ms), forward-mode gradient %.1f ms (%.0fx the adjoint)\n",
+      name.c_str(), rest.positions.size(), tensor_step, w, adjoint, mixed, forward,
+      forward / adjoint);
 }
 
 }  // namespace

@@ -198,8 +198,10 @@ VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<
 
 }  // namespace
 
-EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material,
-                              GradientPrecision precision) {
+namespace {
+
+// Each vertex's 2-ring as CSR, into the model (energy_gradient_forward's, built on its first call).
+void build_two_rings(const DeviceMesh<double>& mesh, const EnergyModel& model) {
   const std::vector<std::uint32_t> offsets = to_host(mesh.ring_offsets),
                                    neighbours = to_host(mesh.ring_neighbours);
   std::vector<std::uint32_t> two_offsets{0}, two_ring;
@@ -215,6 +217,16 @@ EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& ma
     two_ring.insert(two_ring.end(), near.begin(), near.end());
     two_offsets.push_back(static_cast<std::uint32_t>(two_ring.size()));
   }
+  model.two_ring_offsets = DeviceVector<std::uint32_t>(two_offsets.begin(), two_offsets.end());
+  model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
+}
+
+}  // namespace
+
+EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& material,
+                              GradientPrecision precision) {
+  const std::vector<std::uint32_t> offsets = to_host(mesh.ring_offsets),
+                                   neighbours = to_host(mesh.ring_neighbours);
   // The twin of entry (v -> u) is the entry (u -> v): found by sorting the directed edges.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> edges;
   edges.reserve(neighbours.size());
@@ -244,8 +256,6 @@ EnergyModel make_energy_model(const DeviceMesh<double>& mesh, const Material& ma
     model.slots32.resize(slots);
   else
     model.slots64.resize(slots);
-  model.two_ring_offsets = DeviceVector<std::uint32_t>(two_offsets.begin(), two_offsets.end());
-  model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
   return model;
 }
 
@@ -314,6 +324,7 @@ void energy_gradient_forward(const DeviceMesh<double>& mesh,
                              const DeviceVector<Vector3<double>>& positions,
                              const ReferenceState<double>& reference, const EnergyModel& model,
                              DeviceVector<Vector3<double>>& gradient) {
+  if (model.two_ring_offsets.size() != mesh.vertices() + 1) build_two_rings(mesh, model);
   gradient.resize(mesh.vertices());
   for_each_index(
       mesh.vertices(),

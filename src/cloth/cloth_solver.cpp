@@ -409,7 +409,7 @@ std::size_t ClothSolver::device_bytes() const {
          bytes_of(reference_.ring_coordinates) + tensors(reference_.rest) +
          bytes_of(model_.twin_slot, model_.normal, model_.normal_inverse_length,
                   model_.normal_sum_adjoint, model_.slots64.x, model_.slots64.n, model_.slots32.x,
-                  model_.slots32.n, model_.two_ring_offsets, model_.two_ring) +
+                  model_.slots32.n) +
          store_.device_bytes() + bytes_of(gradient_, mass_, density_, scratch_, pinned_) +
          halo_.halo_plan().device_bytes();
 }
