@@ -83,6 +83,27 @@ ColliderConfig read_collider(MapReader r) {
   return c;
 }
 
+IntegratorConfig read_integrator(MapReader& cloth) {
+  IntegratorConfig c;
+  c.implicit = cloth.choice("integrator", {"explicit", "implicit"}, "explicit") == "implicit";
+  MapReader r = cloth.child("implicit");
+  if (c.implicit) {
+    if (!r.has("dt"))
+      r.fail("dt",
+             "is required with 'integrator: implicit' (the step in seconds, set by the "
+             "motion: e.g. 1e-3)");
+    c.dt = r.in_range("dt", 1e-9, 10);
+    c.tolerance = r.in_range("tolerance", 1e-12, 0.5, c.tolerance);
+    c.max_iterations = r.get<long>("max_iterations", c.max_iterations);
+    if (c.max_iterations < 1 || c.max_iterations > 100000)
+      r.fail("max_iterations", "must be between 1 and 100000");
+  } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations")) {
+    r.fail("dt", "applies only with 'integrator: implicit' (the explicit step follows cfl)");
+  }
+  r.finish();
+  return c;
+}
+
 }  // namespace
 
 std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapReader& root) {
@@ -92,6 +113,7 @@ std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapR
   c->material = read_material(cloth.child("material"));
   c->gravity = cloth.vec3("gravity", c->gravity);
   c->cfl = cloth.in_range("cfl", 0.01, 1, c->cfl);
+  c->integrator = read_integrator(cloth);
   for (auto& box : cloth.list("pinned")) {
     c->pinned.push_back(config::read_box(box));
     box.finish();
@@ -99,7 +121,12 @@ std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapR
   for (auto& collider : cloth.list("colliders")) c->colliders.push_back(read_collider(collider));
   c->friction = cloth.in_range("friction", 0, 10, c->friction);
   c->thickness = cloth.in_range("thickness", 0, 1e3, c->thickness);
-  c->precision = cloth.choice("precision", {"mixed", "float64"}, c->precision);
+  c->precision =
+      cloth.choice("precision", {"mixed", "float64"}, c->integrator.implicit ? "float64" : "mixed");
+  if (c->integrator.implicit && c->precision == "mixed")
+    cloth.fail("precision",
+               "must be float64 with 'integrator: implicit' (its Hessian products difference the "
+               "gradient over a small probe, which float32 round-off would swamp)");
   cloth.finish();
   return c;
 }

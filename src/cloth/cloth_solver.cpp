@@ -238,6 +238,7 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
 
   position_ = &store_.add<V3>("position");
   velocity_ = &store_.add<V3>("velocity");
+  if (case_.integrator.implicit) implicit_.direction = &store_.add<V3>("direction");
   store_.resize(n);
   *position_ = mesh_.positions;
   apron::fill(velocity_->begin(), velocity_->end(), V3{0, 0, 0});
@@ -278,7 +279,11 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
     limit = std::min(
         limit,
         2 * h * h / (std::numbers::pi * std::numbers::pi * std::sqrt(6 * m.bend / m.density)));
-  dt_ = case_.cfl * limit;
+  shortest_edge_ = h;
+  dt_ = case_.integrator.implicit ? case_.integrator.dt : case_.cfl * limit;
+  if (case_.integrator.implicit)
+    Log::info("cloth: implicit step %.4g s, %.3g x the explicit stability limit (%.4g s)", dt_,
+              dt_ / limit, limit);
   motion_.dt = dt_;
   motion_.gravity = {case_.gravity[0], case_.gravity[1], case_.gravity[2]};
   motion_.damping_rate = m.damping / m.density;
@@ -290,6 +295,10 @@ void ClothSolver::advance() {
   {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
+  }
+  if (case_.integrator.implicit) {
+    auto t = timers_.scope("implicit solve");
+    solve_implicit();
   }
   {
     auto t = timers_.scope("integrate");
@@ -411,6 +420,8 @@ std::size_t ClothSolver::device_bytes() const {
                   model_.normal_sum_adjoint, model_.slots64.x, model_.slots64.n, model_.slots32.x,
                   model_.slots32.n) +
          store_.device_bytes() + bytes_of(gradient_, mass_, density_, scratch_, pinned_) +
+         bytes_of(implicit_.rhs, implicit_.residual, implicit_.product, implicit_.velocity,
+                  implicit_.shifted, implicit_.gradient_plus, implicit_.gradient_minus) +
          halo_.halo_plan().device_bytes();
 }
 
@@ -425,6 +436,13 @@ void ClothSolver::report(Json& json) const {
   json.value("dt", dt_);
   json.value("ghost_rings", static_cast<long long>(kGhostRings));
   json.value("halo_transport", transport_.name());
+  json.value("integrator", case_.integrator.implicit ? "implicit" : "explicit");
+  if (case_.integrator.implicit) {
+    const double steps = static_cast<double>(std::max(implicit_.steps, 1L));
+    json.value("cg_iterations_per_step", static_cast<double>(implicit_.iterations) / steps);
+    json.value("cg_iterations_most", static_cast<long long>(implicit_.most_iterations));
+    json.value("cg_negative_curvature_stops", static_cast<long long>(implicit_.curvature_stops));
+  }
   if (last_) {
     json.value("kinetic", last_->kinetic);
     json.value("potential", last_->potential);

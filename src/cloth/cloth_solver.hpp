@@ -18,6 +18,7 @@
 #include "io/diagnostics_table.hpp"
 #include "io/series_output.hpp"
 #include "kernels/cloth/energy.hpp"
+#include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/motion.hpp"
 #include "kernels/cloth/tensors.hpp"
 #include "kernels/common/particle_store.hpp"
@@ -75,6 +76,10 @@ class ClothSolver final : public Workload {
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
+  // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
+  // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
+  void solve_implicit();
+  void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
   void check_finite() const;
   std::size_t device_bytes() const;
   SheetState gather_rows(const std::vector<double>& values, const std::vector<std::int64_t>& ids,
@@ -105,6 +110,14 @@ class ClothSolver final : public Workload {
   DeviceVector<std::uint8_t> pinned_;
   DeviceVector<Collider> colliders_;
   MotionParams motion_;
+  double shortest_edge_ = 0;
+  // The implicit step's vectors over the local rows (the search direction is the store's
+  // "direction", which the halo refreshes) and its counts for the run report.
+  struct ImplicitWork {
+    Vectors rhs, residual, product, velocity, shifted, gradient_plus, gradient_minus;
+    DeviceVector<Vector3<double>>* direction = nullptr;
+    long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
+  } implicit_;
 
   long step_ = 0;
   double time_ = 0, dt_ = 0;

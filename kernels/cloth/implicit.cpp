@@ -1,0 +1,144 @@
+#include "kernels/cloth/implicit.hpp"
+
+#include "kernels/common/algorithms.hpp"
+
+namespace apron::cloth {
+namespace {
+
+using V3 = Vector3<double>;
+
+struct Dot {
+  const V3* a;
+  const V3* b;
+  APRON_HD double operator()(std::size_t i) const { return dot(a[i], b[i]); }
+};
+
+struct Norm {
+  const V3* a;
+  APRON_HD double operator()(std::size_t i) const { return norm(a[i]); }
+};
+
+struct Axpy {
+  double a;
+  const V3* x;
+  V3* y;
+  APRON_HD void operator()(std::size_t i) const { y[i] += a * x[i]; }
+};
+
+struct Xpby {
+  const V3* x;
+  double b;
+  V3* y;
+  APRON_HD void operator()(std::size_t i) const { y[i] = x[i] + b * y[i]; }
+};
+
+struct Displaced {
+  const V3* x;
+  double h;
+  const V3* q;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = x[i] + h * q[i]; }
+};
+
+// The rows of the system, with its constants.
+struct Rows {
+  const double* mass;
+  const std::uint8_t* pinned;
+  double dt, damping_rate;
+  V3 gravity;
+  Rows(const ImplicitSystem& s)
+      : mass(raw(*s.mass)),
+        pinned(raw(*s.pinned)),
+        dt(s.dt),
+        damping_rate(s.damping_rate),
+        gravity(s.gravity) {}
+  APRON_HD double damped_mass(std::size_t i) const { return mass[i] * (1 + dt * damping_rate); }
+};
+
+struct MassDot {
+  Rows rows;
+  const V3* q;
+  APRON_HD double operator()(std::size_t i) const {
+    return rows.pinned[i] ? 0.0 : rows.damped_mass(i) * dot(q[i], q[i]);
+  }
+};
+
+struct Rhs {
+  Rows rows;
+  const V3* v;
+  const V3* gradient;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] = rows.pinned[i]
+                 ? V3{0, 0, 0}
+                 : rows.mass[i] * v[i] + rows.dt * (rows.mass[i] * rows.gravity - gradient[i]);
+  }
+};
+
+struct Product {
+  Rows rows;
+  const V3* q;
+  const V3* plus;
+  const V3* minus;
+  double scale;  // dt^2 / (2 h)
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] =
+        rows.pinned[i] ? V3{0, 0, 0} : rows.damped_mass(i) * q[i] + scale * (plus[i] - minus[i]);
+  }
+};
+
+struct EffectiveGradient {
+  Rows rows;
+  const V3* rhs;
+  const V3* v;
+  V3* gradient;
+  APRON_HD void operator()(std::size_t i) const {
+    gradient[i] += (1 / rows.dt) * (rhs[i] - rows.damped_mass(i) * v[i]);
+  }
+};
+
+}  // namespace
+
+double dot(const Vectors& a, const Vectors& b, std::size_t count) {
+  return transform_reduce(count, Dot{raw(a), raw(b)}, 0.0, Plus{});
+}
+
+double max_norm(const Vectors& a, std::size_t count) {
+  return transform_reduce(count, Norm{raw(a)}, 0.0, Maximum{});
+}
+
+double mass_dot(const ImplicitSystem& s, const Vectors& q, std::size_t count) {
+  return transform_reduce(count, MassDot{Rows(s), raw(q)}, 0.0, Plus{});
+}
+
+void axpy(double a, const Vectors& x, Vectors& y, std::size_t count) {
+  for_each_index(count, Axpy{a, raw(x), raw(y)});
+}
+
+void xpby(const Vectors& x, double b, Vectors& y, std::size_t count) {
+  for_each_index(count, Xpby{raw(x), b, raw(y)});
+}
+
+void displaced(const Vectors& x, double h, const Vectors& q, Vectors& out) {
+  out.resize(x.size());
+  for_each_index(x.size(), Displaced{raw(x), h, raw(q), raw(out)});
+}
+
+void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,
+                  std::size_t count, Vectors& out) {
+  for_each_index(count, Rhs{Rows(s), raw(velocity), raw(gradient), raw(out)});
+}
+
+void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,
+                      const Vectors& gradient_minus, double h, std::size_t count, Vectors& out) {
+  for_each_index(count, Product{Rows(s), raw(q), raw(gradient_plus), raw(gradient_minus),
+                                s.dt * s.dt / (2 * h), raw(out)});
+}
+
+void implicit_gradient(const ImplicitSystem& s, const Vectors& rhs, const Vectors& velocity,
+                       std::size_t count, Vectors& gradient) {
+  for_each_index(count, EffectiveGradient{Rows(s), raw(rhs), raw(velocity), raw(gradient)});
+}
+
+}  // namespace apron::cloth
