@@ -42,8 +42,8 @@ struct ColliderConfig {
 
 // The time integrator. "explicit": symplectic Euler at cfl x the stability limit of the sheet's
 // fastest waves on its shortest edge. "implicit": linearised backward Euler (kernels/cloth/
-// implicit.hpp) at a step the user sets from the motion, each solved by conjugate gradients to
-// a relative residual `tolerance` (at most `max_iterations`).
+// implicit.hpp) at a step the user sets from the motion, each solved by conjugate gradients until
+// the residual is `tolerance` times the first one (at most `max_iterations`).
 struct IntegratorConfig {
   bool implicit = false;
   double dt = 0;  // implicit only [s]
