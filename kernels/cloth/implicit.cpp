@@ -1,5 +1,8 @@
 #include "kernels/cloth/implicit.hpp"
 
+#include <cmath>
+#include <cstdint>
+
 #include "kernels/common/algorithms.hpp"
 
 namespace apron::cloth {
@@ -12,6 +15,34 @@ struct Dot {
   const V3* b;
   APRON_HD double operator()(std::size_t i) const { return dot(a[i], b[i]); }
 };
+
+// |term(i)| and round(term(i) x scale), for the two passes of a reproducible sum.
+template <class Term>
+struct Magnitude {
+  Term term;
+  APRON_HD double operator()(std::size_t i) const {
+    using std::fabs;
+    return fabs(term(i));
+  }
+};
+template <class Term>
+struct FixedPoint {
+  Term term;
+  double scale;
+  APRON_HD std::int64_t operator()(std::size_t i) const {
+    using std::llround;
+    return llround(term(i) * scale);
+  }
+};
+
+template <class Term>
+double largest(std::size_t count, Term term) {
+  return transform_reduce(count, Magnitude<Term>{term}, 0.0, Maximum{});
+}
+template <class Term>
+std::int64_t fixed_sum(std::size_t count, Term term, double scale) {
+  return transform_reduce(count, FixedPoint<Term>{term, scale}, std::int64_t{0}, Plus{});
+}
 
 struct Norm {
   const V3* a;
@@ -100,16 +131,25 @@ struct EffectiveGradient {
 
 }  // namespace
 
-double dot(const Vectors& a, const Vectors& b, std::size_t count) {
-  return transform_reduce(count, Dot{raw(a), raw(b)}, 0.0, Plus{});
+double dot_largest(const Vectors& a, const Vectors& b, std::size_t count) {
+  return largest(count, Dot{raw(a), raw(b)});
+}
+
+std::int64_t dot_fixed(const Vectors& a, const Vectors& b, std::size_t count, double scale) {
+  return fixed_sum(count, Dot{raw(a), raw(b)}, scale);
+}
+
+double mass_dot_largest(const ImplicitSystem& s, const Vectors& q, std::size_t count) {
+  return largest(count, MassDot{Rows(s), raw(q)});
+}
+
+std::int64_t mass_dot_fixed(const ImplicitSystem& s, const Vectors& q, std::size_t count,
+                            double scale) {
+  return fixed_sum(count, MassDot{Rows(s), raw(q)}, scale);
 }
 
 double max_norm(const Vectors& a, std::size_t count) {
   return transform_reduce(count, Norm{raw(a)}, 0.0, Maximum{});
-}
-
-double mass_dot(const ImplicitSystem& s, const Vectors& q, std::size_t count) {
-  return transform_reduce(count, MassDot{Rows(s), raw(q)}, 0.0, Plus{});
 }
 
 void axpy(double a, const Vectors& x, Vectors& y, std::size_t count) {

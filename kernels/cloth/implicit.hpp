@@ -26,13 +26,20 @@ struct ImplicitSystem {
   Vector3<double> gravity{0, 0, 0};
 };
 
-// This rank's part of sum_i a_i . b_i, and of max_i |a_i|, over rows [0, count).
-double dot(const Vectors& a, const Vectors& b, std::size_t count);
-double max_norm(const Vectors& a, std::size_t count);
+// The solve's dot products, in two passes so that the caller can make them the same on any rank
+// count (conjugate gradients amplify the last bits in which sums over ranks in another order
+// differ): this rank's largest |term|, then, with a power-of-two scale from the largest over all
+// ranks, this rank's sum of round(term x scale) as integers, which add associatively. Terms:
+// a_i . b_i over rows [0, count) (dot), or m_i (1 + dt gamma / mu) |q_i|^2 over the free ones
+// (mass_dot: the mass part of q . A q).
+double dot_largest(const Vectors& a, const Vectors& b, std::size_t count);
+std::int64_t dot_fixed(const Vectors& a, const Vectors& b, std::size_t count, double scale);
+double mass_dot_largest(const ImplicitSystem& s, const Vectors& q, std::size_t count);
+std::int64_t mass_dot_fixed(const ImplicitSystem& s, const Vectors& q, std::size_t count,
+                            double scale);
 
-// This rank's part of q . M (1 + dt gamma / mu) q over the free rows of [0, count): the mass
-// part of q . A q.
-double mass_dot(const ImplicitSystem& s, const Vectors& q, std::size_t count);
+// This rank's part of max_i |a_i| over rows [0, count).
+double max_norm(const Vectors& a, std::size_t count);
 
 // y_i += a x_i and y_i = x_i + b y_i, rows [0, count).
 void axpy(double a, const Vectors& x, Vectors& y, std::size_t count);

@@ -80,6 +80,8 @@ class ClothSolver final : public Workload {
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
   void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
+  template <class Fixed>
+  double reproducible_sum(double largest, const Fixed& fixed) const;
   void check_finite() const;
   std::size_t device_bytes() const;
   SheetState gather_rows(const std::vector<double>& values, const std::vector<std::int64_t>& ids,

@@ -20,9 +20,8 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
   implicit_rest   the implicit integrator (cloth.integrator: implicit) at 4x the explicit
                 step's stability limit, damped: the sheet comes to rest where the explicit
                 integrator brings it (1e-6 m), every step's conjugate-gradient solve converged.
-  implicit_ranks  the implicit integrator on 1, 2 and 3 ranks: the same positions to 1e-9 m
-                (the solves' dot products are sums over ranks: equal to round-off, not by
-                construction bit for bit).
+  implicit_ranks  the implicit integrator on 1, 2, 3 and 4 ranks: the same positions and
+                diagnostics bit for bit (the solves' dot products are summed in fixed point).
 Scenarios with their own cases (tests/cloth/data), damped to rest, read in float64 from the final
 checkpoint:
   strip         stretched_strip.yaml: the strain at heights s = 0.25 .. 0.75 of a strip hanging
@@ -150,16 +149,17 @@ def scenario_implicit_ranks(r, work):
     steps = ["--set", "time.max_steps=50", "--set", "time.end=100", "--set", "output.every=10",
              *IMPLICIT, "--set", "cloth.implicit.dt=0.01", "--set", "cloth.implicit.tolerance=1e-8",
              "--set", "cloth.implicit.max_iterations=300"]
-    runs = [r.run(n, f"{work}/np{n}", *steps) for n in (1, 2, 3)]
+    runs = [r.run(n, f"{work}/np{n}", *steps) for n in (1, 2, 3, 4)]
     name, ids, reference = final_positions(runs[0])
     implicit_report(runs[0])
-    for n, out in zip((2, 3), runs[1:]):
+    for n, out in zip((2, 3, 4), runs[1:]):
         other_name, other_ids, positions = final_positions(out)
         check(other_name == name and np.array_equal(ids, other_ids),
               f"{n} ranks: the same last step ({other_name}) and vertex ids")
         difference = float(np.max(np.abs(positions - reference)))
         print(f"      {n} ranks: largest position difference {difference:.3g} m")
-        check(difference <= 1e-9, f"{n} ranks: positions equal 1 rank's to round-off (1e-9 m)")
+        check(difference == 0 and rows(out) == rows(runs[0]),
+              f"{n} ranks: positions and diagnostics equal 1 rank's bit for bit")
 
 
 def final_positions(out_dir):
