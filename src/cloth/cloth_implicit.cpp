@@ -37,9 +37,12 @@ double ClothSolver::reproducible_sum(double largest, const Fixed& fixed) const {
   return static_cast<double>(global_sum(ranks_.comm, fixed(scale))) / scale;
 }
 
+ImplicitSystem ClothSolver::implicit_system() const {
+  return {&mass_, &pinned_, motion_.dt, motion_.damping_rate, motion_.gravity};
+}
+
 void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   ImplicitWork& w = implicit_;
-  const ImplicitSystem system{&mass_, &pinned_, motion_.dt, motion_.damping_rate, motion_.gravity};
   const double largest = global_max(ranks_.comm, max_norm(q, owned_));
   if (!(largest > 0)) {
     apron::fill(out.begin(), out.end(), Vector3<double>{0, 0, 0});
@@ -50,7 +53,7 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
   displaced(*position_, -h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
-  cloth::implicit_product(system, q, w.gradient_plus, w.gradient_minus, h, owned_, out);
+  cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
 }
 
 // Conjugate gradients on A v1 = b from v1 = v0, to |b - A v1| <= tolerance |b - A v0|. H is
@@ -62,8 +65,7 @@ void ClothSolver::solve_implicit() {
   ImplicitWork& w = implicit_;
   const std::size_t rows = store_.size();
   for (Vectors* v : {&w.rhs, &w.residual, &w.product, &w.velocity}) v->resize(rows);
-  motion_.dt = std::min(dt_, config_.time.end - time_);
-  const ImplicitSystem system{&mass_, &pinned_, motion_.dt, motion_.damping_rate, motion_.gravity};
+  const ImplicitSystem system = implicit_system();
   const auto global_dot = [&](const Vectors& a, const Vectors& b) {
     return reproducible_sum(dot_largest(a, b, owned_),
                             [&](double scale) { return dot_fixed(a, b, owned_, scale); });

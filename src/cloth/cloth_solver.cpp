@@ -292,6 +292,7 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
 }
 
 void ClothSolver::advance() {
+  motion_.dt = std::min(dt_, config_.time.end - time_);
   {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
@@ -302,7 +303,6 @@ void ClothSolver::advance() {
   }
   {
     auto t = timers_.scope("integrate");
-    motion_.dt = std::min(dt_, config_.time.end - time_);
     advance_vertices({position_, velocity_, &gradient_, &mass_, &pinned_}, owned_, motion_,
                      colliders_);
   }

@@ -79,6 +79,7 @@ class ClothSolver final : public Workload {
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
+  ImplicitSystem implicit_system() const;                 // at this step's dt
   void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
   template <class Fixed>
   double reproducible_sum(double largest, const Fixed& fixed) const;
