@@ -4,8 +4,9 @@
 // A perturbed grid of n x n vertices bent onto a cylinder and shaken, or a mesh file (shaken);
 // median of 5 after a warm-up. The vertex order is the data-structure question of the issue:
 // `as_given` (grid rows, or the file's), `random` (a shuffle: what an unordered mesh costs) or
-// `morton` (a space-filling curve over the rest positions).
-//   usage: cloth_kernels [--order as_given|random|morton] [--mesh FILE] [n ...]
+// `morton` (a space-filling curve over the rest positions) or `valence` (grouped by valence, the
+// seed's proposal for uniform loop counts per warp; Morton order within a group).
+//   usage: cloth_kernels [--order as_given|random|morton|valence] [--mesh FILE] [n ...]
 //          (default: as_given, grids of 100 and 300)
 #include <algorithm>
 #include <chrono>
@@ -76,6 +77,14 @@ HostMesh without_isolated(HostMesh mesh) {
 // The mesh with its vertices renumbered in the given order.
 HostMesh reordered(const HostMesh& mesh, const std::string& order) {
   if (order == "morton") return renumbered(mesh, locality_order(mesh));
+  if (order == "valence") {  // grouped by valence (triangle count), Morton order within a group
+    std::vector<std::uint32_t> triangles(mesh.positions.size(), 0), by = locality_order(mesh);
+    for (const auto& t : mesh.triangles)
+      for (const std::uint32_t v : t) ++triangles[v];
+    std::stable_sort(by.begin(), by.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return triangles[a] < triangles[b]; });
+    return renumbered(mesh, by);
+  }
   if (order != "random") return mesh;
   std::vector<std::uint32_t> shuffled(mesh.positions.size());
   std::iota(shuffled.begin(), shuffled.end(), 0u);
@@ -128,8 +137,8 @@ int main(int argc, char** argv) {
       sizes.push_back(std::atoi(argv[a]));
     }
   }
-  if (order != "as_given" && order != "random" && order != "morton") {
-    std::fprintf(stderr, "cloth_kernels: --order must be as_given, random or morton\n");
+  if (order != "as_given" && order != "random" && order != "morton" && order != "valence") {
+    std::fprintf(stderr, "cloth_kernels: --order must be as_given, random, morton or valence\n");
     return 2;
   }
   if (!file.empty()) {
