@@ -196,10 +196,6 @@ VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<
           raw(ref.rest.curvature), raw(ref.rest.area),        model.material};
 }
 
-}  // namespace
-
-namespace {
-
 // Each vertex's 2-ring as CSR, into the model (energy_gradient_forward's, built on its first call).
 void build_two_rings(const DeviceMesh<double>& mesh, const EnergyModel& model) {
   const std::vector<std::uint32_t> offsets = to_host(mesh.ring_offsets),
@@ -219,6 +215,25 @@ void build_two_rings(const DeviceMesh<double>& mesh, const EnergyModel& model) {
   }
   model.two_ring_offsets = DeviceVector<std::uint32_t>(two_offsets.begin(), two_offsets.end());
   model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
+}
+
+// Passes 2-4 with the slots in precision R. The per-vertex adjoint holds ~180 float64 registers:
+// 128-thread blocks keep more of it resident than 256-thread ones (bench/NOTES.md).
+template <class R>
+void gradient_from_normals(const DeviceMesh<double>& mesh,
+                           const DeviceVector<Vector3<double>>& positions,
+                           const ReferenceState<double>& reference, const EnergyModel& model,
+                           AdjointSlots<R>& slots, DeviceVector<Vector3<double>>& gradient) {
+  const std::size_t n = mesh.vertices();
+  const RingView rings = ring_view(mesh);
+  for_each_index<128>(
+      n, VertexAdjointKernel<R>{raw(positions), raw(model.normal),
+                                vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)});
+  for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),
+                                              raw(model.normal_inverse_length), raw(slots.n),
+                                              raw(model.normal_sum_adjoint)});
+  for_each_index(n, GatherKernel<R>{raw(positions), rings, raw(model.twin_slot), raw(slots.x),
+                                    raw(model.normal_sum_adjoint), raw(gradient)});
 }
 
 }  // namespace
@@ -279,29 +294,6 @@ double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
   segmented_reduce(per_vertex, segment, 1, Reduction::sum, total);
   return read_element(total, 0);
 }
-
-namespace {
-
-// Passes 2-4 with the slots in precision R. The per-vertex adjoint holds ~180 float64 registers:
-// 128-thread blocks keep more of it resident than 256-thread ones (bench/NOTES.md).
-template <class R>
-void gradient_from_normals(const DeviceMesh<double>& mesh,
-                           const DeviceVector<Vector3<double>>& positions,
-                           const ReferenceState<double>& reference, const EnergyModel& model,
-                           AdjointSlots<R>& slots, DeviceVector<Vector3<double>>& gradient) {
-  const std::size_t n = mesh.vertices();
-  const RingView rings = ring_view(mesh);
-  for_each_index<128>(
-      n, VertexAdjointKernel<R>{raw(positions), raw(model.normal),
-                                vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)});
-  for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),
-                                              raw(model.normal_inverse_length), raw(slots.n),
-                                              raw(model.normal_sum_adjoint)});
-  for_each_index(n, GatherKernel<R>{raw(positions), rings, raw(model.twin_slot), raw(slots.x),
-                                    raw(model.normal_sum_adjoint), raw(gradient)});
-}
-
-}  // namespace
 
 void energy_gradient(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                      const ReferenceState<double>& reference, const EnergyModel& model,
