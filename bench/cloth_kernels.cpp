@@ -5,7 +5,9 @@
 // median of 5 after a warm-up. The vertex order is the data-structure question of the issue:
 // `as_given` (grid rows, or the file's), `random` (a shuffle: what an unordered mesh costs) or
 // `morton` (a space-filling curve over the rest positions) or `valence` (grouped by valence, the
-// seed's proposal for uniform loop counts per warp; Morton order within a group).
+// seed's proposal for uniform loop counts per warp; Morton order within a group). Each mesh also
+// runs the normals and fits on the seed's other layout, coalesced redundant 1-ring copies
+// (redundant_tensor_step), against the CSR rings, with the bytes per vertex of each.
 //   usage: cloth_kernels [--order as_given|random|morton|valence] [--mesh FILE] [n ...]
 //          (default: as_given, grids of 100 and 300)
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "io/mesh_reader.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/tensors.hpp"
+#include "kernels/cloth/vertex_geometry.hpp"
 
 using namespace apron;
 using namespace apron::cloth;
@@ -92,6 +95,161 @@ HostMesh reordered(const HostMesh& mesh, const std::string& order) {
   return renumbered(mesh, shuffled);
 }
 
+// ---- the seed's coalesced redundant 1-ring copies ----------------------------------------------
+// Every ring entry's neighbour value copied slot-major: entry s of vertex v at s V + v, so that a
+// warp (consecutive vertices) reads consecutive addresses at every s; padded to the largest
+// valence. Positions and normals change every step, so their copies are gathered again before
+// each use; the material coordinates are copied once. The tensor functions are the production
+// ones (vertex_geometry.hpp), run on a ring type with a stride.
+
+struct StridedRing {
+  std::uint32_t begin, end, stride, count;
+  bool open;
+  APRON_HD std::uint32_t after(std::uint32_t k) const { return k + stride; }
+  APRON_HD std::uint32_t next(std::uint32_t k) const {
+    return k + stride != end ? k + stride : begin;
+  }
+  APRON_HD std::uint32_t triangles() const { return open ? count - 1 : count; }
+};
+
+// Entry k (= s V + v) names "vertex" V + k: the accessors below read its copy there.
+struct CopiedRings {
+  std::uint32_t vertices;
+  const std::uint8_t* valence;
+  const std::uint8_t* boundary;
+  APRON_HD StridedRing ring(std::size_t v) const {
+    const auto u = static_cast<std::uint32_t>(v);
+    const std::uint32_t count = valence[v];
+    return {u, u + count * vertices, vertices, count, boundary[v] != 0};
+  }
+  APRON_HD std::uint32_t neighbour(std::uint32_t k) const { return vertices + k; }
+};
+
+// A vertex's own value for i < V, ring entry i - V's copy above.
+struct Copied {
+  const Vector3<float>* own;
+  const Vector3<float>* copies;
+  std::uint32_t vertices;
+  APRON_HD Vector3<float> operator()(std::uint32_t i) const {
+    return i < vertices ? own[i] : copies[i - vertices];
+  }
+};
+
+template <class Value>
+struct GatherCopies {
+  RingView rings;
+  const Value* values;
+  Value* copies;
+  std::uint32_t vertices;
+  APRON_HD void operator()(std::size_t v) const {
+    const Ring ring = rings.ring(v);
+    for (std::uint32_t k = ring.begin, s = 0; k < ring.end; ++k, ++s)
+      copies[s * vertices + v] = values[rings.neighbour(k)];
+  }
+};
+
+struct CopiedNormals {
+  CopiedRings rings;
+  Copied x;
+  Vector3<float>* normal;
+  float* area;
+  APRON_HD void operator()(std::size_t v) const {
+    const auto u = static_cast<std::uint32_t>(v);
+    normal[v] = vertex_normal(x, rings, u);
+    const StridedRing ring = rings.ring(v);
+    float twice_area = 0;
+    std::uint32_t k = ring.begin;
+    for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k))
+      twice_area +=
+          norm(cross(x(rings.neighbour(k)) - x(u), x(rings.neighbour(ring.next(k))) - x(u)));
+    area[v] = twice_area / 6;
+  }
+};
+
+struct CopiedTensors {
+  CopiedRings rings;
+  Copied x, normals;
+  const Vector2<float>* coordinates;  // slot-major, like the copies
+  Vector3<float>* tangent;
+  Sym2<float>* metric;
+  Sym2<float>* curvature;
+  std::uint8_t* valid;
+  APRON_HD void operator()(std::size_t v) const {
+    const auto u = static_cast<std::uint32_t>(v);
+    Vector3<float> t;
+    Sym2<float> a, c;
+    valid[v] = vertex_tensors(x, normals, rings, coordinates, u, normals.own[u], t, a, c);
+    tangent[v] = t;
+    metric[v] = a;
+    curvature[v] = c;
+  }
+};
+
+// The tensor step on redundant copies: gather positions, normals, gather normals, tensors (the
+// strains are per vertex and laid out alike in both). Returns its time and device bytes per vertex.
+struct RedundantResult {
+  double ms, gathers_ms, bytes_per_vertex;
+  float largest_difference;  // against the CSR kernels' tensors
+};
+RedundantResult redundant_tensor_step(const HostMesh& rest, const DeviceMesh<float>& mesh,
+                                      const ReferenceState<float>& reference,
+                                      const DeviceVector<Vector3<float>>& x,
+                                      const SurfaceTensors<float>& csr) {
+  const auto n = static_cast<std::uint32_t>(rest.positions.size());
+  const Rings rings = build_rings(rest);
+  std::vector<std::uint8_t> valence(n);
+  std::uint32_t widest = 0;
+  for (std::uint32_t v = 0; v < n; ++v) {
+    valence[v] = static_cast<std::uint8_t>(rings.offsets[v + 1] - rings.offsets[v]);
+    widest = std::max<std::uint32_t>(widest, valence[v]);
+  }
+  const std::vector<Vector2<float>> csr_coordinates = to_host(reference.ring_coordinates);
+  std::vector<Vector2<float>> coordinates(std::size_t{widest} * n, Vector2<float>{0, 0});
+  for (std::uint32_t v = 0; v < n; ++v)
+    for (std::uint32_t k = rings.offsets[v], s = 0; k < rings.offsets[v + 1]; ++k, ++s)
+      coordinates[std::size_t{s} * n + v] = csr_coordinates[k];
+  const DeviceVector<std::uint8_t> valence_d(valence.begin(), valence.end());
+  const DeviceVector<Vector2<float>> coordinates_d(coordinates.begin(), coordinates.end());
+  DeviceVector<Vector3<float>> x_copies(std::size_t{widest} * n), n_copies(x_copies.size());
+  SurfaceTensors<float> out;
+  out.normal.resize(n);
+  out.area.resize(n);
+  out.tangent.resize(n);
+  out.metric.resize(n);
+  out.curvature.resize(n);
+  out.valid.resize(n);
+  const RingView csr_rings = ring_view(mesh);
+  const CopiedRings copied{n, raw(valence_d), raw(mesh.boundary)};
+  const Copied positions{raw(x), raw(x_copies), n}, normals{raw(out.normal), raw(n_copies), n};
+  const auto gather_positions = [&] {
+    for_each_index(n, GatherCopies<Vector3<float>>{csr_rings, raw(x), raw(x_copies), n});
+  };
+  const auto gather_normals = [&] {
+    for_each_index(n, GatherCopies<Vector3<float>>{csr_rings, raw(out.normal), raw(n_copies), n});
+  };
+  RedundantResult result{};
+  result.ms = median_ms([&] {
+    gather_positions();
+    for_each_index(n, CopiedNormals{copied, positions, raw(out.normal), raw(out.area)});
+    gather_normals();
+    for_each_index(n,
+                   CopiedTensors{copied, positions, normals, raw(coordinates_d), raw(out.tangent),
+                                 raw(out.metric), raw(out.curvature), raw(out.valid)});
+  });
+  result.gathers_ms = median_ms([&] {
+    gather_positions();
+    gather_normals();
+  });
+  // Copies of positions and normals (12 bytes each), coordinates (8), valences (1).
+  result.bytes_per_vertex = (24.0 + 8.0) * widest + 1;
+  const std::vector<Sym2<float>> a = to_host(out.curvature), b = to_host(csr.curvature);
+  for (std::uint32_t v = 0; v < n; ++v)
+    result.largest_difference =
+        std::max({result.largest_difference, std::abs(a[v].xx - b[v].xx),
+                  std::abs(a[v].xy - b[v].xy), std::abs(a[v].yy - b[v].yy)});
+  return result;
+}
+
 void measure(const std::string& name, const HostMesh& rest,
              const std::vector<std::array<double, 3>>& shaken) {
   const DeviceMesh<float> mesh32 = upload_mesh<float>(rest);
@@ -103,6 +261,17 @@ void measure(const std::string& name, const HostMesh& rest,
     surface_tensors(mesh32, x32, reference32, tensors);
     strains(tensors, reference32, strain);
   });
+  const double fits = median_ms([&] { surface_tensors(mesh32, x32, reference32, tensors); });
+  const RedundantResult redundant = redundant_tensor_step(rest, mesh32, reference32, x32, tensors);
+  // CSR: positions (12), ring offsets (4), boundary flag (1); per ring entry its neighbour index
+  // (4) and coordinates (8).
+  const double csr_bytes =
+      17.0 + 12.0 * static_cast<double>(mesh32.ring_neighbours.size()) / rest.positions.size();
+  std::printf(
+      "%s: normals and fits, CSR %.3f ms (%.0f bytes/vertex), redundant copies %.3f ms of which "
+      "gathers %.3f ms (%.0f bytes/vertex; curvature differs by %.1e)\n",
+      name.c_str(), fits, csr_bytes, redundant.ms, redundant.gathers_ms,
+      redundant.bytes_per_vertex + csr_bytes, redundant.largest_difference);
 
   const DeviceMesh<double> mesh = upload_mesh<double>(rest);
   const ReferenceState<double> reference = make_reference(mesh, mesh.positions);

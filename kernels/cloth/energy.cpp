@@ -186,10 +186,6 @@ struct GatherKernel {
   }
 };
 
-RingView ring_view(const DeviceMesh<double>& mesh) {
-  return {raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary)};
-}
-
 VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<double>& ref,
                            const EnergyModel& model) {
   return {ring_view(mesh),         raw(ref.ring_coordinates), raw(ref.rest.metric),

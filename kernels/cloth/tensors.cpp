@@ -6,11 +6,6 @@ namespace apron::cloth {
 namespace {
 
 template <class T>
-RingView ring_view(const DeviceMesh<T>& mesh) {
-  return {raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary)};
-}
-
-template <class T>
 struct VertexNormals {
   const Vector3<T>* x;
   RingView rings;

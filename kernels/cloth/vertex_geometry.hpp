@@ -1,13 +1,15 @@
 // The per-vertex estimation of issue 17 as device functions, templated on where positions and
 // normals come from: arrays (the tensor kernels), or positions carrying derivatives with the
 // normals recomputed from them (the energy gradient, energy.cpp), so that both run the same
-// arithmetic and the gradient is that of the energy the tensors report.
+// arithmetic and the gradient is that of the energy the tensors report; and on the ring layout
+// (the CSR rings of RingView, or the benchmark's strided redundant copies).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cloth/cloth_math.hpp"
+#include "kernels/cloth/mesh.hpp"
 #include "kernels/common/vec.hpp"  // load()
 
 namespace apron::cloth {
@@ -17,6 +19,9 @@ struct Ring {
   std::uint32_t begin, end;
   bool open;
   APRON_HD std::uint32_t size() const { return end - begin; }
+  // The entry after k, without wrapping (loops run k = begin; k != end; k = after(k), so that a
+  // ring laid out with a stride, bench/cloth_kernels.cpp's redundant copies, runs the same code).
+  APRON_HD std::uint32_t after(std::uint32_t k) const { return k + 1; }
   // Entry after k (k in [begin, end)), wrapping around a closed ring.
   APRON_HD std::uint32_t next(std::uint32_t k) const { return k + 1 < end ? k + 1 : begin; }
   // Triangles of the ring: one per consecutive pair, plus the closing pair of a closed ring.
@@ -33,6 +38,11 @@ struct RingView {
   APRON_HD std::uint32_t neighbour(std::uint32_t k) const { return load(neighbours + k); }
 };
 
+template <class T>
+RingView ring_view(const DeviceMesh<T>& mesh) {
+  return {raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary)};
+}
+
 // Positions or normals read from an array.
 template <class T>
 struct FromArray {
@@ -44,11 +54,11 @@ struct FromArray {
 // on a sphere, and on the irregular cylinder of the tests a curvature error 7x smaller than
 // with area weights (which leave it O(1) there). max_weighted_sum is the sum before normalisation,
 // which the normals' adjoint needs (vertex_adjoint.hpp).
-template <class Points>
-APRON_HD auto max_weighted_sum(const Points& x, const RingView& rings, std::uint32_t v) {
+template <class Points, class Rings>
+APRON_HD auto max_weighted_sum(const Points& x, const Rings& rings, std::uint32_t v) {
   using V = decltype(x(v));
   using S = decltype(V{}.x);
-  const Ring ring = rings.ring(v);
+  const auto ring = rings.ring(v);
   const V xv = x(v);
   V sum{S(0), S(0), S(0)};
   std::uint32_t k = ring.begin;
@@ -58,8 +68,8 @@ APRON_HD auto max_weighted_sum(const Points& x, const RingView& rings, std::uint
   }
   return sum;
 }
-template <class Points>
-APRON_HD auto vertex_normal(const Points& x, const RingView& rings, std::uint32_t v) {
+template <class Points, class Rings>
+APRON_HD auto vertex_normal(const Points& x, const Rings& rings, std::uint32_t v) {
   return normalized(max_weighted_sum(x, rings, v));
 }
 
@@ -72,8 +82,8 @@ struct RingNormals {
 };
 
 // t: the reference edge v -> first neighbour, in the plane normal to n.
-template <class Points, class S>
-APRON_HD Vector3<S> frame_tangent(const Points& x, const RingView& rings, const Ring& ring,
+template <class Points, class Rings, class RingT, class S>
+APRON_HD Vector3<S> frame_tangent(const Points& x, const Rings& rings, const RingT& ring,
                                   Vector3<S> xv, Vector3<S> n) {
   return normalized(tangential(x(rings.neighbour(ring.begin)) - xv, n));
 }
@@ -81,12 +91,12 @@ APRON_HD Vector3<S> frame_tangent(const Points& x, const RingView& rings, const 
 // The surface basis a_1, a_2: the least-squares fit of e_k = th1_k a_1 + th2_k a_2 over the ring
 // (th the edge's material coordinates, fixed at rest), each vector then rotated into the plane
 // normal to n (its length kept). Returns a_ab; false when the material coordinates are collinear.
-template <class Points, class S, class C>
-APRON_HD bool fit_metric(const Points& x, const RingView& rings, const Vector2<C>* coordinates,
-                         const Ring& ring, Vector3<S> xv, Vector3<S> n, Sym2<S>& metric) {
+template <class Points, class Rings, class RingT, class S, class C>
+APRON_HD bool fit_metric(const Points& x, const Rings& rings, const Vector2<C>* coordinates,
+                         const RingT& ring, Vector3<S> xv, Vector3<S> n, Sym2<S>& metric) {
   C g11 = 0, g12 = 0, g22 = 0;
   Vector3<S> r1{S(0), S(0), S(0)}, r2{S(0), S(0), S(0)};
-  for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+  for (std::uint32_t k = ring.begin; k != ring.end; k = ring.after(k)) {
     const Vector3<S> e = x(rings.neighbour(k)) - xv;
     const Vector2<C> th = coordinates[k];
     g11 += th.x * th.x;
@@ -108,13 +118,13 @@ APRON_HD bool fit_metric(const Points& x, const RingView& rings, const Vector2<C
 // b_ab from the issue's four equations per ring edge (Rusinkiewicz's dn.t = b11 t_k + b12 b_k,
 // dn.b = b12 t_k + b22 b_k, each times t_k and b_k), solved by least squares. Edges are scaled by
 // the reference edge's length so that the normal equations stay O(1) in float at any mesh size.
-template <class Points, class Normals, class S>
-APRON_HD bool fit_curvature(const Points& x, const Normals& normals, const RingView& rings,
-                            const Ring& ring, Vector3<S> xv, Vector3<S> n, Vector3<S> t,
+template <class Points, class Normals, class Rings, class RingT, class S>
+APRON_HD bool fit_curvature(const Points& x, const Normals& normals, const Rings& rings,
+                            const RingT& ring, Vector3<S> xv, Vector3<S> n, Vector3<S> t,
                             Vector3<S> b, Sym2<S>& curvature) {
   const S scale = S(1) / norm(x(rings.neighbour(ring.begin)) - xv);
   Sym3System<S> fit;
-  for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+  for (std::uint32_t k = ring.begin; k != ring.end; k = ring.after(k)) {
     const std::uint32_t j = rings.neighbour(k);
     const Vector3<S> e = x(j) - xv, dn = normals(j) - n;
     const S tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
@@ -131,11 +141,11 @@ APRON_HD bool fit_curvature(const Points& x, const Normals& normals, const RingV
 
 // Frame tangent, metric and curvature at v (normal n given). Where a fit fails the metric is the
 // identity and the curvature zero, and false is returned.
-template <class Points, class Normals, class S, class C>
-APRON_HD bool vertex_tensors(const Points& x, const Normals& normals, const RingView& rings,
+template <class Points, class Normals, class Rings, class S, class C>
+APRON_HD bool vertex_tensors(const Points& x, const Normals& normals, const Rings& rings,
                              const Vector2<C>* coordinates, std::uint32_t v, Vector3<S> n,
                              Vector3<S>& t, Sym2<S>& metric, Sym2<S>& curvature) {
-  const Ring ring = rings.ring(v);
+  const auto ring = rings.ring(v);
   const Vector3<S> xv = x(v);
   t = frame_tangent(x, rings, ring, xv, n);
   const Vector3<S> b = cross(n, t);
