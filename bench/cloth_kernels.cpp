@@ -212,12 +212,7 @@ RedundantResult redundant_tensor_step(const HostMesh& rest, const DeviceMesh<flo
   const DeviceVector<Vector2<float>> coordinates_d(coordinates.begin(), coordinates.end());
   DeviceVector<Vector3<float>> x_copies(std::size_t{widest} * n), n_copies(x_copies.size());
   SurfaceTensors<float> out;
-  out.normal.resize(n);
-  out.area.resize(n);
-  out.tangent.resize(n);
-  out.metric.resize(n);
-  out.curvature.resize(n);
-  out.valid.resize(n);
+  out.resize(n);
   const RingView csr_rings = ring_view(mesh);
   const CopiedRings copied{n, raw(valence_d), raw(mesh.boundary)};
   const Copied positions{raw(x), raw(x_copies), n}, normals{raw(out.normal), raw(n_copies), n};

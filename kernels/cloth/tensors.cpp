@@ -90,16 +90,6 @@ struct StrainsKernel {
   }
 };
 
-template <class T>
-void resize_tensors(SurfaceTensors<T>& s, std::size_t n) {
-  s.normal.resize(n);
-  s.tangent.resize(n);
-  s.area.resize(n);
-  s.metric.resize(n);
-  s.curvature.resize(n);
-  s.valid.resize(n);
-}
-
 }  // namespace
 
 template <class T>
@@ -114,7 +104,7 @@ void vertex_normals(const DeviceMesh<T>& mesh, const DeviceVector<Vector3<T>>& p
 template <class T>
 ReferenceState<T> make_reference(const DeviceMesh<T>& mesh, const DeviceVector<Vector3<T>>& rest) {
   ReferenceState<T> ref;
-  resize_tensors(ref.rest, mesh.vertices());
+  ref.rest.resize(mesh.vertices());
   vertex_normals(mesh, rest, ref.rest.normal, ref.rest.area);
   ref.ring_coordinates.resize(mesh.ring_neighbours.size());
   for_each_index(mesh.vertices(), RingCoordinates<T>{raw(rest), raw(ref.rest.normal),
@@ -126,7 +116,7 @@ ReferenceState<T> make_reference(const DeviceMesh<T>& mesh, const DeviceVector<V
 template <class T>
 void surface_tensors(const DeviceMesh<T>& mesh, const DeviceVector<Vector3<T>>& positions,
                      const ReferenceState<T>& reference, SurfaceTensors<T>& out) {
-  resize_tensors(out, mesh.vertices());
+  out.resize(mesh.vertices());
   vertex_normals(mesh, positions, out.normal, out.area);
   for_each_index(
       mesh.vertices(),

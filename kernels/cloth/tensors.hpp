@@ -29,6 +29,14 @@ struct SurfaceTensors {
   DeviceVector<Sym2<T>> metric;      // a_ab
   DeviceVector<Sym2<T>> curvature;   // b_ab in {t, b}
   DeviceVector<std::uint8_t> valid;  // 0: the ring cannot fit a_ab or b_ab (set to I and 0)
+  void resize(std::size_t vertices) {
+    normal.resize(vertices);
+    tangent.resize(vertices);
+    area.resize(vertices);
+    metric.resize(vertices);
+    curvature.resize(vertices);
+    valid.resize(vertices);
+  }
 };
 
 // The rest state, computed once: each ring edge's material coordinates (its components in the
