@@ -117,12 +117,14 @@ struct CopiedRings {
   std::uint32_t vertices;
   const std::uint8_t* valence;
   const std::uint8_t* boundary;
+  const double* spoke_weights;  // slot-major, like the copies
   APRON_HD StridedRing ring(std::size_t v) const {
     const auto u = static_cast<std::uint32_t>(v);
     const std::uint32_t count = valence[v];
     return {u, u + count * vertices, vertices, count, boundary[v] != 0};
   }
   APRON_HD std::uint32_t neighbour(std::uint32_t k) const { return vertices + k; }
+  APRON_HD double spoke_weight(std::uint32_t k) const { return spoke_weights[k]; }
 };
 
 // A vertex's own value for i < V, ring entry i - V's copy above.
@@ -204,17 +206,22 @@ RedundantResult redundant_tensor_step(const HostMesh& rest, const DeviceMesh<flo
     widest = std::max<std::uint32_t>(widest, valence[v]);
   }
   const std::vector<Vector2<float>> csr_coordinates = to_host(reference.ring_coordinates);
+  const std::vector<double> csr_weights = to_host(mesh.spoke_weights);
   std::vector<Vector2<float>> coordinates(std::size_t{widest} * n, Vector2<float>{0, 0});
+  std::vector<double> weights(coordinates.size(), 0.0);
   for (std::uint32_t v = 0; v < n; ++v)
-    for (std::uint32_t k = rings.offsets[v], s = 0; k < rings.offsets[v + 1]; ++k, ++s)
+    for (std::uint32_t k = rings.offsets[v], s = 0; k < rings.offsets[v + 1]; ++k, ++s) {
       coordinates[std::size_t{s} * n + v] = csr_coordinates[k];
+      weights[std::size_t{s} * n + v] = csr_weights[k];
+    }
   const DeviceVector<std::uint8_t> valence_d(valence.begin(), valence.end());
   const DeviceVector<Vector2<float>> coordinates_d(coordinates.begin(), coordinates.end());
+  const DeviceVector<double> weights_d(weights.begin(), weights.end());
   DeviceVector<Vector3<float>> x_copies(std::size_t{widest} * n), n_copies(x_copies.size());
   SurfaceTensors<float> out;
   out.resize(n);
   const RingView csr_rings = ring_view(mesh);
-  const CopiedRings copied{n, raw(valence_d), raw(mesh.boundary)};
+  const CopiedRings copied{n, raw(valence_d), raw(mesh.boundary), raw(weights_d)};
   const Copied positions{raw(x), raw(x_copies), n}, normals{raw(out.normal), raw(n_copies), n};
   const auto gather_positions = [&] {
     for_each_index(n, GatherCopies<Vector3<float>>{csr_rings, raw(x), raw(x_copies), n});
@@ -235,8 +242,9 @@ RedundantResult redundant_tensor_step(const HostMesh& rest, const DeviceMesh<flo
     gather_positions();
     gather_normals();
   });
-  // Copies of positions and normals (12 bytes each), coordinates (8), valences (1).
-  result.bytes_per_vertex = (24.0 + 8.0) * widest + 1;
+  // Copies of positions and normals (12 bytes each), coordinates (8), normal weights (8),
+  // valences (1).
+  result.bytes_per_vertex = (24.0 + 16.0) * widest + 1;
   const std::vector<Sym2<float>> a = to_host(out.curvature), b = to_host(csr.curvature);
   for (std::uint32_t v = 0; v < n; ++v)
     result.largest_difference =
@@ -259,9 +267,9 @@ void measure(const std::string& name, const HostMesh& rest,
   const double fits = median_ms([&] { surface_tensors(mesh32, x32, reference32, tensors); });
   const RedundantResult redundant = redundant_tensor_step(rest, mesh32, reference32, x32, tensors);
   // CSR: positions (12), ring offsets (4), boundary flag (1); per ring entry its neighbour index
-  // (4) and coordinates (8).
+  // (4), coordinates (8) and normal weights (8: the spoke's; the rim's only the gradient reads).
   const double csr_bytes =
-      17.0 + 12.0 * static_cast<double>(mesh32.ring_neighbours.size()) / rest.positions.size();
+      17.0 + 20.0 * static_cast<double>(mesh32.ring_neighbours.size()) / rest.positions.size();
   std::printf(
       "%s: normals and fits, CSR %.3f ms (%.0f bytes/vertex), redundant copies %.3f ms of which "
       "gathers %.3f ms (%.0f bytes/vertex; curvature differs by %.1e)\n",

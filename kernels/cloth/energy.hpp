@@ -85,8 +85,8 @@ struct AdjointSlots {
 //     energy_gradient's scratch, sized here and reused by every call (mutable: a const model is
 //     still one caller's workspace; two concurrent gradients need two models).
 //   two_ring_offsets, two_ring: each vertex's 2-ring (itself, its ring and their rings, without
-//     repeats), for energy_gradient_forward only, which builds them on its first call. W_v depends on exactly the positions of v's
-//     2-ring (the normals of its neighbours read their rings).
+//     repeats), for energy_gradient_forward only, which builds them on its first call. W_v depends
+//     on exactly the positions of v's 2-ring (the normals of its neighbours read their rings).
 struct EnergyModel {
   Material material;
   GradientPrecision precision = GradientPrecision::float64;

@@ -175,6 +175,11 @@ double uniform_pm1(std::uint64_t seed, std::uint64_t counter) {
   return 2.0 * static_cast<double>(z >> 11) * 0x1.0p-53 - 1.0;
 }
 
+double inverse_squared_distance(const std::array<double, 3>& a, const std::array<double, 3>& b) {
+  const double dx = b[0] - a[0], dy = b[1] - a[1], dz = b[2] - a[2];
+  return 1 / (dx * dx + dy * dy + dz * dz);
+}
+
 }  // namespace
 
 std::string check_mesh(const HostMesh& mesh) {
@@ -230,18 +235,36 @@ DeviceVector<Vector3<T>> upload_positions(const std::vector<std::array<double, 3
 }
 
 template <class T>
-DeviceMesh<T> upload_mesh(const HostMesh& mesh) {
-  const Rings rings = build_rings(mesh);
-  DeviceMesh<T> out;
-  out.positions = upload_positions<T>(mesh.positions);
-  std::vector<std::uint32_t> corners;
-  corners.reserve(3 * mesh.triangles.size());
-  for (const auto& c : mesh.triangles) corners.insert(corners.end(), c.begin(), c.end());
-  out.corners = DeviceVector<std::uint32_t>(corners.begin(), corners.end());
+void upload_rings(const std::vector<std::array<double, 3>>& rest, const Rings& rings,
+                  DeviceMesh<T>& out) {
+  std::vector<double> spoke(rings.neighbours.size()), rim(rings.neighbours.size(), 0.0);
+  for (std::size_t v = 0; v + 1 < rings.offsets.size(); ++v) {
+    const std::uint32_t begin = rings.offsets[v], end = rings.offsets[v + 1];
+    for (std::uint32_t k = begin; k < end; ++k) {
+      const std::uint32_t next = k + 1 < end ? k + 1 : begin;
+      const auto& xk = rest[rings.neighbours[k]];
+      spoke[k] = inverse_squared_distance(rest[v], xk);
+      if (next != k && (next != begin || !rings.boundary[v]))
+        rim[k] = inverse_squared_distance(xk, rest[rings.neighbours[next]]);
+    }
+  }
+  out.positions = upload_positions<T>(rest);
   out.ring_offsets = DeviceVector<std::uint32_t>(rings.offsets.begin(), rings.offsets.end());
   out.ring_neighbours =
       DeviceVector<std::uint32_t>(rings.neighbours.begin(), rings.neighbours.end());
   out.boundary = DeviceVector<std::uint8_t>(rings.boundary.begin(), rings.boundary.end());
+  out.spoke_weights = DeviceVector<double>(spoke.begin(), spoke.end());
+  out.rim_weights = DeviceVector<double>(rim.begin(), rim.end());
+}
+
+template <class T>
+DeviceMesh<T> upload_mesh(const HostMesh& mesh) {
+  DeviceMesh<T> out;
+  upload_rings(mesh.positions, build_rings(mesh), out);
+  std::vector<std::uint32_t> corners;
+  corners.reserve(3 * mesh.triangles.size());
+  for (const auto& c : mesh.triangles) corners.insert(corners.end(), c.begin(), c.end());
+  out.corners = DeviceVector<std::uint32_t>(corners.begin(), corners.end());
   return out;
 }
 
@@ -286,6 +309,10 @@ template DeviceVector<Vector3<float>> upload_positions<float>(
     const std::vector<std::array<double, 3>>&);
 template DeviceVector<Vector3<double>> upload_positions<double>(
     const std::vector<std::array<double, 3>>&);
+template void upload_rings<float>(const std::vector<std::array<double, 3>>&, const Rings&,
+                                  DeviceMesh<float>&);
+template void upload_rings<double>(const std::vector<std::array<double, 3>>&, const Rings&,
+                                   DeviceMesh<double>&);
 template DeviceMesh<float> upload_mesh<float>(const HostMesh&);
 template DeviceMesh<double> upload_mesh<double>(const HostMesh&);
 

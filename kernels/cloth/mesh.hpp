@@ -80,8 +80,15 @@ struct DeviceMesh {
   DeviceVector<std::uint32_t> corners;  // 3 per triangle
   DeviceVector<std::uint32_t> ring_offsets, ring_neighbours;
   DeviceVector<std::uint8_t> boundary;
+  // Max's normal weights at the rest positions, per ring entry (vertex_geometry.hpp's RingView).
+  DeviceVector<double> spoke_weights, rim_weights;
   std::size_t vertices() const { return positions.size(); }
 };
+
+// Sets the mesh's rest positions, rings and the normal weights frozen at those positions.
+template <class T>
+void upload_rings(const std::vector<std::array<double, 3>>& rest, const Rings& rings,
+                  DeviceMesh<T>& out);
 
 // Checks the mesh, builds its rings and uploads both (throws MeshError for a bad mesh).
 template <class T>

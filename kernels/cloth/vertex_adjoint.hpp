@@ -36,34 +36,27 @@ APRON_HD inline void tangential_adjoint(Vector3<T> a, Vector3<T> n, Vector3<T> y
 }
 
 // The adjoint of the vertex normals (vertex_normal), pulled to the positions per vertex j.
-// n_k = normalized(sum_k) with sum_k the Max-weighted sum over k's ring triangles of w c,
-// w = |e1|^-2 |e2|^-2, c = e1 x e2; s_k is the adjoint of sum_k. Every triangle (j, a, b) of j's
+// n_k = normalized(sum_k) with sum_k the sum over k's ring triangles of w c, w the triangle's
+// rest weight at k and c = e1 x e2; s_k is the adjoint of sum_k. Every triangle (j, a, b) of j's
 // ring adds to sum_j, sum_a and sum_b (as the pairs (b, j) of a's ring and (j, a) of b's, the
-// mesh being consistently oriented), with the same c = u x v, u = a - j, v = b - j, d = b - a; the
-// three corners' adjoints with respect to x_j together are
-//   2 (w_j s_j.c + w_a s_a.c) / |u|^2 u + 2 (w_j s_j.c + w_b s_b.c) / |v|^2 v
-//     + (w_j s_j + w_a s_a + w_b s_b) x d,
-// with w_j = 1/(|u|^2 |v|^2), w_a = 1/(|d|^2 |u|^2), w_b = 1/(|v|^2 |d|^2). Pulling (each vertex
-// sums its own terms) instead of pushing into its neighbours' slots keeps the sums race-free and
-// in a fixed order without atomics.
+// mesh being consistently oriented), with the same c = u x v, u = a - j, v = b - j, d = b - a;
+// its weights there are w_j = W(u) W(v), w_a = W(d) W(u), w_b = W(v) W(d) (W = 1 / rest length^2,
+// the ring's spoke and rim weights), and c's dependence on x_j gives the three corners' adjoints
+// with respect to x_j together as (w_j s_j + w_a s_a + w_b s_b) x d. Pulling (each vertex sums
+// its own terms) instead of pushing into its neighbours' slots keeps the sums race-free and in a
+// fixed order without atomics.
 template <class T>
 APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3<T>* sum_bar,
                                               const RingView& rings, std::uint32_t j) {
   const Ring ring = rings.ring(j);
-  const Vector3<T> xj = x[j], sj = sum_bar[j];
+  const Vector3<T> sj = sum_bar[j];
   Vector3<T> g{T(0), T(0), T(0)};
   std::uint32_t k = ring.begin;
   for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
-    const std::uint32_t a = rings.neighbour(k), b = rings.neighbour(ring.next(k));
-    const Vector3<T> xa = x[a], xb = x[b], sa = sum_bar[a], sb = sum_bar[b];
-    const Vector3<T> u = xa - xj, v = xb - xj, d = xb - xa, c = cross(u, v);
-    const T uu = dot(u, u), vv = dot(v, v), dd = dot(d, d);
-    const T r = T(1) / (uu * vv * dd);  // one division for the three corners' weights
-    const T iu = r * vv * dd, iv = r * uu * dd, id = r * uu * vv;
-    const T wj = iu * iv, wa = id * iu, wb = iv * id;
-    const T cj = wj * dot(sj, c), ca = wa * dot(sa, c), cb = wb * dot(sb, c);
-    g += (T(2) * iu * (cj + ca)) * u + (T(2) * iv * (cj + cb)) * v +
-         cross(wj * sj + wa * sa + wb * sb, d);
+    const std::uint32_t next = ring.next(k), a = rings.neighbour(k), b = rings.neighbour(next);
+    const T wu = T(rings.spoke_weight(k)), wv = T(rings.spoke_weight(next));
+    const T wd = T(rings.rim_weight(k));
+    g += cross((wu * wv) * sj + (wd * wu) * sum_bar[a] + (wv * wd) * sum_bar[b], x[b] - x[a]);
   }
   return g;
 }

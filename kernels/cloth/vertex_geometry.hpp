@@ -32,15 +32,20 @@ struct RingView {
   const std::uint32_t* offsets;
   const std::uint32_t* neighbours;
   const std::uint8_t* boundary;
+  const double* spoke_weights;  // per ring entry k of v: 1 / |x_k - x_v|^2 at rest
+  const double* rim_weights;    // 1 / |x_next(k) - x_k|^2 at rest (0 after an open ring's end)
   APRON_HD Ring ring(std::size_t v) const {
     return {load(offsets + v), load(offsets + v + 1), load(boundary + v) != 0};
   }
   APRON_HD std::uint32_t neighbour(std::uint32_t k) const { return load(neighbours + k); }
+  APRON_HD double spoke_weight(std::uint32_t k) const { return load(spoke_weights + k); }
+  APRON_HD double rim_weight(std::uint32_t k) const { return load(rim_weights + k); }
 };
 
 template <class T>
 RingView ring_view(const DeviceMesh<T>& mesh) {
-  return {raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary)};
+  return {raw(mesh.ring_offsets), raw(mesh.ring_neighbours), raw(mesh.boundary),
+          raw(mesh.spoke_weights), raw(mesh.rim_weights)};
 }
 
 // Positions or normals read from an array.
@@ -50,10 +55,15 @@ struct FromArray {
   APRON_HD Vector3<T> operator()(std::uint32_t i) const { return p[i]; }
 };
 
-// The unit normal at v from its ring's triangles, with Max's weights (1999) |e1|^-2 |e2|^-2: exact
-// on a sphere, and on the irregular cylinder of the tests a curvature error 7x smaller than
-// with area weights (which leave it O(1) there). max_weighted_sum is the sum before normalisation,
-// which the normals' adjoint needs (vertex_adjoint.hpp).
+// The unit normal at v from its ring's triangles, with Max's weights (1999) |e1|^-2 |e2|^-2 taken
+// at rest: exact on a sphere, and on the irregular cylinder of the tests a curvature error 7x
+// smaller than with area weights (which leave it O(1) there). Frozen at rest because Max's weights
+// of the current edges grow without bound as an edge shortens: where the sheet crumples, the
+// normal then follows its smallest triangles and its derivative with it, and the drape at 32x32
+// cells blew up in 20 of 24 runs (bench/NOTES.md, "Drape stability"). With rest weights the sum is
+// quadratic in the positions, and under bending, which keeps edge lengths, it is Max's normal.
+// max_weighted_sum is the sum before normalisation, which the normals' adjoint needs
+// (vertex_adjoint.hpp).
 template <class Points, class Rings>
 APRON_HD auto max_weighted_sum(const Points& x, const Rings& rings, std::uint32_t v) {
   using V = decltype(x(v));
@@ -63,8 +73,9 @@ APRON_HD auto max_weighted_sum(const Points& x, const Rings& rings, std::uint32_
   V sum{S(0), S(0), S(0)};
   std::uint32_t k = ring.begin;
   for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
-    const V e1 = x(rings.neighbour(k)) - xv, e2 = x(rings.neighbour(ring.next(k))) - xv;
-    sum += (S(1) / (dot(e1, e1) * dot(e2, e2))) * cross(e1, e2);
+    const std::uint32_t next = ring.next(k);
+    const V e1 = x(rings.neighbour(k)) - xv, e2 = x(rings.neighbour(next)) - xv;
+    sum += S(rings.spoke_weight(k) * rings.spoke_weight(next)) * cross(e1, e2);
   }
   return sum;
 }

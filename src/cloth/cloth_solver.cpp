@@ -200,31 +200,27 @@ void ClothSolver::distribute(const HostMesh& mesh, const Rings& rings) {
 void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   const auto& ids = halo_.global_ids();
   const std::size_t n = ids.size();
-  std::vector<V3> rest(n);
-  std::vector<std::uint32_t> offsets{0}, neighbours;
-  std::vector<std::uint8_t> boundary(n), pinned(n, 0);
+  std::vector<std::array<double, 3>> rest(n);
+  Rings local{{0}, {}, std::vector<std::uint8_t>(n)};
+  std::vector<std::uint8_t> pinned(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const auto v = static_cast<std::uint32_t>(ids[i]);
-    const auto& p = mesh.positions[v];
-    rest[i] = {p[0], p[1], p[2]};
+    rest[i] = mesh.positions[v];
     bool complete = true;
     for (std::uint32_t k = rings.offsets[v]; k < rings.offsets[v + 1]; ++k) {
-      const std::int64_t local = halo_.local_index(rings.neighbours[k]);
-      if (local < 0) {
+      const std::int64_t index = halo_.local_index(rings.neighbours[k]);
+      if (index < 0) {
         complete = false;
         continue;
       }
-      neighbours.push_back(static_cast<std::uint32_t>(local));
+      local.neighbours.push_back(static_cast<std::uint32_t>(index));
     }
-    offsets.push_back(static_cast<std::uint32_t>(neighbours.size()));
-    boundary[i] = rings.boundary[v] || !complete;
+    local.offsets.push_back(static_cast<std::uint32_t>(local.neighbours.size()));
+    local.boundary[i] = rings.boundary[v] || !complete;
     for (const Box& box : case_.pinned)
-      if (box.contains(rest[i])) pinned[i] = 1;
+      if (box.contains(V3{rest[i][0], rest[i][1], rest[i][2]})) pinned[i] = 1;
   }
-  mesh_.positions = DeviceVector<V3>(rest.begin(), rest.end());
-  mesh_.ring_offsets = DeviceVector<std::uint32_t>(offsets.begin(), offsets.end());
-  mesh_.ring_neighbours = DeviceVector<std::uint32_t>(neighbours.begin(), neighbours.end());
-  mesh_.boundary = DeviceVector<std::uint8_t>(boundary.begin(), boundary.end());
+  upload_rings(rest, local, mesh_);
   pinned_ = DeviceVector<std::uint8_t>(pinned.begin(), pinned.end());
 
   reference_ = make_reference(mesh_, mesh_.positions);
@@ -414,7 +410,7 @@ std::size_t ClothSolver::device_bytes() const {
     return bytes_of(t.normal, t.tangent, t.area, t.metric, t.curvature, t.valid);
   };
   return bytes_of(mesh_.positions, mesh_.corners, mesh_.ring_offsets, mesh_.ring_neighbours,
-                  mesh_.boundary) +
+                  mesh_.boundary, mesh_.spoke_weights, mesh_.rim_weights) +
          bytes_of(reference_.ring_coordinates) + tensors(reference_.rest) +
          bytes_of(model_.twin_slot, model_.normal, model_.normal_inverse_length,
                   model_.normal_sum_adjoint, model_.slots64.x, model_.slots64.n, model_.slots32.x,

@@ -291,17 +291,17 @@ struct CpuTensors {
   std::vector<std::array<double, 3>> metric, curvature;  // (11, 12, 22)
 };
 
-// Normals with Max's weights, |e1|^-2 |e2|^-2 (e1, e2 the triangle's edges at the vertex),
-// summed triangle by triangle (not around the rings).
-void cpu_normals(const HostMesh& m, CpuTensors& out) {
-  out.normal.assign(m.positions.size(), Point{0, 0, 0});
-  out.area.assign(m.positions.size(), 0.0);
-  for (const auto& c : m.triangles) {
-    const Point n = cross3(minus(m.positions[c[1]], m.positions[c[0]]),
-                           minus(m.positions[c[2]], m.positions[c[0]]));
+// Normals of `current` with Max's weights taken at `rest`, |e1|^-2 |e2|^-2 (e1, e2 the triangle's
+// rest edges at the vertex), summed triangle by triangle (not around the rings).
+void cpu_normals(const HostMesh& rest, const HostMesh& current, CpuTensors& out) {
+  const auto& x = current.positions;
+  out.normal.assign(x.size(), Point{0, 0, 0});
+  out.area.assign(x.size(), 0.0);
+  for (const auto& c : current.triangles) {
+    const Point n = cross3(minus(x[c[1]], x[c[0]]), minus(x[c[2]], x[c[0]]));
     for (int k = 0; k < 3; ++k) {
-      const Point e1 = minus(m.positions[c[(k + 1) % 3]], m.positions[c[k]]);
-      const Point e2 = minus(m.positions[c[(k + 2) % 3]], m.positions[c[k]]);
+      const Point e1 = minus(rest.positions[c[(k + 1) % 3]], rest.positions[c[k]]);
+      const Point e2 = minus(rest.positions[c[(k + 2) % 3]], rest.positions[c[k]]);
       const double weight = 1 / (dot3(e1, e1) * dot3(e2, e2));
       for (int d = 0; d < 3; ++d) out.normal[c[k]][d] += weight * n[d];
       out.area[c[k]] += std::sqrt(dot3(n, n)) / 6;
@@ -318,8 +318,8 @@ Point cpu_tangent(const HostMesh& m, const Rings& rings, const CpuTensors& t, st
 CpuTensors cpu_tensors(const HostMesh& rest, const HostMesh& current) {
   const Rings rings = build_rings(rest);
   CpuTensors at_rest, out;
-  cpu_normals(rest, at_rest);
-  cpu_normals(current, out);
+  cpu_normals(rest, rest, at_rest);
+  cpu_normals(rest, current, out);
   for (std::size_t v = 0; v < rest.positions.size(); ++v) {
     const Point rest_t = cpu_tangent(rest, rings, at_rest, v);
     const Point rest_b = cross3(at_rest.normal[v], rest_t);
