@@ -158,13 +158,7 @@ struct CopiedNormals {
   APRON_HD void operator()(std::size_t v) const {
     const auto u = static_cast<std::uint32_t>(v);
     normal[v] = vertex_normal(x, rings, u);
-    const StridedRing ring = rings.ring(v);
-    float twice_area = 0;
-    std::uint32_t k = ring.begin;
-    for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k))
-      twice_area +=
-          norm(cross(x(rings.neighbour(k)) - x(u), x(rings.neighbour(ring.next(k))) - x(u)));
-    area[v] = twice_area / 6;
+    area[v] = vertex_area(x, rings, u);
   }
 };
 

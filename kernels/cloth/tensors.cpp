@@ -15,13 +15,7 @@ struct VertexNormals {
   APRON_HD void operator()(std::size_t v) const {
     const auto u = static_cast<std::uint32_t>(v);
     normal[v] = vertex_normal(FromArray<T>{x}, rings, u);
-    const Ring ring = rings.ring(v);
-    T twice_area = 0;
-    std::uint32_t k = ring.begin;
-    for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k))
-      twice_area +=
-          norm(cross(x[rings.neighbour(k)] - x[v], x[rings.neighbour(ring.next(k))] - x[v]));
-    area[v] = twice_area / T(6);
+    area[v] = vertex_area(FromArray<T>{x}, rings, u);
   }
 };
 

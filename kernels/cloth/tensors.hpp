@@ -6,12 +6,11 @@
 // Conventions. The frame: n the unit normal from the ring's triangles with Max's weights (of the
 // rest edges); t the reference edge (v -> first ring neighbour) projected into the plane normal
 // to n; b = n x t. The curvature b_ab is in {t, b} with the sign of the equations,
-// dn = b e along an edge e:
-// positive on a sphere whose triangles face outward. The metric a_ab = a_a . a_b in the material
-// coordinates of the vertex, i.e. the components of the ring's edges in the reference frame {T, B}
-// at rest; so A_ab is the identity for every rest shape (up to the projection) and a_ab - A_ab
-// measures stretch. All kernels are per-vertex gathers over the ring: no atomics, so results do
-// not depend on thread scheduling.
+// dn = b e along an edge e: positive on a sphere whose triangles face outward. The metric a_ab =
+// a_a . a_b in the material coordinates of the vertex, i.e. the components of the ring's edges in
+// the reference frame {T, B} at rest; so A_ab is the identity for every rest shape (up to the
+// projection) and a_ab - A_ab measures stretch. All kernels are per-vertex gathers over the ring:
+// no atomics, so results do not depend on thread scheduling.
 #pragma once
 
 #include <cstddef>

@@ -84,6 +84,19 @@ APRON_HD auto vertex_normal(const Points& x, const Rings& rings, std::uint32_t v
   return normalized(max_weighted_sum(x, rings, v));
 }
 
+// v's vertex area: a third of its ring's triangle areas (the energy's integration weight).
+template <class Points, class Rings>
+APRON_HD auto vertex_area(const Points& x, const Rings& rings, std::uint32_t v) {
+  using S = decltype(x(v).x);
+  const auto ring = rings.ring(v);
+  const auto xv = x(v);
+  S twice_area = S(0);
+  std::uint32_t k = ring.begin;
+  for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k))
+    twice_area += norm(cross(x(rings.neighbour(k)) - xv, x(rings.neighbour(ring.next(k))) - xv));
+  return twice_area / S(6);
+}
+
 // Normals recomputed from positions on demand (no normal array in between).
 template <class Points>
 struct RingNormals {

@@ -19,15 +19,17 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 equals the grid's to round-off, and the output ids are the file's (the workload
                 renumbers a file's vertices for locality and keeps the file's numbering outside).
   implicit_rest   the implicit integrator (cloth.integrator: implicit) at 4x the explicit
-                step's stability limit, damped, folds resolved: the sheet comes to rest where the explicit
-                integrator brings it (1e-6 m), every step's conjugate-gradient solve converged.
+                step's stability limit, damped, folds resolved: the sheet comes to rest where
+                the explicit integrator brings it (1e-6 m), every step's conjugate-gradient solve
+                converged.
   implicit_ranks  the implicit integrator on 1, 2, 3 and 4 ranks: the same positions and
                 diagnostics bit for bit (the solves' dot products are summed in fixed point).
 The drape (inputs/cloth_drape.yaml):
   drape         refined to 32x32 cells at stretch 300 N/m on 2 ranks, the sheet crumples where it
                 meets the sphere and the floor: it runs to the end, and its total energy never
                 rises above its lowest so far by more than 1e-4 of the start (damping and friction
-                only take energy away). With Max's weights of the current edges it gained 0.73 J (75%).
+                only take energy away). With Max's weights of the current edges it gained
+                0.73 J (75%).
 Scenarios with their own cases (tests/cloth/data), damped to rest, read in float64 from the final
 checkpoint:
   strip         stretched_strip.yaml: the strain at heights s = 0.25 .. 0.75 of a strip hanging
