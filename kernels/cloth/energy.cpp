@@ -36,17 +36,25 @@ struct VertexEnergy {
   const double* rest_area;
   Material material;
 
+  // eps and kappa of vertex v, and b, its curvature tensor now.
+  template <class Points, class S>
+  APRON_HD void strains(const Points& x, std::uint32_t v, Sym2<S>& eps, Sym2<S>& kappa,
+                        Sym2<S>& b) const {
+    const RingNormals<Points> normals{x, rings};
+    Vector3<S> t;
+    Sym2<S> a;
+    vertex_tensors(x, normals, rings, coordinates, v, normals(v), t, a, b);
+    const Sym2<double> rest_a = rest_metric[v], rest_b = rest_curvature[v];
+    eps = S(0.5) * (a - Sym2<S>{S(rest_a.xx), S(rest_a.xy), S(rest_a.yy)});
+    kappa = S(-1) * (b - Sym2<S>{S(rest_b.xx), S(rest_b.xy), S(rest_b.yy)});
+  }
+
   template <class Points>
   APRON_HD auto operator()(const Points& x, std::uint32_t v) const {
     using S = decltype(x(v).x);
-    const RingNormals<Points> normals{x, rings};
-    Vector3<S> t;
-    Sym2<S> a, b;
-    vertex_tensors(x, normals, rings, coordinates, v, normals(v), t, a, b);
-    const Sym2<double> rest_a = rest_metric[v], rest_b = rest_curvature[v];
-    const Sym2<S> eps = S(0.5) * (a - Sym2<S>{S(rest_a.xx), S(rest_a.xy), S(rest_a.yy)});
-    const Sym2<S> kappa = S(-1) * (b - Sym2<S>{S(rest_b.xx), S(rest_b.xy), S(rest_b.yy)});
-    return energy_density(eps, kappa, rest_a, material) * S(rest_area[v]);
+    Sym2<S> eps, kappa, b;
+    strains(x, v, eps, kappa, b);
+    return energy_density(eps, kappa, rest_metric[v], material) * S(rest_area[v]);
   }
 };
 
@@ -57,6 +65,31 @@ struct DensityKernel {
   APRON_HD void operator()(std::size_t v) const {
     const auto u = static_cast<std::uint32_t>(v);
     density[v] = energy(FromArray<double>{x}, u) / energy.rest_area[v];
+  }
+};
+
+struct MeasuresKernel {
+  const Vector3<double>* x;
+  VertexEnergy energy;
+  VertexMeasures* out;
+  APRON_HD void operator()(std::size_t i) const {
+    using std::max, std::sqrt;
+    const auto v = static_cast<std::uint32_t>(i);
+    Sym2<double> eps, kappa, b;
+    energy.strains(FromArray<double>{x}, v, eps, kappa, b);
+    const Sym2<double> rest_a = energy.rest_metric[v];
+    const Material& m = energy.material;
+    // The eigenvalues of A^-1 eps, from its trace and determinant.
+    const double half_trace = trace_in_metric(eps, rest_a) / 2;
+    const double det = determinant(eps) / determinant(rest_a);
+    const double radius = sqrt(max(half_trace * half_trace - det, 0.0));
+    out[i] = {m.zeta * metric_contraction(eps, eps, rest_a),
+              m.xi * metric_contraction(kappa, kappa, rest_a),
+              m.phi * metric_contraction(eps, kappa, rest_a),
+              half_trace + radius,
+              half_trace - radius,
+              trace(b) / 2,
+              determinant(b)};
   }
 };
 
@@ -277,6 +310,14 @@ void energy_density(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
   for_each_index(
       mesh.vertices(),
       DensityKernel{raw(positions), vertex_energy(mesh, reference, model), raw(density)});
+}
+
+void vertex_measures(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
+                     const ReferenceState<double>& reference, const EnergyModel& model,
+                     DeviceVector<VertexMeasures>& out) {
+  out.resize(mesh.vertices());
+  for_each_index(mesh.vertices(),
+                 MeasuresKernel{raw(positions), vertex_energy(mesh, reference, model), raw(out)});
 }
 
 double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,

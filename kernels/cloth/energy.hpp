@@ -105,6 +105,21 @@ void energy_density(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
                     const ReferenceState<double>& reference, const EnergyModel& model,
                     DeviceVector<double>& density);
 
+// What the outputs and diagnostics show of a vertex's deformation: W split into its terms, the
+// principal strains (the eigenvalues of A^-1 eps, larger first; Green's strain, (l^2 - 1) / 2 for
+// a stretch ratio l) and the mean and Gaussian curvature of the surface now.
+struct VertexMeasures {
+  double stretch_energy, bend_energy, coupling_energy;  // per unit rest area [J/m^2]: W = sum
+  double strain_max, strain_min;
+  double mean_curvature, gaussian_curvature;  // H = tr(b) / 2 [1/m], K = det(b) [1/m^2]
+  APRON_HD double energy() const { return stretch_energy + bend_energy + coupling_energy; }
+};
+
+// The measures of every vertex at `positions` (the same strains as energy_density's).
+void vertex_measures(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
+                     const ReferenceState<double>& reference, const EnergyModel& model,
+                     DeviceVector<VertexMeasures>& out);
+
 // E = sum_v W_v |V_v|.
 double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                     const ReferenceState<double>& reference, const EnergyModel& model);

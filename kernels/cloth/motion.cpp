@@ -84,22 +84,30 @@ struct EnergyKernel {
   const V3* x;
   const V3* v;
   const double* mass;
-  const double* density;
+  const VertexMeasures* measures;
   const double* rest_area;
   std::size_t count;
   V3 gravity;
   double* out;
   APRON_HD void operator()(std::size_t i) const {
+    const VertexMeasures& m = measures[i];
     out[i] = 0.5 * mass[i] * dot(v[i], v[i]);
     out[count + i] = -mass[i] * dot(gravity, x[i]);
-    out[2 * count + i] = density[i] * rest_area[i];
+    out[2 * count + i] = m.stretch_energy * rest_area[i];
+    out[3 * count + i] = m.bend_energy * rest_area[i];
+    out[4 * count + i] = m.coupling_energy * rest_area[i];
   }
 };
 
-struct SpeedKernel {
+struct ExtremesKernel {
   const V3* v;
+  const VertexMeasures* measures;
+  std::size_t count;
   double* out;
-  APRON_HD void operator()(std::size_t i) const { out[i] = norm(v[i]); }
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] = norm(v[i]);
+    out[count + i] = measures[i].strain_max;
+  }
 };
 
 struct NotFinite {
@@ -122,17 +130,18 @@ void advance_vertices(const MotionState& s, std::size_t count, const MotionParam
 }
 
 void vertex_energies(const DeviceVector<V3>& position, const DeviceVector<V3>& velocity,
-                     const DeviceVector<double>& mass, const DeviceVector<double>& density,
+                     const DeviceVector<double>& mass, const DeviceVector<VertexMeasures>& measures,
                      const DeviceVector<double>& rest_area, std::size_t count, V3 gravity,
                      DeviceVector<double>& out) {
-  out.resize(3 * count);
-  for_each_index(count, EnergyKernel{raw(position), raw(velocity), raw(mass), raw(density),
+  out.resize(5 * count);
+  for_each_index(count, EnergyKernel{raw(position), raw(velocity), raw(mass), raw(measures),
                                      raw(rest_area), count, gravity, raw(out)});
 }
 
-void vertex_speeds(const DeviceVector<V3>& velocity, std::size_t count, DeviceVector<double>& out) {
-  out.resize(count);
-  for_each_index(count, SpeedKernel{raw(velocity), raw(out)});
+void vertex_extremes(const DeviceVector<V3>& velocity, const DeviceVector<VertexMeasures>& measures,
+                     std::size_t count, DeviceVector<double>& out) {
+  out.resize(2 * count);
+  for_each_index(count, ExtremesKernel{raw(velocity), raw(measures), count, raw(out)});
 }
 
 bool any_not_finite(const DeviceVector<V3>& position, const DeviceVector<V3>& velocity,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cloth/cloth_math.hpp"
+#include "kernels/cloth/energy.hpp"
 #include "kernels/common/backend.hpp"
 
 namespace apron::cloth {
@@ -44,17 +45,19 @@ struct MotionState {
 void advance_vertices(const MotionState& s, std::size_t count, const MotionParams& p,
                       const DeviceVector<Collider>& colliders);
 
-// Per vertex, into `out` (3 count values: kinetic, then potential, then elastic energy):
-// m |v|^2 / 2, -m g . x and W |V| (density x rest area).
+// Per vertex, into `out` (5 count values: kinetic, then potential, then the stretch, bend and
+// coupling energies): m |v|^2 / 2, -m g . x and each term of W |V| (measures x rest area).
 void vertex_energies(const DeviceVector<Vector3<double>>& position,
                      const DeviceVector<Vector3<double>>& velocity,
-                     const DeviceVector<double>& mass, const DeviceVector<double>& density,
+                     const DeviceVector<double>& mass, const DeviceVector<VertexMeasures>& measures,
                      const DeviceVector<double>& rest_area, std::size_t count,
                      Vector3<double> gravity, DeviceVector<double>& out);
 
-// |v| per vertex, for the largest speed (rows [0, count)).
-void vertex_speeds(const DeviceVector<Vector3<double>>& velocity, std::size_t count,
-                   DeviceVector<double>& out);
+// Per vertex, into `out` (2 count values), what the diagnostics take the largest of: the speed
+// |v|, then the larger principal strain.
+void vertex_extremes(const DeviceVector<Vector3<double>>& velocity,
+                     const DeviceVector<VertexMeasures>& measures, std::size_t count,
+                     DeviceVector<double>& out);
 
 // Whether any of the first `count` positions or velocities is not finite (a blow-up).
 bool any_not_finite(const DeviceVector<Vector3<double>>& position,

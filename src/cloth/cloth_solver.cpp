@@ -136,7 +136,8 @@ void ClothSolver::open_outputs(std::optional<long> resume_step) {
   if (resume_step) series_->resume(*resume_step, time_);
   if (ranks_.rank == 0) {
     table_.emplace(config_.output.dir + "/diagnostics.csv",
-                   "step,time,dt,kinetic,potential,elastic,total,max_speed");
+                   "step,time,dt,kinetic,potential,elastic,total,max_speed,stretch,bend,"
+                   "coupling,max_strain");
     table_->open(resume_step);
   }
 }
@@ -323,21 +324,28 @@ void ClothSolver::check_finite() const {
 }
 
 ClothSolver::Diagnostics ClothSolver::diagnostics() {
-  energy_density(mesh_, *position_, reference_, model_, density_);
-  vertex_energies(*position_, *velocity_, mass_, density_, reference_.rest.area, owned_,
+  vertex_measures(mesh_, *position_, reference_, model_, measures_);
+  vertex_energies(*position_, *velocity_, mass_, measures_, reference_.rest.area, owned_,
                   motion_.gravity, scratch_);
   const auto o = static_cast<std::uint32_t>(owned_);
-  const std::vector<std::uint32_t> bounds{0, o, 2 * o, 3 * o};
-  const DeviceVector<std::uint32_t> segments(bounds.begin(), bounds.end());
-  DeviceVector<double> sums, speed;
-  segmented_reduce(scratch_, segments, 3, Reduction::sum, sums);
-  std::vector<double> totals = to_host(sums, 3);
+  std::vector<std::uint32_t> bounds(6);
+  for (std::uint32_t s = 0; s < bounds.size(); ++s) bounds[s] = s * o;
+  DeviceVector<double> sums, largest;
+  segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.end()), 5,
+                   Reduction::sum, sums);
+  std::vector<double> totals = to_host(sums, 5);
   global_sum(ranks_.comm, totals);
-  vertex_speeds(*velocity_, owned_, scratch_);
-  segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.begin() + 2), 1,
-                   Reduction::max, speed);
-  const double max_speed = global_max(ranks_.comm, owned_ ? to_host(speed, 1)[0] : 0.0);
-  return {totals[0], totals[1], totals[2], max_speed};
+  vertex_extremes(*velocity_, measures_, owned_, scratch_);
+  segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.begin() + 3), 2,
+                   Reduction::max, largest);
+  std::vector<double> extremes(2, std::numeric_limits<double>::lowest());
+  if (owned_) extremes = to_host(largest, 2);
+  Diagnostics d;
+  d.kinetic = totals[0], d.potential = totals[1];
+  d.stretch = totals[2], d.bend = totals[3], d.coupling = totals[4];
+  d.max_speed = global_max(ranks_.comm, extremes[0]);
+  d.max_strain = global_max(ranks_.comm, extremes[1]);
+  return d;
 }
 
 void ClothSolver::write_outputs(bool final) {
@@ -347,9 +355,11 @@ void ClothSolver::write_outputs(bool final) {
     if (table_) {
       char row[400];
       const Diagnostics& d = *last_;
-      std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g", step_, time_,
-                    motion_.dt, d.kinetic, d.potential, d.elastic,
-                    d.kinetic + d.potential + d.elastic, d.max_speed);
+      std::snprintf(row, sizeof row,
+                    "%ld,%.9g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g,%.12g,%.12g,%.12g,%.6g", step_,
+                    time_, motion_.dt, d.kinetic, d.potential, d.elastic(),
+                    d.kinetic + d.potential + d.elastic(), d.max_speed, d.stretch, d.bend,
+                    d.coupling, d.max_strain);
       table_->append(row);
     }
   }
@@ -364,25 +374,34 @@ void ClothSolver::write_outputs(bool final) {
 std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
   const auto position = to_host(*position_, store_.size());
   const auto velocity = to_host(*velocity_, store_.size());
-  energy_density(mesh_, *position_, reference_, model_, density_);
-  const auto density = to_host(density_, store_.size());
-  stage_position_.clear(), stage_velocity_.clear(), stage_energy_.clear(), stage_id_.clear();
+  vertex_measures(mesh_, *position_, reference_, model_, measures_);
+  const auto measures = to_host(measures_, store_.size());
+  stage_ = {};
   for (const std::uint32_t row : output_rows_) {
     const std::int64_t vertex = halo_.global_ids()[row];
-    stage_id_.push_back(file_index_.empty() ? vertex : file_index_[vertex]);
+    stage_.id.push_back(file_index_.empty() ? vertex : file_index_[vertex]);
     const V3 p = position[row], v = velocity[row];
-    stage_position_.insert(stage_position_.end(), {float(p.x), float(p.y), float(p.z)});
-    stage_velocity_.insert(stage_velocity_.end(), {float(v.x), float(v.y), float(v.z)});
-    stage_energy_.push_back(static_cast<float>(density[row]));
+    const VertexMeasures& m = measures[row];
+    stage_.position.insert(stage_.position.end(), {float(p.x), float(p.y), float(p.z)});
+    stage_.velocity.insert(stage_.velocity.end(), {float(v.x), float(v.y), float(v.z)});
+    stage_.energy.push_back(static_cast<float>(m.energy()));
+    stage_.strain_max.push_back(static_cast<float>(m.strain_max));
+    stage_.strain_min.push_back(static_cast<float>(m.strain_min));
+    stage_.mean_curvature.push_back(static_cast<float>(m.mean_curvature));
+    stage_.gaussian_curvature.push_back(static_cast<float>(m.gaussian_curvature));
   }
   io::VisualBlock block;
   block.channel = "cloth";
   block.kind = io::VisualBlock::Kind::mesh;
   block.points = output_rows_.size();
-  block.point_fields = {{"position", io::Dtype::f32, 3, stage_position_.data()},
-                        {"velocity", io::Dtype::f32, 3, stage_velocity_.data()},
-                        {"energy_density", io::Dtype::f32, 1, stage_energy_.data()},
-                        {"id", io::Dtype::i64, 1, stage_id_.data()}};
+  block.point_fields = {{"position", io::Dtype::f32, 3, stage_.position.data()},
+                        {"velocity", io::Dtype::f32, 3, stage_.velocity.data()},
+                        {"energy_density", io::Dtype::f32, 1, stage_.energy.data()},
+                        {"strain_max", io::Dtype::f32, 1, stage_.strain_max.data()},
+                        {"strain_min", io::Dtype::f32, 1, stage_.strain_min.data()},
+                        {"mean_curvature", io::Dtype::f32, 1, stage_.mean_curvature.data()},
+                        {"gaussian_curvature", io::Dtype::f32, 1, stage_.gaussian_curvature.data()},
+                        {"id", io::Dtype::i64, 1, stage_.id.data()}};
   block.cells = output_triangles_.size() / 3;
   block.connectivity = visual_connectivity_.data();
   return {block};
@@ -415,7 +434,7 @@ std::size_t ClothSolver::device_bytes() const {
          bytes_of(model_.twin_slot, model_.normal, model_.normal_inverse_length,
                   model_.normal_sum_adjoint, model_.slots64.x, model_.slots64.n, model_.slots32.x,
                   model_.slots32.n) +
-         store_.device_bytes() + bytes_of(gradient_, mass_, density_, scratch_, pinned_) +
+         store_.device_bytes() + bytes_of(gradient_, mass_, measures_, scratch_, pinned_) +
          bytes_of(implicit_.rhs, implicit_.residual, implicit_.product, implicit_.velocity,
                   implicit_.shifted, implicit_.gradient_plus, implicit_.gradient_minus) +
          halo_.halo_plan().device_bytes();
@@ -442,8 +461,12 @@ void ClothSolver::report(Json& json) const {
   if (last_) {
     json.value("kinetic", last_->kinetic);
     json.value("potential", last_->potential);
-    json.value("elastic", last_->elastic);
+    json.value("elastic", last_->elastic());
+    json.value("stretch", last_->stretch);
+    json.value("bend", last_->bend);
+    json.value("coupling", last_->coupling);
     json.value("max_speed", last_->max_speed);
+    json.value("max_strain", last_->max_strain);
   }
   json.end_object();
 }

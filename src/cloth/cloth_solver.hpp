@@ -59,7 +59,9 @@ class ClothSolver final : public Workload {
   }
 
   struct Diagnostics {
-    double kinetic = 0, potential = 0, elastic = 0, max_speed = 0;
+    double kinetic = 0, potential = 0, stretch = 0, bend = 0, coupling = 0;
+    double max_speed = 0, max_strain = 0;  // max_strain: the largest principal strain
+    double elastic() const { return stretch + bend + coupling; }
   };
   Diagnostics diagnostics();  // collective
 
@@ -109,7 +111,8 @@ class ClothSolver final : public Workload {
   DeviceVector<Vector3<double>>* position_ = nullptr;
   DeviceVector<Vector3<double>>* velocity_ = nullptr;
   DeviceVector<Vector3<double>> gradient_;
-  DeviceVector<double> mass_, density_, scratch_;
+  DeviceVector<double> mass_, scratch_;
+  DeviceVector<VertexMeasures> measures_;  // for diagnostics and outputs
   DeviceVector<std::uint8_t> pinned_;
   DeviceVector<Collider> colliders_;
   MotionParams motion_;
@@ -132,8 +135,11 @@ class ClothSolver final : public Workload {
   // they use, renumbered from 0.
   std::vector<std::uint32_t> output_rows_, output_triangles_;
   std::vector<std::int64_t> visual_connectivity_;
-  std::vector<float> stage_position_, stage_velocity_, stage_energy_;
-  std::vector<std::int64_t> stage_id_;
+  struct OutputStage {  // host copies of the output rows' fields (the visual blocks point here)
+    std::vector<float> position, velocity, energy, strain_max, strain_min, mean_curvature,
+        gaussian_curvature;
+    std::vector<std::int64_t> id;
+  } stage_;
   mutable std::shared_ptr<std::vector<double>> checkpoint_rows_;  // host staging of a save
   mutable std::shared_ptr<std::vector<std::int64_t>>
       checkpoint_ids_;  // the sheet's vertex index (a vertex may be on two ranks)

@@ -27,7 +27,8 @@ problems = []
 if data.GetNumberOfCells() != args.triangles:
     problems.append(f"{data.GetNumberOfCells()} triangles, expected {args.triangles}")
 points = data.GetPointData()
-for field in ("velocity", "energy_density", "id"):
+for field in ("velocity", "energy_density", "strain_max", "strain_min", "mean_curvature",
+              "gaussian_curvature", "id"):
     if points.GetArray(field) is None:
         problems.append(f"no point field '{field}'")
 if not problems:

@@ -889,5 +889,94 @@ TEST(ClothEnergy, DensityMatchesCpuReference) {
   EXPECT_NEAR(device_total, total, 1e-12 * total);
 }
 
+std::vector<VertexMeasures> measures_at(const EnergySetup& setup, const std::vector<Point>& x) {
+  DeviceVector<VertexMeasures> out;
+  vertex_measures(setup.mesh, upload_positions<double>(x), setup.reference, setup.model, out);
+  return to_host(out);
+}
+
+// The measures the outputs and diagnostics show. A flat sheet stretched by (sx, sy): the
+// principal strains are Green's, (s^2 - 1) / 2, and all of W is stretch.
+TEST(ClothMeasures, StretchedSheet) {
+  const double sx = 1.1, sy = 0.95;
+  const GridSpec spec{.size_x = 2, .size_y = 1, .nx = 10, .ny = 6, .perturbed = true, .seed = 4};
+  const HostMesh rest = grid_mesh(spec);
+  const EnergySetup setup(rest, kMaterial);
+  const HostMesh current = mapped(rest, [&](const Point& p) {
+    return Point{sx * p[0], sy * p[1], p[2]};
+  });
+  const double e1 = (sx * sx - 1) / 2, e2 = (sy * sy - 1) / 2;
+  const double w = kMaterial.zeta * ((e1 + e2) * (e1 + e2) + 2 * (e1 * e1 + e2 * e2));
+  for (const VertexMeasures& m : measures_at(setup, current.positions)) {
+    EXPECT_NEAR(m.strain_max, e1, 1e-12);
+    EXPECT_NEAR(m.strain_min, e2, 1e-12);
+    EXPECT_NEAR(m.stretch_energy, w, 1e-12 * w);
+    EXPECT_NEAR(m.bend_energy, 0, 1e-12 * w);
+    EXPECT_NEAR(m.coupling_energy, 0, 1e-12 * w);
+    EXPECT_NEAR(m.mean_curvature, 0, 1e-12);
+    EXPECT_NEAR(m.gaussian_curvature, 0, 1e-12);
+  }
+}
+
+// A spherical cap of radius R (irregular grid) blown up by s about the sphere's centre: the
+// curvatures are the current surface's, H = 1 / (s R) and K = H^2 (exact on a sphere, see
+// SpherePrincipalCurvatures), and a = s^2 A, so both principal strains are (s^2 - 1) / 2.
+TEST(ClothMeasures, InflatedSphere) {
+  const double radius = 1.5, s = 1.2;
+  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 16, .ny = 16, .perturbed = true, .seed = 3};
+  const HostMesh cap =
+      mapped(grid_mesh(spec), [&](const Point& p) { return on_sphere(p, radius); });
+  const EnergySetup setup(cap, kMaterial);
+  const HostMesh inflated = mapped(cap, [&](const Point& p) {
+    return Point{s * p[0], s * p[1], s * p[2]};
+  });
+  const std::vector<VertexMeasures> m = measures_at(setup, inflated.positions);
+  const double strain = (s * s - 1) / 2, h = 1 / (s * radius);
+  for (std::uint32_t v : interior(spec)) {
+    // A double root: each is off by the square root of the round-off, their mean is not.
+    EXPECT_NEAR((m[v].strain_max + m[v].strain_min) / 2, strain, 1e-12);
+    EXPECT_NEAR(m[v].strain_max, strain, 1e-6);
+    EXPECT_NEAR(m[v].strain_min, strain, 1e-6);
+    EXPECT_NEAR(m[v].mean_curvature, h, 1e-11);
+    EXPECT_NEAR(m[v].gaussian_curvature, h * h, 1e-11);
+  }
+}
+
+// On a deformation with stretch, bend and coupling all active, each term equals the CPU
+// reference's W with only that stiffness, and the three add up to energy_density's W.
+TEST(ClothMeasures, TermsMatchCpuReference) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 7, .perturbed = true, .seed = 8};
+  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+  const HostMesh current = mapped(rest, [](const Point& p) {
+    return Point{p[0] * (1 + 0.2 * p[1]), p[1] * 0.9, p[2] + 0.3 * p[0] * p[0]};
+  });
+  const EnergySetup setup(rest, kMaterial);
+  const std::vector<VertexMeasures> m = measures_at(setup, current.positions);
+  DeviceVector<double> density;
+  energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
+                 setup.model, density);
+  const std::vector<double> w = to_host(density);
+  const CpuTensors now = cpu_tensors(rest, current), then = cpu_tensors(rest, rest);
+  const Material stretch{.zeta = kMaterial.zeta, .xi = 0, .phi = 0};
+  const Material bend{.zeta = 0, .xi = kMaterial.xi, .phi = 0};
+  const Material coupling{.zeta = 0, .xi = 0, .phi = kMaterial.phi};
+  double largest = 0, worst = 0, worst_sum = 0;
+  for (std::size_t v = 0; v < m.size(); ++v) {
+    const auto cpu = [&](const Material& only) {
+      return cpu_energy_density(now.metric[v], now.curvature[v], then.metric[v], then.curvature[v],
+                                only);
+    };
+    largest = std::max(largest, std::abs(w[v]));
+    worst = std::max({worst, std::abs(m[v].stretch_energy - cpu(stretch)),
+                      std::abs(m[v].bend_energy - cpu(bend)),
+                      std::abs(m[v].coupling_energy - cpu(coupling))});
+    worst_sum = std::max(worst_sum, std::abs(m[v].energy() - w[v]));
+  }
+  std::printf("  measures vs cpu: max |W| %.3e, max term difference %.2e, sum vs W %.2e\n", largest,
+              worst, worst_sum);
+  EXPECT_LT(worst, 1e-12 * largest);
+  EXPECT_LT(worst_sum, 1e-13 * largest);
+}
+
 }  // namespace
 }  // namespace apron::cloth
