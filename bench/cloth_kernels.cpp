@@ -1,6 +1,7 @@
 // The cloth kernels' speed (issue 17): per vertex, the seed's tensor step (normals, frames,
 // metric and curvature fits, strains; float, the seed's 2.1 ms at 100x100 on its GPU) and, in
-// float64, the energy density, the adjoint gradient and the forward-mode gradient it replaced.
+// float64, the energy density, the adjoint gradient (float64, mixed precision, and mixed with the
+// hourglass control of the solver's default) and the forward-mode gradient it replaced.
 // A perturbed grid of n x n vertices bent onto a cylinder and shaken, or a mesh file (shaken);
 // median of 5 after a warm-up. The vertex order is the data-structure question of the issue:
 // `as_given` (grid rows, or the file's), `random` (a shuffle: what an unordered mesh costs) or
@@ -281,11 +282,17 @@ void measure(const std::string& name, const HostMesh& rest,
   const EnergyModel mixed_model =
       make_energy_model(mesh, Material{100, 1e-3, 0}, GradientPrecision::mixed);
   const double mixed = median_ms([&] { energy_gradient(mesh, x, reference, mixed_model, g); });
+  // The solver's default: mixed precision with hourglass control (cloth.material.hourglass).
+  const EnergyModel controlled_model =
+      make_energy_model(mesh, Material{100, 1e-3, 0, 0.1}, GradientPrecision::mixed);
+  const double controlled =
+      median_ms([&] { energy_gradient(mesh, x, reference, controlled_model, g); });
   const double forward = median_ms([&] { energy_gradient_forward(mesh, x, reference, model, g); });
   std::printf(
       "%s, %zu vertices: tensor step (float) %.3f ms, energy density %.3f ms, gradient %.3f ms "
-      "(mixed precision %.3f ms), forward-mode gradient %.1f ms (%.0fx the adjoint)\n",
-      name.c_str(), rest.positions.size(), tensor_step, w, adjoint, mixed, forward,
+      "(mixed precision %.3f ms, with hourglass control %.3f ms), forward-mode gradient %.1f ms "
+      "(%.0fx the adjoint)\n",
+      name.c_str(), rest.positions.size(), tensor_step, w, adjoint, mixed, controlled, forward,
       forward / adjoint);
 }
 

@@ -31,6 +31,7 @@ struct SeededPoints {
 struct VertexEnergy {
   RingView rings;
   const Vector2<double>* coordinates;
+  const double* rest_misfit;
   const Sym2<double>* rest_metric;
   const Sym2<double>* rest_curvature;
   const double* rest_area;
@@ -54,7 +55,17 @@ struct VertexEnergy {
     using S = decltype(x(v).x);
     Sym2<S> eps, kappa, b;
     strains(x, v, eps, kappa, b);
-    return energy_density(eps, kappa, rest_metric[v], material) * S(rest_area[v]);
+    return (energy_density(eps, kappa, rest_metric[v], material) + hourglass(x, v)) *
+           S(rest_area[v]);
+  }
+
+  // The hourglass control's share of W at v.
+  template <class Points>
+  APRON_HD auto hourglass(const Points& x, std::uint32_t v) const {
+    using S = decltype(x(v).x);
+    if (material.hourglass == 0) return S(0);
+    return S(material.hourglass * material.zeta) *
+           ring_misfit(x, rings, coordinates, rest_misfit, v);
   }
 };
 
@@ -86,6 +97,7 @@ struct MeasuresKernel {
     out[i] = {m.zeta * metric_contraction(eps, eps, rest_a),
               m.xi * metric_contraction(kappa, kappa, rest_a),
               m.phi * metric_contraction(eps, kappa, rest_a),
+              energy.hourglass(FromArray<double>{x}, v),
               half_trace + radius,
               half_trace - radius,
               trace(b) / 2,
@@ -170,10 +182,14 @@ struct VertexAdjointKernel {
   Vector3<R>* n_adjoint;
   APRON_HD void operator()(std::size_t v) const {
     const VertexEnergy& e = energy;
-    const std::size_t slot = e.rings.ring(v).begin + v;
+    const Ring ring = e.rings.ring(v);
+    const std::size_t slot = ring.begin + v;
+    // d(W_v |V_v|) / d(sum of m_k^2) for the hourglass control's terms.
+    const Misfit<double> misfit{
+        e.rest_misfit, e.rest_area[v] * e.material.hourglass * e.material.zeta / ring.size()};
     vertex_tensors_adjoint<R>(
         x, normal, e.rings, e.coordinates, static_cast<std::uint32_t>(v),
-        EnergySeed{e.rest_metric[v], e.rest_curvature[v], e.rest_area[v], e.material},
+        EnergySeed{e.rest_metric[v], e.rest_curvature[v], e.rest_area[v], e.material}, misfit,
         x_adjoint + slot, n_adjoint + slot);
   }
 };
@@ -221,8 +237,9 @@ struct GatherKernel {
 
 VertexEnergy vertex_energy(const DeviceMesh<double>& mesh, const ReferenceState<double>& ref,
                            const EnergyModel& model) {
-  return {ring_view(mesh),         raw(ref.ring_coordinates), raw(ref.rest.metric),
-          raw(ref.rest.curvature), raw(ref.rest.area),        model.material};
+  return {ring_view(mesh),      raw(ref.ring_coordinates), raw(ref.ring_misfit),
+          raw(ref.rest.metric), raw(ref.rest.curvature),   raw(ref.rest.area),
+          model.material};
 }
 
 // Each vertex's 2-ring as CSR, into the model (energy_gradient_forward's, built on its first call).

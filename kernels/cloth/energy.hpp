@@ -6,6 +6,10 @@
 //   Phi = zeta P, Psi = xi P, Theta = phi P,  P^abgd = A^ab A^gd + A^ag A^bd + A^ad A^bg,
 // so P X Y = tr(A^-1 X) tr(A^-1 Y) + 2 tr(A^-1 X A^-1 Y) for symmetric X, Y. The discrete energy
 // is E = sum_v W_v |V_v| with |V_v| the rest vertex area (a third of its ring's triangles).
+// Hourglass control adds zeta h M_v to W_v, M_v the ring's mean squared edge strain that the
+// fitted metric does not explain (ring_misfit, vertex_geometry.hpp): zero under any affine map of
+// a flat ring and any rigid motion, it gives the fit's blind modes (a vertex moving against a
+// symmetric ring) the membrane's stiffness. h = 0 is the energy.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +21,10 @@
 namespace apron::cloth {
 
 struct Material {
-  double zeta = 1;  // stretch stiffness
-  double xi = 1;    // bend stiffness
-  double phi = 0;   // stretch-bend coupling ("wrinkling")
+  double zeta = 1;       // stretch stiffness
+  double xi = 1;         // bend stiffness
+  double phi = 0;        // stretch-bend coupling ("wrinkling")
+  double hourglass = 0;  // h, the hourglass control's weight relative to zeta
 };
 
 // P^abgd X_ab Y_gd in the metric A (see above).
@@ -109,10 +114,12 @@ void energy_density(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<d
 // principal strains (the eigenvalues of A^-1 eps, larger first; Green's strain, (l^2 - 1) / 2 for
 // a stretch ratio l) and the mean and Gaussian curvature of the surface now.
 struct VertexMeasures {
-  double stretch_energy, bend_energy, coupling_energy;  // per unit rest area [J/m^2]: W = sum
+  double stretch_energy, bend_energy, coupling_energy, hourglass_energy;  // [J/m^2]: W = sum
   double strain_max, strain_min;
   double mean_curvature, gaussian_curvature;  // H = tr(b) / 2 [1/m], K = det(b) [1/m^2]
-  APRON_HD double energy() const { return stretch_energy + bend_energy + coupling_energy; }
+  APRON_HD double energy() const {
+    return stretch_energy + bend_energy + coupling_energy + hourglass_energy;
+  }
 };
 
 // The measures of every vertex at `positions` (the same strains as energy_density's).

@@ -96,6 +96,7 @@ struct EnergyKernel {
     out[2 * count + i] = m.stretch_energy * rest_area[i];
     out[3 * count + i] = m.bend_energy * rest_area[i];
     out[4 * count + i] = m.coupling_energy * rest_area[i];
+    out[5 * count + i] = m.hourglass_energy * rest_area[i];
   }
 };
 
@@ -133,7 +134,7 @@ void vertex_energies(const DeviceVector<V3>& position, const DeviceVector<V3>& v
                      const DeviceVector<double>& mass, const DeviceVector<VertexMeasures>& measures,
                      const DeviceVector<double>& rest_area, std::size_t count, V3 gravity,
                      DeviceVector<double>& out) {
-  out.resize(5 * count);
+  out.resize(6 * count);
   for_each_index(count, EnergyKernel{raw(position), raw(velocity), raw(mass), raw(measures),
                                      raw(rest_area), count, gravity, raw(out)});
 }

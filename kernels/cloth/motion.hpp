@@ -45,8 +45,9 @@ struct MotionState {
 void advance_vertices(const MotionState& s, std::size_t count, const MotionParams& p,
                       const DeviceVector<Collider>& colliders);
 
-// Per vertex, into `out` (5 count values: kinetic, then potential, then the stretch, bend and
-// coupling energies): m |v|^2 / 2, -m g . x and each term of W |V| (measures x rest area).
+// Per vertex, into `out` (6 count values: kinetic, then potential, then the stretch, bend,
+// coupling and hourglass energies): m |v|^2 / 2, -m g . x and each term of W |V| (measures x
+// rest area).
 void vertex_energies(const DeviceVector<Vector3<double>>& position,
                      const DeviceVector<Vector3<double>>& velocity,
                      const DeviceVector<double>& mass, const DeviceVector<VertexMeasures>& measures,

@@ -38,6 +38,25 @@ struct RingCoordinates {
   }
 };
 
+// Each ring edge's misfit at rest (edge_misfit; 0 where the fit fails): what the hourglass term
+// measures from.
+template <class T>
+struct RestMisfit {
+  const Vector3<T>* x;
+  const Vector2<T>* coordinates;
+  RingView rings;
+  T* misfit;
+
+  APRON_HD void operator()(std::size_t v) const {
+    const Ring ring = rings.ring(v);
+    const Vector3<T> xv = x[v];
+    Vector3<T> p1, p2;
+    const bool fitted = fit_basis(FromArray<T>{x}, rings, coordinates, ring, xv, p1, p2);
+    for (std::uint32_t k = ring.begin; k < ring.end; ++k)
+      misfit[k] = fitted ? edge_misfit(x[rings.neighbour(k)] - xv, coordinates[k], p1, p2) : T(0);
+  }
+};
+
 template <class T>
 struct SurfaceTensorsKernel {
   const Vector3<T>* x;
@@ -103,6 +122,9 @@ ReferenceState<T> make_reference(const DeviceMesh<T>& mesh, const DeviceVector<V
   ref.ring_coordinates.resize(mesh.ring_neighbours.size());
   for_each_index(mesh.vertices(), RingCoordinates<T>{raw(rest), raw(ref.rest.normal),
                                                      ring_view(mesh), raw(ref.ring_coordinates)});
+  ref.ring_misfit.resize(mesh.ring_neighbours.size());
+  for_each_index(mesh.vertices(), RestMisfit<T>{raw(rest), raw(ref.ring_coordinates),
+                                                ring_view(mesh), raw(ref.ring_misfit)});
   surface_tensors(mesh, rest, ref, ref.rest);
   return ref;
 }

@@ -40,10 +40,12 @@ struct SurfaceTensors {
 };
 
 // The rest state, computed once: each ring edge's material coordinates (its components in the
-// rest frame {T, B}, per ring entry), and the reference tensors A_ab, B_ab.
+// rest frame {T, B}, per ring entry) and misfit (edge_misfit, vertex_geometry.hpp), and the
+// reference tensors A_ab, B_ab.
 template <class T>
 struct ReferenceState {
   DeviceVector<Vector2<T>> ring_coordinates;  // parallel to DeviceMesh::ring_neighbours
+  DeviceVector<T> ring_misfit;                // likewise
   SurfaceTensors<T> rest;                     // rest.metric = A_ab, rest.curvature = B_ab
 };
 

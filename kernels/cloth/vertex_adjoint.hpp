@@ -61,13 +61,31 @@ APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3
   return g;
 }
 
+// The hourglass control's share of the loss at v: weight x ring_misfit's sum over v's ring (its
+// mean times the ring's size), from each ring entry's rest misfit; weight 0: none.
+template <class T>
+struct Misfit {
+  const T* rest;
+  T weight;
+};
+
+// mu_k = weight m_k / |th_k|^2 of ring edge e: d(weight m_k^2) / de_k = 2 mu_k e_k, and with
+// respect to the fitted map's prediction f_k, -2 mu_k f_k.
+template <class T, class C>
+APRON_HD T misfit_adjoint(Vector3<T> e, Vector2<C> th, Vector3<T> p1, Vector3<T> p2,
+                          const Misfit<T>& misfit, std::uint32_t k) {
+  const T m = T(0.5) * (edge_misfit(e, th, p1, p2) - misfit.rest[k]);
+  return misfit.weight * m / T(th.x * th.x + th.y * th.y);
+}
+
 // The adjoint of vertex_tensors at v with the normals as inputs (array `normal`). The forward
 // pass computes the metric a_ab and the curvature b_ab as vertex_tensors does; then
 // seed(metric, curvature, metric_bar, curvature_bar) gives their adjoints (per stored component,
 // the 12 component counted once), and the reverse pass SETS x_slots to dL/dx_i and n_slots to
 // dL/dn_i for every vertex i of v's closed ring. Where the metric fit fails (a and b constant)
 // all slots are zero and seed is not called; where only the curvature fit fails, b = 0 is
-// constant and only the metric's dependence remains, as in vertex_tensors.
+// constant and only the metric's dependence remains, as in vertex_tensors. The hourglass
+// control's terms (`misfit`) are added to the loss.
 //
 // Precision: the forward pass (the tensors, hence the strains and the seed) runs in T = float64:
 // the strains are small differences of O(1) tensors, so float32 would leave force noise at rest
@@ -79,8 +97,8 @@ APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3
 template <class R, class T, class Seed>
 APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* normal,
                                      const RingView& rings, const Vector2<T>* coordinates,
-                                     std::uint32_t v, const Seed& seed, Vector3<R>* x_slots,
-                                     Vector3<R>* n_slots) {
+                                     std::uint32_t v, const Seed& seed, const Misfit<T>& misfit,
+                                     Vector3<R>* x_slots, Vector3<R>* n_slots) {
   const Ring ring = rings.ring(v);
   const Vector3<T> xv = x[v], nv = normal[v];
   const Vector3<R> n = vector_cast<R>(nv), zero{R(0), R(0), R(0)};
@@ -133,8 +151,22 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   const Sym2<R> metric_bar = sym2_cast<R>(metric_seed),
                 curvature_bar = sym2_cast<R>(curvature_seed);
 
+  // Reverse: the hourglass control. Edge k's own adjoint 2 mu_k e_k is added in the last loop;
+  // the fitted map's, -2 sum_k mu_k th_a,k f_k, is -2 (S_a1 p_1 + S_a2 p_2) with
+  // S = sum_k mu_k th_k th_k^T.
+  T s11 = 0, s12 = 0, s22 = 0;
+  if (misfit.weight != T(0))
+    for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+      const Vector2<T> th = coordinates[k];
+      const T mu = misfit_adjoint(x[rings.neighbour(k)] - xv, th, p1, p2, misfit, k);
+      s11 += mu * th.x * th.x;
+      s12 += mu * th.x * th.y;
+      s22 += mu * th.y * th.y;
+    }
   // Reverse: the metric, a_ab = a_a . a_b with a_a = |p_a| normalized(tangential(p_a, n)).
-  Vector3<R> n_bar = zero, p1_bar = zero, p2_bar = zero;
+  Vector3<R> n_bar = zero;
+  Vector3<R> p1_bar = vector_cast<R>(T(-2) * (s11 * p1 + s12 * p2));
+  Vector3<R> p2_bar = vector_cast<R>(T(-2) * (s12 * p1 + s22 * p2));
   {
     const Vector3<R> a1r = vector_cast<R>(a1), a2r = vector_cast<R>(a2);
     const Vector3<R> p1r = vector_cast<R>(p1), p2r = vector_cast<R>(p2);
@@ -177,6 +209,10 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     const std::uint32_t j = rings.neighbour(k), slot = 1 + k - ring.begin;
     const Vector2<T> th = coordinates[k];
     Vector3<R> e_bar = R(th.x) * r1_bar + R(th.y) * r2_bar;
+    if (misfit.weight != T(0)) {
+      const Vector3<T> e = x[j] - xv;
+      e_bar += vector_cast<R>((T(2) * misfit_adjoint(e, th, p1, p2, misfit, k)) * e);
+    }
     Vector3<R> nj_bar = zero;
     if (curved) {
       const Vector3<R> e = vector_cast<R>(x[j] - xv), dn = vector_cast<R>(normal[j] - nv);

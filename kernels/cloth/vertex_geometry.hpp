@@ -112,12 +112,12 @@ APRON_HD Vector3<S> frame_tangent(const Points& x, const Rings& rings, const Rin
   return normalized(tangential(x(rings.neighbour(ring.begin)) - xv, n));
 }
 
-// The surface basis a_1, a_2: the least-squares fit of e_k = th1_k a_1 + th2_k a_2 over the ring
-// (th the edge's material coordinates, fixed at rest), each vector then rotated into the plane
-// normal to n (its length kept). Returns a_ab; false when the material coordinates are collinear.
+// The least-squares fit of e_k = th1_k p_1 + th2_k p_2 over the ring (th the edge's material
+// coordinates, fixed at rest): the deformation of the ring's edges as one linear map. Returns
+// false when the material coordinates are collinear.
 template <class Points, class Rings, class RingT, class S, class C>
-APRON_HD bool fit_metric(const Points& x, const Rings& rings, const Vector2<C>* coordinates,
-                         const RingT& ring, Vector3<S> xv, Vector3<S> n, Sym2<S>& metric) {
+APRON_HD bool fit_basis(const Points& x, const Rings& rings, const Vector2<C>* coordinates,
+                        const RingT& ring, Vector3<S> xv, Vector3<S>& p1, Vector3<S>& p2) {
   C g11 = 0, g12 = 0, g22 = 0;
   Vector3<S> r1{S(0), S(0), S(0)}, r2{S(0), S(0), S(0)};
   for (std::uint32_t k = ring.begin; k != ring.end; k = ring.after(k)) {
@@ -131,12 +131,53 @@ APRON_HD bool fit_metric(const Points& x, const Rings& rings, const Vector2<C>* 
   }
   const C det = g11 * g22 - g12 * g12;
   if (!(det > C(1e-6) * (g11 + g22) * (g11 + g22))) return false;
-  Vector3<S> a1 = S(g22 / det) * r1 - S(g12 / det) * r2;
-  Vector3<S> a2 = S(g11 / det) * r2 - S(g12 / det) * r1;
+  p1 = S(g22 / det) * r1 - S(g12 / det) * r2;
+  p2 = S(g11 / det) * r2 - S(g12 / det) * r1;
+  return true;
+}
+
+// The surface basis a_1, a_2: the fitted p_1, p_2 each rotated into the plane normal to n (its
+// length kept). Returns a_ab; false when the material coordinates are collinear.
+template <class Points, class Rings, class RingT, class S, class C>
+APRON_HD bool fit_metric(const Points& x, const Rings& rings, const Vector2<C>* coordinates,
+                         const RingT& ring, Vector3<S> xv, Vector3<S> n, Sym2<S>& metric) {
+  Vector3<S> a1, a2;
+  if (!fit_basis(x, rings, coordinates, ring, xv, a1, a2)) return false;
   a1 = norm(a1) * normalized(tangential(a1, n));
   a2 = norm(a2) * normalized(tangential(a2, n));
   metric = {dot(a1, a1), dot(a1, a2), dot(a2, a2)};
   return true;
+}
+
+// Ring edge e's misfit against the fitted linear map: its squared length less the map's
+// prediction, per squared material length, (|e|^2 - |th1 p_1 + th2 p_2|^2) / |th|^2. A ring
+// mapped affinely has no misfit; a curved one has its (rotation-invariant) share at rest.
+template <class S, class C>
+APRON_HD S edge_misfit(Vector3<S> e, Vector2<C> th, Vector3<S> p1, Vector3<S> p2) {
+  const Vector3<S> f = S(th.x) * p1 + S(th.y) * p2;
+  return (dot(e, e) - dot(f, f)) / S(th.x * th.x + th.y * th.y);
+}
+
+// The hourglass measure of v: the mean over its ring of m_k^2, m_k = (misfit_k - rest_k) / 2,
+// the edge strains that the fitted map does not explain. The fit alone is blind to a vertex
+// moving against a symmetric ring (its material coordinates sum to zero), so on a regular grid
+// an in-plane checkerboard or stripe pattern costs no stretch energy (an hourglass mode); this
+// sees every ring edge's length. Zero where the fit fails (as the metric is then constant).
+template <class Points, class Rings, class C>
+APRON_HD auto ring_misfit(const Points& x, const Rings& rings, const Vector2<C>* coordinates,
+                          const C* rest_misfit, std::uint32_t v) {
+  using S = decltype(x(v).x);
+  const auto ring = rings.ring(v);
+  const Vector3<S> xv = x(v);
+  Vector3<S> p1, p2;
+  S sum = S(0);
+  if (!fit_basis(x, rings, coordinates, ring, xv, p1, p2)) return sum;
+  for (std::uint32_t k = ring.begin; k != ring.end; k = ring.after(k)) {
+    const S m = S(0.5) * (edge_misfit(x(rings.neighbour(k)) - xv, coordinates[k], p1, p2) -
+                          S(rest_misfit[k]));
+    sum += m * m;
+  }
+  return sum / S(ring.size());
 }
 
 // b_ab from the four equations per ring edge (Rusinkiewicz's dn.t = b11 t_k + b12 b_k,

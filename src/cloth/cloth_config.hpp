@@ -31,6 +31,7 @@ struct MaterialConfig {
   double stretch = 100;  // zeta [N/m]
   double bend = 1e-4;    // xi [N m]
   double coupling = 0;   // phi, the stretch-bend ("wrinkling") term [N]
+  double hourglass = 0.1;  // h: hourglass control, relative to stretch (energy.hpp)
   double damping = 0;    // gamma [kg/(m^2 s)]
 };
 

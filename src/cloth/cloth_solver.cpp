@@ -137,7 +137,7 @@ void ClothSolver::open_outputs(std::optional<long> resume_step) {
   if (ranks_.rank == 0) {
     table_.emplace(config_.output.dir + "/diagnostics.csv",
                    "step,time,dt,kinetic,potential,elastic,total,max_speed,stretch,bend,"
-                   "coupling,max_strain");
+                   "coupling,hourglass,max_strain");
     table_->open(resume_step);
   }
 }
@@ -227,7 +227,7 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   reference_ = make_reference(mesh_, mesh_.positions);
   const MaterialConfig& m = case_.material;
   model_ = make_energy_model(
-      mesh_, Material{m.stretch, m.bend, m.coupling},
+      mesh_, Material{m.stretch, m.bend, m.coupling, m.hourglass},
       case_.precision == "mixed" ? GradientPrecision::mixed : GradientPrecision::float64);
   std::vector<double> mass = to_host(reference_.rest.area, n);
   for (double& a : mass) a *= m.density;
@@ -328,12 +328,12 @@ ClothSolver::Diagnostics ClothSolver::diagnostics() {
   vertex_energies(*position_, *velocity_, mass_, measures_, reference_.rest.area, owned_,
                   motion_.gravity, scratch_);
   const auto o = static_cast<std::uint32_t>(owned_);
-  std::vector<std::uint32_t> bounds(6);
+  std::vector<std::uint32_t> bounds(7);
   for (std::uint32_t s = 0; s < bounds.size(); ++s) bounds[s] = s * o;
   DeviceVector<double> sums, largest;
-  segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.end()), 5,
+  segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.end()), 6,
                    Reduction::sum, sums);
-  std::vector<double> totals = to_host(sums, 5);
+  std::vector<double> totals = to_host(sums, 6);
   global_sum(ranks_.comm, totals);
   vertex_extremes(*velocity_, measures_, owned_, scratch_);
   segmented_reduce(scratch_, DeviceVector<std::uint32_t>(bounds.begin(), bounds.begin() + 3), 2,
@@ -342,7 +342,7 @@ ClothSolver::Diagnostics ClothSolver::diagnostics() {
   if (owned_) extremes = to_host(largest, 2);
   Diagnostics d;
   d.kinetic = totals[0], d.potential = totals[1];
-  d.stretch = totals[2], d.bend = totals[3], d.coupling = totals[4];
+  d.stretch = totals[2], d.bend = totals[3], d.coupling = totals[4], d.hourglass = totals[5];
   d.max_speed = global_max(ranks_.comm, extremes[0]);
   d.max_strain = global_max(ranks_.comm, extremes[1]);
   return d;
@@ -356,10 +356,10 @@ void ClothSolver::write_outputs(bool final) {
       char row[400];
       const Diagnostics& d = *last_;
       std::snprintf(row, sizeof row,
-                    "%ld,%.9g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g,%.12g,%.12g,%.12g,%.6g", step_,
-                    time_, motion_.dt, d.kinetic, d.potential, d.elastic(),
+                    "%ld,%.9g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g",
+                    step_, time_, motion_.dt, d.kinetic, d.potential, d.elastic(),
                     d.kinetic + d.potential + d.elastic(), d.max_speed, d.stretch, d.bend,
-                    d.coupling, d.max_strain);
+                    d.coupling, d.hourglass, d.max_strain);
       table_->append(row);
     }
   }
@@ -465,6 +465,7 @@ void ClothSolver::report(Json& json) const {
     json.value("stretch", last_->stretch);
     json.value("bend", last_->bend);
     json.value("coupling", last_->coupling);
+    json.value("hourglass", last_->hourglass);
     json.value("max_speed", last_->max_speed);
     json.value("max_strain", last_->max_strain);
   }

@@ -59,9 +59,9 @@ class ClothSolver final : public Workload {
   }
 
   struct Diagnostics {
-    double kinetic = 0, potential = 0, stretch = 0, bend = 0, coupling = 0;
+    double kinetic = 0, potential = 0, stretch = 0, bend = 0, coupling = 0, hourglass = 0;
     double max_speed = 0, max_strain = 0;  // max_strain: the largest principal strain
-    double elastic() const { return stretch + bend + coupling; }
+    double elastic() const { return stretch + bend + coupling + hourglass; }
   };
   Diagnostics diagnostics();  // collective
 

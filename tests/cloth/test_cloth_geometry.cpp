@@ -624,7 +624,11 @@ struct EnergySetup {
   }
 };
 
-const Material kMaterial{.zeta = 2.0, .xi = 0.05, .phi = 0.3};
+// Every term of the energy, the hourglass control included (its weight as large as the
+// simulation's default would be small: its gradient must be exact too).
+const Material kMaterial{.zeta = 2.0, .xi = 0.05, .phi = 0.3, .hourglass = 0.7};
+// The issue's energy alone, for the CPU reference written from the issue's formula.
+const Material kIssueMaterial{.zeta = 2.0, .xi = 0.05, .phi = 0.3};
 
 // A curved, irregular rest shape (saddle), moved rigidly: no energy and no force.
 TEST(ClothEnergy, RigidMotionHasNoEnergyAndNoForce) {
@@ -868,7 +872,7 @@ TEST(ClothEnergy, DensityMatchesCpuReference) {
   const HostMesh current = mapped(rest, [](const Point& p) {
     return Point{p[0] * (1 + 0.2 * p[1]), p[1] * 0.9, p[2] + 0.3 * p[0] * p[0]};
   });
-  const EnergySetup setup(rest, kMaterial);
+  const EnergySetup setup(rest, kIssueMaterial);
   DeviceVector<double> density;
   energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
                  setup.model, density);
@@ -877,7 +881,7 @@ TEST(ClothEnergy, DensityMatchesCpuReference) {
   double worst = 0, largest = 0, total = 0;
   for (std::size_t v = 0; v < w.size(); ++v) {
     const double cpu = cpu_energy_density(now.metric[v], now.curvature[v], then.metric[v],
-                                          then.curvature[v], kMaterial);
+                                          then.curvature[v], kIssueMaterial);
     worst = std::max(worst, std::abs(w[v] - cpu));
     largest = std::max(largest, std::abs(cpu));
     total += cpu * then.area[v];
@@ -887,6 +891,43 @@ TEST(ClothEnergy, DensityMatchesCpuReference) {
               largest, worst, device_total, total);
   EXPECT_LT(worst, 1e-12 * largest);
   EXPECT_NEAR(device_total, total, 1e-12 * total);
+}
+
+// The fit's blind modes on a regular grid: an in-plane checkerboard or stripe pattern of
+// displacements leaves every interior ring's fitted map unchanged (each ring's material
+// coordinates, and the pattern's values on them, cancel in pairs), so the issue's energy is zero
+// at every interior vertex; with hourglass control each costs about what a uniform stretch of the
+// same edge strain does.
+TEST(ClothEnergy, HourglassControlStiffensTheFitsBlindModes) {
+  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 16, .ny = 16};
+  const HostMesh rest = grid_mesh(spec);
+  const double amplitude = 1e-3;
+  const auto largest_interior_w = [&](const Material& material, const std::vector<Point>& x) {
+    const EnergySetup setup(rest, material);
+    DeviceVector<double> density;
+    energy_density(setup.mesh, upload_positions<double>(x), setup.reference, setup.model, density);
+    const std::vector<double> w = to_host(density);
+    double largest = 0;
+    for (std::uint32_t v : interior(spec)) largest = std::max(largest, w[v]);
+    return largest;
+  };
+  const Material plain{.zeta = 1000, .xi = 1e-4},
+      controlled{.zeta = 1000, .xi = 1e-4, .hourglass = 1};
+  for (int pattern = 0; pattern < 2; ++pattern)
+    for (int d = 0; d < 2; ++d) {
+      std::vector<Point> x = rest.positions;
+      for (int j = 0; j <= spec.ny; ++j)
+        for (int i = 0; i <= spec.nx; ++i)
+          x[grid_vertex(spec, i, j)][d] += ((pattern == 0 ? i + j : i) % 2 ? 1 : -1) * amplitude;
+      const double blind = largest_interior_w(plain, x), seen = largest_interior_w(controlled, x);
+      // Edge strains of order (2 amplitude / h): W ~ zeta strain^2.
+      const double scale = 1000 * std::pow(2 * amplitude * spec.nx, 2);
+      std::printf(
+          "  %s along %c: interior W %.2e without, %.2e with hourglass control (scale %.2e)\n",
+          pattern == 0 ? "checkerboard" : "stripes", "xy"[d], blind, seen, scale);
+      EXPECT_LT(blind, 1e-20 * scale);
+      EXPECT_GT(seen, 0.01 * scale);
+    }
 }
 
 std::vector<VertexMeasures> measures_at(const EnergySetup& setup, const std::vector<Point>& x) {
