@@ -132,6 +132,11 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   const Vector3<T> t = normalized(u0), b = cross(nv, t);
   const T scale = T(1) / norm(e0);
   Sym3System<T> fit;
+  // The hourglass control's reverse pass needs S = sum_k mu_k th_k th_k^T (below), summed here
+  // where the ring's edges are at hand, and each mu_k again in the last loop: parked in the
+  // x slot that loop then overwrites (one float read back, instead of the float64 misfit
+  // recomputed: 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100, bench/NOTES.md).
+  T s11 = 0, s12 = 0, s22 = 0;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const std::uint32_t j = rings.neighbour(k);
     const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
@@ -140,6 +145,14 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
     fit.add_row(tk * bk, bk * bk, T(0), dnt * bk);
     fit.add_row(T(0), tk * tk, tk * bk, dnb * tk);
+    if (misfit.weight != T(0)) {
+      const Vector2<T> th = coordinates[k];
+      const T mu = misfit_adjoint(e, th, p1, p2, misfit, k);
+      s11 += mu * th.x * th.x;
+      s12 += mu * th.x * th.y;
+      s22 += mu * th.y * th.y;
+      x_slots[1 + k - ring.begin].x = R(mu);
+    }
   }
   T u64[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
   const bool curved = fit.solve(u64);
@@ -152,17 +165,7 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
                 curvature_bar = sym2_cast<R>(curvature_seed);
 
   // Reverse: the hourglass control. Edge k's own adjoint 2 mu_k e_k is added in the last loop;
-  // the fitted map's, -2 sum_k mu_k th_a,k f_k, is -2 (S_a1 p_1 + S_a2 p_2) with
-  // S = sum_k mu_k th_k th_k^T.
-  T s11 = 0, s12 = 0, s22 = 0;
-  if (misfit.weight != T(0))
-    for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-      const Vector2<T> th = coordinates[k];
-      const T mu = misfit_adjoint(x[rings.neighbour(k)] - xv, th, p1, p2, misfit, k);
-      s11 += mu * th.x * th.x;
-      s12 += mu * th.x * th.y;
-      s22 += mu * th.y * th.y;
-    }
+  // the fitted map's, -2 sum_k mu_k th_a,k f_k, is -2 (S_a1 p_1 + S_a2 p_2).
   // Reverse: the metric, a_ab = a_a . a_b with a_a = |p_a| normalized(tangential(p_a, n)).
   Vector3<R> n_bar = zero;
   Vector3<R> p1_bar = vector_cast<R>(T(-2) * (s11 * p1 + s12 * p2));
@@ -209,10 +212,7 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     const std::uint32_t j = rings.neighbour(k), slot = 1 + k - ring.begin;
     const Vector2<T> th = coordinates[k];
     Vector3<R> e_bar = R(th.x) * r1_bar + R(th.y) * r2_bar;
-    if (misfit.weight != T(0)) {
-      const Vector3<T> e = x[j] - xv;
-      e_bar += vector_cast<R>((T(2) * misfit_adjoint(e, th, p1, p2, misfit, k)) * e);
-    }
+    if (misfit.weight != T(0)) e_bar += (R(2) * x_slots[slot].x) * vector_cast<R>(x[j] - xv);
     Vector3<R> nj_bar = zero;
     if (curved) {
       const Vector3<R> e = vector_cast<R>(x[j] - xv), dn = vector_cast<R>(normal[j] - nv);

@@ -155,7 +155,8 @@ APRON_HD bool fit_metric(const Points& x, const Rings& rings, const Vector2<C>* 
 template <class S, class C>
 APRON_HD S edge_misfit(Vector3<S> e, Vector2<C> th, Vector3<S> p1, Vector3<S> p2) {
   const Vector3<S> f = S(th.x) * p1 + S(th.y) * p2;
-  return (dot(e, e) - dot(f, f)) / S(th.x * th.x + th.y * th.y);
+  // |e|^2 - |f|^2 as (e - f) . (e + f): no cancellation of the two squares.
+  return dot(e - f, e + f) / S(th.x * th.x + th.y * th.y);
 }
 
 // The hourglass measure of v: the mean over its ring of m_k^2, m_k = (misfit_k - rest_k) / 2,
