@@ -3,12 +3,8 @@
 # .device/: runs the unit, MPI and validation tests and the short dam break on 1-2 ranks with the
 # CUDA backend. Results go to $OUT (or ./gpu-out).
 set -uo pipefail
-source .device/env.sh
-out=${OUT:-gpu-out}; mkdir -p "$out"
-nvidia-smi -L | tee "$out/gpus.txt"
+source bench/gpu_common.sh
 export APRON_SOURCE_DIR=$PWD APRON_BINARY_DIR=$out
-status=0
-run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
 run .device/test_sph_kernels
 run .device/test_config
 for n in 1 2 3 4; do run mpirun -n $n .device/test_exchange; done

@@ -12,11 +12,7 @@
 #   5. Nsight Compute on one gradient at 1M vertices: each pass's time, registers, active warps
 #      and DRAM bytes (cloth_profile.txt).
 set -uo pipefail
-source .device/env.sh
-out=${OUT:-gpu-out}; mkdir -p "$out"
-nvidia-smi -L | tee "$out/gpus.txt"
-status=0
-run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+source bench/gpu_common.sh
 run .device/test_cloth_geometry > "$out/test_cloth_geometry.log" 2>&1
 tail -3 "$out/test_cloth_geometry.log"
 run .device/cloth_kernels 100 1000 2000 | tee "$out/cloth_kernels.txt"

@@ -10,11 +10,7 @@
 #   5. the hanging sheet (8x8, 200 steps) on 1 and 2 ranks: diagnostics.csv for the caller to
 #      compare with each other and with the OpenMP build's.
 set -uo pipefail
-source .device/env.sh
-out=${OUT:-gpu-out}; mkdir -p "$out"
-nvidia-smi -L | tee "$out/gpus.txt"
-status=0
-run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+source bench/gpu_common.sh
 run .device/test_cloth_geometry > "$out/test_cloth_geometry.log" 2>&1
 grep -E "PASSED|FAILED|interior W|measures vs|adjoint vs" "$out/test_cloth_geometry.log"
 run .device/cloth_kernels 100 1000 | tee "$out/cloth_kernels.txt"

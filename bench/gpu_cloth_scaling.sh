@@ -10,11 +10,7 @@
 #   4. the hanging sheet (200 steps) on 1 rank and on 2 ranks with a GPU each (NCCL halo), whose
 #      diagnostics must be identical.
 set -uo pipefail
-source .device/env.sh
-out=${OUT:-gpu-out}; mkdir -p "$out"
-nvidia-smi -L | tee "$out/gpus.txt"
-status=0
-run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+source bench/gpu_common.sh
 large() {  # large NAME RANKS SIZE_X CELLS_X CELLS_Y [MAX_STEPS]
   run mpirun -n "$2" .device/apron run inputs/cloth_large.yaml \
       --set "cloth.grid.size=[$3, 1, 0]" --set "cloth.grid.cells=[$4, $5, 0]" \

@@ -84,22 +84,18 @@ struct MeasuresKernel {
   VertexEnergy energy;
   VertexMeasures* out;
   APRON_HD void operator()(std::size_t i) const {
-    using std::max, std::sqrt;
     const auto v = static_cast<std::uint32_t>(i);
     Sym2<double> eps, kappa, b;
     energy.strains(FromArray<double>{x}, v, eps, kappa, b);
     const Sym2<double> rest_a = energy.rest_metric[v];
     const Material& m = energy.material;
-    // The eigenvalues of A^-1 eps, from its trace and determinant.
-    const double half_trace = trace_in_metric(eps, rest_a) / 2;
-    const double det = determinant(eps) / determinant(rest_a);
-    const double radius = sqrt(max(half_trace * half_trace - det, 0.0));
+    const Vector2<double> strain = principal_strains(eps, rest_a);
     out[i] = {m.zeta * metric_contraction(eps, eps, rest_a),
               m.xi * metric_contraction(kappa, kappa, rest_a),
               m.phi * metric_contraction(eps, kappa, rest_a),
               energy.hourglass(FromArray<double>{x}, v),
-              half_trace + radius,
-              half_trace - radius,
+              strain.x,
+              strain.y,
               trace(b) / 2,
               determinant(b)};
   }

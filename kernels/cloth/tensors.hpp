@@ -13,6 +13,7 @@
 // no atomics, so results do not depend on thread scheduling.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "kernels/cloth/cloth_math.hpp"
@@ -91,6 +92,16 @@ APRON_HD inline Vector2<T> principal_curvatures(Sym2<T> b) {
   const T mean = trace(b) / T(2), half_gap = (b.xx - b.yy) / T(2);
   const T radius = sqrt(half_gap * half_gap + b.xy * b.xy);
   return {mean + radius, mean - radius};
+}
+
+// Principal strains (larger first): the eigenvalues of A^-1 eps, from its trace and determinant.
+template <class T>
+APRON_HD inline Vector2<T> principal_strains(Sym2<T> eps, Sym2<T> metric) {
+  using std::max, std::sqrt;
+  const T half_trace = trace_in_metric(eps, metric) / T(2);
+  const T det = determinant(eps) / determinant(metric);
+  const T radius = sqrt(max(half_trace * half_trace - det, T(0)));
+  return {half_trace + radius, half_trace - radius};
 }
 
 }  // namespace apron::cloth
