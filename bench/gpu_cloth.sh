@@ -29,11 +29,7 @@ for r in 1 2; do
       --set output.dir="$out/large_f64_$r" --set output.progress_every=100 > "$out/large_f64_$r.log" 2>&1
   grep -E "step loop|forces" "$out/large_f64_$r.log"
 done
-for n in 1 2; do
-  run mpirun -n $n .device/apron run inputs/cloth_hanging.yaml --set "cloth.grid.cells=[8, 8, 0]" \
-      --set time.max_steps=200 --set time.end=100 --set output.every=0 \
-      --set output.dir="$out/hanging_np$n" --set output.progress_every=100 > /dev/null
-done
+hanging_sheet_runs
 metrics=gpu__time_duration.sum,launch__registers_per_thread,dram__bytes.sum
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
 ncu --kernel-name-base demangled --launch-skip 40 --launch-count 12 --metrics "$metrics" \

@@ -27,10 +27,6 @@ for h in 0 0.1; do
       --set cloth.material.hourglass=$h --set output.every=0 --set output.dir="$out/drape_h$h" \
       --set output.progress_every=100 > "$out/drape_h$h.log" 2>&1
 done
-for n in 1 2; do
-  run mpirun -n $n .device/apron run inputs/cloth_hanging.yaml --set "cloth.grid.cells=[8, 8, 0]" \
-      --set time.max_steps=200 --set time.end=100 --set output.every=0 \
-      --set output.dir="$out/hanging_np$n" --set output.progress_every=100 > /dev/null
-done
+hanging_sheet_runs
 find "$out" -mindepth 2 -type f ! -name run_report.json ! -name diagnostics.csv -delete
 exit $status

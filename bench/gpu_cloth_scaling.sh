@@ -26,11 +26,7 @@ for r in 1 2 3; do
   large "weak2_$r" 2 2 4000 2000
 done
 for r in 1 2; do large "strong2_$r" 2 1 2000 2000; done
-for n in 1 2; do
-  run mpirun -n $n .device/apron run inputs/cloth_hanging.yaml --set "cloth.grid.cells=[8, 8, 0]" \
-      --set time.max_steps=200 --set time.end=100 --set output.every=0 \
-      --set output.dir="$out/hanging_np$n" --set output.progress_every=100 > "$out/hanging_np$n.log" 2>&1
-done
+hanging_sheet_runs
 if cmp "$out/hanging_np1/diagnostics.csv" "$out/hanging_np2/diagnostics.csv"; then
   echo "hanging sheet: 1 and 2 GPUs identical"
 else

@@ -7,3 +7,15 @@ out=${OUT:-gpu-out}; mkdir -p "$out"
 nvidia-smi -L | tee "$out/gpus.txt"
 status=0
 run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+
+# Cloth: the hanging sheet (8x8 cells, 200 steps) on 1 and on 2 ranks, into $out/hanging_np1 and
+# hanging_np2, whose diagnostics.csv the caller compares with each other and with the OpenMP
+# build's (the same case and steps).
+hanging_sheet_runs() {
+  for n in 1 2; do
+    run mpirun -n $n .device/apron run inputs/cloth_hanging.yaml --set "cloth.grid.cells=[8, 8, 0]" \
+        --set time.max_steps=200 --set time.end=100 --set output.every=0 \
+        --set output.dir="$out/hanging_np$n" --set output.progress_every=100 \
+        > "$out/hanging_np$n.log" 2>&1
+  done
+}
