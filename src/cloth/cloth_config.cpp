@@ -61,7 +61,8 @@ MaterialConfig read_material(MapReader r) {
   // the stretch and bend stiffnesses (P is positive definite; zeta e^2 + phi e k + xi k^2).
   if (m.coupling * m.coupling >= 4 * m.stretch * m.bend && m.coupling != 0)
     r.fail("coupling", "must satisfy coupling^2 < 4 stretch bend (else the energy has no minimum)");
-  m.hourglass = r.in_range("hourglass", 0, 100, m.hourglass);
+  // Up to 1: the explicit step's limit counts stretch alone (the drapes ran at up to 3).
+  m.hourglass = r.in_range("hourglass", 0, 1, m.hourglass);
   m.damping = r.in_range("damping", 0, 1e9, m.damping);
   r.finish();
   return m;

@@ -430,7 +430,7 @@ std::size_t ClothSolver::device_bytes() const {
   };
   return bytes_of(mesh_.positions, mesh_.corners, mesh_.ring_offsets, mesh_.ring_neighbours,
                   mesh_.boundary, mesh_.spoke_weights, mesh_.rim_weights) +
-         bytes_of(reference_.ring_coordinates) + tensors(reference_.rest) +
+         bytes_of(reference_.ring_coordinates, reference_.ring_misfit) + tensors(reference_.rest) +
          bytes_of(model_.twin_slot, model_.normal, model_.normal_inverse_length,
                   model_.normal_sum_adjoint, model_.slots64.x, model_.slots64.n, model_.slots32.x,
                   model_.slots32.n) +

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <numbers>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cloth/energy.hpp"
@@ -842,7 +844,7 @@ TEST(ClothEnergy, MixedPrecisionHasNoSpuriousForceAtRest) {
   const HostMesh rest = mapped(grid_mesh(spec), [](const Point& p) {
     return Point{p[0], p[1], 2 * (p[0] * p[0] - p[1] * p[1])};  // curvatures ~ 4 / m
   });
-  const EnergySetup setup(rest, Material{.zeta = 1000, .xi = 1e-3, .phi = 0},
+  const EnergySetup setup(rest, Material{.zeta = 1000, .xi = 1e-3, .phi = 0, .hourglass = 0.1},
                           GradientPrecision::mixed);
   double force = 0;
   for (const Vector3<double>& g : setup.gradient(mapped(rest, moved).positions))
@@ -912,22 +914,26 @@ TEST(ClothEnergy, DensityMatchesCpuReference) {
 }
 
 // The fit's blind modes on a regular grid: an in-plane checkerboard or stripe pattern of
-// displacements leaves every interior ring's fitted map unchanged (each ring's material
+// displacements +-a leaves every interior ring's fitted map unchanged (each ring's material
 // coordinates, and the pattern's values on them, cancel in pairs), so the energy is zero
-// at every interior vertex; with hourglass control each costs about what a uniform stretch of the
-// same edge strain does.
+// at every interior vertex. With hourglass control W is zeta h mean_k m_k^2, worked by hand from
+// the six ring edges' misfits m_k = s_k / 2 (r = a / edge): the checkerboard (4/3) r^2 (1 + 2 r^2),
+// stripes along x (5/3) r^2 (1 + r^2), stripes along y (1/3) r^2 (1 + 5 r^2), times zeta h.
 TEST(ClothEnergy, HourglassControlStiffensTheFitsBlindModes) {
   const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 16, .ny = 16};
   const HostMesh rest = grid_mesh(spec);
   const double amplitude = 1e-3;
-  const auto largest_interior_w = [&](const Material& material, const std::vector<Point>& x) {
+  const double r = amplitude * spec.nx;
+  // Every interior vertex's W: the largest and the smallest.
+  const auto interior_w = [&](const Material& material, const std::vector<Point>& x) {
     const EnergySetup setup(rest, material);
     DeviceVector<double> density;
     energy_density(setup.mesh, upload_positions<double>(x), setup.reference, setup.model, density);
     const std::vector<double> w = to_host(density);
-    double largest = 0;
-    for (std::uint32_t v : interior(spec)) largest = std::max(largest, w[v]);
-    return largest;
+    std::pair<double, double> range{0, std::numeric_limits<double>::max()};
+    for (std::uint32_t v : interior(spec))
+      range = {std::max(range.first, w[v]), std::min(range.second, w[v])};
+    return range;
   };
   const Material plain{.zeta = 1000, .xi = 1e-4},
       controlled{.zeta = 1000, .xi = 1e-4, .hourglass = 1};
@@ -937,43 +943,58 @@ TEST(ClothEnergy, HourglassControlStiffensTheFitsBlindModes) {
       for (int j = 0; j <= spec.ny; ++j)
         for (int i = 0; i <= spec.nx; ++i)
           x[grid_vertex(spec, i, j)][d] += ((pattern == 0 ? i + j : i) % 2 ? 1 : -1) * amplitude;
-      const double blind = largest_interior_w(plain, x), seen = largest_interior_w(controlled, x);
-      // Edge strains of order (2 amplitude / h): W ~ zeta strain^2.
-      const double scale = 1000 * std::pow(2 * amplitude * spec.nx, 2);
+      const double exact = 1000 * r * r *
+                           (pattern == 0 ? 4.0 / 3 * (1 + 2 * r * r)
+                            : d == 0     ? 5.0 / 3 * (1 + r * r)
+                                         : 1.0 / 3 * (1 + 5 * r * r));
+      const double blind = interior_w(plain, x).first;
+      const auto [most, least] = interior_w(controlled, x);
       std::printf(
-          "  %s along %c: interior W %.2e without, %.2e with hourglass control (scale %.2e)\n",
-          pattern == 0 ? "checkerboard" : "stripes", "xy"[d], blind, seen, scale);
-      EXPECT_LT(blind, 1e-20 * scale);
-      EXPECT_GT(seen, 0.01 * scale);
+          "  %s along %c: interior W %.2e without, %.6e..%.6e with hourglass control (by hand "
+          "%.6e)\n",
+          pattern == 0 ? "checkerboard" : "stripes", "xy"[d], blind, least, most, exact);
+      EXPECT_LT(blind, 1e-20 * exact);
+      EXPECT_NEAR(most, exact, 1e-9 * exact);
+      EXPECT_NEAR(least, exact, 1e-9 * exact);
     }
 }
 
-// A spherical cap of radius R (irregular grid) blown up by s about the sphere's centre: the
-// curvatures are the current surface's, H = 1 / (s R) and K = H^2 (exact on a sphere, see
-// SpherePrincipalCurvatures), and a = s^2 A, so both principal strains are (s^2 - 1) / 2.
-TEST(ClothMeasures, InflatedSphere) {
-  const double radius = 1.5, s = 1.2;
-  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 16, .ny = 16, .perturbed = true, .seed = 3};
-  const HostMesh cap =
-      mapped(grid_mesh(spec), [&](const Point& p) { return on_sphere(p, radius); });
-  const EnergySetup setup(cap, kMaterial);
-  const HostMesh inflated = mapped(cap, [&](const Point& p) {
-    return Point{s * p[0], s * p[1], s * p[2]};
-  });
-  const std::vector<VertexMeasures> m = measures_at(setup, inflated.positions);
-  const double strain = (s * s - 1) / 2, h = 1 / (s * radius);
-  for (std::uint32_t v : interior(spec)) {
-    // A double root: each is off by the square root of the round-off, their mean is not.
-    EXPECT_NEAR((m[v].strain_max + m[v].strain_min) / 2, strain, 1e-12);
-    EXPECT_NEAR(m[v].strain_max, strain, 1e-6);
-    EXPECT_NEAR(m[v].strain_min, strain, 1e-6);
-    EXPECT_NEAR(m[v].mean_curvature, h, 1e-11);
-    EXPECT_NEAR(m[v].gaussian_curvature, h * h, 1e-11);
+// Curved surfaces blown up by s about their axis or centre: the curvatures are the current
+// surface's and a = s^2 A, so both principal strains are (s^2 - 1) / 2. A spherical cap of
+// radius R (irregular grid): H = 1 / (s R), K = H^2; a cylinder of radius R (regular grid):
+// H = 1 / (2 s R), K = 0 (exact there, see the principal-curvature tests).
+TEST(ClothMeasures, InflatedSurfaces) {
+  const double radius = 1.5, s = 1.2, strain = (s * s - 1) / 2;
+  for (bool sphere : {true, false}) {
+    const GridSpec spec{
+        .size_x = 1, .size_y = 1, .nx = 16, .ny = 16, .perturbed = sphere, .seed = 3};
+    const HostMesh rest = mapped(grid_mesh(spec), [&](const Point& p) {
+      return sphere ? on_sphere(p, radius) : on_cylinder(p, radius);
+    });
+    const EnergySetup setup(rest, kMaterial);
+    const HostMesh inflated = mapped(rest, [&](const Point& p) {
+      return sphere ? Point{s * p[0], s * p[1], s * p[2]} : Point{s * p[0], p[1], s * p[2]};
+    });
+    const std::vector<VertexMeasures> m = measures_at(setup, inflated.positions);
+    const double h = sphere ? 1 / (s * radius) : 1 / (2 * s * radius), k = sphere ? h * h : 0;
+    for (std::uint32_t v : interior(spec)) {
+      EXPECT_NEAR(m[v].mean_curvature, h, 1e-11) << (sphere ? "sphere" : "cylinder");
+      EXPECT_NEAR(m[v].gaussian_curvature, k, 1e-11) << (sphere ? "sphere" : "cylinder");
+      if (sphere) {  // a double root: each is off by the square root of the round-off
+        EXPECT_NEAR((m[v].strain_max + m[v].strain_min) / 2, strain, 1e-12);
+        EXPECT_NEAR(m[v].strain_max, strain, 1e-6);
+        EXPECT_NEAR(m[v].strain_min, strain, 1e-6);
+      } else {  // around the axis only: the strains (s^2 - 1) / 2 and 0
+        EXPECT_NEAR(m[v].strain_max, strain, 1e-12) << v;
+        EXPECT_NEAR(m[v].strain_min, 0, 1e-12) << v;
+      }
+    }
   }
 }
 
 // On a deformation with stretch, bend and coupling all active, each term equals the CPU
-// reference's W with only that stiffness, and the three add up to energy_density's W.
+// reference's W with only that stiffness, and with the hourglass term they add up to
+// energy_density's W.
 TEST(ClothMeasures, TermsMatchCpuReference) {
   const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 7, .perturbed = true, .seed = 8};
   const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
