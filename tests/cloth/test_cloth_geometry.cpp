@@ -624,6 +624,16 @@ struct EnergySetup {
     energy_gradient_forward(mesh, upload_positions<double>(x), reference, model, g);
     return to_host(g);
   }
+  std::vector<double> density(const std::vector<Point>& x) const {
+    DeviceVector<double> w;
+    energy_density(mesh, upload_positions<double>(x), reference, model, w);
+    return to_host(w);
+  }
+  std::vector<VertexMeasures> measures(const std::vector<Point>& x) const {
+    DeviceVector<VertexMeasures> out;
+    vertex_measures(mesh, upload_positions<double>(x), reference, model, out);
+    return to_host(out);
+  }
 };
 
 // Every term of the energy, the hourglass control included (its weight as large as the
@@ -647,12 +657,6 @@ TEST(ClothEnergy, RigidMotionHasNoEnergyAndNoForce) {
   EXPECT_LT(force, 1e-12);
 }
 
-std::vector<VertexMeasures> measures_at(const EnergySetup& setup, const std::vector<Point>& x) {
-  DeviceVector<VertexMeasures> out;
-  vertex_measures(setup.mesh, upload_positions<double>(x), setup.reference, setup.model, out);
-  return to_host(out);
-}
-
 // A flat sheet stretched by (sx, sy): eps is exact (see the strain test) and kappa = 0, so with
 // A = identity W = zeta ((tr eps)^2 + 2 tr(eps^2)) at every vertex, and E = W times the area.
 // The measures the outputs show: the principal strains are Green's, (s^2 - 1) / 2, and all of W
@@ -667,17 +671,15 @@ TEST(ClothEnergy, StretchEnergyDensityIsAnalytic) {
   });
   const double e1 = (sx * sx - 1) / 2, e2 = (sy * sy - 1) / 2;
   const double exact = kMaterial.zeta * ((e1 + e2) * (e1 + e2) + 2 * (e1 * e1 + e2 * e2));
-  DeviceVector<double> density;
-  energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
-                 setup.model, density);
   double worst = 0;
-  for (double w : to_host(density)) worst = std::max(worst, std::abs(w - exact) / exact);
+  for (double w : setup.density(current.positions))
+    worst = std::max(worst, std::abs(w - exact) / exact);
   const double total = setup.energy(current.positions), total_exact = exact * 2.0 * 1.0;
   std::printf("  stretch: max relative error of W %.2e, of E %.2e\n", worst,
               std::abs(total - total_exact) / total_exact);
   EXPECT_LT(worst, 1e-12);
   EXPECT_NEAR(total, total_exact, 1e-12 * total_exact);
-  for (const VertexMeasures& m : measures_at(setup, current.positions)) {
+  for (const VertexMeasures& m : setup.measures(current.positions)) {
     EXPECT_NEAR(m.strain_max, e1, 1e-12);
     EXPECT_NEAR(m.strain_min, e2, 1e-12);
     EXPECT_NEAR(m.stretch_energy, exact, 1e-12 * exact);
@@ -886,17 +888,20 @@ double cpu_energy_density(const std::array<double, 3>& a, const std::array<doubl
   return w;
 }
 
-TEST(ClothEnergy, DensityMatchesCpuReference) {
+// The CPU reference's case: an irregular grid curved at rest (saddle), stretched unevenly and
+// bent (rest, current).
+std::pair<HostMesh, HostMesh> deformed_saddle() {
   const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 7, .perturbed = true, .seed = 8};
   const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
-  const HostMesh current = mapped(rest, [](const Point& p) {
-    return Point{p[0] * (1 + 0.2 * p[1]), p[1] * 0.9, p[2] + 0.3 * p[0] * p[0]};
-  });
+  return {rest, mapped(rest, [](const Point& p) {
+            return Point{p[0] * (1 + 0.2 * p[1]), p[1] * 0.9, p[2] + 0.3 * p[0] * p[0]};
+          })};
+}
+
+TEST(ClothEnergy, DensityMatchesCpuReference) {
+  const auto [rest, current] = deformed_saddle();
   const EnergySetup setup(rest, kIssueMaterial);
-  DeviceVector<double> density;
-  energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
-                 setup.model, density);
-  const std::vector<double> w = to_host(density);
+  const std::vector<double> w = setup.density(current.positions);
   const CpuTensors now = cpu_tensors(rest, current), then = cpu_tensors(rest, rest);
   double worst = 0, largest = 0, total = 0;
   for (std::size_t v = 0; v < w.size(); ++v) {
@@ -927,9 +932,7 @@ TEST(ClothEnergy, HourglassControlStiffensTheFitsBlindModes) {
   // Every interior vertex's W: the largest and the smallest.
   const auto interior_w = [&](const Material& material, const std::vector<Point>& x) {
     const EnergySetup setup(rest, material);
-    DeviceVector<double> density;
-    energy_density(setup.mesh, upload_positions<double>(x), setup.reference, setup.model, density);
-    const std::vector<double> w = to_host(density);
+    const std::vector<double> w = setup.density(x);
     std::pair<double, double> range{0, std::numeric_limits<double>::max()};
     for (std::uint32_t v : interior(spec))
       range = {std::max(range.first, w[v]), std::min(range.second, w[v])};
@@ -975,7 +978,7 @@ TEST(ClothMeasures, InflatedSurfaces) {
     const HostMesh inflated = mapped(rest, [&](const Point& p) {
       return sphere ? Point{s * p[0], s * p[1], s * p[2]} : Point{s * p[0], p[1], s * p[2]};
     });
-    const std::vector<VertexMeasures> m = measures_at(setup, inflated.positions);
+    const std::vector<VertexMeasures> m = setup.measures(inflated.positions);
     const double h = sphere ? 1 / (s * radius) : 1 / (2 * s * radius), k = sphere ? h * h : 0;
     for (std::uint32_t v : interior(spec)) {
       EXPECT_NEAR(m[v].mean_curvature, h, 1e-11) << (sphere ? "sphere" : "cylinder");
@@ -996,17 +999,10 @@ TEST(ClothMeasures, InflatedSurfaces) {
 // reference's W with only that stiffness, and with the hourglass term they add up to
 // energy_density's W.
 TEST(ClothMeasures, TermsMatchCpuReference) {
-  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 7, .perturbed = true, .seed = 8};
-  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
-  const HostMesh current = mapped(rest, [](const Point& p) {
-    return Point{p[0] * (1 + 0.2 * p[1]), p[1] * 0.9, p[2] + 0.3 * p[0] * p[0]};
-  });
+  const auto [rest, current] = deformed_saddle();
   const EnergySetup setup(rest, kMaterial);
-  const std::vector<VertexMeasures> m = measures_at(setup, current.positions);
-  DeviceVector<double> density;
-  energy_density(setup.mesh, upload_positions<double>(current.positions), setup.reference,
-                 setup.model, density);
-  const std::vector<double> w = to_host(density);
+  const std::vector<VertexMeasures> m = setup.measures(current.positions);
+  const std::vector<double> w = setup.density(current.positions);
   const CpuTensors now = cpu_tensors(rest, current), then = cpu_tensors(rest, rest);
   const Material stretch{.zeta = kMaterial.zeta, .xi = 0, .phi = 0};
   const Material bend{.zeta = 0, .xi = kMaterial.xi, .phi = 0};
