@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "decomposition/partition.hpp"
+#include "config/case_config.hpp"
 #include "io/checkpoint.hpp"
 #include "io/visual_data.hpp"
 
@@ -26,20 +26,32 @@ class StepFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-namespace config {
-struct CaseConfig;
-}
+// Where a run is. Time-stepping workloads move it every step; a one-shot analysis is at step 1,
+// time 1 once it has run.
+struct Clock {
+  long step = 0;
+  double time = 0;
+  double dt = 0;  // the last step's
+};
+
+// What the log and the run report call a workload's items and its output.
+struct WorkloadDescription {
+  std::string item_name;    // what one item is: "particle", "sample", "vertex"
+  std::string output_hint;  // what the output folder holds
+};
 
 class Workload {
  public:
-  virtual ~Workload() = default;
+  Workload(const config::CaseConfig& config, WorkloadDescription description);
+  virtual ~Workload();
   virtual void setup() = 0;
   virtual void advance() = 0;  // one step
-  virtual bool done() const = 0;
-  virtual long step() const = 0;
-  virtual double time() const = 0;
-  virtual double end_time() const = 0;
-  virtual double last_dt() const = 0;
+  // A one-shot analysis is done after its one step.
+  virtual bool done() const { return clock_.step > 0; }
+  virtual double end_time() const { return 1; }
+  long step() const { return clock_.step; }
+  double time() const { return clock_.time; }
+  double last_dt() const { return clock_.dt; }
   virtual std::size_t global_items() const = 0;  // particles (or samples, bricks...) in the run
   // Writes what is due at the current step: diagnostics rows, visual output. `final` forces both.
   virtual void write_outputs(bool final) = 0;
@@ -47,10 +59,9 @@ class Workload {
   // In-situ visualisation (io/catalyst_adaptor.hpp): this rank's data at the current step, in
   // host buffers the workload leaves unchanged until its next advance(). None by default.
   virtual std::vector<io::VisualBlock> visual_blocks() { return {}; }
-  virtual std::string output_dir() const = 0;
-  // For the log: what one item is ("particle", "sample") and what the output folder holds.
-  virtual std::string item_name() const = 0;
-  virtual std::string output_hint() const = 0;
+  const std::string& output_dir() const;
+  const std::string& item_name() const { return description_.item_name; }
+  const std::string& output_hint() const { return description_.output_hint; }
   // Checkpoints (io/checkpoint.hpp), collective, for time-stepping workloads; one-shot analyses
   // have nothing to continue and keep these defaults (the driver never calls save/load then).
   // save() copies the state to host staging and starts the write (the driver finishes it, and
@@ -63,21 +74,14 @@ class Workload {
   virtual void load(const io::CheckpointReader&) {
     throw std::logic_error("this workload reads no checkpoints");
   }
+
+ protected:
+  const config::CaseConfig config_;  // the case as validated (a copy: tests pass temporaries)
+  Clock clock_;
+
+ private:
+  WorkloadDescription description_;
 };
-
-// The header every checkpoint of a time-stepping workload carries: which workload wrote it, the
-// case as run, where the run is, the rank count and the build. The workload adds its seed and
-// scalars.
-io::CheckpointHeader checkpoint_header(const std::string& workload,
-                                       const config::CaseConfig& config, long step, double time,
-                                       double dt, int ranks, const std::string& backend);
-
-// The partition a checkpoint keeps, as the replicated array "partition" (one row of 6 doubles,
-// lo then hi, per writing rank): the rows to save, and the partition read back from a checkpoint
-// (collective), checked: one box per writing rank, finite bounds (std::runtime_error naming the
-// file otherwise).
-std::vector<double> partition_rows(const Partition& partition);
-Partition saved_partition(const io::CheckpointReader& checkpoint, const Box& domain);
 
 // Collective. max / mean of the items each rank owns when the case asks for a new RCB cut at this
 // step (method rcb, several ranks, a check step, the ratio over rebalance_threshold); 0 when not.

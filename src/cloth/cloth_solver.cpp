@@ -60,17 +60,30 @@ std::vector<std::int64_t> ghost_layers(const Rings& rings, const std::vector<int
   return ghosts;
 }
 
+// The vertex table: the sheet's vertex index of each row (a vertex is owned by one rank), its
+// position and velocity; the vertex count is a scalar the sheet must match.
+SteppingDeclaration cloth_declaration() {
+  SteppingDeclaration d;
+  d.description = {"vertex", "cloth.xmf opens in ParaView; diagnostics.csv; run_report.json"};
+  d.columns = {{"kinetic", 12},   {"potential", 12}, {"elastic", 12},  {"total", 12},
+               {"max_speed", 6},  {"stretch", 12},   {"bend", 12},     {"coupling", 12},
+               {"hourglass", 12}, {"max_strain", 6}};
+  d.series = {"cloth"};
+  d.tables = {{"vertices",
+               {{"position", io::Dtype::f64, 3, ValueCheck::finite},
+                {"velocity", io::Dtype::f64, 3, ValueCheck::finite},
+                {"id", io::Dtype::i64, 1}},
+               "vertices"}};
+  return d;
+}
+
 }  // namespace
 
 ClothSolver::ClothSolver(const WorkloadContext& context)
-    : config_(context.config),
+    : SteppingWorkload(context, cloth_declaration()),
       case_(cloth_case(config_)),
-      ranks_(context.ranks),
-      timers_(context.timers),
-      device_backend_(context.device.backend),
       transport_(context.ranks.comm),
-      halo_(transport_),
-      outputs_(config_.output.every, 0, true) {}
+      halo_(transport_) {}
 
 // The sheet as the kernels number it. A grid's rows are already a local order; a file's vertices
 // (a scan's, in any order) are renumbered along a space-filling curve, and file_index_ keeps the
@@ -102,11 +115,6 @@ HostMesh ClothSolver::sheet() {
   return renumbered(mesh, file_index_);
 }
 
-void ClothSolver::setup() {
-  build();
-  open_outputs(std::nullopt);
-}
-
 // Timed by the driver (setup, or restart around load()).
 void ClothSolver::build() {
   const HostMesh mesh = sheet();
@@ -127,19 +135,6 @@ void ClothSolver::build() {
       "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
       "ghosts)",
       global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_, halo_.ghost_count());
-}
-
-// The mesh series and the diagnostics table; on restart both continue the earlier run's.
-void ClothSolver::open_outputs(std::optional<long> resume_step) {
-  if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
-  series_ = std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "cloth");
-  if (resume_step) series_->resume(*resume_step, time_);
-  if (ranks_.rank == 0) {
-    table_.emplace(config_.output.dir + "/diagnostics.csv",
-                   "step,time,dt,kinetic,potential,elastic,total,max_speed,stretch,bend,"
-                   "coupling,hourglass,max_strain");
-    table_->open(resume_step);
-  }
 }
 
 // A pinned box that holds no vertex is a mistake in the case (a sheet that was meant to hang
@@ -282,14 +277,15 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
     Log::info("cloth: implicit step %.4g s, %.3g x the explicit stability limit (%.4g s)", dt_,
               dt_ / limit, limit);
   motion_.dt = dt_;
+  clock_.dt = dt_;
   motion_.gravity = {case_.gravity[0], case_.gravity[1], case_.gravity[2]};
   motion_.damping_rate = m.damping / m.density;
   motion_.friction = case_.friction;
   motion_.thickness = case_.thickness;
 }
 
-void ClothSolver::advance() {
-  motion_.dt = std::min(dt_, config_.time.end - time_);
+double ClothSolver::take_step() {
+  motion_.dt = std::min(dt_, config_.time.end - clock_.time);
   {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
@@ -308,17 +304,17 @@ void ClothSolver::advance() {
     static const std::string fields[] = {"position", "velocity"};
     halo_.gather(store_, fields);
   }
-  time_ += motion_.dt;
-  ++step_;
-  if (step_ % config_.output.diagnostics_every == 0) check_finite();
+  // Checked on the steps that end where a diagnostics row is due (the core counts the step).
+  if ((clock_.step + 1) % config_.output.diagnostics_every == 0) check_finite();
+  return motion_.dt;
 }
 
 void ClothSolver::check_finite() const {
   const bool local = any_not_finite(*position_, *velocity_, owned_);
   if (global_max(ranks_.comm, local ? 1.0 : 0.0) > 0)
     throw std::runtime_error(
-        "the cloth became unstable at step " + std::to_string(step_) +
-        " (t = " + std::to_string(time_) +
+        "the cloth became unstable at step " + std::to_string(clock_.step + 1) +
+        " (t = " + std::to_string(clock_.time + motion_.dt) +
         " s): non-finite positions or velocities; lower cloth.cfl, or check that the material "
         "(stretch, bend, density) is physical");
 }
@@ -348,27 +344,11 @@ ClothSolver::Diagnostics ClothSolver::diagnostics() {
   return d;
 }
 
-void ClothSolver::write_outputs(bool final) {
-  if (final || step_ % config_.output.diagnostics_every == 0) {
-    auto t = timers_.scope("diagnostics");
-    last_ = diagnostics();
-    if (table_) {
-      char row[400];
-      const Diagnostics& d = *last_;
-      std::snprintf(row, sizeof row,
-                    "%ld,%.9g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g,%.12g,%.12g,%.12g,%.12g,%.6g",
-                    step_, time_, motion_.dt, d.kinetic, d.potential, d.elastic(),
-                    d.kinetic + d.potential + d.elastic(), d.max_speed, d.stretch, d.bend,
-                    d.coupling, d.hourglass, d.max_strain);
-      table_->append(row);
-    }
-  }
-  if (outputs_.enabled() && (final || outputs_.due(time_))) {
-    auto t = timers_.scope("output");
-    write_mesh();
-    outputs_.passed(time_);
-  }
-  if (final && table_) table_->close();
+std::vector<double> ClothSolver::diagnostics_row() {
+  const Diagnostics d = diagnostics();
+  return {d.kinetic,   d.potential, d.elastic(), d.kinetic + d.potential + d.elastic(),
+          d.max_speed, d.stretch,   d.bend,      d.coupling,
+          d.hourglass, d.max_strain};
 }
 
 std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
@@ -407,14 +387,14 @@ std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
   return {block};
 }
 
-void ClothSolver::write_mesh() {
+void ClothSolver::write_series() {
   const io::VisualBlock block = visual_blocks().front();
   io::TriangleMeshPart part;
   part.vertices = block.points;
   part.vertex_fields = block.point_fields;
   part.triangles = block.cells;
   part.connectivity = output_triangles_.data();
-  series_->write(step_, time_, part);
+  series(0).write(clock_.step, clock_.time, part);
 }
 
 template <class... Vectors>
@@ -440,8 +420,7 @@ std::size_t ClothSolver::device_bytes() const {
          halo_.halo_plan().device_bytes();
 }
 
-void ClothSolver::report(Json& json) const {
-  json.begin_object("cloth");
+void ClothSolver::report_fields(Json& json) const {
   json.value("vertices", static_cast<std::size_t>(global_vertices_));
   // The most any rank holds per vertex it owns (ghost rows included).
   const double per_vertex =
@@ -458,21 +437,9 @@ void ClothSolver::report(Json& json) const {
     json.value("cg_iterations_most", static_cast<long long>(implicit_.most_iterations));
     json.value("cg_negative_curvature_stops", static_cast<long long>(implicit_.curvature_stops));
   }
-  if (last_) {
-    json.value("kinetic", last_->kinetic);
-    json.value("potential", last_->potential);
-    json.value("elastic", last_->elastic());
-    json.value("stretch", last_->stretch);
-    json.value("bend", last_->bend);
-    json.value("coupling", last_->coupling);
-    json.value("hourglass", last_->hourglass);
-    json.value("max_speed", last_->max_speed);
-    json.value("max_strain", last_->max_strain);
-  }
-  json.end_object();
 }
 
-io::PendingCheckpoint ClothSolver::save(const std::filesystem::path& file) const {
+void ClothSolver::save_state(SavedState& state) const {
   {
     auto t = timers_.scope("checkpoint copy");
     checkpoint_rows_ = std::make_shared<std::vector<double>>(6 * owned_);
@@ -485,52 +452,29 @@ io::PendingCheckpoint ClothSolver::save(const std::filesystem::path& file) const
   const V3* rows = reinterpret_cast<const V3*>(checkpoint_rows_->data());
   const std::int64_t* ids = checkpoint_ids_->data();
   const std::size_t n = owned_;
-  io::CheckpointState state;
-  state.tables.push_back(
-      {"vertices",
-       n,
-       {{{"position", io::Dtype::f64, 3, rows},
-         [this, n](std::uint64_t first) { return device_checksum(*position_, n, first); }},
-        {{"velocity", io::Dtype::f64, 3, rows + n},
-         [this, n](std::uint64_t first) { return device_checksum(*velocity_, n, first); }},
-        {{"id", io::Dtype::i64, 1, ids}, [ids, n](std::uint64_t first) {
-           return rows_checksum(ids, sizeof(std::int64_t), n, first);
-         }}}});
-  state.keep = {checkpoint_rows_, checkpoint_ids_};
-  state.header =
-      checkpoint_header("cloth", config_, step_, time_, dt_, ranks_.size, device_backend_);
-  state.header.scalars = {{"next_output_time", outputs_.next()},
-                          {"vertices", static_cast<double>(global_vertices_)}};
-  return io::save_checkpoint(ranks_.comm, file, state);
+  state.rows("vertices", n,
+             {{rows, [this, n](std::uint64_t first) { return device_checksum(*position_, n, first); }},
+              {rows + n,
+               [this, n](std::uint64_t first) { return device_checksum(*velocity_, n, first); }},
+              {ids, [ids, n](std::uint64_t first) {
+                 return rows_checksum(ids, sizeof(std::int64_t), n, first);
+               }}});
+  state.keep(checkpoint_rows_);
+  state.keep(checkpoint_ids_);
+  state.scalar("vertices", static_cast<double>(global_vertices_));
 }
 
 // Every rank reads a share of the rows, all ranks swap them, and each keeps its local rows by
 // id (owned and ghosts alike: the ghosts' values are their owners').
-void ClothSolver::load(const io::CheckpointReader& checkpoint) {
-  const io::CheckpointHeader& h = checkpoint.header();
-  const std::string where = checkpoint.path().string();
-  if (!h.scalars.count("next_output_time") || !h.scalars.count("vertices"))
-    throw std::runtime_error(where +
-                             ": the checkpoint has no state 'next_output_time' or "
-                             "'vertices'");
+void ClothSolver::restore(const LoadedState& state) {
   build();
-  if (checkpoint.rows("vertices") != global_vertices_ ||
-      h.scalars.at("vertices") != static_cast<double>(global_vertices_))
-    throw std::runtime_error(where + ": the checkpoint holds " +
-                             std::to_string(checkpoint.rows("vertices")) +
+  if (state.total_rows("vertices") != global_vertices_)
+    throw std::runtime_error(state.where() + ": the checkpoint holds " +
+                             std::to_string(state.total_rows("vertices")) +
                              " vertices, the case's sheet " + std::to_string(global_vertices_));
-  const io::TableShare share = io::share_of(checkpoint, "vertices");
-  std::vector<double> values(6 * share.count);
-  std::vector<std::int64_t> ids(share.count);
-  {
-    auto t = timers_.scope("checkpoint read");
-    const io::ColumnTarget columns[] = {
-        {"position", io::Dtype::f64, values.data()},
-        {"velocity", io::Dtype::f64, values.data() + 3 * share.count},
-        {"id", io::Dtype::i64, ids.data()}};
-    io::read_share(checkpoint, "vertices", share, columns);
-  }
-  const SheetState all = gather_rows(values, ids, share.count);
+  const SheetState all = gather_rows(state.column<V3>("vertices", "position"),
+                                     state.column<V3>("vertices", "velocity"),
+                                     state.column<std::int64_t>("vertices", "id"));
   std::vector<V3> position(store_.size()), velocity(store_.size());
   for (std::size_t row = 0; row < store_.size(); ++row) {
     const auto v = static_cast<std::size_t>(halo_.global_ids()[row]);
@@ -539,17 +483,14 @@ void ClothSolver::load(const io::CheckpointReader& checkpoint) {
   }
   apron::copy(position.begin(), position.end(), position_->begin());
   apron::copy(velocity.begin(), velocity.end(), velocity_->begin());
-  step_ = h.step;
-  time_ = h.time;
-  outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
-  open_outputs(step_);
 }
 
 // Collective: the rows every rank read, as the whole sheet's state by vertex index. Every index
 // must appear exactly once (a damaged id column is refused on every rank).
-ClothSolver::SheetState ClothSolver::gather_rows(const std::vector<double>& values,
-                                                 const std::vector<std::int64_t>& ids,
-                                                 std::size_t count) const {
+ClothSolver::SheetState ClothSolver::gather_rows(const std::vector<V3>& position,
+                                                 const std::vector<V3>& velocity,
+                                                 const std::vector<std::int64_t>& ids) const {
+  const std::size_t count = ids.size();
   const int local = static_cast<int>(count);
   std::vector<int> counts(ranks_.size), displs(ranks_.size);
   MPI_Allgather(&local, 1, MPI_INT, counts.data(), 1, MPI_INT, ranks_.comm);
@@ -561,11 +502,10 @@ ClothSolver::SheetState ClothSolver::gather_rows(const std::vector<double>& valu
   for (int& c : counts) c *= 6;
   for (int& d : displs) d *= 6;
   std::vector<double> mine(6 * count);  // (position, velocity) per row
-  for (std::size_t i = 0; i < count; ++i)
-    for (int c = 0; c < 3; ++c) {
-      mine[6 * i + c] = values[3 * i + c];
-      mine[6 * i + 3 + c] = values[3 * (count + i) + c];
-    }
+  for (std::size_t i = 0; i < count; ++i) {
+    const V3 p = position[i], v = velocity[i];
+    std::copy_n(std::array<double, 6>{p.x, p.y, p.z, v.x, v.y, v.z}.data(), 6, &mine[6 * i]);
+  }
   MPI_Allgatherv(mine.data(), 6 * local, MPI_DOUBLE, all_values.data(), counts.data(),
                  displs.data(), MPI_DOUBLE, ranks_.comm);
   SheetState state{std::vector<V3>(global_vertices_), std::vector<V3>(global_vertices_)};
@@ -583,14 +523,8 @@ ClothSolver::SheetState ClothSolver::gather_rows(const std::vector<double>& valu
 }
 
 WorkloadSpec cloth_spec() {
-  WorkloadSpec spec;
-  spec.name = "cloth";
-  spec.summary = "Cosserat-surface cloth on a triangle mesh (time-stepping)";
-  spec.schema = cloth_schema();
-  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
-    return std::make_unique<ClothSolver>(x);
-  };
-  return spec;
+  return workload_spec_of<ClothSolver>(
+      "cloth", "Cosserat-surface cloth on a triangle mesh (time-stepping)", cloth_schema());
 }
 
 }  // namespace apron::cloth

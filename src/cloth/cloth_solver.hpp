@@ -15,48 +15,26 @@
 #include "cloth/cloth_config.hpp"
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/transport.hpp"
-#include "io/diagnostics_table.hpp"
-#include "io/series_output.hpp"
+#include "engine/stepping_workload.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/motion.hpp"
 #include "kernels/cloth/tensors.hpp"
 #include "kernels/common/particle_store.hpp"
-#include "runtime/runtime.hpp"
-#include "runtime/schedule.hpp"
-#include "workload.hpp"
-#include "workload_registry.hpp"
 
 namespace apron::cloth {
 
-class ClothSolver final : public Workload {
+// Checkpoints hold each rank's owned vertices (position, velocity, id, float64). Every rank holds
+// the whole sheet's connectivity, so a restart on any rank count takes its vertices by id from
+// all the rows: the continuation is bitwise on any rank count.
+class ClothSolver final : public SteppingWorkload {
  public:
   static constexpr int kGhostRings = 4;
 
   explicit ClothSolver(const WorkloadContext& context);
 
-  void setup() override;
-  void advance() override;
-  bool done() const override { return config_.time.reached(step_, time_); }
-  long step() const override { return step_; }
-  double time() const override { return time_; }
-  double end_time() const override { return config_.time.end; }
-  double last_dt() const override { return dt_; }
   std::size_t global_items() const override { return global_vertices_; }
-  void write_outputs(bool final) override;
-  void report(Json& json) const override;
   std::vector<io::VisualBlock> visual_blocks() override;
-  // Checkpoints hold each rank's owned vertices (position, velocity, id, float64). Every rank
-  // holds the whole sheet's connectivity, so a restart on any rank count takes its vertices by
-  // id from all the rows: the continuation is bitwise on any rank count.
-  bool checkpointable() const override { return true; }
-  io::PendingCheckpoint save(const std::filesystem::path& file) const override;
-  void load(const io::CheckpointReader& checkpoint) override;
-  std::string output_dir() const override { return config_.output.dir; }
-  std::string item_name() const override { return "vertex"; }
-  std::string output_hint() const override {
-    return "cloth.xmf opens in ParaView; diagnostics.csv; run_report.json";
-  }
 
   struct Diagnostics {
     double kinetic = 0, potential = 0, stretch = 0, bend = 0, coupling = 0, hourglass = 0;
@@ -70,8 +48,15 @@ class ClothSolver final : public Workload {
   };
 
  private:
+  void start() override { build(); }
+  double take_step() override;
+  std::vector<double> diagnostics_row() override;
+  void write_series() override;  // the sheet as a triangle mesh
+  void save_state(SavedState& state) const override;
+  void restore(const LoadedState& state) override;
+  void report_fields(Json& json) const override;
+
   void build();  // the sheet, its distribution and the state at rest (setup and load)
-  void open_outputs(std::optional<long> resume_step);
   HostMesh sheet();
   void check_pinned(const HostMesh& mesh) const;
   void distribute(const HostMesh& mesh, const Rings& rings);
@@ -87,15 +72,11 @@ class ClothSolver final : public Workload {
   double reproducible_sum(double largest, const Fixed& fixed) const;
   void check_finite() const;
   std::size_t device_bytes() const;
-  SheetState gather_rows(const std::vector<double>& values, const std::vector<std::int64_t>& ids,
-                         std::size_t count) const;
-  void write_mesh();
+  SheetState gather_rows(const std::vector<Vector3<double>>& position,
+                         const std::vector<Vector3<double>>& velocity,
+                         const std::vector<std::int64_t>& ids) const;
 
-  config::CaseConfig config_;
   const ClothCase& case_;
-  RankInfo ranks_;
-  PhaseTimers& timers_;
-  std::string device_backend_;
   Transport transport_;
   MeshHalo halo_;
 
@@ -125,12 +106,7 @@ class ClothSolver final : public Workload {
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
   } implicit_;
 
-  long step_ = 0;
-  double time_ = 0, dt_ = 0;
-  TimeSchedule outputs_;
-  std::unique_ptr<io::SeriesWriter> series_;
-  std::optional<io::DiagnosticsTable> table_;
-  std::optional<Diagnostics> last_;
+  double dt_ = 0;  // the sheet's step; the last one of a run may be shorter
   // Output: this rank's triangles (those whose lowest-id corner it owns) over the local rows
   // they use, renumbered from 0.
   std::vector<std::uint32_t> output_rows_, output_triangles_;

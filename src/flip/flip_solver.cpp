@@ -129,14 +129,32 @@ std::string gib(double bytes) {
   return text;
 }
 
+// The particle and brick tables. Particles must lie in the domain (their bricks are found from
+// their positions); brick keys are checked against the grid on load.
+SteppingDeclaration flip_declaration() {
+  SteppingDeclaration d;
+  d.description = {"particle",
+                   "particles.xmf and bricks.xmf open in ParaView; diagnostics.csv; checkpoints/; "
+                   "run_report.json"};
+  d.columns = {{"particles", 0}, {"kinetic", 9},       {"fluid_voxels", 0},
+               {"volume", 9},    {"bricks", 0},        {"cg_iterations", 0},
+               {"cg_residual", 6}, {"max_speed", 6}, {"surge_front", 9}};
+  d.series = {"particles", "bricks"};
+  d.tables = {{"particles",
+               {{"position", io::Dtype::f32, 4, ValueCheck::inside_domain},
+                {"velocity", io::Dtype::f32, 4, ValueCheck::finite},
+                {"id", io::Dtype::i64, 1}},
+               "particles"},
+              {"bricks", {{"key", io::Dtype::u32, 1}}, ""}};
+  d.partitioned = true;
+  return d;
+}
+
 }  // namespace
 
 FlipSolver::FlipSolver(const WorkloadContext& context)
-    : config_(context.config),
-      case_(flip_case(context.config)),
-      ranks_(context.ranks),
-      device_(context.device),
-      timers_(context.timers),
+    : SteppingWorkload(context, flip_declaration()),
+      case_(flip_case(config_)),
       grid_(make_grid(config_, case_.flip)),
       pos_(particles_.add<Vec4>("position")),
       vel_(particles_.add<Vec4>("velocity")),
@@ -168,7 +186,7 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
 
 // ---- setup -------------------------------------------------------------------------------------
 
-void FlipSolver::setup() {
+void FlipSolver::start() {
   // The particle count (at most: overlapping blocks count twice) and its memory, before
   // anything is allocated.
   double voxels = 0;
@@ -237,7 +255,7 @@ void FlipSolver::setup() {
       });
   global_particles_ = global_sum(ranks_.comm, static_cast<std::int64_t>(seeds.pos.size()));
   adopt(partition, seeds.pos, std::vector<Vec4>(seeds.pos.size(), kZero), seeds.id);
-  open_outputs(std::nullopt);
+  log_summary();
 }
 
 void FlipSolver::set_partition(const Partition& snapped) {
@@ -275,7 +293,7 @@ void FlipSolver::adopt(const Partition& partition, const std::vector<Vec4>& pos,
 
 // ---- the step ----------------------------------------------------------------------------------
 
-void FlipSolver::advance() {
+double FlipSolver::take_step() {
   dt_ = choose_dt();
   maybe_rebalance();
   update_topology(false);
@@ -284,15 +302,14 @@ void FlipSolver::advance() {
   project();
   particles_from_grid();
   migrate();
-  ++step_;
-  time_ += dt_;
+  return dt_;
 }
 
 // A new RCB cut (on brick planes) when the particles per rank drift apart: a collapsing column
 // leaves the ranks of its top empty.
 void FlipSolver::maybe_rebalance() {
   const double ratio =
-      imbalance_to_fix(config_, ranks_.comm, ranks_.size, step_, particles_.size());
+      imbalance_to_fix(config_, ranks_.comm, ranks_.size, clock_.step, particles_.size());
   if (ratio == 0) return;
   auto t = timers_.scope("rebalance");
   const std::vector<Vec4> host = to_host(pos_, particles_.size());
@@ -301,7 +318,7 @@ void FlipSolver::maybe_rebalance() {
   migrate();
   update_topology(true);
   ++rebalances_;
-  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, ratio);
+  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", clock_.step, ratio);
 }
 
 double FlipSolver::choose_dt() const {
@@ -313,7 +330,7 @@ double FlipSolver::choose_dt() const {
   const double dt = case_.flip.cfl * dx / (v_max + std::sqrt(g_norm * dx) + 1e-30);
   const double finite = global_min(ranks_.comm, std::isfinite(sums.speed2) ? 1.0 : 0.0);
   if (!(finite > 0) || !std::isfinite(v_max))
-    throw std::runtime_error("flip: step " + std::to_string(step_) +
+    throw std::runtime_error("flip: step " + std::to_string(clock_.step) +
                              ": a particle velocity is not finite; the run is unstable (lower "
                              "flip.cfl or flip.max_dt)");
   return std::min(dt, case_.flip.max_dt);
@@ -538,7 +555,7 @@ void FlipSolver::throw_not_converged(int iterations, double residual) const {
                 "flip: step %ld (t = %.6g s): the pressure solve did not converge in %d "
                 "iterations: max |div u| dt = %.3g, tolerance %.3g (raise "
                 "flip.pressure.max_iterations or flip.pressure.tolerance, %slower flip.cfl)",
-                step_, time_, iterations, residual, case_.flip.pressure.tolerance,
+                clock_.step, clock_.time, iterations, residual, case_.flip.pressure.tolerance,
                 multigrid_ ? "" : "use preconditioner: mgpcg, ");
   throw StepFailure(text);  // the particles are still those the step started from
 }
@@ -566,8 +583,8 @@ Diagnostics FlipSolver::diagnostics() const {
   double maxima[] = {sums.max_speed, sums.max_x};
   global_max(ranks_.comm, std::span<double>(maxima));
   Diagnostics d;
-  d.step = step_;
-  d.time = time_;
+  d.step = clock_.step;
+  d.time = clock_.time;
   d.particles = global_sum(ranks_.comm, static_cast<std::int64_t>(particles_.size()));
   d.kinetic = 0.5 * particle_mass_ * totals[0];
   d.fluid_voxels = projection_.fluid_voxels;
@@ -580,49 +597,19 @@ Diagnostics FlipSolver::diagnostics() const {
   return d;
 }
 
-void FlipSolver::open_outputs(std::optional<long> resume_step) {
-  if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
-  particle_series_ =
-      std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "particles");
-  brick_series_ = std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, "bricks");
-  if (resume_step) {
-    particle_series_->resume(*resume_step, time_);
-    brick_series_->resume(*resume_step, time_);
-  }
-  if (ranks_.rank == 0) {
-    diagnostics_.emplace(config_.output.dir + "/diagnostics.csv",
-                         "step,time,dt,particles,kinetic,fluid_voxels,volume,bricks,cg_iterations,"
-                         "cg_residual,max_speed,surge_front");
-    diagnostics_->open(resume_step);
-  }
+void FlipSolver::log_summary() const {
   Log::info("flip: %lld particles, %d x %d x %d voxels of %g m in bricks of %d^3, %d rank(s)",
             static_cast<long long>(global_particles_), grid_.voxels[0], grid_.voxels[1],
             grid_.voxels[2], grid_.dx, grid_.b, ranks_.size);
 }
 
-void FlipSolver::write_diagnostics_row(const Diagnostics& d) {
-  if (!diagnostics_) return;
-  char row[400];
-  std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%lld,%.9g,%lld,%.9g,%lld,%d,%.6g,%.6g,%.9g", d.step,
-                d.time, dt_, static_cast<long long>(d.particles), d.kinetic,
-                static_cast<long long>(d.fluid_voxels), d.volume, static_cast<long long>(d.bricks),
-                d.cg_iterations, d.cg_residual, d.max_speed, d.surge_front);
-  diagnostics_->append(row);
-}
-
-void FlipSolver::write_outputs(bool final) {
-  if (final || step_ % config_.output.diagnostics_every == 0) {
-    auto t = timers_.scope("diagnostics");
-    last_ = diagnostics();
-    write_diagnostics_row(*last_);
-  }
-  if (outputs_.enabled() && (final || outputs_.due(time_))) {
-    auto t = timers_.scope("output");
-    write_particles();
-    write_bricks();
-    outputs_.passed(time_);
-  }
-  if (final && diagnostics_) diagnostics_->close();
+std::vector<double> FlipSolver::diagnostics_row() {
+  const Diagnostics d = diagnostics();
+  return {static_cast<double>(d.particles),    d.kinetic,
+          static_cast<double>(d.fluid_voxels), d.volume,
+          static_cast<double>(d.bricks),       static_cast<double>(d.cg_iterations),
+          d.cg_residual,                       d.max_speed,
+          d.surge_front};
 }
 
 std::vector<io::VisualBlock> FlipSolver::visual_blocks() {
@@ -697,14 +684,12 @@ io::VisualBlock FlipSolver::brick_block() {
   return block;
 }
 
-void FlipSolver::write_particles() {
-  const io::VisualBlock b = particle_block();
-  particle_series_->write(step_, time_, io::PointSetPart{b.points, b.point_fields});
-}
-
-// The bricks' interiors as cell data: velocity at voxel centres (the mean of the two faces per
-// axis), pressure [Pa], divergence after the projection [1/s] and the marker.
-void FlipSolver::write_bricks() {
+// The particles, and the bricks' interiors as cell data: velocity at voxel centres (the mean of
+// the two faces per axis), pressure [Pa], divergence after the projection [1/s] and the marker.
+void FlipSolver::write_series() {
+  const io::VisualBlock particles = particle_block();
+  series(0).write(clock_.step, clock_.time,
+                  io::PointSetPart{particles.points, particles.point_fields});
   const auto values = voxel_values();
   std::vector<io::ImageBrick> bricks;
   const double dx = grid_.dx;
@@ -729,7 +714,7 @@ void FlipSolver::write_bricks() {
                                   {"pressure", io::Dtype::f32, 1, pressure.data()},
                                   {"divergence", io::Dtype::f32, 1, divergence.data()},
                                   {"marker", io::Dtype::i32, 1, marker.data()}};
-  brick_series_->write(step_, time_, io::BrickSetPart{bricks, fields, true});
+  series(1).write(clock_.step, clock_.time, io::BrickSetPart{bricks, fields, true});
 }
 
 FlipSolver::Snapshot FlipSolver::snapshot() const {
@@ -774,7 +759,7 @@ std::vector<FlipSolver::VoxelValues> FlipSolver::voxel_values() const {
   return out;
 }
 
-void FlipSolver::report(Json& json) const {
+void FlipSolver::report_fields(Json& json) const {
   std::int64_t peak = static_cast<std::int64_t>(pool_.peak());
   double bytes = static_cast<double>(particles_.device_bytes() + voxels_.device_bytes() +
                                      halo_.device_bytes() + exchange_.device_bytes() +
@@ -782,12 +767,11 @@ void FlipSolver::report(Json& json) const {
   const double per_particle =
       global_max(ranks_.comm, particles_.size() ? bytes / particles_.size() : 0.0);
   const double max_peak = global_max(ranks_.comm, static_cast<double>(peak));
-  const auto d = last_ ? *last_ : diagnostics();
-  json.begin_object("flip");
+  const double bricks = global_sum(ranks_.comm, static_cast<double>(pool_.size()));
   json.value("particles", static_cast<long long>(global_particles_));
   json.value("voxel_size", case_.flip.voxel_size);
   json.value("brick_size", grid_.b);
-  json.value("bricks", static_cast<long long>(d.bricks));
+  json.value("bricks", static_cast<long long>(bricks));
   json.value("brick_pool_peak", max_peak);  // the most bricks one rank held at once
   json.value("replans", static_cast<long long>(replans_));
   json.value("rebalances", static_cast<long long>(rebalances_));
@@ -801,17 +785,6 @@ void FlipSolver::report(Json& json) const {
   json.value("bytes_sent", static_cast<double>(halo.bytes_sent));
   json.value("host_seconds", halo.seconds);
   json.end_object();
-  json.begin_object("final_diagnostics");
-  json.value("step", static_cast<long long>(d.step));
-  json.value("particles", static_cast<long long>(d.particles));
-  json.value("kinetic_energy", d.kinetic);
-  json.value("volume", d.volume);
-  json.value("fluid_voxels", static_cast<long long>(d.fluid_voxels));
-  json.value("bricks", static_cast<long long>(d.bricks));
-  json.value("surge_front", d.surge_front);
-  json.value("max_speed", d.max_speed);
-  json.end_object();
-  json.end_object();
 }
 
 // ---- checkpoints -------------------------------------------------------------------------------
@@ -820,11 +793,10 @@ void FlipSolver::report(Json& json) const {
 // counters. The voxels are rebuilt from the particles by the next step, so continuing on the same
 // rank count repeats the uninterrupted run bit for bit.
 
-io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const {
+void FlipSolver::save_state(SavedState& state) const {
   struct Rows {
     Snapshot particles;
     std::vector<std::uint32_t> bricks;
-    std::vector<double> boxes;
   };
   auto rows = std::make_shared<Rows>();
   {
@@ -832,114 +804,64 @@ io::PendingCheckpoint FlipSolver::save(const std::filesystem::path& file) const 
     rows->particles = snapshot();
     rows->bricks = pool_.keys();
   }
-  rows->boxes = partition_rows(exchange_.partition());
   const std::size_t n = particles_.size();
-  io::CheckpointState state;
-  state.tables.push_back({"particles",
-                          n,
-                          {{{"position", io::Dtype::f32, 4, rows->particles.pos.data()},
-                            [&](std::uint64_t first) { return device_checksum(pos_, n, first); }},
-                           {{"velocity", io::Dtype::f32, 4, rows->particles.vel.data()},
-                            [&](std::uint64_t first) { return device_checksum(vel_, n, first); }},
-                           {{"id", io::Dtype::i64, 1, rows->particles.id.data()}, {}}}});
-  state.tables.push_back(
-      {"bricks", rows->bricks.size(), {{{"key", io::Dtype::u32, 1, rows->bricks.data()}, {}}}});
-  state.replicated.push_back(
-      {{"partition", io::Dtype::f64, 6, rows->boxes.data()}, rows->boxes.size() / 6});
-  state.keep.push_back(rows);
-  io::CheckpointHeader& h = state.header;
-  h = checkpoint_header("flip", config_, step_, time_, dt_, ranks_.size, device_.backend);
-  h.seed = case_.flip.seed;
-  h.scalars = {{"next_output_time", outputs_.next()},
-               {"replans", static_cast<double>(replans_)},
-               {"rebalances", static_cast<double>(rebalances_)},
-               {"particles", static_cast<double>(global_particles_)}};
-  return io::save_checkpoint(ranks_.comm, file, state);
+  state.rows("particles", n,
+             {{rows->particles.pos.data(),
+               [this, n](std::uint64_t first) { return device_checksum(pos_, n, first); }},
+              {rows->particles.vel.data(),
+               [this, n](std::uint64_t first) { return device_checksum(vel_, n, first); }},
+              {rows->particles.id.data()}});
+  state.rows("bricks", rows->bricks.size(), {{rows->bricks.data()}});
+  state.partition(exchange_.partition());
+  state.keep(rows);
+  state.seed(case_.flip.seed);
+  state.scalar("replans", static_cast<double>(replans_));
+  state.scalar("rebalances", static_cast<double>(rebalances_));
+  state.scalar("particles", static_cast<double>(global_particles_));
 }
 
-void FlipSolver::load(const io::CheckpointReader& checkpoint) {
-  const io::CheckpointHeader& h = checkpoint.header();
-  const std::string where = checkpoint.path().string();
-  for (const char* name : {"next_output_time", "replans", "rebalances"})
-    if (!h.scalars.count(name))
-      throw std::runtime_error(where + ": the checkpoint has no state '" + name + "'");
-  if (!checkpoint.has_table("particles") || !checkpoint.has_table("bricks"))
-    throw std::runtime_error(where + ": the checkpoint has no 'particles' or 'bricks' table");
-  const Partition saved = saved_partition(checkpoint, config_.domain);
-
-  const io::TableShare share = io::share_of(checkpoint, "particles");
-  std::vector<Vec4> pos(share.count), vel(share.count);
-  std::vector<std::int64_t> id(share.count);
-  {
-    auto t = timers_.scope("checkpoint read");
-    const io::ColumnTarget columns[] = {{"position", io::Dtype::f32, pos.data()},
-                                        {"velocity", io::Dtype::f32, vel.data()},
-                                        {"id", io::Dtype::i64, id.data()}};
-    io::read_share(checkpoint, "particles", share, columns);
-  }
-  const io::TableShare brick_share = io::share_of(checkpoint, "bricks");
-  std::vector<std::uint32_t> bricks(brick_share.count);
-  const io::ColumnTarget brick_columns[] = {{"key", io::Dtype::u32, bricks.data()}};
-  io::read_share(checkpoint, "bricks", brick_share, brick_columns);
+void FlipSolver::restore(const LoadedState& state) {
+  const std::vector<Vec4> pos = state.column<Vec4>("particles", "position");
+  const std::vector<std::uint32_t> bricks = state.column<std::uint32_t>("bricks", "key");
   const bool in_grid = std::all_of(bricks.begin(), bricks.end(),
                                    [&](std::uint32_t key) { return key < grid_.brick_count(); });
   if (global_min(ranks_.comm, in_grid ? 1.0 : 0.0) == 0)  // every rank fails alike
-    throw std::runtime_error(where +
+    throw std::runtime_error(state.where() +
                              ": a brick key is outside the grid: the checkpoint is "
                              "damaged");
-
-  Partition partition;
-  if (share.own_rows) {
-    partition = saved;
-  } else if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
-    partition =
-        snap_to_bricks(Partition::rcb(config_.domain, ranks_.comm, pos), config_.domain, grid_);
-  } else {
-    partition = snap_to_bricks(
-        Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims),
-        config_.domain, grid_);
-  }
-  global_particles_ = static_cast<std::int64_t>(checkpoint.rows("particles"));
-  step_ = h.step;
-  time_ = h.time;
-  dt_ = h.dt;
-  outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
-  adopt(partition, pos, vel, id);
+  global_particles_ = static_cast<std::int64_t>(state.total_rows("particles"));
+  dt_ = clock_.dt;
+  const auto snap = [&](const Partition& p) { return snap_to_bricks(p, config_.domain, grid_); };
+  adopt(continuing_partition(state, pos, snap), pos, state.column<Vec4>("particles", "velocity"),
+        state.column<std::int64_t>("particles", "id"));
   // The same rank count continues with the saved slots (bitwise: they are the bricks of the
   // last step's start, which the next step updates as the uninterrupted run would); another
   // rank count keeps the bricks adopt() built. Every rank must hold its own distinct bricks, and
   // all ranks agree before any fails.
-  if (brick_share.own_rows && share.own_rows) {
+  if (state.same_ranks()) {
     std::vector<std::uint32_t> sorted = bricks;
     std::sort(sorted.begin(), sorted.end());
     bool mine = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
     for (const std::uint32_t key : bricks) mine = mine && owner_[key] == ranks_.rank;
     if (global_min(ranks_.comm, mine ? 1.0 : 0.0) == 0)
-      throw std::runtime_error(where +
+      throw std::runtime_error(state.where() +
                                ": a rank's saved bricks are repeated or another rank's: "
                                "the checkpoint is damaged");
     pool_.assign(bricks);
     replan();
   }
-  replans_ = static_cast<long>(h.scalars.at("replans"));
-  rebalances_ = static_cast<long>(h.scalars.at("rebalances"));
-  open_outputs(step_);
+  replans_ = static_cast<long>(state.scalar("replans"));
+  rebalances_ = static_cast<long>(state.scalar("rebalances"));
+  log_summary();
 }
 
 // ---- registration ------------------------------------------------------------------------------
 
+// No weak-scaling knob: the voxel size must divide the domain, so scaling it by (r / r0)^(-1/3)
+// gives cases the schema refuses; weak-scaling studies of FLIP use one case per rank count.
 WorkloadSpec flip_spec() {
-  WorkloadSpec spec;
-  spec.name = "flip";
-  spec.summary = "FLIP fluid on sparse bricks (Wu et al. 2018), multi-rank";
-  spec.schema = flip_schema();
-  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
-    return std::make_unique<FlipSolver>(x);
-  };
-  // No knob: the voxel size must divide the domain, so scaling it by (r / r0)^(-1/3) gives
-  // cases the schema refuses; weak-scaling studies of FLIP use one case per rank count.
-  spec.weak_scaling = {};
-  return spec;
+  return workload_spec_of<FlipSolver>(
+      "flip", "FLIP fluid on sparse bricks (Wu et al. 2018), multi-rank", flip_schema());
 }
 
 }  // namespace apron::flip

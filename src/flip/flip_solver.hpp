@@ -10,20 +10,13 @@
 #include <optional>
 #include <vector>
 
-#include "config/case_config.hpp"
 #include "decomposition/brick_halo.hpp"
 #include "decomposition/particle_exchange.hpp"
+#include "engine/stepping_workload.hpp"
 #include "flip/flip_config.hpp"
 #include "flip/pressure_multigrid.hpp"
-#include "io/checkpoint.hpp"
-#include "io/diagnostics_table.hpp"
-#include "io/series_output.hpp"
 #include "kernels/flip/flip_kernels.hpp"
 #include "kernels/sparse/brick_pool.hpp"
-#include "runtime/runtime.hpp"
-#include "runtime/schedule.hpp"
-#include "workload.hpp"
-#include "workload_registry.hpp"
 
 namespace apron::flip {
 
@@ -50,30 +43,12 @@ struct Projection {
   std::int64_t fluid_voxels = 0;
 };
 
-class FlipSolver final : public Workload {
+class FlipSolver final : public SteppingWorkload {
  public:
   explicit FlipSolver(const WorkloadContext& context);
 
-  void setup() override;
-  void advance() override;
-  bool done() const override { return config_.time.reached(step_, time_); }
-  long step() const override { return step_; }
-  double time() const override { return time_; }
-  double end_time() const override { return config_.time.end; }
-  double last_dt() const override { return dt_; }
   std::size_t global_items() const override { return static_cast<std::size_t>(global_particles_); }
-  void write_outputs(bool final) override;
-  void report(Json& json) const override;
   std::vector<io::VisualBlock> visual_blocks() override;
-  std::string output_dir() const override { return config_.output.dir; }
-  std::string item_name() const override { return "particle"; }
-  std::string output_hint() const override {
-    return "particles.xmf and bricks.xmf open in ParaView; diagnostics.csv; checkpoints/; "
-           "run_report.json";
-  }
-  bool checkpointable() const override { return true; }
-  io::PendingCheckpoint save(const std::filesystem::path& file) const override;
-  void load(const io::CheckpointReader& checkpoint) override;
 
   Diagnostics diagnostics() const;  // collective
   const BrickGrid& grid() const { return grid_; }
@@ -100,6 +75,14 @@ class FlipSolver final : public Workload {
   std::vector<VoxelValues> voxel_values() const;
 
  private:
+  void start() override;
+  double take_step() override;
+  std::vector<double> diagnostics_row() override;
+  void write_series() override;  // the particles and the bricks
+  void save_state(SavedState& state) const override;
+  void restore(const LoadedState& state) override;
+  void report_fields(Json& json) const override;
+
   double choose_dt() const;  // collective
   void maybe_rebalance();    // collective
   void adopt(const Partition& partition, const std::vector<Vec4>& pos, const std::vector<Vec4>& vel,
@@ -119,19 +102,12 @@ class FlipSolver final : public Workload {
   GridFields fields();
   template <class T>
   void fill(std::initializer_list<std::string> names, const T& background);
-  void open_outputs(std::optional<long> resume_step);
+  void log_summary() const;
   io::VisualBlock particle_block();  // "particles": position, velocity, id, rank
   io::VisualBlock brick_block();     // "bricks": velocity, pressure, marker per voxel
-  void write_particles();
-  void write_bricks();
-  void write_diagnostics_row(const Diagnostics& d);
   std::vector<Vec4> staged(const DeviceVector<Vec4>& v) const;
 
-  const config::CaseConfig& config_;
   const FlipCase& case_;
-  RankInfo ranks_;
-  DeviceInfo device_;
-  PhaseTimers& timers_;
   BrickGrid grid_;
   DeviceVector<int> solid_boxes_;  // 6 voxel indices per solid box
   SolidMask solid_mesh_;           // voxelised solid meshes (host), and on the device
@@ -165,14 +141,8 @@ class FlipSolver final : public Workload {
   long rebalances_ = 0;
 
   std::int64_t global_particles_ = 0;
-  long step_ = 0;
-  double time_ = 0;
-  double dt_ = 0;
+  double dt_ = 0;  // this step's
   Projection projection_;
-  TimeSchedule outputs_{config_.output.every, 0, true};
-  std::unique_ptr<io::SeriesWriter> particle_series_, brick_series_;
-  std::optional<io::DiagnosticsTable> diagnostics_;  // rank 0
-  std::optional<Diagnostics> last_;
   // Visual staging (host), for the series and Catalyst.
   std::vector<float> stage_pos_, stage_vel_;
   std::vector<std::int64_t> stage_id_;

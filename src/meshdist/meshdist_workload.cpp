@@ -37,13 +37,14 @@ void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) 
 
 }  // namespace
 
-MeshDistance::MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
-                           PhaseTimers& timers)
-    : config_(std::move(config)),
+MeshDistance::MeshDistance(const WorkloadContext& context)
+    : Workload(context.config,
+               {"sample",
+                "a_error.xmf, b_error.xmf and the .ply files open in ParaView; run_report.json"}),
       md_(config_.settings_as<MeshdistConfig>()),
-      ranks_(ranks),
-      device_(std::move(device)),
-      timers_(timers) {}
+      ranks_(context.ranks),
+      device_(context.device),
+      timers_(context.timers) {}
 
 // Every rank reads the same file and fails the same way: bad input, reported once.
 io::TriangleMesh MeshDistance::read_input(const MeshInput& input, const char* key) const {
@@ -299,7 +300,7 @@ void MeshDistance::advance() {
     Log::info("analysis %d of %d: %.3f ms (excluding file parsing)", repetition + 1, md.repeat,
               1e3 * seconds);
   }
-  step_ = 1;
+  clock_ = {1, 1, 0};
 }
 
 std::size_t MeshDistance::global_items() const {
@@ -438,16 +439,10 @@ void MeshDistance::report(Json& j) const {
 }
 
 WorkloadSpec meshdist_spec() {
-  WorkloadSpec spec;
-  spec.name = "meshdist";
-  spec.summary = "mesh-to-mesh distance: Hausdorff and overall error (one-shot analysis)";
-  spec.schema = meshdist_schema();
-  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
-    return std::make_unique<MeshDistance>(x.config, x.ranks, x.device, x.timers);
-  };
   // Samples grow in proportion to the area sample count.
-  spec.weak_scaling = {"meshdist.sampling.count", 1.0};
-  return spec;
+  return workload_spec_of<MeshDistance>(
+      "meshdist", "mesh-to-mesh distance: Hausdorff and overall error (one-shot analysis)",
+      meshdist_schema(), {"meshdist.sampling.count", 1.0});
 }
 
 }  // namespace apron::meshdist

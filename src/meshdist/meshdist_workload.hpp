@@ -43,23 +43,13 @@ struct DirectionResult {
 
 class MeshDistance final : public Workload {
  public:
-  MeshDistance(config::CaseConfig config, RankInfo ranks, DeviceInfo device, PhaseTimers& timers);
+  explicit MeshDistance(const WorkloadContext& context);
 
   void setup() override;    // reads the meshes
   void advance() override;  // the whole analysis (config.meshdist.repeat times)
-  bool done() const override { return step_ > 0; }
-  long step() const override { return step_; }
-  double time() const override { return static_cast<double>(step_); }
-  double end_time() const override { return 1; }
-  double last_dt() const override { return 0; }
   std::size_t global_items() const override;  // samples over both directions
   void write_outputs(bool final) override;
   void report(Json& json) const override;
-  std::string output_dir() const override { return config_.output.dir; }
-  std::string item_name() const override { return "sample"; }
-  std::string output_hint() const override {
-    return "a_error.xmf, b_error.xmf and the .ply files open in ParaView; run_report.json";
-  }
 
   const std::vector<DirectionResult>& results() const { return results_; }
   const std::vector<double>& analysis_seconds() const { return analysis_seconds_; }
@@ -78,14 +68,12 @@ class MeshDistance final : public Workload {
   void print_table() const;
   void write_vertex_errors() const;
 
-  config::CaseConfig config_;
   const MeshdistConfig& md_;  // config_'s own meshdist section
   RankInfo ranks_;
   DeviceInfo device_;
   PhaseTimers& timers_;
   Frame frame_;  // both meshes' (the analysis frame)
   std::unique_ptr<PreparedMesh> a_, b_;
-  long step_ = 0;
   std::vector<DirectionResult> results_;
   std::vector<double> analysis_seconds_;  // per repetition, everything after parsing
   // The analysis' device arrays, sized from the meshes in one pass: both meshes' arrays and

@@ -121,13 +121,15 @@ GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
   return s;
 }
 
-PlaneDetection::PlaneDetection(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
-                               PhaseTimers& timers)
-    : config_(std::move(config)),
+PlaneDetection::PlaneDetection(const WorkloadContext& context)
+    : Workload(context.config,
+               {"point",
+                "planes.csv, planes_points.xmf, planes_rectangles.xmf, planes_points.ply; "
+                "run_report.json"}),
       pc_(config_.settings_as<PlanesConfig>()),
-      ranks_(ranks),
-      device_(std::move(device)),
-      timers_(timers) {}
+      ranks_(context.ranks),
+      device_(context.device),
+      timers_(context.timers) {}
 
 void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
                                  std::vector<std::int32_t>& truth) {
@@ -320,7 +322,7 @@ void PlaneDetection::advance() {
     score_ = score_detection(ranks_.comm, scene_, detection_.planes, detection_.labels,
                              local_truth_, min_plane_points());
   }
-  step_ = 1;
+  clock_ = {1, 1, 0};
 }
 
 void PlaneDetection::print_table() const {
@@ -584,16 +586,10 @@ void PlaneDetection::report(Json& j) const {
 }
 
 WorkloadSpec planes_spec() {
-  WorkloadSpec spec;
-  spec.name = "planes";
-  spec.summary =
-      "plane detection in point clouds: 3D Kernel-based Hough Transform (one-shot analysis)";
-  spec.schema = planes_schema();
-  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
-    return std::make_unique<PlaneDetection>(x.config, x.ranks, x.device, x.timers);
-  };
-  spec.weak_scaling = {"planes.input.points", 1.0};
-  return spec;
+  return workload_spec_of<PlaneDetection>(
+      "planes",
+      "plane detection in point clouds: 3D Kernel-based Hough Transform (one-shot analysis)",
+      planes_schema(), {"planes.input.points", 1.0});
 }
 
 }  // namespace apron::planes

@@ -46,25 +46,14 @@ GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
 
 class PlaneDetection final : public Workload {
  public:
-  PlaneDetection(config::CaseConfig config, RankInfo ranks, DeviceInfo device, PhaseTimers& timers);
+  explicit PlaneDetection(const WorkloadContext& context);
 
   void setup() override;    // reads or generates the points, splits them by RCB
   void advance() override;  // the detection (config.planes.repeat times)
-  bool done() const override { return step_ > 0; }
-  long step() const override { return step_; }
-  double time() const override { return static_cast<double>(step_); }
-  double end_time() const override { return 1; }
-  double last_dt() const override { return 0; }
   std::size_t global_items() const override { return total_points_; }
   void write_outputs(bool final) override;
   void report(Json& json) const override;
   std::vector<io::VisualBlock> visual_blocks() override;
-  std::string output_dir() const override { return config_.output.dir; }
-  std::string item_name() const override { return "point"; }
-  std::string output_hint() const override {
-    return "planes.csv, planes_points.xmf, planes_rectangles.xmf, planes_points.ply; "
-           "run_report.json";
-  }
 
   const Detection& detection() const { return detection_; }
   const std::vector<std::uint64_t>& local_index() const { return local_index_; }
@@ -82,12 +71,10 @@ class PlaneDetection final : public Workload {
   void write_point_outputs();
   void build_visual_buffers();
 
-  config::CaseConfig config_;
   const PlanesConfig& pc_;
   RankInfo ranks_;
   DeviceInfo device_;
   PhaseTimers& timers_;
-  long step_ = 0;
   std::uint64_t total_points_ = 0;
   std::array<double, 3> centre_{}, lo_{}, hi_{};
   double half_extent_ = 0, rho_max_ = 0;

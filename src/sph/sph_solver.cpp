@@ -72,15 +72,29 @@ std::string gib(double bytes) {
 constexpr double kBytesPerFluidParticle = 240;
 constexpr double kBytesPerWallParticle = 40;
 
+// The particle table; positions and velocities must be finite, not in the domain: a particle
+// may have left it through an open top.
+SteppingDeclaration sph_declaration() {
+  SteppingDeclaration d;
+  d.description = {"particle",
+                   "particles.xmf opens in ParaView; diagnostics.csv; checkpoints/; run_report.json"};
+  d.columns = {{"particles", 0},  {"mass", 12},       {"kinetic", 12},     {"potential", 12},
+               {"max_speed", 9}, {"surge_front", 9}, {"outside_tank", 0}};
+  d.series = {"particles"};
+  d.tables = {{"particles",
+               {{"position", io::Dtype::f32, 4, ValueCheck::finite},
+                {"velocity", io::Dtype::f32, 4, ValueCheck::finite},
+                {"id", io::Dtype::i64, 1}},
+               "fluid_particles"}};
+  d.partitioned = true;
+  return d;
+}
+
 }  // namespace
 
-SphSolver::SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo device,
-                     PhaseTimers& timers)
-    : config_(std::move(config)),
+SphSolver::SphSolver(const WorkloadContext& context)
+    : SteppingWorkload(context, sph_declaration()),
       case_(sph_case(config_)),
-      ranks_(ranks),
-      device_(std::move(device)),
-      timers_(timers),
       params_(make_params(case_)),
       pos_(store_.add<Vec4>("position")),
       vel_(store_.add<Vec4>("velocity")),
@@ -90,7 +104,7 @@ SphSolver::SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo devic
       id_(store_.add<std::int64_t>("id")),
       flags_(store_.add<std::uint8_t>("flags")),
       record_neighbours_(expected_candidates(case_.sph) <= NeighbourRecord::kComfortableCandidates),
-      exchange_(ranks.comm) {
+      exchange_(context.ranks.comm) {
   container_ = case_.boundary.has_tank ? case_.boundary.tank : config_.domain;
   // The tank's walls are impermeable. The boundary particles' pressure keeps the fluid off them;
   // a particle that a step still carries through a wall (a tank a few particles thin, a violent
@@ -127,11 +141,9 @@ void SphSolver::check_memory() const {  // collective
   }
 }
 
-void SphSolver::setup() {
+void SphSolver::start() {
   global_fluid_ = fluid_count(case_);
   check_memory();
-  if (ranks_.rank == 0) std::filesystem::create_directories(config_.output.dir);
-  MPI_Barrier(ranks_.comm);
 
   // For RCB, balance the cut on the lattice points (each rank holds those of a cartesian
   // subdomain while cutting), then every rank generates only its own points: no rank ever holds
@@ -146,7 +158,9 @@ void SphSolver::setup() {
   const HostParticles mine = generate_fluid(case_, partition.ownership_boxes()[ranks_.rank]);
   const std::vector<Vec4> still(mine.pos.size(), Vec4{0, 0, 0, 0});
   adopt_particles(partition, mine.pos, still, mine.id);
-  open_outputs(std::nullopt);
+  // Page-locking host memory is slow (~0.2 s for 0.5 GB): done here, not in the step loop.
+  if (config_.checkpoint.periodic()) checkpoint_staging();
+  log_summary();
 }
 
 // Puts this rank's particles on the device under `partition` and builds what depends on it.
@@ -165,21 +179,7 @@ void SphSolver::adopt_particles(const Partition& partition, const std::vector<Ve
   rebuild_boundary();
 }
 
-// The particle series and the diagnostics table; on restart both continue the earlier run's.
-void SphSolver::open_outputs(std::optional<long> resume_step) {
-  // A restart may write to a new output.dir.
-  if (ranks_.rank == 0) io::make_output_directory(config_.output.dir);
-  writer_ =
-      std::make_unique<io::ParticleSeriesWriter>(ranks_.comm, config_.output.dir, "particles");
-  if (resume_step) writer_->resume(*resume_step, time_);
-  // Page-locking host memory is slow (~0.2 s for 0.5 GB): done here, not in the step loop.
-  if (config_.checkpoint.periodic()) checkpoint_staging();
-  if (ranks_.rank == 0) {
-    diagnostics_.emplace(config_.output.dir + "/diagnostics.csv",
-                         "step,time,dt,particles,mass,kinetic,potential,max_speed,surge_front,"
-                         "outside_tank");
-    diagnostics_->open(resume_step);
-  }
+void SphSolver::log_summary() const {
   Log::info(
       "sph: %lld fluid particles, %zu boundary particles on rank 0, h = %g m, c0 = %g m/s, "
       "m = %g kg, %d rank(s), %s decomposition",
@@ -203,7 +203,7 @@ PinnedBuffer& SphSolver::checkpoint_staging() const {
   return *checkpoint_staging_;
 }
 
-io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
+void SphSolver::save_state(SavedState& state) const {
   const std::size_t n = store_.size();
   Vec4 *pos, *vel;
   std::int64_t* id;
@@ -216,72 +216,31 @@ io::PendingCheckpoint SphSolver::save(const std::filesystem::path& file) const {
     apron::copy(vel_.begin(), vel_.begin() + n, vel);
     apron::copy(id_.begin(), id_.begin() + n, id);
   }
-  const std::vector<double> boxes = partition_rows(exchange_.partition());
-
-  io::CheckpointState state;
-  // One table, "particles": each rank's rows and the per-rank counts are the file's own.
-  state.tables.push_back({"particles",
-                          n,
-                          {{{"position", io::Dtype::f32, 4, pos},
-                            [&](std::uint64_t first) { return device_checksum(pos_, n, first); }},
-                           {{"velocity", io::Dtype::f32, 4, vel},
-                            [&](std::uint64_t first) { return device_checksum(vel_, n, first); }},
-                           {{"id", io::Dtype::i64, 1, id},
-                            [&](std::uint64_t first) { return device_checksum(id_, n, first); }}}});
-  state.replicated.push_back({{"partition", io::Dtype::f64, 6, boxes.data()}, boxes.size() / 6});
-  state.keep.push_back(checkpoint_staging_);
-
-  io::CheckpointHeader& h = state.header;
-  h = checkpoint_header("sph", config_, step_, time_, dt_, ranks_.size, device_.backend);
-  h.scalars = {{"next_output_time", outputs_.next()},
-               {"min_dt", min_dt_},
-               {"rebalances", static_cast<double>(rebalances_)},
-               {"fluid_particles", static_cast<double>(global_fluid_)}};
-  return io::save_checkpoint(ranks_.comm, file, state);
+  // The checksums are computed on the device, from the rows the staging holds.
+  state.rows("particles", n,
+             {{pos, [this, n](std::uint64_t first) { return device_checksum(pos_, n, first); }},
+              {vel, [this, n](std::uint64_t first) { return device_checksum(vel_, n, first); }},
+              {id, [this, n](std::uint64_t first) { return device_checksum(id_, n, first); }}});
+  state.partition(exchange_.partition());
+  state.keep(checkpoint_staging_);
+  state.scalar("min_dt", min_dt_);
+  state.scalar("rebalances", static_cast<double>(rebalances_));
+  state.scalar("fluid_particles", static_cast<double>(global_fluid_));
 }
 
-void SphSolver::load(const io::CheckpointReader& checkpoint) {
-  const io::CheckpointHeader& h = checkpoint.header();
-  const auto total = checkpoint.rows("particles");
-  // The same rank count reads each rank's own rows under the saved partition (bitwise
-  // continuation); another rank count reads an even share and redistributes by position.
-  const io::TableShare share = io::share_of(checkpoint, "particles");
-  const bool same_ranks = share.own_rows;
-  const Partition saved = saved_partition(checkpoint, config_.domain);
-  for (const char* name : {"next_output_time", "min_dt", "rebalances"})
-    if (!h.scalars.count(name))
-      throw std::runtime_error(checkpoint.path().string() + ": the checkpoint has no state '" +
-                               name + "'");
-
-  std::vector<Vec4> pos(share.count), vel(share.count);
-  std::vector<std::int64_t> id(share.count);
-  {
-    auto t = timers_.scope("checkpoint read");
-    const io::ColumnTarget columns[] = {{"position", io::Dtype::f32, pos.data()},
-                                        {"velocity", io::Dtype::f32, vel.data()},
-                                        {"id", io::Dtype::i64, id.data()}};
-    io::read_share(checkpoint, "particles", share, columns);
-  }
-
-  Partition partition;
-  if (same_ranks) {
-    partition = saved;
-  } else if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
-    partition = Partition::rcb(config_.domain, ranks_.comm, pos);
-  } else {
-    partition = Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims);
-  }
-  global_fluid_ = static_cast<std::int64_t>(total);
+// The same rank count takes its own rows under the saved partition (bitwise continuation);
+// another rank count an even share, redistributed by position.
+void SphSolver::restore(const LoadedState& state) {
+  const auto pos = state.column<Vec4>("particles", "position");
+  global_fluid_ = static_cast<std::int64_t>(state.total_rows("particles"));
   check_memory();
-  step_ = h.step;
-  time_ = h.time;
-  dt_ = h.dt;
-  outputs_ = TimeSchedule::resumed(config_.output.every, h.scalars.at("next_output_time"));
-  min_dt_ = h.scalars.at("min_dt");
-  rebalances_ = static_cast<long>(h.scalars.at("rebalances"));
-  adopt_particles(partition, pos, vel, id);
+  min_dt_ = state.scalar("min_dt");
+  rebalances_ = static_cast<long>(state.scalar("rebalances"));
+  adopt_particles(continuing_partition(state, pos), pos, state.column<Vec4>("particles", "velocity"),
+                  state.column<std::int64_t>("particles", "id"));
   staging_.step = -1;
-  open_outputs(step_);
+  if (config_.checkpoint.periodic()) checkpoint_staging();
+  log_summary();
 }
 
 void SphSolver::rebuild_boundary() {
@@ -298,7 +257,7 @@ void SphSolver::rebuild_boundary() {
 }
 
 void SphSolver::maybe_rebalance() {
-  const double ratio = imbalance_to_fix(config_, ranks_.comm, ranks_.size, step_, store_.size());
+  const double ratio = imbalance_to_fix(config_, ranks_.comm, ranks_.size, clock_.step, store_.size());
   if (ratio == 0) return;
   std::vector<Vec4> host(store_.size());
   apron::copy(pos_.begin(), pos_.end(), host.begin());
@@ -307,7 +266,7 @@ void SphSolver::maybe_rebalance() {
   exchange_.migrate(store_, pos_);
   rebuild_boundary();
   ++rebalances_;
-  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", step_, ratio);
+  Log::info("step %ld: re-balanced (max/mean particles was %.3f)", clock_.step, ratio);
 }
 
 FluidArrays SphSolver::fluid_arrays() {
@@ -337,8 +296,8 @@ double SphSolver::choose_dt() {
   double extremes[2] = {local.max_speed, local.max_acceleration};  // floats: exact in double
   global_max(ranks_.comm, extremes);
   if (!std::isfinite(extremes[0]) || !std::isfinite(extremes[1]))
-    throw std::runtime_error("the simulation became unstable at step " + std::to_string(step_) +
-                             " (t = " + std::to_string(time_) +
+    throw std::runtime_error("the simulation became unstable at step " + std::to_string(clock_.step) +
+                             " (t = " + std::to_string(clock_.time) +
                              " s): non-finite velocity or acceleration; reduce sph.cfl or "
                              "sph.spacing, or raise sph.sound_speed");
   const double h = params_.kernel.h;
@@ -347,13 +306,13 @@ double SphSolver::choose_dt() {
   if (min_dt_ == 0) min_dt_ = 1e-4 * dt;  // a blow-up shows as a collapsing time step
   if (dt < min_dt_)
     throw std::runtime_error("the time step collapsed to " + std::to_string(dt) + " s at step " +
-                             std::to_string(step_) + " (max speed " + std::to_string(extremes[0]) +
+                             std::to_string(clock_.step) + " (max speed " + std::to_string(extremes[0]) +
                              " m/s): the flow is unstable; raise sph.sound_speed or lower sph.cfl");
-  return std::min(dt, config_.time.end - time_);
+  return std::min(dt, config_.time.end - clock_.time);
 }
 
-void SphSolver::advance() {
-  if (step_ > 0) {
+double SphSolver::take_step() {
+  if (clock_.step > 0) {
     auto t = timers_.scope("migrate");
     exchange_.migrate(store_, pos_);
     maybe_rebalance();
@@ -380,21 +339,17 @@ void SphSolver::advance() {
     stage_pair_terms(pos_, vel_, rho_, pressure_, store_.size());
     compute_acceleration(params_, fluid_arrays(), wall_arrays());
   }
+  double dt;
   {
     auto t = timers_.scope("time step");
-    dt_ = choose_dt();
+    dt = choose_dt();
   }
   {
     auto t = timers_.scope("integrate");
-    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt_), walls_ ? &*walls_ : nullptr);
+    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt), walls_ ? &*walls_ : nullptr);
     exchange_.drop_ghosts(store_);
   }
-  time_ += dt_;
-  ++step_;
-}
-
-bool SphSolver::done() const {
-  return config_.time.reached(step_, time_);
+  return dt;
 }
 
 Diagnostics SphSolver::diagnostics() const {
@@ -404,8 +359,8 @@ Diagnostics SphSolver::diagnostics() const {
   global_sum(ranks_.comm, sums);
   global_max(ranks_.comm, maxima);
   Diagnostics d;
-  d.step = step_;
-  d.time = time_;
+  d.step = clock_.step;
+  d.time = clock_.time;
   d.particles = static_cast<std::int64_t>(sums[0]);
   d.mass = static_cast<double>(params_.fluid_mass) * d.particles;
   d.kinetic = sums[1];
@@ -416,13 +371,10 @@ Diagnostics SphSolver::diagnostics() const {
   return d;
 }
 
-void SphSolver::write_diagnostics_row(const Diagnostics& d) {
-  if (ranks_.rank != 0) return;
-  char row[512];
-  std::snprintf(row, sizeof row, "%ld,%.9g,%.6g,%lld,%.12g,%.12g,%.12g,%.9g,%.9g,%lld", d.step,
-                d.time, dt_, static_cast<long long>(d.particles), d.mass, d.kinetic, d.potential,
-                d.max_speed, d.surge_front, static_cast<long long>(d.outside_tank));
-  diagnostics_->append(row);
+std::vector<double> SphSolver::diagnostics_row() {
+  const Diagnostics d = diagnostics();
+  return {static_cast<double>(d.particles), d.mass, d.kinetic, d.potential, d.max_speed,
+          d.surge_front, static_cast<double>(d.outside_tank)};
 }
 
 SphSolver::Snapshot SphSolver::snapshot() const {
@@ -439,7 +391,7 @@ SphSolver::Snapshot SphSolver::snapshot() const {
 
 const SphSolver::HostStaging& SphSolver::staged_particles() {
   HostStaging& h = staging_;
-  if (h.step == step_) return h;
+  if (h.step == clock_.step) return h;
   const std::size_t n = store_.size();
   h.pos4.resize(n), h.vel4.resize(n), h.density.resize(n), h.pressure.resize(n), h.id.resize(n);
   apron::copy(pos_.begin(), pos_.begin() + n, h.pos4.begin());
@@ -456,7 +408,7 @@ const SphSolver::HostStaging& SphSolver::staged_particles() {
   }
   h.kind.assign(n, kFluid);
   h.rank.assign(n, ranks_.rank);
-  h.step = step_;
+  h.step = clock_.step;
   return h;
 }
 
@@ -471,9 +423,10 @@ std::vector<io::HostField> SphSolver::HostStaging::fields() const {
   };
 }
 
-void SphSolver::write_particles() {
+void SphSolver::write_series() {
   const HostStaging& h = staged_particles();
-  writer_->write(step_, time_, h.id.size(), h.fields());
+  const std::vector<io::HostField> fields = h.fields();
+  series(0).write(clock_.step, clock_.time, io::PointSetPart{h.id.size(), fields});
 }
 
 std::vector<io::VisualBlock> SphSolver::visual_blocks() {
@@ -487,21 +440,6 @@ std::vector<io::VisualBlock> SphSolver::visual_blocks() {
   return {particles};
 }
 
-void SphSolver::write_outputs(bool final) {
-  const bool diagnostics_due = final || step_ % config_.output.diagnostics_every == 0;
-  if (diagnostics_due) {
-    auto t = timers_.scope("diagnostics");
-    last_ = diagnostics();
-    write_diagnostics_row(*last_);
-  }
-  if (outputs_.enabled() && (final || outputs_.due(time_))) {
-    auto t = timers_.scope("output");
-    write_particles();
-    outputs_.passed(time_);
-  }
-  if (final && diagnostics_) diagnostics_->close();
-}
-
 SphSolver::DeviceBytes SphSolver::device_bytes() const {
   return {store_.device_bytes(),
           wall_pos_.capacity() * sizeof(Vec4),
@@ -511,8 +449,7 @@ SphSolver::DeviceBytes SphSolver::device_bytes() const {
           scratch_allocator().bytes_cached()};
 }
 
-void SphSolver::report(Json& json) const {
-  json.begin_object("sph");
+void SphSolver::report_fields(Json& json) const {
   json.value("fluid_particles", static_cast<long long>(global_fluid_));
   json.value("smoothing_length", static_cast<double>(params_.kernel.h));
   json.value("sound_speed", static_cast<double>(params_.sound_speed));
@@ -543,20 +480,13 @@ void SphSolver::report(Json& json) const {
   json.value("halo_transport", exchange_.transport_name());
   json.value("halo_bytes_sent", exchange_.transport_stats().bytes_sent);
   json.value("halo_seconds", exchange_.transport_stats().seconds);
-  if (last_) {
-    json.begin_object("final_diagnostics");
-    json.value("step", static_cast<long long>(last_->step));
-    json.value("time", last_->time);
-    json.value("particles", static_cast<long long>(last_->particles));
-    json.value("mass", last_->mass);
-    json.value("kinetic_energy", last_->kinetic);
-    json.value("potential_energy", last_->potential);
-    json.value("max_speed", last_->max_speed);
-    json.value("surge_front", last_->surge_front);
-    json.value("outside_tank", static_cast<long long>(last_->outside_tank));
-    json.end_object();
-  }
-  json.end_object();
+}
+
+WorkloadSpec sph_spec() {
+  // Particles grow as spacing^-3: spacing * (r / r0)^(-1/3) keeps the particles per rank.
+  return workload_spec_of<SphSolver>(
+      "sph", "weakly-compressible SPH with ghost boundary particles (time-stepping)", sph_schema(),
+      {"sph.spacing", -1.0 / 3.0});
 }
 
 }  // namespace apron::sph

@@ -5,18 +5,11 @@
 #include <memory>
 #include <optional>
 
-#include "config/case_config.hpp"
 #include "decomposition/particle_exchange.hpp"
-#include "io/checkpoint.hpp"
-#include "io/diagnostics_table.hpp"
-#include "io/particle_output.hpp"
+#include "engine/stepping_workload.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/sph/sph_kernels.hpp"
-#include "runtime/runtime.hpp"
-#include "runtime/schedule.hpp"
 #include "sph/sph_config.hpp"
-#include "workload.hpp"
-#include "workload_registry.hpp"
 
 namespace apron::sph {
 
@@ -33,30 +26,13 @@ struct Diagnostics {
   std::int64_t outside_tank = 0;
 };
 
-class SphSolver final : public Workload {
+class SphSolver final : public SteppingWorkload {
  public:
-  SphSolver(config::CaseConfig config, RankInfo ranks, DeviceInfo device, PhaseTimers& timers);
+  explicit SphSolver(const WorkloadContext& context);
 
-  void setup() override;
-  void advance() override;
-  bool done() const override;
-  long step() const override { return step_; }
-  double time() const override { return time_; }
-  double end_time() const override { return config_.time.end; }
-  double last_dt() const override { return dt_; }
   std::size_t global_items() const override { return static_cast<std::size_t>(global_fluid_); }
-  void write_outputs(bool final) override;
-  void report(Json& json) const override;
   // One "particles" channel: position, velocity, density, pressure, kind, id and rank.
   std::vector<io::VisualBlock> visual_blocks() override;
-  std::string output_dir() const override { return config_.output.dir; }
-  std::string item_name() const override { return "particle"; }
-  std::string output_hint() const override {
-    return "particles.xmf opens in ParaView; diagnostics.csv; checkpoints/; run_report.json";
-  }
-  bool checkpointable() const override { return true; }
-  io::PendingCheckpoint save(const std::filesystem::path& file) const override;
-  void load(const io::CheckpointReader& checkpoint) override;
 
   Diagnostics diagnostics() const;  // collective
   const Params& params() const { return params_; }
@@ -81,11 +57,19 @@ class SphSolver final : public Workload {
   DeviceBytes device_bytes() const;
 
  private:
+  void start() override;
+  double take_step() override;
+  std::vector<double> diagnostics_row() override;
+  void write_series() override;
+  void save_state(SavedState& state) const override;
+  void restore(const LoadedState& state) override;
+  void report_fields(Json& json) const override;
+
   static double expected_candidates(const SphConfig& sph);
   void check_memory() const;
   void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
-  void open_outputs(std::optional<long> resume_step);
+  void log_summary() const;
   void rebuild_boundary();
   void maybe_rebalance();
   void build_neighbour_tables();
@@ -104,15 +88,9 @@ class SphSolver final : public Workload {
     std::vector<io::HostField> fields() const;
   };
   const HostStaging& staged_particles();
-  void write_particles();
   PinnedBuffer& checkpoint_staging() const;
-  void write_diagnostics_row(const Diagnostics& d);
 
-  config::CaseConfig config_;
   const SphCase& case_;  // config_'s own SPH sections
-  RankInfo ranks_;
-  DeviceInfo device_;
-  PhaseTimers& timers_;
   Params params_;
   Box container_;             // the tank interior (or the domain when there is no tank)
   std::optional<Box> walls_;  // faces no particle crosses (the tank's, open at an open top)
@@ -136,19 +114,12 @@ class SphSolver final : public Workload {
   ParticleExchange exchange_;
 
   std::int64_t global_fluid_ = 0;
-  long step_ = 0;
-  double time_ = 0;
-  double dt_ = 0;
-  TimeSchedule outputs_{config_.output.every, 0, true};  // the particle series, from t = 0
   long rebalances_ = 0;
   double min_dt_ = 0;
 
   HostStaging staging_;
-  std::unique_ptr<io::ParticleSeriesWriter> writer_;
   // Host copy of the checkpointed rows, reused from one checkpoint to the next.
   mutable std::shared_ptr<PinnedBuffer> checkpoint_staging_;
-  std::optional<io::DiagnosticsTable> diagnostics_;  // rank 0
-  std::optional<Diagnostics> last_;  // the latest diagnostics row, for the run report
 };
 
 // The workload's entry in the registry (src/workloads.cpp).

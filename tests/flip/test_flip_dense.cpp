@@ -8,6 +8,7 @@
 // and the sparse solver's CG tolerance; every voxel the dense grid touches must be held. Each step
 // starts again from the sparse solver's particles, so the comparison follows the bricks as the
 // fluid falls, spreads under a tilted gravity and runs into a solid box (moving topology).
+#include <filesystem>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -271,6 +272,7 @@ void compare_steps(int brick_size, int steps, Worst& worst) {
   const auto ranks = RankInfo::world();
   const std::string out = folder("APRON_BINARY_DIR", APRON_BINARY_DIR) + "/out/flip_dense_b" +
                           std::to_string(brick_size);
+  std::filesystem::create_directories(out);  // the driver's work, which this test goes round
   const auto config = config::parse_case_text("flip_dense.yaml", case_text(brick_size, out), {});
   const FlipCase& fc = flip_case(config);
   PhaseTimers timers;

@@ -25,9 +25,9 @@ def zero():
 
 CHECKS = {
     "sph": [("particles", exact()), ("mass", exact()), ("surge_front", within(0.005)),
-            ("kinetic_energy", within(0.01)), ("outside_tank", zero())],
+            ("kinetic", within(0.01)), ("outside_tank", zero())],
     "flip": [("particles", exact()), ("surge_front", within(0.01)),
-             ("kinetic_energy", within(0.01))],
+             ("kinetic", within(0.01))],
 }
 
 

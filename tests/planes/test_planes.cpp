@@ -78,7 +78,7 @@ std::unique_ptr<Run> run_case(const std::string& planes_yaml, RankInfo ranks,
                            "output: {dir: " + dir.string() + "}\n";
   const config::CaseConfig c = config::parse_case_text("case.yaml", text, sets);
   run->workload =
-      std::make_unique<PlaneDetection>(c, ranks, DeviceInfo::select(ranks), run->timers);
+      std::make_unique<PlaneDetection>(WorkloadContext{c, ranks, DeviceInfo::select(ranks), run->timers});
   run->workload->setup();
   run->workload->advance();
   return run;

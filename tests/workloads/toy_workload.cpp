@@ -1,5 +1,5 @@
-// A test-only workload registered from the test tree (issue 14: adding a workload touches its own
-// folder and one registration line). `workload: toy` counts `toy.items` widgets split over the
+// A test-only workload registered from the test tree: adding a workload touches its own folder
+// and one registration line. `workload: toy` counts `toy.items` widgets split over the
 // ranks; each step adds `toy.increment` to every widget. It goes through the same command line,
 // registry, shared sections and driver as the built-in workloads: this program is apron's CLI with
 // one more workload, and no shared file knows of it.
@@ -11,8 +11,7 @@
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
 #include "runtime/json.hpp"
-#include "workload.hpp"
-#include "workload_registry.hpp"
+#include "engine/stepping_workload.hpp"
 
 namespace apron::toy {
 namespace {
@@ -35,56 +34,82 @@ std::shared_ptr<const config::WorkloadSettings> read_toy(const config::CaseConfi
   return s;
 }
 
-class Toy final : public Workload {
+// The time-stepping core's smallest user: one table of widgets (id, value), one point series
+// (widget k at x = k), two diagnostic columns.
+SteppingDeclaration toy_declaration() {
+  SteppingDeclaration d;
+  d.description = {"widget", "widgets.xmf; diagnostics.csv; checkpoints/; run_report.json"};
+  d.columns = {{"widgets", 0}, {"total", 12}};
+  d.series = {"widgets"};
+  d.tables = {{"widgets",
+               {{"id", io::Dtype::i64, 1}, {"value", io::Dtype::f64, 1, ValueCheck::finite}},
+               "widgets"}};
+  return d;
+}
+
+class Toy final : public SteppingWorkload {
  public:
   explicit Toy(const WorkloadContext& x)
-      : config_(x.config), settings_(x.config.settings_as<ToySettings>()), ranks_(x.ranks) {}
-  void setup() override {
-    const long first = settings_.items * ranks_.rank / ranks_.size;
-    mine_ = settings_.items * (ranks_.rank + 1) / ranks_.size - first;
-  }
-  void advance() override {
-    ++step_;
-    time_ += settings_.dt;
-    value_ += settings_.increment;
-  }
-  bool done() const override { return config_.time.reached(step_, time_); }
-  long step() const override { return step_; }
-  double time() const override { return time_; }
-  double end_time() const override { return config_.time.end; }
-  double last_dt() const override { return settings_.dt; }
+      : SteppingWorkload(x, toy_declaration()), settings_(config_.settings_as<ToySettings>()) {}
   std::size_t global_items() const override { return static_cast<std::size_t>(settings_.items); }
-  void write_outputs(bool) override {}
-  void report(Json& j) const override {
-    double total = mine_ * value_;
-    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, ranks_.comm);
-    j.begin_object("toy");
-    j.value("total", total);  // items * steps * increment on any rank count
-    j.end_object();
-  }
-  std::string output_dir() const override { return config_.output.dir; }
-  std::string item_name() const override { return "widget"; }
-  std::string output_hint() const override { return "run_report.json"; }
 
  private:
-  const config::CaseConfig& config_;
+  // Rank r holds widgets [items r / ranks, items (r + 1) / ranks): a checkpoint's even share.
+  void start() override {
+    const long first = settings_.items * ranks_.rank / ranks_.size;
+    const long last = settings_.items * (ranks_.rank + 1) / ranks_.size;
+    for (long k = first; k < last; ++k) id_.push_back(k);
+    value_.assign(id_.size(), 0.0);
+  }
+  double take_step() override {
+    for (double& v : value_) v += settings_.increment;
+    return settings_.dt;
+  }
+  double total() const {
+    double sum = 0;
+    for (const double v : value_) sum += v;
+    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, ranks_.comm);
+    return sum;
+  }
+  std::vector<double> diagnostics_row() override {
+    return {static_cast<double>(settings_.items), total()};
+  }
+  void write_series() override {
+    std::vector<float> position(3 * id_.size(), 0.0f);
+    for (std::size_t k = 0; k < id_.size(); ++k) position[3 * k] = static_cast<float>(id_[k]);
+    const io::HostField fields[] = {{"position", io::Dtype::f32, 3, position.data()},
+                                    {"value", io::Dtype::f64, 1, value_.data()},
+                                    {"id", io::Dtype::i64, 1, id_.data()}};
+    series(0).write(clock_.step, clock_.time, io::PointSetPart{id_.size(), fields});
+  }
+  void save_state(SavedState& state) const override {
+    auto rows = std::make_shared<std::pair<std::vector<std::int64_t>, std::vector<double>>>(
+        id_, value_);
+    state.rows("widgets", id_.size(), {{rows->first.data()}, {rows->second.data()}});
+    state.keep(rows);
+    state.scalar("widgets", static_cast<double>(settings_.items));
+  }
+  void restore(const LoadedState& state) override {
+    if (state.total_rows("widgets") != static_cast<std::uint64_t>(settings_.items))
+      throw std::runtime_error(state.where() + ": the checkpoint holds " +
+                               std::to_string(state.total_rows("widgets")) + " widgets, the case " +
+                               std::to_string(settings_.items));
+    id_ = state.column<std::int64_t>("widgets", "id");
+    value_ = state.column<double>("widgets", "value");
+  }
+  void report_fields(Json& j) const override {
+    j.value("total", total());  // items * steps * increment on any rank count
+  }
+
   const ToySettings& settings_;
-  RankInfo ranks_;
-  long mine_ = 0, step_ = 0;
-  double time_ = 0, value_ = 0;
+  std::vector<std::int64_t> id_;
+  std::vector<double> value_;
 };
 
 WorkloadSpec toy_spec() {
-  WorkloadSpec spec;
-  spec.name = "toy";
-  spec.summary = "test-only: counts widgets";
-  spec.schema.sections = config::kTime;
-  spec.schema.read = read_toy;
-  spec.make = [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
-    return std::make_unique<Toy>(x);
-  };
-  spec.weak_scaling = {"toy.items", 1.0};
-  return spec;
+  const unsigned sections = config::kTime | config::kOutputSeries | config::kCheckpoint;
+  return workload_spec_of<Toy>("toy", "test-only: counts widgets", {sections, read_toy},
+                               {"toy.items", 1.0});
 }
 
 }  // namespace

@@ -1,0 +1,115 @@
+#include "engine/stepping_workload.hpp"
+
+#include "runtime/json.hpp"
+#include "version.hpp"
+
+namespace apron {
+
+SteppingWorkload::SteppingWorkload(const WorkloadContext& context, SteppingDeclaration declaration)
+    : Workload(context.config, std::move(declaration.description)),
+      ranks_(context.ranks),
+      device_(context.device),
+      timers_(context.timers),
+      outputs_(config_.output.every, 0, true),
+      tables_(std::move(declaration.tables)),
+      partitioned_(declaration.partitioned),
+      series_names_(std::move(declaration.series)) {
+  std::vector<DiagnosticColumn> columns = {{"step", 0}, {"time", 9}, {"dt", 6}};
+  columns.insert(columns.end(), declaration.columns.begin(), declaration.columns.end());
+  columns_ = DiagnosticColumns(std::move(columns));
+}
+
+void SteppingWorkload::setup() {
+  start();
+  open_outputs(std::nullopt);
+}
+
+void SteppingWorkload::advance() {
+  clock_.dt = take_step();
+  clock_.time += clock_.dt;
+  ++clock_.step;
+}
+
+// The series and the diagnostics table; on restart each continues the earlier run's (the
+// driver made the folder: a restart may write to a new output.dir).
+void SteppingWorkload::open_outputs(std::optional<long> resume_step) {
+  series_.clear();
+  for (const std::string& name : series_names_) {
+    series_.push_back(std::make_unique<io::SeriesWriter>(ranks_.comm, config_.output.dir, name));
+    if (resume_step) series_.back()->resume(*resume_step, clock_.time);
+  }
+  if (ranks_.rank == 0) {
+    table_.emplace(config_.output.dir + "/diagnostics.csv", columns_.header());
+    table_->open(resume_step);
+  }
+}
+
+void SteppingWorkload::write_outputs(bool final) {
+  if (final || clock_.step % config_.output.diagnostics_every == 0) {
+    auto t = timers_.scope("diagnostics");
+    last_row_ = {static_cast<double>(clock_.step), clock_.time, clock_.dt};
+    const std::vector<double> values = diagnostics_row();
+    last_row_.insert(last_row_.end(), values.begin(), values.end());
+    if (table_) table_->append(columns_.row(last_row_));
+  }
+  if (outputs_.enabled() && (final || outputs_.due(clock_.time))) {
+    auto t = timers_.scope("output");
+    write_series();
+    outputs_.passed(clock_.time);
+  }
+  if (final && table_) table_->close();
+}
+
+void SteppingWorkload::report(Json& json) const {
+  json.begin_object(config_.workload);
+  report_fields(json);
+  if (!last_row_.empty()) {
+    json.begin_object("final_diagnostics");
+    columns_.write(json, last_row_);
+    json.end_object();
+  }
+  json.end_object();
+}
+
+io::PendingCheckpoint SteppingWorkload::save(const std::filesystem::path& file) const {
+  SavedState state(tables_);
+  save_state(state);
+  state.scalar("next_output_time", outputs_.next());
+  io::CheckpointHeader h;
+  h.workload = config_.workload;
+  h.case_name = config_.name;
+  h.config_text = config_.effective_text;
+  h.step = clock_.step;
+  h.time = clock_.time;
+  h.dt = clock_.dt;
+  h.ranks = ranks_.size;
+  h.build = std::string(kVersion) + " " + kGitRevision + " " + device_.backend;
+  return io::save_checkpoint(ranks_.comm, file, state.finish(std::move(h)));
+}
+
+void SteppingWorkload::load(const io::CheckpointReader& checkpoint) {
+  std::optional<LoadedState> state;
+  {
+    auto t = timers_.scope("checkpoint read");
+    state.emplace(checkpoint, tables_, config_.domain);
+    if (partitioned_) state->read_partition(config_.domain);
+  }
+  const io::CheckpointHeader& h = checkpoint.header();
+  outputs_ = TimeSchedule::resumed(config_.output.every, state->scalar("next_output_time"));
+  clock_ = {h.step, h.time, h.dt};
+  restore(*state);
+  open_outputs(clock_.step);
+}
+
+Partition SteppingWorkload::continuing_partition(
+    const LoadedState& state, std::span<const Vec4> points,
+    const std::function<Partition(const Partition&)>& adjust) const {
+  if (state.same_ranks()) return state.saved_partition();
+  const auto& d = config_.decomposition;
+  const Partition cut = d.method == "rcb" && ranks_.size > 1
+                            ? Partition::rcb(config_.domain, ranks_.comm, points)
+                            : Partition::cartesian(config_.domain, ranks_.size, d.dims);
+  return adjust ? adjust(cut) : cut;
+}
+
+}  // namespace apron
