@@ -17,7 +17,6 @@
 #include "driver/driver.hpp"
 #include "io/catalyst_adaptor.hpp"
 #include "io/checkpoint.hpp"
-#include "kernels/common/backend.hpp"
 #include "runtime/json.hpp"
 #include "runtime/openmp_wait.hpp"
 #include "runtime/runtime.hpp"
@@ -123,7 +122,7 @@ void print_info(const apron::RankInfo& ranks, const apron::DeviceInfo& device) {
   std::cout << "\n"
             << "MPI:       " << mpi << ", " << ranks.size << " rank(s)\n"
             << "HDF5:      " << h5[0] << "." << h5[1] << "." << h5[2] << " (parallel)\n"
-            << apron::backend_libraries() << "yaml-cpp:  linked\n";
+            << apron::DeviceInfo::libraries() << "yaml-cpp:  linked\n";
 }
 
 void print_workloads() {

@@ -13,7 +13,9 @@ Workload::Workload(const config::CaseConfig& config, WorkloadDescription descrip
 
 Workload::~Workload() = default;
 
-const std::string& Workload::output_dir() const { return config_.output.dir; }
+const std::string& Workload::output_dir() const {
+  return config_.output.dir;
+}
 
 double imbalance_to_fix(const config::CaseConfig& config, MPI_Comm comm, int ranks, long step,
                         std::size_t owned) {

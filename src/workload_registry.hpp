@@ -44,11 +44,10 @@ struct WorkloadSpec {
 template <class W>
 WorkloadSpec workload_spec_of(std::string name, std::string summary, config::WorkloadSchema schema,
                               WeakScalingKnob weak_scaling = {}) {
-  return {std::move(name), std::move(summary), std::move(schema),
-          [](const WorkloadContext& x) -> std::unique_ptr<Workload> {
-            return std::make_unique<W>(x);
-          },
-          std::move(weak_scaling)};
+  return {
+      std::move(name), std::move(summary), std::move(schema),
+      [](const WorkloadContext& x) -> std::unique_ptr<Workload> { return std::make_unique<W>(x); },
+      std::move(weak_scaling)};
 }
 
 // Adds a workload; a second one with the same name is a programming error (std::logic_error).

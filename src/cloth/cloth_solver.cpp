@@ -65,8 +65,8 @@ std::vector<std::int64_t> ghost_layers(const Rings& rings, const std::vector<int
 SteppingDeclaration cloth_declaration() {
   SteppingDeclaration d;
   d.description = {"vertex", "cloth.xmf opens in ParaView; diagnostics.csv; run_report.json"};
-  d.columns = {{"kinetic", 12},   {"potential", 12}, {"elastic", 12},  {"total", 12},
-               {"max_speed", 6},  {"stretch", 12},   {"bend", 12},     {"coupling", 12},
+  d.columns = {{"kinetic", 12},   {"potential", 12}, {"elastic", 12}, {"total", 12},
+               {"max_speed", 6},  {"stretch", 12},   {"bend", 12},    {"coupling", 12},
                {"hourglass", 12}, {"max_strain", 6}};
   d.series = {"cloth"};
   d.tables = {{"vertices",
@@ -452,13 +452,13 @@ void ClothSolver::save_state(SavedState& state) const {
   const V3* rows = reinterpret_cast<const V3*>(checkpoint_rows_->data());
   const std::int64_t* ids = checkpoint_ids_->data();
   const std::size_t n = owned_;
-  state.rows("vertices", n,
-             {{rows, [this, n](std::uint64_t first) { return device_checksum(*position_, n, first); }},
-              {rows + n,
-               [this, n](std::uint64_t first) { return device_checksum(*velocity_, n, first); }},
-              {ids, [ids, n](std::uint64_t first) {
-                 return rows_checksum(ids, sizeof(std::int64_t), n, first);
-               }}});
+  state.rows(
+      "vertices", n,
+      {{rows, [this, n](std::uint64_t first) { return device_checksum(*position_, n, first); }},
+       {rows + n, [this, n](std::uint64_t first) { return device_checksum(*velocity_, n, first); }},
+       {ids, [ids, n](std::uint64_t first) {
+          return rows_checksum(ids, sizeof(std::int64_t), n, first);
+        }}});
   state.keep(checkpoint_rows_);
   state.keep(checkpoint_ids_);
   state.scalar("vertices", static_cast<double>(global_vertices_));

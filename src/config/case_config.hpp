@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/workload_schema.hpp"
-#include "kernels/common/vec.hpp"
+#include "kernels/common/box.hpp"
 
 namespace apron::config {
 

@@ -50,8 +50,7 @@ Fault row_fault(const ColumnSpec& c, const unsigned char* row, const Box& domain
 
 // ---- save --------------------------------------------------------------------------------------
 
-void SavedState::rows(const std::string& table, std::size_t rows,
-                      std::vector<ColumnRows> columns) {
+void SavedState::rows(const std::string& table, std::size_t rows, std::vector<ColumnRows> columns) {
   const auto spec = std::find_if(tables_.begin(), tables_.end(),
                                  [&](const TableSpec& t) { return t.name == table; });
   if (spec == tables_.end() || spec->columns.size() != columns.size())
@@ -77,7 +76,8 @@ io::CheckpointState SavedState::finish(io::CheckpointHeader header) {
       throw std::logic_error("table '" + spec.name + "' was declared but not saved");
   if (!partition_.empty()) {
     auto boxes = std::make_shared<std::vector<double>>(std::move(partition_));
-    state_.replicated.push_back({{"partition", io::Dtype::f64, 6, boxes->data()}, boxes->size() / 6});
+    state_.replicated.push_back(
+        {{"partition", io::Dtype::f64, 6, boxes->data()}, boxes->size() / 6});
     state_.keep.push_back(boxes);
   }
   header.scalars.insert(scalars_.begin(), scalars_.end());
@@ -116,8 +116,7 @@ void LoadedState::read(const TableSpec& spec, const Box& domain) {
     throw std::runtime_error(where_ + ": the checkpoint has no " + table +
                              " (written by an incompatible version?)");
   const io::TableInfo& info = checkpoint_.table(spec.name);
-  if (!spec.rows_scalar.empty() &&
-      scalar(spec.rows_scalar) != static_cast<double>(info.rows))
+  if (!spec.rows_scalar.empty() && scalar(spec.rows_scalar) != static_cast<double>(info.rows))
     throw std::runtime_error(where_ + ": " + table + " has " + std::to_string(info.rows) +
                              " rows, but the state's '" + spec.rows_scalar + "' says " +
                              std::to_string(scalar(spec.rows_scalar)) + ": it is damaged");

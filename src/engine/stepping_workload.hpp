@@ -16,8 +16,8 @@
 
 #include <functional>
 #include <memory>
-#include <span>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -86,7 +86,7 @@ class SteppingWorkload : public Workload {
   std::vector<std::string> series_names_;
   std::vector<std::unique_ptr<io::SeriesWriter>> series_;
   std::optional<io::DiagnosticsTable> table_;  // rank 0
-  std::vector<double> last_row_;  // step, time, dt, then the workload's columns
+  std::vector<double> last_row_;               // step, time, dt, then the workload's columns
 };
 
 }  // namespace apron

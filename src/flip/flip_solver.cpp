@@ -136,8 +136,8 @@ SteppingDeclaration flip_declaration() {
   d.description = {"particle",
                    "particles.xmf and bricks.xmf open in ParaView; diagnostics.csv; checkpoints/; "
                    "run_report.json"};
-  d.columns = {{"particles", 0}, {"kinetic", 9},       {"fluid_voxels", 0},
-               {"volume", 9},    {"bricks", 0},        {"cg_iterations", 0},
+  d.columns = {{"particles", 0},   {"kinetic", 9},   {"fluid_voxels", 0},
+               {"volume", 9},      {"bricks", 0},    {"cg_iterations", 0},
                {"cg_residual", 6}, {"max_speed", 6}, {"surge_front", 9}};
   d.series = {"particles", "bricks"};
   d.tables = {{"particles",
@@ -605,10 +605,14 @@ void FlipSolver::log_summary() const {
 
 std::vector<double> FlipSolver::diagnostics_row() {
   const Diagnostics d = diagnostics();
-  return {static_cast<double>(d.particles),    d.kinetic,
-          static_cast<double>(d.fluid_voxels), d.volume,
-          static_cast<double>(d.bricks),       static_cast<double>(d.cg_iterations),
-          d.cg_residual,                       d.max_speed,
+  return {static_cast<double>(d.particles),
+          d.kinetic,
+          static_cast<double>(d.fluid_voxels),
+          d.volume,
+          static_cast<double>(d.bricks),
+          static_cast<double>(d.cg_iterations),
+          d.cg_residual,
+          d.max_speed,
           d.surge_front};
 }
 

@@ -45,8 +45,8 @@ class MeshDistance final : public Workload {
  public:
   explicit MeshDistance(const WorkloadContext& context);
 
-  void setup() override;    // reads the meshes
-  void advance() override;  // the whole analysis (config.meshdist.repeat times)
+  void setup() override;                      // reads the meshes
+  void advance() override;                    // the whole analysis (config.meshdist.repeat times)
   std::size_t global_items() const override;  // samples over both directions
   void write_outputs(bool final) override;
   void report(Json& json) const override;

@@ -90,6 +90,10 @@ DeviceInfo DeviceInfo::select(const RankInfo& ranks) {
   return d;
 }
 
+std::string DeviceInfo::libraries() {
+  return backend_libraries();
+}
+
 void Log::error_all(const std::string& message) {
   std::cerr << "apron: error";
   int size = 1;

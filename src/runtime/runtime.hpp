@@ -38,6 +38,9 @@ struct DeviceInfo {
   std::size_t free_bytes = 0;  // free device memory, or this rank's share of available host RAM
   int threads = 0;             // OpenMP threads
   static DeviceInfo select(const RankInfo& ranks);
+  // The backend's library lines of `apron info`, each ending in a newline. Starts the device
+  // runtime (Kokkos starts on first use): for `info` only.
+  static std::string libraries();
 };
 
 // Rank 0 prints to stdout; every rank prints errors to stderr with its rank.

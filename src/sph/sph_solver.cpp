@@ -76,9 +76,10 @@ constexpr double kBytesPerWallParticle = 40;
 // may have left it through an open top.
 SteppingDeclaration sph_declaration() {
   SteppingDeclaration d;
-  d.description = {"particle",
-                   "particles.xmf opens in ParaView; diagnostics.csv; checkpoints/; run_report.json"};
-  d.columns = {{"particles", 0},  {"mass", 12},       {"kinetic", 12},     {"potential", 12},
+  d.description = {
+      "particle",
+      "particles.xmf opens in ParaView; diagnostics.csv; checkpoints/; run_report.json"};
+  d.columns = {{"particles", 0}, {"mass", 12},       {"kinetic", 12},    {"potential", 12},
                {"max_speed", 9}, {"surge_front", 9}, {"outside_tank", 0}};
   d.series = {"particles"};
   d.tables = {{"particles",
@@ -236,7 +237,8 @@ void SphSolver::restore(const LoadedState& state) {
   check_memory();
   min_dt_ = state.scalar("min_dt");
   rebalances_ = static_cast<long>(state.scalar("rebalances"));
-  adopt_particles(continuing_partition(state, pos), pos, state.column<Vec4>("particles", "velocity"),
+  adopt_particles(continuing_partition(state, pos), pos,
+                  state.column<Vec4>("particles", "velocity"),
                   state.column<std::int64_t>("particles", "id"));
   staging_.step = -1;
   if (config_.checkpoint.periodic()) checkpoint_staging();
@@ -257,7 +259,8 @@ void SphSolver::rebuild_boundary() {
 }
 
 void SphSolver::maybe_rebalance() {
-  const double ratio = imbalance_to_fix(config_, ranks_.comm, ranks_.size, clock_.step, store_.size());
+  const double ratio =
+      imbalance_to_fix(config_, ranks_.comm, ranks_.size, clock_.step, store_.size());
   if (ratio == 0) return;
   std::vector<Vec4> host(store_.size());
   apron::copy(pos_.begin(), pos_.end(), host.begin());
@@ -296,8 +299,8 @@ double SphSolver::choose_dt() {
   double extremes[2] = {local.max_speed, local.max_acceleration};  // floats: exact in double
   global_max(ranks_.comm, extremes);
   if (!std::isfinite(extremes[0]) || !std::isfinite(extremes[1]))
-    throw std::runtime_error("the simulation became unstable at step " + std::to_string(clock_.step) +
-                             " (t = " + std::to_string(clock_.time) +
+    throw std::runtime_error("the simulation became unstable at step " +
+                             std::to_string(clock_.step) + " (t = " + std::to_string(clock_.time) +
                              " s): non-finite velocity or acceleration; reduce sph.cfl or "
                              "sph.spacing, or raise sph.sound_speed");
   const double h = params_.kernel.h;
@@ -306,7 +309,8 @@ double SphSolver::choose_dt() {
   if (min_dt_ == 0) min_dt_ = 1e-4 * dt;  // a blow-up shows as a collapsing time step
   if (dt < min_dt_)
     throw std::runtime_error("the time step collapsed to " + std::to_string(dt) + " s at step " +
-                             std::to_string(clock_.step) + " (max speed " + std::to_string(extremes[0]) +
+                             std::to_string(clock_.step) + " (max speed " +
+                             std::to_string(extremes[0]) +
                              " m/s): the flow is unstable; raise sph.sound_speed or lower sph.cfl");
   return std::min(dt, config_.time.end - clock_.time);
 }
@@ -373,8 +377,13 @@ Diagnostics SphSolver::diagnostics() const {
 
 std::vector<double> SphSolver::diagnostics_row() {
   const Diagnostics d = diagnostics();
-  return {static_cast<double>(d.particles), d.mass, d.kinetic, d.potential, d.max_speed,
-          d.surge_front, static_cast<double>(d.outside_tank)};
+  return {static_cast<double>(d.particles),
+          d.mass,
+          d.kinetic,
+          d.potential,
+          d.max_speed,
+          d.surge_front,
+          static_cast<double>(d.outside_tank)};
 }
 
 SphSolver::Snapshot SphSolver::snapshot() const {

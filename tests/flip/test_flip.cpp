@@ -1,8 +1,8 @@
 // The FLIP workload (issue 15): the brick pool's incremental update against the set it must
 // hold, the bricks the particles flag against a CPU reference, the incremental topology against
 // a full rebuild at every step of a dam break (on any rank count), and the hydrostatic tank.
-#include <filesystem>
 #include <gtest/gtest.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <cmath>

@@ -8,8 +8,8 @@
 // and the sparse solver's CG tolerance; every voxel the dense grid touches must be held. Each step
 // starts again from the sparse solver's particles, so the comparison follows the bricks as the
 // fluid falls, spreads under a tilted gravity and runs into a solid box (moving topology).
-#include <filesystem>
 #include <gtest/gtest.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <array>

@@ -77,8 +77,8 @@ std::unique_ptr<Run> run_case(const std::string& planes_yaml, RankInfo ranks,
   const std::string text = "workload: planes\nname: t\nplanes:\n" + planes_yaml +
                            "output: {dir: " + dir.string() + "}\n";
   const config::CaseConfig c = config::parse_case_text("case.yaml", text, sets);
-  run->workload =
-      std::make_unique<PlaneDetection>(WorkloadContext{c, ranks, DeviceInfo::select(ranks), run->timers});
+  run->workload = std::make_unique<PlaneDetection>(
+      WorkloadContext{c, ranks, DeviceInfo::select(ranks), run->timers});
   run->workload->setup();
   run->workload->advance();
   return run;

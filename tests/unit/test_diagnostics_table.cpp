@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/diagnostic_columns.hpp"
 #include "io/atomic_file.hpp"
 #include "io/diagnostics_table.hpp"
 
@@ -76,3 +77,24 @@ TEST(DiagnosticsTable, RestartPrefersTheTemporaryTableOverAnOlderFinishedOne) {
 
 }  // namespace
 }  // namespace apron::io
+
+// The time-stepping core's column list: one description gives the header and every row.
+namespace apron {
+namespace {
+
+TEST(DiagnosticColumns, HeaderAndRowsComeFromOneDescription) {
+  const DiagnosticColumns columns({{"step", 0}, {"time", 9}, {"particles", 0}, {"kinetic", 4}});
+  EXPECT_EQ(columns.header(), "step,time,particles,kinetic");
+  const double row[] = {12, 0.123456789012, 9007199254740992.0, 1234.5678};
+  // Counts print exactly (2^53 included), reals with their column's significant digits.
+  EXPECT_EQ(columns.row(row), "12,0.123456789,9007199254740992,1235");
+}
+
+TEST(DiagnosticColumns, ARowOfTheWrongLengthIsAProgrammingError) {
+  const DiagnosticColumns columns({{"step", 0}, {"time", 9}});
+  const double short_row[] = {1};
+  EXPECT_THROW(columns.row(short_row), std::logic_error);
+}
+
+}  // namespace
+}  // namespace apron

@@ -10,8 +10,8 @@
 #include "cli.hpp"
 #include "config/case_config.hpp"
 #include "config/yaml_reader.hpp"
-#include "runtime/json.hpp"
 #include "engine/stepping_workload.hpp"
+#include "runtime/json.hpp"
 
 namespace apron::toy {
 namespace {
@@ -83,8 +83,8 @@ class Toy final : public SteppingWorkload {
     series(0).write(clock_.step, clock_.time, io::PointSetPart{id_.size(), fields});
   }
   void save_state(SavedState& state) const override {
-    auto rows = std::make_shared<std::pair<std::vector<std::int64_t>, std::vector<double>>>(
-        id_, value_);
+    auto rows =
+        std::make_shared<std::pair<std::vector<std::int64_t>, std::vector<double>>>(id_, value_);
     state.rows("widgets", id_.size(), {{rows->first.data()}, {rows->second.data()}});
     state.keep(rows);
     state.scalar("widgets", static_cast<double>(settings_.items));

@@ -2,8 +2,8 @@
 // no particle leaves the tank, mass is exactly conserved, and the ghost boundary particles keep
 // the density deficit next to the walls under 2% (without them it is much larger: the paper's
 // Fig. 6 comparison).
-#include <filesystem>
 #include <gtest/gtest.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <cmath>
