@@ -23,9 +23,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..")
+sys.path.insert(0, HERE)
+from run import ROOT, sph_spacing  # noqa: E402
+
 CASE = os.path.join(ROOT, "inputs", "dam_break_large.yaml")
-FLUID_VOLUME = 0.146 * 0.292 * 0.292  # the case's fluid block [m^3]
 
 DATA_EXTRACT_SCRIPT = """\
 # script-version: 2.0
@@ -55,8 +56,7 @@ def variants(work):
 
 def run_once(args, extra, out_dir):
     cmd = (args.mpirun.split() + [str(args.ranks)]) if args.ranks > 1 else []
-    spacing = (FLUID_VOLUME / args.particles) ** (1 / 3)
-    cmd += [args.apron, "run", CASE, "--set", f"sph.spacing={spacing:.9g}",
+    cmd += [args.apron, "run", CASE, "--set", f"sph.spacing={sph_spacing(args.particles):.9g}",
             "--set", f"time.max_steps={args.steps}", "--set", "output.every=0",
             "--set", f"output.diagnostics_every={args.steps}", "--set", f"output.dir={out_dir}",
             "--set", "output.progress_every=1000", "--set", "checkpoint.at_end=false"]

@@ -22,7 +22,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sph_throughput import CASE, spacing_for  # noqa: E402
+from run import ROOT, sph_spacing as spacing_for  # noqa: E402
+
+CASE = os.path.join(ROOT, "inputs", "dam_break_large.yaml")
 
 
 def run(apron, particles, steps, out_dir, *extra):
