@@ -6,6 +6,7 @@ packages=(build-essential cmake git pkg-config python3
           libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libyaml-cpp-dev
           libgtest-dev libbenchmark-dev libthrust-dev
           python3-h5py python3-numpy python3-paraview  # checkpoint and ParaView tests
+          python3-yaml        # the conformance suite's specs (tests/conformance)
           python3-matplotlib  # jobs/scaling draws its plots with it
           clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzz targets (tests/fuzz, libFuzzer)
           slurm-wlm munge     # the jobs/ tests start a one-node SLURM cluster
@@ -27,8 +28,9 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The tests' Python (the first python3 on PATH, which CMake also finds) reads HDF5 with h5py.
-if ! python3 -c "import h5py, numpy" 2>/dev/null; then
-  echo "apron: installing h5py and numpy for $(command -v python3)"
-  python3 -m pip install --quiet h5py numpy
+# The tests' Python (the first python3 on PATH, which CMake also finds) reads HDF5 with h5py and
+# the conformance specs with PyYAML.
+if ! python3 -c "import h5py, numpy, yaml" 2>/dev/null; then
+  echo "apron: installing h5py, numpy and PyYAML for $(command -v python3)"
+  python3 -m pip install --quiet h5py numpy pyyaml
 fi
