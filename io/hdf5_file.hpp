@@ -16,21 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "io/host_field.hpp"
+
 namespace apron::io {
-
-enum class Dtype { f32, f64, i32, u32, i64, u8 };
-
-std::size_t dtype_size(Dtype type);
-const char* dtype_name(Dtype type);
-
-// One field of the local particles, in host memory: n_local * components values of `type`,
-// interleaved per particle (x0 y0 z0 x1 ...).
-struct HostField {
-  std::string name;
-  Dtype type;
-  int components;
-  const void* data;
-};
 
 int rank_of(MPI_Comm comm);
 int size_of(MPI_Comm comm);

@@ -5,6 +5,7 @@
 
 #include "config/case_config.hpp"
 #include "decomposition/reductions.hpp"
+#include "io/checkpoint.hpp"
 
 namespace apron {
 

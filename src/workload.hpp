@@ -11,10 +11,14 @@
 #include <vector>
 
 #include "config/case_config.hpp"
-#include "io/checkpoint.hpp"
 #include "io/visual_data.hpp"
 
 namespace apron {
+
+namespace io {
+class PendingCheckpoint;
+class CheckpointReader;
+}  // namespace io
 
 class Json;
 
@@ -68,12 +72,8 @@ class Workload {
   // never starts another before). load() replaces setup(): it continues the run from the
   // checkpoint, on this run's rank count, and resumes the output series.
   virtual bool checkpointable() const { return false; }
-  virtual io::PendingCheckpoint save(const std::filesystem::path&) const {
-    throw std::logic_error("this workload writes no checkpoints");
-  }
-  virtual void load(const io::CheckpointReader&) {
-    throw std::logic_error("this workload reads no checkpoints");
-  }
+  virtual io::PendingCheckpoint save(const std::filesystem::path& file) const;
+  virtual void load(const io::CheckpointReader& checkpoint);
 
  protected:
   const config::CaseConfig config_;  // the case as validated (a copy: tests pass temporaries)
