@@ -15,15 +15,13 @@ endfunction()
 
 # apron_workload(NAME SPEC <namespace::function> HEADER <header declaring it>
 #                SOURCES <plain C++> DEVICE_SOURCES <sources that hold device containers>)
-# A library apron_<NAME> of the folder's host-side orchestration, and its registry entry.
+# Adds the folder's host-side orchestration to apron_core (one library: the registry that lists
+# the workloads and the engine they build on link as one) and its registry entry.
 function(apron_workload name)
   cmake_parse_arguments(W "" "SPEC;HEADER" "SOURCES;DEVICE_SOURCES" ${ARGN})
-  add_library(apron_${name} STATIC ${W_SOURCES} ${W_DEVICE_SOURCES})
-  apron_device_sources(${W_DEVICE_SOURCES})
-  # The workload uses the engine (apron_core), whose registry lists it: a cycle CMake resolves
-  # for static libraries by repeating them on the link line.
-  target_link_libraries(apron_${name} PUBLIC apron_core PRIVATE apron_warnings)
-  target_link_libraries(apron_core PUBLIC apron_${name})
+  list(TRANSFORM W_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+  target_sources(apron_core PRIVATE ${W_SOURCES})
+  apron_target_device_sources(apron_core ${W_DEVICE_SOURCES})
   set_property(GLOBAL APPEND PROPERTY APRON_WORKLOAD_SPECS "${W_SPEC}")
   set_property(GLOBAL APPEND PROPERTY APRON_WORKLOAD_HEADERS "${W_HEADER}")
 endfunction()

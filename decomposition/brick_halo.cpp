@@ -121,34 +121,13 @@ DeviceVector<T> to_device(const std::vector<T>& h) {
   return DeviceVector<T>(h.begin(), h.end());
 }
 
-// Stored voxel t of a slot -> its (i, j, k) in [-A, B + A).
-struct SlotVoxel {
-  std::size_t slot;
-  int v[3];
-};
-
 APRON_HD inline int floor_div(int a, int b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-struct ApronGeometry {
-  int b, a, side;
-  std::size_t voxels;              // stored per slot
+struct ApronGeometry : BrickLayout {
   std::size_t local;               // local slots (the others are remote copies)
   const std::int32_t* neighbours;  // 27 per slot
-
-  APRON_HD SlotVoxel stored(std::size_t t) const {
-    SlotVoxel s;
-    s.slot = t / voxels;
-    const auto r = static_cast<int>(t - s.slot * voxels);
-    s.v[0] = r % side - a, s.v[1] = (r / side) % side - a, s.v[2] = r / (side * side) - a;
-    return s;
-  }
-  APRON_HD std::size_t row(std::size_t slot, int i, int j, int k) const {
-    return slot * voxels +
-           (static_cast<std::size_t>(k + a) * side + (j + a)) * static_cast<std::size_t>(side) +
-           (i + a);
-  }
 };
 
 // Every apron voxel of every local slot: the neighbour's interior voxel it mirrors, or the
@@ -159,14 +138,15 @@ struct FillApron {
   T* data;
   T background;
   APRON_HD void operator()(std::size_t t) const {
-    const SlotVoxel s = g.stored(t);
-    int o[3], w[3];
+    std::size_t slot;
+    int v[3], o[3], w[3];
+    g.voxel_of(t, slot, v);
     for (int d = 0; d < 3; ++d) {
-      o[d] = floor_div(s.v[d], g.b);
-      w[d] = s.v[d] - o[d] * g.b;
+      o[d] = floor_div(v[d], g.b);
+      w[d] = v[d] - o[d] * g.b;
     }
     if (!o[0] && !o[1] && !o[2]) return;  // interior
-    const int n = g.neighbours[27 * s.slot + (o[0] + 1) + 3 * (o[1] + 1) + 9 * (o[2] + 1)];
+    const int n = g.neighbours[27 * slot + (o[0] + 1) + 3 * (o[1] + 1) + 9 * (o[2] + 1)];
     data[t] = n < 0 ? background : data[g.row(static_cast<std::size_t>(n), w[0], w[1], w[2])];
   }
 };
@@ -177,6 +157,9 @@ APRON_HD inline void add_to(T& a, const T& b) {
 }
 APRON_HD inline void add_to(Vec4& a, const Vec4& b) {
   a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+}
+APRON_HD inline void add_to(Vector3<double>& a, const Vector3<double>& b) {
+  a.x += b.x, a.y += b.y, a.z += b.z;
 }
 
 // Every interior voxel of every slot (local and remote copies) gathers the apron voxels of the
@@ -211,26 +194,23 @@ struct SumAprons {
   }
 };
 
-// Calls f(T*) with the field's data for its element type.
+// Calls f(T*) with the field's data for its element type (any of APRON_FIELD_TYPES).
 template <class F>
 void with_type(ParticleField& field, F f) {
-  if (auto* x = dynamic_cast<TypedField<float>*>(&field)) return f(raw(x->data));
-  if (auto* x = dynamic_cast<TypedField<double>*>(&field)) return f(raw(x->data));
-  if (auto* x = dynamic_cast<TypedField<std::int32_t>*>(&field)) return f(raw(x->data));
-  if (auto* x = dynamic_cast<TypedField<std::uint32_t>*>(&field)) return f(raw(x->data));
-  if (auto* x = dynamic_cast<TypedField<std::int64_t>*>(&field)) return f(raw(x->data));
-  if (auto* x = dynamic_cast<TypedField<Vec4>*>(&field)) return f(raw(x->data));
-  if (auto* x = dynamic_cast<TypedField<std::uint8_t>*>(&field)) return f(raw(x->data));
-  throw std::invalid_argument("BrickHalo: field '" + field.name() + "' has an unknown type");
+#define APRON_TRY_FIELD(T) \
+  if (auto* x = dynamic_cast<TypedField<T>*>(&field)) return f(raw(x->data));
+  APRON_FIELD_TYPES(APRON_TRY_FIELD)
+#undef APRON_TRY_FIELD
+  throw std::logic_error("BrickHalo: field '" + field.name() + "' is of no field type");
 }
 
 }  // namespace
 
 BrickHalo::BrickHalo(Transport& transport, int brick_size, int apron)
-    : b_(brick_size), a_(apron), halo_(transport) {
+    : b_(brick_size), a_(apron), layout_{brick_size, apron}, halo_(transport) {
   if (b_ < 1 || a_ < 0 || a_ > b_)
     throw std::invalid_argument("BrickHalo: need brick size >= 1 and 0 <= apron <= brick size");
-  voxels_ = static_cast<std::size_t>(side()) * side() * side();
+  voxels_ = layout_.stored_per_brick();
   // Offset o of a direction reaches coordinate v when o is 0 or v lies within a_ of that side.
   const auto reach = [&](int v, int o) { return o == 0 || (o < 0 ? v < a_ : v >= b_ - a_); };
   const auto dirs = directions();
@@ -374,53 +354,53 @@ void BrickHalo::check_store(const ParticleStore& store) const {
                                 " rows, the plan needs " + std::to_string(total_voxels()));
 }
 
-void BrickHalo::fill_bytes(ParticleStore& store, std::span<const std::string> fields,
+void BrickHalo::fill_bytes(ParticleStore& store, std::span<const FieldRef> fields,
                            const void* background, std::size_t element_size) {
   check_store(store);
   halo_.update(store, fields);
-  for (const auto& name : fields) {
-    auto& field = store.field(name);
+  for (const FieldRef ref : fields) {
+    auto& field = store.field(ref);
     if (field.element_size() != element_size)
       throw std::invalid_argument("BrickHalo::fill: background of another type than field '" +
-                                  name + "'");
+                                  field.name() + "'");
     with_type(field, [&](auto* data) {
       using T = std::remove_pointer_t<decltype(data)>;
       T value;
       std::memcpy(&value, background, sizeof(T));
-      for_each_index(
-          local_.size() * voxels_,
-          FillApron<T>{{b_, a_, side(), voxels_, local_.size(), raw(neighbours_)}, data, value});
+      for_each_index(local_.size() * voxels_,
+                     FillApron<T>{{layout_, local_.size(), raw(neighbours_)}, data, value});
     });
   }
 }
 
-void BrickHalo::refresh(ParticleStore& store, std::span<const std::string> fields) {
+void BrickHalo::refresh(ParticleStore& store, std::span<const FieldRef> fields) {
   check_store(store);
   if (!halo_.peers().empty()) halo_.update(store, fields);
 }
 
-void BrickHalo::reverse_sum(ParticleStore& store, std::span<const std::string> fields) {
+void BrickHalo::reverse_sum(ParticleStore& store, std::span<const FieldRef> fields) {
   check_store(store);
   alignas(16) const std::byte zeros[64] = {};
   const std::size_t interior = static_cast<std::size_t>(b_) * b_ * b_;
   const std::size_t slots = local_.size() + remote_.size();
-  for (const auto& name : fields) {
-    auto& field = store.field(name);
+  for (const FieldRef ref : fields) {
+    auto& field = store.field(ref);
     if (field.element_size() > sizeof zeros)
-      throw std::invalid_argument("BrickHalo::reverse_sum: field '" + name + "' is too wide");
+      throw std::invalid_argument("BrickHalo::reverse_sum: field '" + field.name() +
+                                  "' is too wide");
     // Remote copies collect this rank's contributions to other ranks' bricks.
     field.assign(zeros, raw(halo_.import_slots()), halo_.import_slots().size());
     with_type(field, [&](auto* data) {
       using T = std::remove_pointer_t<decltype(data)>;
       if constexpr (std::is_same_v<T, std::uint8_t>)
-        throw std::invalid_argument("BrickHalo::reverse_sum: field '" + name + "' is not summed");
+        throw std::invalid_argument("BrickHalo::reverse_sum: field '" + field.name() +
+                                    "' is not summed");
       else
-        for_each_index(
-            slots * interior,
-            SumAprons<T>{{b_, a_, side(), voxels_, local_.size(), raw(neighbours_)}, data});
+        for_each_index(slots * interior,
+                       SumAprons<T>{{layout_, local_.size(), raw(neighbours_)}, data});
     });
   }
-  halo_.reverse_sum(store, fields);
+  halo_.reverse(store, fields, Reduction::sum);
 }
 
 std::size_t BrickHalo::device_bytes() const {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "decomposition/halo_plan.hpp"
+#include "kernels/sparse/brick_layout.hpp"
 
 namespace apron {
 
@@ -34,12 +35,12 @@ class BrickHalo {
 
   int brick_size() const { return b_; }
   int apron() const { return a_; }
-  int side() const { return b_ + 2 * a_; }
+  const BrickLayout& layout() const { return layout_; }
+  int side() const { return layout_.side(); }
   std::size_t voxels_per_brick() const { return voxels_; }
   // Row of voxel (i, j, k), each in [-A, B + A), of brick slot `brick`.
   std::size_t voxel(std::size_t brick, int i, int j, int k) const {
-    const std::size_t s = side();
-    return brick * voxels_ + (static_cast<std::size_t>(k + a_) * s + (j + a_)) * s + (i + a_);
+    return layout_.row(brick, i, j, k);
   }
 
   // Collective. bricks: this rank's bricks (distinct); owner: the rank of any brick coordinate,
@@ -58,17 +59,17 @@ class BrickHalo {
   std::size_t total_voxels() const { return (local_.size() + remote_.size()) * voxels_; }
   const HaloPlan& halo_plan() const { return halo_; }
 
-  // Refreshes the remote copies of the named fields, then fills every local brick's apron:
+  // Refreshes the remote copies of the fields, then fills every local brick's apron:
   // from the neighbour brick's interior, or `background` (of the fields' element type) where no
   // brick exists anywhere.
   template <class T>
-  void fill(ParticleStore& store, std::span<const std::string> fields, const T& background) {
+  void fill(ParticleStore& store, std::span<const FieldRef> fields, const T& background) {
     fill_bytes(store, fields, &background, sizeof(T));
   }
-  // Refreshes the remote copies of the named fields only, for kernels that read across brick
+  // Refreshes the remote copies of the fields only, for kernels that read across brick
   // faces (at most A voxels deep) through neighbour_table() instead of a filled apron (nothing
   // to do without peers).
-  void refresh(ParticleStore& store, std::span<const std::string> fields);
+  void refresh(ParticleStore& store, std::span<const FieldRef> fields);
   // Per slot (local, then remote copies) the slot of its neighbour in each of the 27 directions
   // ((x + 1) + 3 (y + 1) + 9 (z + 1)), -1 where no brick is.
   const std::int32_t* neighbour_table() const { return raw(neighbours_); }
@@ -76,12 +77,12 @@ class BrickHalo {
   // Adds every local brick's apron values into the interior voxels they overlap, local bricks
   // and other ranks' alike (contributions where no brick exists are dropped). The remote copies'
   // values are used as scratch; aprons keep their values. Arithmetic fields only.
-  void reverse_sum(ParticleStore& store, std::span<const std::string> fields);
+  void reverse_sum(ParticleStore& store, std::span<const FieldRef> fields);
 
   std::size_t device_bytes() const;
 
  private:
-  void fill_bytes(ParticleStore& store, std::span<const std::string> fields, const void* background,
+  void fill_bytes(ParticleStore& store, std::span<const FieldRef> fields, const void* background,
                   std::size_t element_size);
   void check_store(const ParticleStore& store) const;
   void build_halo();
@@ -89,6 +90,7 @@ class BrickHalo {
   void for_each_reached_voxel(std::uint32_t directions, F f) const;
 
   int b_, a_;
+  BrickLayout layout_;
   std::size_t voxels_;
   // Per interior voxel (i fastest), the directions whose apron-wide side holds it: a plan lists
   // a brick's travelling voxels with one AND per voxel.

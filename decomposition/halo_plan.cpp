@@ -61,13 +61,13 @@ std::uint64_t read_count(const ByteVector& bytes, std::size_t offset) {
   return count;
 }
 
-// Calls f(field, byte offset of its block) for the named fields of a message of `count` rows
+// Calls f(field, byte offset of its block) for the given fields of a message of `count` rows
 // whose field blocks start at `offset`.
 template <class F>
-void for_each_block(const ParticleStore& store, std::span<const std::string> fields,
-                    std::size_t count, std::size_t offset, F f) {
-  for (const auto& name : fields) {
-    auto& field = store.field(name);
+void for_each_block(const ParticleStore& store, std::span<const FieldRef> fields, std::size_t count,
+                    std::size_t offset, F f) {
+  for (const FieldRef ref : fields) {
+    auto& field = store.field(ref);
     f(field, offset);
     offset += pad16(count * field.element_size());
   }
@@ -75,10 +75,10 @@ void for_each_block(const ParticleStore& store, std::span<const std::string> fie
 
 }  // namespace
 
-std::size_t packed_bytes(const ParticleStore& store, std::span<const std::string> fields,
+std::size_t packed_bytes(const ParticleStore& store, std::span<const FieldRef> fields,
                          std::size_t count) {
   std::size_t bytes = kHeader;
-  for (const auto& name : fields) bytes += pad16(count * store.field(name).element_size());
+  for (const FieldRef ref : fields) bytes += pad16(count * store.field(ref).element_size());
   return bytes;
 }
 
@@ -175,8 +175,7 @@ std::size_t HaloPlan::import_total() const {
 }
 
 std::vector<std::size_t> HaloPlan::pack(const ParticleStore& store,
-                                        std::span<const std::string> fields,
-                                        const IndexVector& rows,
+                                        std::span<const FieldRef> fields, const IndexVector& rows,
                                         const std::vector<std::size_t>& counts, bool announce) {
   const auto offsets = message_offsets(store, fields, counts);
   grow(send_bytes_, offsets.back());
@@ -194,7 +193,7 @@ std::vector<std::size_t> HaloPlan::pack(const ParticleStore& store,
 }
 
 std::vector<std::size_t> HaloPlan::message_offsets(const ParticleStore& store,
-                                                   std::span<const std::string> fields,
+                                                   std::span<const FieldRef> fields,
                                                    const std::vector<std::size_t>& counts) const {
   std::vector<std::size_t> offsets{0};
   for (std::size_t count : counts)
@@ -208,24 +207,30 @@ void HaloPlan::require_imports(const char* what) const {
                            ": the import counts are not known yet (gather first)");
 }
 
-void HaloPlan::send(const ParticleStore& store, std::span<const std::string> fields) {
+void HaloPlan::send(const ParticleStore& store, std::span<const FieldRef> fields) {
   // Both ends of a link learn the counts at the same exchange (build or first gather), so this
   // rank's knowing its imports means its peers know theirs: no header to read.
-  const bool counts_known = import_counts_.size() == peers_.size();
-  const auto send_offsets = pack(store, fields, export_rows_, export_counts_, !counts_known);
-  if (counts_known) {
-    recv_offsets_ = message_offsets(store, fields, import_counts_);
-    grow(recv_bytes_, recv_offsets_.back());
-    transport_.exchange_known_sizes(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
-  } else {
-    transport_.exchange(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
-    import_counts_.assign(peers_.size(), 0);
-    for (std::size_t k = 0; k < peers_.size(); ++k)
-      import_counts_[k] = read_count(recv_bytes_, recv_offsets_[k]);
+  if (import_counts_.size() == peers_.size()) {
+    start_forward(store, fields);
+    transport_.wait();
+    return;
   }
+  const auto send_offsets = pack(store, fields, export_rows_, export_counts_, true);
+  transport_.exchange(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
+  import_counts_.assign(peers_.size(), 0);
+  for (std::size_t k = 0; k < peers_.size(); ++k)
+    import_counts_[k] = read_count(recv_bytes_, recv_offsets_[k]);
 }
 
-std::size_t HaloPlan::append(ParticleStore& store, std::span<const std::string> fields) {
+// Packs the owners' rows and posts the messages to peers whose sizes both ends know.
+void HaloPlan::start_forward(const ParticleStore& store, std::span<const FieldRef> fields) {
+  const auto send_offsets = pack(store, fields, export_rows_, export_counts_, false);
+  recv_offsets_ = message_offsets(store, fields, import_counts_);
+  grow(recv_bytes_, recv_offsets_.back());
+  transport_.start_known_sizes(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
+}
+
+std::size_t HaloPlan::append(ParticleStore& store, std::span<const FieldRef> fields) {
   const std::size_t first = store.size(), total = import_total();
   store.resize(first + total);
   for (std::size_t k = 0, at = first; k < peers_.size(); at += import_counts_[k], ++k)
@@ -238,7 +243,7 @@ std::size_t HaloPlan::append(ParticleStore& store, std::span<const std::string> 
   return first;
 }
 
-std::size_t HaloPlan::gather(ParticleStore& store, std::span<const std::string> fields) {
+std::size_t HaloPlan::gather(ParticleStore& store, std::span<const FieldRef> fields) {
   send(store, fields);
   return append(store, fields);
 }
@@ -251,18 +256,25 @@ void HaloPlan::set_import_slots(const IndexVector& slots) {
   apron::copy(slots.begin(), slots.end(), import_slots_.begin());
 }
 
-void HaloPlan::gather_into(ParticleStore& store, std::span<const std::string> fields,
+void HaloPlan::gather_into(ParticleStore& store, std::span<const FieldRef> fields,
                            const IndexVector& slots) {
   set_import_slots(slots);
   update(store, fields);
 }
 
-void HaloPlan::update(ParticleStore& store, std::span<const std::string> fields) {
-  require_imports("update");
-  if (import_slots_.size() != import_total())
-    throw std::logic_error("HaloPlan::update: the copies have no slots yet (gather first)");
+void HaloPlan::update(ParticleStore& store, std::span<const FieldRef> fields) {
+  update_begin(store, fields);
+  update_finish(store, fields);
+}
+
+void HaloPlan::update_begin(const ParticleStore& store, std::span<const FieldRef> fields) {
+  require_copies("update");
   // Each rank knows how many rows every peer sends: no size exchange.
-  send(store, fields);
+  start_forward(store, fields);
+}
+
+void HaloPlan::update_finish(ParticleStore& store, std::span<const FieldRef> fields) {
+  transport_.wait();
   for (std::size_t k = 0, first = 0; k < peers_.size(); first += import_counts_[k], ++k)
     for_each_block(store, fields, import_counts_[k], recv_offsets_[k] + kHeader,
                    [&](ParticleField& field, std::size_t offset) {
@@ -271,23 +283,38 @@ void HaloPlan::update(ParticleStore& store, std::span<const std::string> fields)
                    });
 }
 
-void HaloPlan::reverse_sum(ParticleStore& store, std::span<const std::string> fields) {
-  require_imports("reverse_sum");
-  if (import_slots_.size() != import_total())
-    throw std::logic_error("HaloPlan::reverse_sum: the copies have no slots yet (gather first)");
+void HaloPlan::reverse(ParticleStore& store, std::span<const FieldRef> fields, Reduction op) {
+  reverse_begin(store, fields);
+  reverse_finish(store, fields, op);
+}
+
+void HaloPlan::reverse_begin(const ParticleStore& store, std::span<const FieldRef> fields) {
+  require_copies("reverse");
   // The owners know what each peer sends back: no header.
   const auto send_offsets = pack(store, fields, import_slots_, import_counts_, false);
   recv_offsets_ = message_offsets(store, fields, export_counts_);
   grow(recv_bytes_, recv_offsets_.back());
-  transport_.exchange_known_sizes(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
-  // One peer after another: a row exported to several peers is added to once per launch, so
+  transport_.start_known_sizes(peers_, send_bytes_, send_offsets, recv_bytes_, recv_offsets_);
+}
+
+void HaloPlan::reverse_finish(ParticleStore& store, std::span<const FieldRef> fields,
+                              Reduction op) {
+  transport_.wait();
+  // One peer after another: a row exported to several peers is combined once per launch, so
   // the launches need no atomics (rows are distinct within one peer's block).
   for (std::size_t k = 0, first = 0; k < peers_.size(); first += export_counts_[k], ++k)
     for_each_block(store, fields, export_counts_[k], recv_offsets_[k] + kHeader,
                    [&](ParticleField& field, std::size_t offset) {
-                     field.scatter_add(recv_bytes_, offset, raw(export_rows_) + first,
-                                       export_counts_[k]);
+                     field.scatter_reduce(recv_bytes_, offset, raw(export_rows_) + first,
+                                          export_counts_[k], op);
                    });
+}
+
+void HaloPlan::require_copies(const char* what) const {
+  require_imports(what);
+  if (import_slots_.size() != import_total())
+    throw std::logic_error(std::string("HaloPlan::") + what +
+                           ": the copies have no slots yet (gather first)");
 }
 
 void HaloPlan::follow_permutation(const IndexVector& order) {

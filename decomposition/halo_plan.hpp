@@ -1,12 +1,15 @@
 // A halo plan over the byte Transport: which local rows go to which ranks, and where the copies
 // received from each peer sit. Built once from caller-chosen export rows and destination ranks
-// (message sizes are exchanged once, at build), it then moves any named fields of a
-// ParticleStore:
-//   gather       owners -> copies, appended at the end of the receiver's store (or into import
-//                slots the caller gives);
-//   update       the same into the existing copies, without a size exchange;
-//   reverse_sum  copies -> owners: each copy's values are sent back and added into the owner's row
-//                (arithmetic fields: float, double, Vec4, integers).
+// (message sizes are exchanged once, at build), it then moves any fields of a ParticleStore,
+// given by their handles (FieldRef):
+//   gather   owners -> copies, appended at the end of the receiver's store (or into import
+//            slots the caller gives);
+//   update   the same into the existing copies, without a size exchange;
+//   reverse  copies -> owners: each copy's values are sent back and combined into the owner's
+//            row by a reduction (sum, min, max; vectors component by component).
+// update and reverse come in halves (begin, finish) so that work touching neither the fields
+// sent nor those received can run while the messages travel; one exchange per transport is in
+// flight at a time.
 // Users: particle ghosts and migration (ParticleExchange), sparse-brick aprons (BrickHalo), mesh
 // 1-rings (MeshHalo).
 //
@@ -51,24 +54,28 @@ class HaloPlan {
   // Forward: owners' named fields to the peers; the copies are appended to the store, which
   // grows by import_total(). Returns the first copy's slot; import_slots() becomes
   // [first, first + import_total()).
-  std::size_t gather(ParticleStore& store, std::span<const std::string> fields);
+  std::size_t gather(ParticleStore& store, std::span<const FieldRef> fields);
   // Forward into the given slots (one per import, grouped by peer in peers() order); they become
   // import_slots(). Import counts must be known (build() or a previous gather()).
-  void gather_into(ParticleStore& store, std::span<const std::string> fields,
+  void gather_into(ParticleStore& store, std::span<const FieldRef> fields,
                    const IndexVector& slots);
   // Sets where the copies sit without moving data (one slot per import, grouped by peer), for
   // callers that lay out the copies themselves (BrickHalo). Import counts must be known.
   void set_import_slots(const IndexVector& slots);
-  // Refreshes the named fields of the existing copies (import_slots()); no size exchange.
-  void update(ParticleStore& store, std::span<const std::string> fields);
-  // Adds each copy's named fields into its owner's row (the copies keep their values). With no
-  // copies anywhere the peers still swap header-only messages.
-  void reverse_sum(ParticleStore& store, std::span<const std::string> fields);
+  // Refreshes the fields of the existing copies (import_slots()); no size exchange.
+  void update(ParticleStore& store, std::span<const FieldRef> fields);
+  void update_begin(const ParticleStore& store, std::span<const FieldRef> fields);  // sends
+  void update_finish(ParticleStore& store, std::span<const FieldRef> fields);       // places
+  // Combines each copy's fields into its owner's row by `op` (the copies keep their values).
+  // With no copies anywhere the peers still swap header-only messages.
+  void reverse(ParticleStore& store, std::span<const FieldRef> fields, Reduction op);
+  void reverse_begin(const ParticleStore& store, std::span<const FieldRef> fields);
+  void reverse_finish(ParticleStore& store, std::span<const FieldRef> fields, Reduction op);
 
   // gather() in two halves, for callers that change the store in between (migration erases the
   // leavers before the arrivals are appended): send() packs and exchanges, append() places.
-  void send(const ParticleStore& store, std::span<const std::string> fields);
-  std::size_t append(ParticleStore& store, std::span<const std::string> fields);
+  void send(const ParticleStore& store, std::span<const FieldRef> fields);
+  std::size_t append(ParticleStore& store, std::span<const FieldRef> fields);
 
   // After store.permute(order) (slot -> previous slot): export rows and import slots follow.
   void follow_permutation(const IndexVector& order);
@@ -89,13 +96,15 @@ class HaloPlan {
  private:
   void group_by_destination(const IndexVector& exports, const DeviceVector<int>& destinations,
                             std::span<const int> peers);
-  std::vector<std::size_t> pack(const ParticleStore& store, std::span<const std::string> fields,
+  std::vector<std::size_t> pack(const ParticleStore& store, std::span<const FieldRef> fields,
                                 const IndexVector& rows, const std::vector<std::size_t>& counts,
                                 bool announce);
   std::vector<std::size_t> message_offsets(const ParticleStore& store,
-                                           std::span<const std::string> fields,
+                                           std::span<const FieldRef> fields,
                                            const std::vector<std::size_t>& counts) const;
+  void start_forward(const ParticleStore& store, std::span<const FieldRef> fields);
   void require_imports(const char* what) const;
+  void require_copies(const char* what) const;  // imports known and placed
 
   Transport& transport_;
   MPI_Comm comm_;
@@ -110,8 +119,8 @@ class HaloPlan {
   ByteVector send_bytes_, recv_bytes_;
 };
 
-// Byte size of one message of `count` rows of the named fields (header included).
-std::size_t packed_bytes(const ParticleStore& store, std::span<const std::string> fields,
+// Byte size of one message of `count` rows of the fields (header included).
+std::size_t packed_bytes(const ParticleStore& store, std::span<const FieldRef> fields,
                          std::size_t count);
 
 }  // namespace apron

@@ -136,14 +136,23 @@ void MeshHalo::check_store(const ParticleStore& store) const {
                                 " rows, the mesh halo " + std::to_string(vertex_count()));
 }
 
-void MeshHalo::gather(ParticleStore& store, std::span<const std::string> fields) {
-  check_store(store);
-  halo_.update(store, fields);
+void MeshHalo::gather(ParticleStore& store, std::span<const FieldRef> fields) {
+  gather_begin(store, fields);
+  gather_finish(store, fields);
 }
 
-void MeshHalo::reverse_sum(ParticleStore& store, std::span<const std::string> fields) {
+void MeshHalo::gather_begin(const ParticleStore& store, std::span<const FieldRef> fields) {
   check_store(store);
-  halo_.reverse_sum(store, fields);
+  halo_.update_begin(store, fields);
+}
+
+void MeshHalo::gather_finish(ParticleStore& store, std::span<const FieldRef> fields) {
+  halo_.update_finish(store, fields);
+}
+
+void MeshHalo::reverse(ParticleStore& store, std::span<const FieldRef> fields, Reduction op) {
+  check_store(store);
+  halo_.reverse(store, fields, op);
 }
 
 }  // namespace apron

@@ -51,10 +51,12 @@ class MeshHalo {
   const std::vector<std::uint8_t>& computes_triangle() const { return computes_; }
   const HaloPlan& halo_plan() const { return halo_; }
 
-  // Owners' named fields to their ghosts (no size exchange).
-  void gather(ParticleStore& store, std::span<const std::string> fields);
-  // The ghosts' named fields added into their owners' rows (ghosts keep their values).
-  void reverse_sum(ParticleStore& store, std::span<const std::string> fields);
+  // Owners' fields to their ghosts (no size exchange), whole or in halves.
+  void gather(ParticleStore& store, std::span<const FieldRef> fields);
+  void gather_begin(const ParticleStore& store, std::span<const FieldRef> fields);
+  void gather_finish(ParticleStore& store, std::span<const FieldRef> fields);
+  // The ghosts' fields combined into their owners' rows by `op` (ghosts keep their values).
+  void reverse(ParticleStore& store, std::span<const FieldRef> fields, Reduction op);
 
  private:
   void check_store(const ParticleStore& store) const;

@@ -26,9 +26,9 @@ struct Inside {
 
 }  // namespace
 
-ParticleExchange::ParticleExchange(MPI_Comm comm)
-    : comm_(comm), transport_(comm), halo_(transport_) {
-  MPI_Comm_rank(comm, &rank_);
+ParticleExchange::ParticleExchange(Transport& transport)
+    : comm_(transport.comm()), transport_(transport), halo_(transport) {
+  MPI_Comm_rank(comm_, &rank_);
 }
 
 void ParticleExchange::set_partition(const Partition& partition, double halo_width) {
@@ -63,8 +63,7 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
   // Plan: grouped by destination rank; counts all-to-all (particles may jump to any rank after a
   // re-partition, so the peers are not just the halo neighbours).
   halo_.build(leavers, leaver_rank_);
-  std::vector<std::string> all_fields;
-  for (const auto& f : store.fields()) all_fields.push_back(f->name());
+  const std::vector<FieldRef> all_fields = store.all_fields();
   halo_.send(store, all_fields);
 
   // Drop the leavers (in the plan's order, grouped by destination), then append the arrivals.
@@ -76,7 +75,7 @@ MigrationStats ParticleExchange::migrate(ParticleStore& store,
 }
 
 std::size_t ParticleExchange::send_ghosts(ParticleStore& store, const DeviceVector<Vec4>& positions,
-                                          std::span<const std::string> fields) {
+                                          std::span<const FieldRef> fields) {
   const std::size_t n_owned = store.size();
   const std::size_t npeers = neighbours_.size();
   // Select, neighbour by neighbour, straight into the plan's export rows.
@@ -110,7 +109,7 @@ void ParticleExchange::follow_permutation(const IndexVector& order) {
   halo_.follow_permutation(order);
 }
 
-void ParticleExchange::update_ghosts(ParticleStore& store, std::span<const std::string> fields) {
+void ParticleExchange::update_ghosts(ParticleStore& store, std::span<const FieldRef> fields) {
   halo_.update(store, fields);
 }
 

@@ -25,7 +25,8 @@ struct MigrationStats {
 
 class ParticleExchange {
  public:
-  explicit ParticleExchange(MPI_Comm comm);
+  // The transport (and its communicator) is shared with the caller's other halos, not owned.
+  explicit ParticleExchange(Transport& transport);
 
   // Adopts a partition; halo_width is the interaction radius (ghosts are sent within it).
   void set_partition(const Partition& partition, double halo_width);
@@ -39,10 +40,10 @@ class ParticleExchange {
   // a sparse grid whose bricks, not boxes, say who owns a particle.
   MigrationStats migrate(ParticleStore& store, const DeviceVector<int>& destination);
 
-  // Appends ghost copies (the named fields) of other ranks' particles near this subdomain.
+  // Appends ghost copies (the given fields) of other ranks' particles near this subdomain.
   // Returns the index of the first ghost; ghosts occupy [first, store.size()).
   std::size_t send_ghosts(ParticleStore& store, const DeviceVector<Vec4>& positions,
-                          std::span<const std::string> fields);
+                          std::span<const FieldRef> fields);
 
   // After store.permute(order) (slot -> previous index): keeps track of where owned particles
   // that others hold as ghosts, and this rank's ghosts, went.
@@ -52,16 +53,14 @@ class ParticleExchange {
   // number); the owned particles that fill their slots lose their order.
   void drop_ghosts(ParticleStore& store);
 
-  // Refreshes the named fields of this rank's ghosts from their owners' current values.
-  void update_ghosts(ParticleStore& store, std::span<const std::string> fields);
+  // Refreshes the given fields of this rank's ghosts from their owners' current values.
+  void update_ghosts(ParticleStore& store, std::span<const FieldRef> fields);
 
   std::size_t ghost_count() const { return halo_.import_slots().size(); }
   // The plan behind the ghosts (valid from send_ghosts() until drop_ghosts()): e.g. for a
   // reverse sum of ghost contributions into their owners.
   HaloPlan& halo_plan() { return halo_; }
   std::size_t device_bytes() const;  // exchange buffers and bookkeeping
-  const TransportStats& transport_stats() const { return transport_.stats(); }
-  const char* transport_name() const { return transport_.name(); }
 
  private:
   MPI_Comm comm_;
@@ -70,7 +69,7 @@ class ParticleExchange {
   DeviceVector<Box> ownership_boxes_;
   std::vector<int> neighbours_;
   double halo_width_ = 0;
-  Transport transport_;
+  Transport& transport_;
   // Ghosts: export rows (owned particles sent, neighbour after neighbour) and import slots (where
   // each received ghost sits), valid from send_ghosts() until the ghosts are dropped. Migration
   // uses the same plan (the store then holds no ghosts).

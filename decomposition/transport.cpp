@@ -152,18 +152,46 @@ void Transport::exchange(const std::vector<int>& peers, const ByteVector& send,
 void Transport::exchange_known_sizes(const std::vector<int>& peers, const ByteVector& send,
                                      const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                                      const std::vector<std::size_t>& recv_offsets) {
+  start_known_sizes(peers, send, send_offsets, recv, recv_offsets);
+  wait();
+}
+
+void Transport::start_known_sizes(const std::vector<int>& peers, const ByteVector& send,
+                                  const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                                  const std::vector<std::size_t>& recv_offsets) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t npeers = peers.size();
+  if (in_flight_.active)
+    throw std::logic_error("Transport: an exchange started while another is in flight");
   if (recv.size() < recv_offsets[npeers])
     throw std::logic_error("Transport: receive buffer smaller than the messages announced");
+  in_flight_.active = true;
   if (nccl_) {
     exchange_nccl(peers, send, send_offsets, recv, recv_offsets);
   } else {
-    exchange_mpi(peers, send, send_offsets, recv, recv_offsets);
+    start_mpi(peers, send, send_offsets, recv, recv_offsets);
   }
   for (std::size_t k = 0; k < npeers; ++k)
     if (send_offsets[k + 1] > send_offsets[k]) ++stats_.messages;
   stats_.bytes_sent += send_offsets[npeers];
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Transport::wait() {
+  if (!in_flight_.active) throw std::logic_error("Transport: wait() without an exchange");
+  const auto start = std::chrono::steady_clock::now();
+  in_flight_.active = false;
+  if (in_flight_.requests.empty() && in_flight_.recv_total == 0) return;  // NCCL, or nothing
+  MPI_Waitall(static_cast<int>(in_flight_.requests.size()), in_flight_.requests.data(),
+              MPI_STATUSES_IGNORE);
+  in_flight_.requests.clear();
+#if defined(APRON_DEVICE_CUDA)
+  if (in_flight_.recv_total)
+    check(cudaMemcpy(raw(*in_flight_.recv), pinned_recv_.data(), in_flight_.recv_total,
+                     cudaMemcpyHostToDevice),
+          "stage receive");
+#endif
+  in_flight_.recv_total = 0;
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -217,10 +245,11 @@ void Transport::sum_in_place(float* values, std::size_t count) {
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// MPI point-to-point, staged through pinned host memory where device memory is not host memory.
-void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& send,
-                             const std::vector<std::size_t>& send_offsets, ByteVector& recv,
-                             const std::vector<std::size_t>& recv_offsets) {
+// MPI point-to-point, staged through pinned host memory where device memory is not host memory;
+// wait() completes the requests.
+void Transport::start_mpi(const std::vector<int>& peers, const ByteVector& send,
+                          const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                          const std::vector<std::size_t>& recv_offsets) {
   constexpr int kDataTag = 702;
   const std::size_t npeers = peers.size();
   const std::byte* send_host = raw(send);
@@ -235,8 +264,10 @@ void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& se
           "stage send");
   send_host = pinned_send_.data();
   recv_host = pinned_recv_.data();
+  in_flight_.recv = &recv;
+  in_flight_.recv_total = recv_total;
 #endif
-  std::vector<MPI_Request> requests;
+  auto& requests = in_flight_.requests;
   requests.reserve(2 * npeers);
   for (std::size_t k = 0; k < npeers; ++k) {
     const std::size_t in = recv_offsets[k + 1] - recv_offsets[k];
@@ -252,12 +283,6 @@ void Transport::exchange_mpi(const std::vector<int>& peers, const ByteVector& se
                 comm_, &requests.back());
     }
   }
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-#if defined(APRON_DEVICE_CUDA)
-  if (recv_total)
-    check(cudaMemcpy(raw(recv), pinned_recv_.data(), recv_total, cudaMemcpyHostToDevice),
-          "stage receive");
-#endif
 }
 
 }  // namespace apron

@@ -37,6 +37,15 @@ class Transport {
   void exchange_known_sizes(const std::vector<int>& peers, const ByteVector& send,
                             const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                             const std::vector<std::size_t>& recv_offsets);
+  // exchange_known_sizes() in halves: start posts the messages, wait() completes them (recv
+  // then holds them). Between the two, send and recv must not be touched. One exchange per
+  // transport at a time (std::logic_error otherwise). With NCCL the transfers are queued on
+  // the device stream, behind the packing and ahead of what reads them, and wait() has nothing
+  // to do; with MPI, wait() completes the messages (and stages them onto the device).
+  void start_known_sizes(const std::vector<int>& peers, const ByteVector& send,
+                         const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                         const std::vector<std::size_t>& recv_offsets);
+  void wait();
   // Collective over the communicator: values[0 .. count) summed element-wise over all ranks,
   // in place. With NCCL on the device, queued on the default stream like the exchanges (no
   // host wait); otherwise through MPI (staged through pinned host memory with CUDA).
@@ -55,15 +64,22 @@ class Transport {
   void exchange_nccl(const std::vector<int>& peers, const ByteVector& send,
                      const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                      const std::vector<std::size_t>& recv_offsets);
-  void exchange_mpi(const std::vector<int>& peers, const ByteVector& send,
-                    const std::vector<std::size_t>& send_offsets, ByteVector& recv,
-                    const std::vector<std::size_t>& recv_offsets);
+  void start_mpi(const std::vector<int>& peers, const ByteVector& send,
+                 const std::vector<std::size_t>& send_offsets, ByteVector& recv,
+                 const std::vector<std::size_t>& recv_offsets);
 
   MPI_Comm comm_;
   void* nccl_ = nullptr;  // ncclComm_t when NCCL carries the messages
   TransportStats stats_;
   std::set<int> connected_;  // peers connect() has linked to
   PinnedBuffer pinned_send_, pinned_recv_;
+  // The exchange in flight between start_known_sizes() and wait().
+  struct InFlight {
+    bool active = false;
+    std::vector<MPI_Request> requests;
+    ByteVector* recv = nullptr;  // staged from pinned_recv_ on wait() where it lives on a GPU
+    std::size_t recv_total = 0;
+  } in_flight_;
 };
 
 }  // namespace apron

@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "io/atomic_file.hpp"
+#include "io/hdf5_file.hpp"
 
 // vtkTypeMacro ends in a member function and so takes no ';' (-Wpedantic); the static_assert
 // makes the ';' that formatters and readers expect part of the declaration.

@@ -18,6 +18,14 @@ const std::string& Workload::output_dir() const {
   return config_.output.dir;
 }
 
+io::PendingCheckpoint Workload::save(const std::filesystem::path&) const {
+  throw std::logic_error("this workload writes no checkpoints");
+}
+
+void Workload::load(const io::CheckpointReader&) {
+  throw std::logic_error("this workload reads no checkpoints");
+}
+
 double imbalance_to_fix(const config::CaseConfig& config, MPI_Comm comm, int ranks, long step,
                         std::size_t owned) {
   const auto& d = config.decomposition;

@@ -1,6 +1,7 @@
 #include "kernels/common/particle_store.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -89,27 +90,50 @@ void TypedField<T>::scatter(const ByteVector& in, std::size_t in_offset,
   apron::scatter(src, src + count, device_iterator(indices), data.begin());
 }
 
+namespace {
+// One scalar of a reduction.
+template <class S>
+APRON_HD S combine(S a, S b, Reduction op) {
+  switch (op) {
+    case Reduction::min:
+      return b < a ? b : a;
+    case Reduction::max:
+      return a < b ? b : a;
+    default:
+      return static_cast<S>(a + b);
+  }
+}
 template <class T>
-APRON_HD inline T plus(const T& a, const T& b) {
-  return static_cast<T>(a + b);
+APRON_HD T combine_elements(const T& a, const T& b, Reduction op) {
+  return combine(a, b, op);
 }
 template <>
-APRON_HD inline Vec4 plus(const Vec4& a, const Vec4& b) {
-  return {a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w};
+APRON_HD Vec4 combine_elements(const Vec4& a, const Vec4& b, Reduction op) {
+  return {combine(a.x, b.x, op), combine(a.y, b.y, op), combine(a.z, b.z, op),
+          combine(a.w, b.w, op)};
+}
+template <>
+APRON_HD Vector3<double> combine_elements(const Vector3<double>& a, const Vector3<double>& b,
+                                          Reduction op) {
+  return {combine(a.x, b.x, op), combine(a.y, b.y, op), combine(a.z, b.z, op)};
 }
 
 template <class T>
-struct ScatterAdd {
+struct ScatterReduce {
   const T* src;
   const std::uint32_t* indices;
   T* dst;
-  APRON_HD void operator()(std::size_t k) const { dst[indices[k]] = plus(dst[indices[k]], src[k]); }
+  Reduction op;
+  APRON_HD void operator()(std::size_t k) const {
+    dst[indices[k]] = combine_elements(dst[indices[k]], src[k], op);
+  }
 };
+}  // namespace
 
 template <class T>
-void TypedField<T>::scatter_add(const ByteVector& in, std::size_t in_offset,
-                                const std::uint32_t* indices, std::size_t count) {
-  for_each_index(count, ScatterAdd<T>{typed<T>(in, in_offset), indices, raw(data)});
+void TypedField<T>::scatter_reduce(const ByteVector& in, std::size_t in_offset,
+                                   const std::uint32_t* indices, std::size_t count, Reduction op) {
+  for_each_index(count, ScatterReduce<T>{typed<T>(in, in_offset), indices, raw(data), op});
 }
 
 template <class T>
@@ -130,26 +154,23 @@ void TypedField<T>::move(const IndexVector& from, const IndexVector& to) {
   for_each_index(from.size(), MoveRows<T>{raw(from), raw(to), raw(data)});
 }
 
-template class TypedField<float>;
-template class TypedField<double>;
-template class TypedField<std::int32_t>;
-template class TypedField<Vec4>;
-template class TypedField<Vector3<double>>;
-template class TypedField<std::uint8_t>;
-template class TypedField<std::uint32_t>;
-template class TypedField<std::int64_t>;
+#define APRON_INSTANTIATE_FIELD(T) template class TypedField<T>;
+APRON_FIELD_TYPES(APRON_INSTANTIATE_FIELD)
+#undef APRON_INSTANTIATE_FIELD
 
 void ParticleStore::resize(std::size_t n) {
   for (auto& f : fields_) f->resize(n);
   size_ = n;
 }
 
-void ParticleStore::permute(const IndexVector& order, std::span<const std::string> recomputed) {
-  for (auto& f : fields_) {
-    if (std::find(recomputed.begin(), recomputed.end(), f->name()) != recomputed.end())
-      f->resize(order.size());
+void ParticleStore::permute(const IndexVector& order, std::span<const FieldRef> recomputed) {
+  std::vector<bool> only_resize(fields_.size(), false);
+  for (const FieldRef ref : recomputed) only_resize[field_index(ref)] = true;
+  for (std::size_t k = 0; k < fields_.size(); ++k) {
+    if (only_resize[k])
+      fields_[k]->resize(order.size());
     else
-      f->permute(order);
+      fields_[k]->permute(order);
   }
   size_ = order.size();
 }
@@ -172,10 +193,25 @@ void ParticleStore::erase(const IndexVector& slots) {
   resize(kept);
 }
 
-ParticleField& ParticleStore::field(const std::string& name) const {
-  for (auto& f : fields_)
-    if (f->name() == name) return *f;
-  throw std::logic_error("ParticleStore has no field '" + name + "'");
+ParticleStore::ParticleStore() {
+  static std::atomic<std::uint64_t> stores{0};
+  id_ = ++stores;
+}
+
+std::size_t ParticleStore::field_index(FieldRef ref) const {
+  if (ref.store_ != id_ || ref.index() >= fields_.size())
+    throw std::logic_error("a field handle used with a store it does not belong to");
+  return ref.index();
+}
+
+ParticleField& ParticleStore::field(FieldRef ref) const {
+  return *fields_[field_index(ref)];
+}
+
+std::vector<FieldRef> ParticleStore::all_fields() const {
+  std::vector<FieldRef> refs;
+  for (std::size_t k = 0; k < fields_.size(); ++k) refs.push_back(FieldRef(id_, k));
+  return refs;
 }
 
 std::size_t ParticleStore::device_bytes() const {

@@ -13,6 +13,7 @@
 
 #include "kernels/common/hd.hpp"
 #include "kernels/common/vec.hpp"
+#include "kernels/sparse/brick_layout.hpp"
 
 namespace apron {
 
@@ -24,11 +25,10 @@ struct BrickGrid {
   int b = 8;                    // voxels per brick edge (a power of two)
 
   static constexpr int kApron = 1;
-  APRON_HD int side() const { return b + 2 * kApron; }
-  APRON_HD std::size_t stored_per_brick() const {
-    return static_cast<std::size_t>(side()) * side() * side();
-  }
-  APRON_HD std::size_t interior_per_brick() const { return static_cast<std::size_t>(b) * b * b; }
+  APRON_HD BrickLayout layout() const { return {b, kApron}; }
+  APRON_HD int side() const { return layout().side(); }
+  APRON_HD std::size_t stored_per_brick() const { return layout().stored_per_brick(); }
+  APRON_HD std::size_t interior_per_brick() const { return layout().interior_per_brick(); }
   std::size_t brick_count() const {
     return static_cast<std::size_t>(bricks[0]) * bricks[1] * bricks[2];
   }
@@ -58,11 +58,9 @@ struct BrickGrid {
     c[2] = static_cast<int>(key / static_cast<std::uint32_t>(bricks[1]));
   }
   // Row of voxel (i, j, k), each in [-1, B + 1) relative to the brick's first voxel, in slot's
-  // stored values (x fastest): the layout of decomposition/brick_halo.hpp with an apron of 1.
+  // stored values (BrickLayout with an apron of 1).
   APRON_HD std::size_t row(std::size_t slot, int i, int j, int k) const {
-    const std::size_t s = side();
-    return slot * stored_per_brick() +
-           (static_cast<std::size_t>(k + kApron) * s + (j + kApron)) * s + (i + kApron);
+    return layout().row(slot, i, j, k);
   }
   // Index of interior voxel (i, j, k) in [0, B)^3 among all slots' interiors: the sort key that
   // groups a slot's particles by voxel.

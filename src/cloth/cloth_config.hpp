@@ -27,12 +27,12 @@ struct SheetConfig {
 
 // Material of the surface (energy.hpp's Material) and its motion, mu r_tt + gamma r_t + K r = mu F.
 struct MaterialConfig {
-  double density = 0.1;  // mu: mass per unit area [kg/m^2]
-  double stretch = 100;  // zeta [N/m]
-  double bend = 1e-4;    // xi [N m]
-  double coupling = 0;   // phi, the stretch-bend ("wrinkling") term [N]
+  double density = 0.1;    // mu: mass per unit area [kg/m^2]
+  double stretch = 100;    // zeta [N/m]
+  double bend = 1e-4;      // xi [N m]
+  double coupling = 0;     // phi, the stretch-bend ("wrinkling") term [N]
   double hourglass = 0.1;  // h: hourglass control, relative to stretch (energy.hpp)
-  double damping = 0;    // gamma [kg/(m^2 s)]
+  double damping = 0;      // gamma [kg/(m^2 s)]
 };
 
 struct ColliderConfig {

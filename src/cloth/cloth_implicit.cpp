@@ -70,7 +70,7 @@ void ClothSolver::solve_implicit() {
     return reproducible_sum(dot_largest(a, b, owned_),
                             [&](double scale) { return dot_fixed(a, b, owned_, scale); });
   };
-  static const std::string direction[] = {"direction"};
+  const FieldRef direction[] = {w.direction};
 
   implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);
   apron::copy(velocity_->begin(), velocity_->end(), w.velocity.begin());  // ghosts included

@@ -228,9 +228,9 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   for (double& a : mass) a *= m.density;
   mass_ = DeviceVector<double>(mass.begin(), mass.end());
 
-  position_ = &store_.add<V3>("position");
-  velocity_ = &store_.add<V3>("velocity");
-  if (case_.integrator.implicit) implicit_.direction = &store_.add<V3>("direction");
+  position_ = store_.add<V3>("position");
+  velocity_ = store_.add<V3>("velocity");
+  if (case_.integrator.implicit) implicit_.direction = store_.add<V3>("direction");
   store_.resize(n);
   *position_ = mesh_.positions;
   apron::fill(velocity_->begin(), velocity_->end(), V3{0, 0, 0});
@@ -296,12 +296,12 @@ double ClothSolver::take_step() {
   }
   {
     auto t = timers_.scope("integrate");
-    advance_vertices({position_, velocity_, &gradient_, &mass_, &pinned_}, owned_, motion_,
+    advance_vertices({&*position_, &*velocity_, &gradient_, &mass_, &pinned_}, owned_, motion_,
                      colliders_);
   }
   {
     auto t = timers_.scope("halo");
-    static const std::string fields[] = {"position", "velocity"};
+    const FieldRef fields[] = {position_, velocity_};
     halo_.gather(store_, fields);
   }
   // Checked on the steps that end where a diagnostics row is due (the core counts the step).

@@ -89,8 +89,7 @@ class ClothSolver final : public SteppingWorkload {
   ReferenceState<double> reference_;
   EnergyModel model_;
   ParticleStore store_;  // "position", "velocity" of the local rows (the halo moves them)
-  DeviceVector<Vector3<double>>* position_ = nullptr;
-  DeviceVector<Vector3<double>>* velocity_ = nullptr;
+  Field<Vector3<double>> position_, velocity_;
   DeviceVector<Vector3<double>> gradient_;
   DeviceVector<double> mass_, scratch_;
   DeviceVector<VertexMeasures> measures_;  // for diagnostics and outputs
@@ -102,7 +101,7 @@ class ClothSolver final : public SteppingWorkload {
   // "direction", which the halo refreshes) and its counts for the run report.
   struct ImplicitWork {
     Vectors rhs, residual, product, velocity, shifted, gradient_plus, gradient_minus;
-    DeviceVector<Vector3<double>>* direction = nullptr;
+    Field<Vector3<double>> direction;
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
   } implicit_;
 

@@ -159,10 +159,21 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
       pos_(particles_.add<Vec4>("position")),
       vel_(particles_.add<Vec4>("velocity")),
       id_(particles_.add<std::int64_t>("id")),
-      exchange_(context.ranks.comm),
+      transport_(context.ranks.comm),
+      exchange_(transport_),
       pool_(grid_),
-      brick_transport_(context.ranks.comm),
-      halo_(brick_transport_, grid_.b, BrickGrid::kApron) {
+      halo_(transport_, grid_.b, BrickGrid::kApron),
+      momentum_(voxels_.add<Vec4>("momentum")),
+      weight_(voxels_.add<Vec4>("weight")),
+      velocity_(voxels_.add<Vec4>("velocity")),
+      velocity_old_(voxels_.add<Vec4>("velocity_old")),
+      marker_(voxels_.add<std::int32_t>("marker")),
+      pressure_(voxels_.add<float>("pressure")),
+      rhs_(voxels_.add<float>("rhs")),
+      residual_(voxels_.add<float>("residual")),
+      preconditioned_(voxels_.add<float>("preconditioned")),
+      direction_(voxels_.add<float>("direction")),
+      product_(voxels_.add<float>("product")) {
   const auto boxes = solid_voxel_boxes(config_, case_, grid_);
   solid_boxes_ = DeviceVector<int>(boxes.begin(), boxes.end());
   if (!case_.solid_meshes.empty()) {
@@ -175,13 +186,6 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
   }
   particle_mass_ =
       case_.flip.density * std::pow(case_.flip.voxel_size, 3) / case_.flip.particles_per_voxel;
-  voxels_.add<Vec4>("momentum");
-  voxels_.add<Vec4>("weight");
-  voxels_.add<Vec4>("velocity");
-  voxels_.add<Vec4>("velocity_old");
-  voxels_.add<std::int32_t>("marker");
-  for (const char* name : {"pressure", "rhs", "residual", "preconditioned", "direction", "product"})
-    voxels_.add<float>(name);
 }
 
 // ---- setup -------------------------------------------------------------------------------------
@@ -396,7 +400,7 @@ void FlipSolver::replan() {
   if (stencil_.size() < interior) resize_per_particle(stencil_, interior);
   // Built at the first plan, after setup's memory check (or a restart's load).
   if (!multigrid_ && case_.flip.pressure.preconditioner == "mgpcg")
-    multigrid_ = std::make_unique<PressureMultigrid>(brick_transport_, grid_);
+    multigrid_ = std::make_unique<PressureMultigrid>(transport_, grid_);
   if (multigrid_) multigrid_->plan(halo_);
   upload(slot_of_, pool_.slot_table());
   upload(slot_origin_, origins);
@@ -419,26 +423,13 @@ SlotGeometry FlipSolver::geometry() const {
 }
 
 GridFields FlipSolver::fields() {
-  const auto vec4 = [&](const char* name) {
-    return raw(static_cast<TypedField<Vec4>&>(voxels_.field(name)).data);
-  };
-  const auto real = [&](const char* name) {
-    return raw(static_cast<TypedField<float>&>(voxels_.field(name)).data);
-  };
-  return {vec4("momentum"),
-          vec4("weight"),
-          vec4("velocity"),
-          vec4("velocity_old"),
-          raw(static_cast<TypedField<std::int32_t>&>(voxels_.field("marker")).data),
-          raw(stencil_),
-          real("pressure"),
-          real("rhs")};
+  return {raw(*momentum_), raw(*weight_), raw(*velocity_), raw(*velocity_old_),
+          raw(*marker_),   raw(stencil_), raw(*pressure_), raw(*rhs_)};
 }
 
 template <class T>
-void FlipSolver::fill(std::initializer_list<std::string> names, const T& background) {
-  const std::vector<std::string> list(names);
-  halo_.fill(voxels_, std::span<const std::string>(list), background);
+void FlipSolver::fill(std::initializer_list<FieldRef> fields, const T& background) {
+  halo_.fill(voxels_, std::span<const FieldRef>(fields.begin(), fields.size()), background);
 }
 
 // Particles sorted by voxel within their brick's slot; each voxel's range of particles.
@@ -461,7 +452,7 @@ void FlipSolver::particles_to_grid() {
   }
   {
     auto t = timers_.scope("apron");
-    const std::string sums[] = {"momentum", "weight"};
+    const FieldRef sums[] = {momentum_, weight_};
     halo_.reverse_sum(voxels_, sums);
   }
   {
@@ -469,8 +460,8 @@ void FlipSolver::particles_to_grid() {
     grid_velocities(g, f, gravity(), static_cast<float>(dt_));
   }
   auto t = timers_.scope("apron");
-  fill({"velocity", "velocity_old"}, kZero);
-  fill({"marker"}, std::int32_t{kAir});
+  fill({velocity_, velocity_old_}, kZero);
+  fill({marker_}, std::int32_t{kAir});
 }
 
 // Conjugate gradient on A s = -dx div u over the fluid voxels of every rank (float64 global dot
@@ -493,15 +484,12 @@ void FlipSolver::project() {
   };
   const double to_residual = dt_ / case_.flip.voxel_size;  // |r| -> |div u| dt
   const double tolerance = pc.tolerance / to_residual;
-  const auto scalar = [&](const char* name) {
-    return raw(static_cast<TypedField<float>&>(voxels_.field(name)).data);
-  };
-  float *x = f.pressure, *b = f.rhs, *r = scalar("residual"), *z = scalar("preconditioned"),
-        *d = scalar("direction"), *q = scalar("product");
+  float *x = f.pressure, *b = f.rhs, *r = raw(*residual_), *z = raw(*preconditioned_),
+        *d = raw(*direction_), *q = raw(*product_);
   const MPI_Comm comm = ranks_.comm;
   // r = b - A x from x itself (x's apron filled), and max |r| over all ranks.
   const auto true_residual = [&] {
-    fill({"pressure"}, 0.0f);
+    fill({pressure_}, 0.0f);
     apply_laplacian(g, f.stencil, x, q);
     difference(g, b, q, r);
     return global_max(comm, interior_max_abs(g, r));
@@ -510,7 +498,7 @@ void FlipSolver::project() {
   projection_ = {};
   projection_.initial = global_max(comm, pressure_system(g, f)) * to_residual;
   projection_.fluid_voxels = global_sum(comm, static_cast<std::int64_t>(fluid_voxels(g, f.marker)));
-  clear(static_cast<TypedField<float>&>(voxels_.field("pressure")).data);
+  clear(*pressure_);
   cg_direction(g, 0.0, b, r);  // r = b - A 0
   double residual = projection_.initial / to_residual;
   if (multigrid_) multigrid_->setup(g, f.stencil);
@@ -520,7 +508,7 @@ void FlipSolver::project() {
   while (residual >= tolerance && rz > 0) {
     if (it == pc.max_iterations) break;
     ++it;
-    fill({"direction"}, 0.0f);
+    fill({direction_}, 0.0f);
     const double dq = global_sum(comm, apply_laplacian(g, f.stencil, d, q));
     // A is positive definite on the fluid voxels: dq <= 0 means the float32 iteration has
     // stagnated at its round-off floor; the true residual decides below.
@@ -541,12 +529,12 @@ void FlipSolver::project() {
   if (!(residual < tolerance)) throw_not_converged(it, residual * to_residual);
   projection_.iterations = it;
   projection_.residual = residual * to_residual;
-  fill({"pressure"}, 0.0f);
+  fill({pressure_}, 0.0f);
   subtract_pressure_gradient(g, f);
   if (case_.flip.wall_friction > 0)
     wall_friction(g, f, gravity(), static_cast<float>(dt_),
                   static_cast<float>(case_.flip.wall_friction));
-  fill({"velocity"}, kZero);
+  fill({velocity_}, kZero);
 }
 
 void FlipSolver::throw_not_converged(int iterations, double residual) const {
@@ -728,9 +716,9 @@ FlipSolver::Snapshot FlipSolver::snapshot() const {
 
 // Per interior voxel of every local slot, slot after slot, x fastest (the brick series' order).
 std::vector<FlipSolver::VoxelValues> FlipSolver::voxel_values() const {
-  const auto& vel_dev = static_cast<TypedField<Vec4>&>(voxels_.field("velocity")).data;
-  const auto& marker_dev = static_cast<TypedField<std::int32_t>&>(voxels_.field("marker")).data;
-  const auto& pressure_dev = static_cast<TypedField<float>&>(voxels_.field("pressure")).data;
+  const auto& vel_dev = *velocity_;
+  const auto& marker_dev = *marker_;
+  const auto& pressure_dev = *pressure_;
   const std::size_t rows = pool_.size() * grid_.stored_per_brick();
   if (voxels_.size() < rows) return {};
   const auto vel = to_host(vel_dev, rows);
@@ -782,9 +770,10 @@ void FlipSolver::report_fields(Json& json) const {
   json.value("cg_iterations", projection_.iterations);
   json.value("cg_residual", projection_.residual);
   json.value("device_bytes_per_particle", per_particle);
-  const TransportStats& halo = brick_transport_.stats();
-  json.begin_object("brick_halo");  // this rank's (rank 0's) brick exchanges, multigrid included
-  json.value("transport", brick_transport_.name());
+  const TransportStats& halo = transport_.stats();
+  // This rank's (rank 0's) exchanges: brick aprons, the multigrid's, and particle migration.
+  json.begin_object("halo");
+  json.value("transport", transport_.name());
   json.value("messages", static_cast<long long>(halo.messages));
   json.value("bytes_sent", static_cast<double>(halo.bytes_sent));
   json.value("host_seconds", halo.seconds);

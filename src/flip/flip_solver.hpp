@@ -101,7 +101,7 @@ class FlipSolver final : public SteppingWorkload {
   Vec3 gravity() const;
   GridFields fields();
   template <class T>
-  void fill(std::initializer_list<std::string> names, const T& background);
+  void fill(std::initializer_list<FieldRef> fields, const T& background);
   void log_summary() const;
   io::VisualBlock particle_block();  // "particles": position, velocity, id, rank
   io::VisualBlock brick_block();     // "bricks": velocity, pressure, marker per voxel
@@ -122,6 +122,7 @@ class FlipSolver final : public SteppingWorkload {
   DeviceVector<std::uint32_t> keys_, order_, keys_alt_, order_alt_;
   DeviceVector<std::uint32_t> voxel_first_, voxel_last_;  // each voxel's particles
   DeviceVector<int> destination_;
+  Transport transport_;  // the particles' and the bricks' halos
   ParticleExchange exchange_;
 
   // Bricks: the pool (which brick is in which slot), the owner of every brick of the domain, the
@@ -131,9 +132,12 @@ class FlipSolver final : public SteppingWorkload {
   DeviceVector<int> owner_device_;
   DeviceVector<std::int32_t> slot_of_;  // per brick key: local slot or -1
   DeviceVector<int> slot_origin_;       // per local slot: its first voxel
-  Transport brick_transport_;
   BrickHalo halo_;
+  // The voxels' fields, one row per stored voxel of every slot (BrickHalo's layout).
   ParticleStore voxels_;
+  Field<Vec4> momentum_, weight_, velocity_, velocity_old_;
+  Field<std::int32_t> marker_;
+  Field<float> pressure_, rhs_, residual_, preconditioned_, direction_, product_;
   DeviceVector<std::int32_t> stencil_;
   std::unique_ptr<PressureMultigrid> multigrid_;  // preconditioner: mgpcg
   DeviceVector<std::uint8_t> flags_;

@@ -21,8 +21,6 @@ constexpr int kSweeps = 2;
 // no equation and its correction is 0 whatever the sweeps; two keep the code path uniform.
 constexpr int kBottomSweeps = 2;
 
-const std::string kX[] = {"x"}, kSwap[] = {"swap"}, kResidual[] = {"residual"}, kType[] = {"type"};
-
 // Element-wise MPI_Allreduce of a device array, staged through the host.
 template <class T>
 void all_reduce(DeviceVector<T>& values, std::vector<T>& host, MPI_Datatype type, MPI_Op op,
@@ -39,26 +37,21 @@ struct PressureMultigrid::Level {
   SlotGeometry geometry;  // origin: `origin` below, or the fine level's
   DeviceVector<int> origin;
   std::unique_ptr<BrickHalo> halo;
-  ParticleStore cells;  // x, swap, residual, rhs, type per stored cell
+  ParticleStore cells;  // per stored cell:
+  Field<float> x = cells.add<float>("x"), swap = cells.add<float>("swap"),
+               residual = cells.add<float>("residual"), own_rhs = cells.add<float>("rhs");
+  Field<std::int32_t> type = cells.add<std::int32_t>("type");
   DeviceVector<std::int32_t> own_stencil;
   const std::int32_t* stencil = nullptr;  // own_stencil's, or the fine level's
-  const float* rhs = nullptr;             // "rhs", or the fine level's residual
+  const float* rhs = nullptr;             // own_rhs, or the fine level's residual
 
   Level(Transport& transport, const BrickGrid& grid) {
     geometry.grid = grid;
     halo = std::make_unique<BrickHalo>(transport, grid.b, BrickGrid::kApron);
-    for (const char* name : {"x", "swap", "residual", "rhs"}) cells.add<float>(name);
-    cells.add<std::int32_t>("type");
   }
-  float* values(const std::string& name) {
-    return raw(static_cast<TypedField<float>&>(cells.field(name)).data);
-  }
-  std::int32_t* types() {
-    return raw(static_cast<TypedField<std::int32_t>&>(cells.field("type")).data);
-  }
-  // Other ranks' copies of the named fields (the kernels read across brick faces through the
-  // neighbour table: no apron to fill).
-  void refresh(std::span<const std::string> names) { halo->refresh(cells, names); }
+  // Other ranks' copies of a field (the kernels read across brick faces through the neighbour
+  // table: no apron to fill).
+  void refresh(FieldRef field) { halo->refresh(cells, std::span<const FieldRef>(&field, 1)); }
   LevelGeometry with_neighbours() const { return {geometry, halo->neighbour_table()}; }
   // After the halo's plan: storage for its slots. Grown only, as the solver's voxels: a resize
   // that regains rows fills them and synchronises.
@@ -77,7 +70,7 @@ struct PressureMultigrid::Level {
     upload(origin, first);
     geometry.origin = raw(origin);
     geometry.slots = bricks.size();
-    rhs = values("rhs");
+    rhs = raw(*own_rhs);
   }
 };
 
@@ -146,7 +139,7 @@ PressureMultigrid::PressureMultigrid(Transport& transport, const BrickGrid& fine
   // NCCL sets up a collective's links at its first call (~0.1 s): here, in the first plan,
   // rather than in the first step's pressure solve. The cells hold zeros.
   if (ranks_ > 1 && hierarchies_.size() > 1) {
-    auto& rhs = static_cast<TypedField<float>&>(hierarchies_[1].front().cells.field("rhs")).data;
+    auto& rhs = *hierarchies_[1].front().own_rhs;
     transport_.sum_in_place(raw(rhs), rhs.size());
   }
 }
@@ -186,10 +179,10 @@ void PressureMultigrid::set_handover(std::size_t h, const std::vector<BrickCoord
 void PressureMultigrid::coarsen(Hierarchy& levels) {
   for (std::size_t l = 1; l < levels.size(); ++l) {
     Level& level = levels[l];
-    coarsen_cell_types(levels[l - 1].geometry, levels[l - 1].types(), level.geometry,
-                       level.types());
-    level.refresh(kType);
-    level_stencil(level.with_neighbours(), level.types(), raw(level.own_stencil));
+    coarsen_cell_types(levels[l - 1].geometry, raw(*levels[l - 1].type), level.geometry,
+                       raw(*level.type));
+    level.refresh(level.type);
+    level_stencil(level.with_neighbours(), raw(*level.type), raw(level.own_stencil));
   }
 }
 
@@ -197,18 +190,18 @@ void PressureMultigrid::setup(const SlotGeometry& g, const std::int32_t* stencil
   Level& fine = hierarchies_.front().front();
   fine.geometry = g;
   fine.stencil = stencil;
-  fine_cell_types(g, stencil, fine.types());
+  fine_cell_types(g, stencil, raw(*fine.type));
   coarsen(hierarchies_.front());
   for (std::size_t h = 1; h < hierarchies_.size(); ++h) {
     Level& first = hierarchies_[h].front();
-    auto& types = static_cast<TypedField<std::int32_t>&>(first.cells.field("type")).data;
+    auto& types = *first.type;
     clear(types);  // kCellAir: no brick there
     const Handover& in = handovers_[h - 1];
-    copy_rows(in.from_rows.size(), raw(in.from_rows), hierarchies_[h - 1].back().types(),
+    copy_rows(in.from_rows.size(), raw(in.from_rows), raw(*hierarchies_[h - 1].back().type),
               raw(in.to_rows), raw(types));
     // One rank holds each brick, the others kCellAir (0): the maximum is the holder's type.
     if (h == 1 && ranks_ > 1) all_reduce(types, host_types_, MPI_INT, MPI_MAX, transport_.comm());
-    level_stencil(first.with_neighbours(), first.types(), raw(first.own_stencil));
+    level_stencil(first.with_neighbours(), raw(*first.type), raw(first.own_stencil));
     coarsen(hierarchies_[h]);
   }
 }
@@ -232,27 +225,27 @@ void PressureMultigrid::v_cycle(std::size_t h, std::size_t l, float* out) {
     return;
   }
   Level& below = levels[l + 1];
-  float* x = level.values("x");
+  float* x = raw(*level.x);
   smooth_from_zero(level, kSweeps);
-  level.refresh(kX);
-  level_residual(level.with_neighbours(), level.stencil, level.rhs, x, level.values("residual"));
-  level.refresh(kResidual);
-  restrict_residual(level.with_neighbours(), level.values("residual"), below.geometry,
-                    below.stencil, below.values("rhs"));
-  v_cycle(h, l + 1, below.values("x"));
-  below.refresh(kX);
-  prolong_add(below.with_neighbours(), below.values("x"), level.geometry, level.stencil, x);
+  level.refresh(level.x);
+  level_residual(level.with_neighbours(), level.stencil, level.rhs, x, raw(*level.residual));
+  level.refresh(level.residual);
+  restrict_residual(level.with_neighbours(), raw(*level.residual), below.geometry, below.stencil,
+                    raw(*below.own_rhs));
+  v_cycle(h, l + 1, raw(*below.x));
+  below.refresh(below.x);
+  prolong_add(below.with_neighbours(), raw(*below.x), level.geometry, level.stencil, x);
   smooth(level, kSweeps, out);
 }
 
 // `sweeps` (even) Jacobi sweeps from x = 0; the result is in x.
 void PressureMultigrid::smooth_from_zero(Level& level, int sweeps) {
-  float *x = level.values("x"), *swap = level.values("swap");
+  float *x = raw(*level.x), *swap = raw(*level.swap);
   const LevelGeometry l = level.with_neighbours();
   jacobi_sweep(l, level.stencil, kOmega, level.rhs, nullptr, swap);
   for (int s = 1; s < sweeps; ++s) {
     const bool into_x = s % 2 == 1;
-    level.refresh(into_x ? kSwap : kX);
+    level.refresh(into_x ? level.swap : level.x);
     jacobi_sweep(l, level.stencil, kOmega, level.rhs, into_x ? swap : x, into_x ? x : swap);
   }
 }
@@ -260,11 +253,11 @@ void PressureMultigrid::smooth_from_zero(Level& level, int sweeps) {
 // `sweeps` (even) Jacobi sweeps from x, the last one into out (x, or a buffer outside the level:
 // the last sweep reads the level's own buffer).
 void PressureMultigrid::smooth(Level& level, int sweeps, float* out) {
-  float *x = level.values("x"), *swap = level.values("swap");
+  float *x = raw(*level.x), *swap = raw(*level.swap);
   const LevelGeometry l = level.with_neighbours();
   for (int s = 0; s < sweeps; ++s) {
     const bool from_x = s % 2 == 0;
-    level.refresh(from_x ? kX : kSwap);
+    level.refresh(from_x ? level.x : level.swap);
     float* into = s + 1 == sweeps ? out : (from_x ? swap : x);
     jacobi_sweep(l, level.stencil, kOmega, level.rhs, from_x ? x : swap, into);
   }
@@ -275,13 +268,13 @@ void PressureMultigrid::smooth(Level& level, int sweeps, float* out) {
 void PressureMultigrid::hand_over(std::size_t h, float* out) {
   Level& first = hierarchies_[h + 1].front();
   const Handover& in = handovers_[h];
-  auto& rhs = static_cast<TypedField<float>&>(first.cells.field("rhs")).data;
+  auto& rhs = *first.own_rhs;
   clear(rhs);
   copy_rows(in.from_rows.size(), raw(in.from_rows), hierarchies_[h].back().rhs, raw(in.to_rows),
             raw(rhs));
   if (h == 0 && ranks_ > 1) transport_.sum_in_place(raw(rhs), rhs.size());
-  v_cycle(h + 1, 0, first.values("x"));
-  copy_rows(in.from_rows.size(), raw(in.to_rows), first.values("x"), raw(in.from_rows), out);
+  v_cycle(h + 1, 0, raw(*first.x));
+  copy_rows(in.from_rows.size(), raw(in.to_rows), raw(*first.x), raw(in.from_rows), out);
 }
 
 // The last level of each hierarchy and the first of the next are one grid.

@@ -19,13 +19,6 @@
 namespace apron::sph {
 namespace {
 
-// What a ghost needs from its owner; its flags are set on arrival (kGhost).
-const std::string kGhostFields[] = {"position", "velocity"};
-const std::string kGhostUpdateFields[] = {"density", "pressure"};
-// Fields every step writes before it reads them (the density and force passes): the cell sort
-// need not carry them.
-const std::string kRecomputedFields[] = {"acceleration", "density", "pressure"};
-
 Params make_params(const SphCase& c) {
   const auto& s = c.sph;
   Params p;
@@ -104,8 +97,12 @@ SphSolver::SphSolver(const WorkloadContext& context)
       pressure_(store_.add<float>("pressure")),
       id_(store_.add<std::int64_t>("id")),
       flags_(store_.add<std::uint8_t>("flags")),
+      ghost_fields_{store_.ref(pos_), store_.ref(vel_)},
+      ghost_update_fields_{store_.ref(rho_), store_.ref(pressure_)},
+      recomputed_fields_{store_.ref(acc_), store_.ref(rho_), store_.ref(pressure_)},
       record_neighbours_(expected_candidates(case_.sph) <= NeighbourRecord::kComfortableCandidates),
-      exchange_(context.ranks.comm) {
+      transport_(context.ranks.comm),
+      exchange_(transport_) {
   container_ = case_.boundary.has_tank ? case_.boundary.tank : config_.domain;
   // The tank's walls are impermeable. The boundary particles' pressure keeps the fluid off them;
   // a particle that a step still carries through a wall (a tank a few particles thin, a violent
@@ -287,7 +284,7 @@ BoundaryArrays SphSolver::wall_arrays() const {
 
 void SphSolver::build_neighbour_tables() {
   fluid_cells_.build(grid_, pos_, store_.size());
-  store_.permute(fluid_cells_.order(), kRecomputedFields);
+  store_.permute(fluid_cells_.order(), recomputed_fields_);
   exchange_.follow_permutation(fluid_cells_.order());
   if (!record_neighbours_) return;
   resize_per_particle(neighbour_words_, NeighbourRecord::kWords * store_.size());
@@ -323,7 +320,7 @@ double SphSolver::take_step() {
   }
   {
     auto t = timers_.scope("halo");
-    const std::size_t first_ghost = exchange_.send_ghosts(store_, pos_, kGhostFields);
+    const std::size_t first_ghost = exchange_.send_ghosts(store_, pos_, ghost_fields_);
     apron::fill(flags_.begin() + first_ghost, flags_.end(), std::uint8_t{kGhost});
   }
   {
@@ -336,7 +333,7 @@ double SphSolver::take_step() {
   }
   {
     auto t = timers_.scope("halo");
-    exchange_.update_ghosts(store_, kGhostUpdateFields);
+    exchange_.update_ghosts(store_, ghost_update_fields_);
   }
   {
     auto t = timers_.scope("forces");
@@ -486,9 +483,9 @@ void SphSolver::report_fields(Json& json) const {
                          "neighbour_record", "exchange", "scratch"};
   for (std::size_t k = 0; k < parts.size(); ++k) json.value(names[k], parts[k]);
   json.end_object();
-  json.value("halo_transport", exchange_.transport_name());
-  json.value("halo_bytes_sent", exchange_.transport_stats().bytes_sent);
-  json.value("halo_seconds", exchange_.transport_stats().seconds);
+  json.value("halo_transport", transport_.name());
+  json.value("halo_bytes_sent", transport_.stats().bytes_sent);
+  json.value("halo_seconds", transport_.stats().seconds);
 }
 
 WorkloadSpec sph_spec() {

@@ -103,6 +103,9 @@ class SphSolver final : public SteppingWorkload {
   DeviceVector<float>& pressure_;
   DeviceVector<std::int64_t>& id_;
   DeviceVector<std::uint8_t>& flags_;
+  // What a ghost needs from its owner (its flags are set on arrival), what the force pass reads
+  // of ghosts, and what every step writes before it reads it (the cell sort need not carry it).
+  const FieldRef ghost_fields_[2], ghost_update_fields_[2], recomputed_fields_[3];
 
   DeviceVector<Vec4> wall_pos_;
   CellList fluid_cells_, wall_cells_;
@@ -111,6 +114,7 @@ class SphSolver final : public SteppingWorkload {
   DeviceVector<std::uint8_t> neighbour_overflow_;
   bool record_neighbours_;  // false where most records would overflow (coarse cells, large h)
   GridSpec grid_;
+  Transport transport_;
   ParticleExchange exchange_;
 
   std::int64_t global_fluid_ = 0;

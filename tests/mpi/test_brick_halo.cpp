@@ -73,8 +73,10 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
     halo.plan(bricks, owner);
     ASSERT_EQ(halo.local_bricks(), bricks.size());
     ParticleStore store;
-    auto& field = store.add<double>("phi");
-    auto& mass = store.add<float>("mass");
+    const Field<double> phi_field = store.add<double>("phi");
+    const Field<float> mass_field = store.add<float>("mass");
+    DeviceVector<double>& field = phi_field;
+    DeviceVector<float>& mass = mass_field;
     store.resize(halo.total_voxels());
 
     // Interiors: the function of the global voxel; aprons and remote copies: garbage.
@@ -86,7 +88,7 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
             h[halo.voxel(bi, i, j, k)] =
                 phi({bricks[bi][0] * B + i, bricks[bi][1] * B + j, bricks[bi][2] * B + k});
     apron::copy(h.begin(), h.end(), field.begin());
-    const std::string fields[] = {"phi"};
+    const FieldRef fields[] = {phi_field};
     halo.fill(store, fields, background);
     apron::copy(field.begin(), field.end(), h.begin());
     std::size_t checked = 0, from_remote = 0;
@@ -124,7 +126,7 @@ TEST_P(BrickHaloTest, FillEveryApronVoxelAndReverseSum) {
                   bricks[bi]);
           }
     apron::copy(m.begin(), m.end(), mass.begin());
-    const std::string sum_fields[] = {"mass"};
+    const FieldRef sum_fields[] = {mass_field};
     halo.reverse_sum(store, sum_fields);
     std::vector<float> got(store.size());
     apron::copy(mass.begin(), mass.end(), got.begin());

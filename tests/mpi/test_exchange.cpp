@@ -66,9 +66,11 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   const auto initial = rank == 1 ? std::vector<Vec4>{} : scattered_points(rank, 2000);
 
   ParticleStore store;
-  auto& pos = store.add<Vec4>("position");
-  auto& id = store.add<std::int64_t>("id");
-  auto& value = store.add<float>("value");
+  const Field<Vec4> position = store.add<Vec4>("position");
+  DeviceVector<Vec4>& pos = position;
+  DeviceVector<std::int64_t>& id = store.add<std::int64_t>("id");
+  const Field<float> value_field = store.add<float>("value");
+  DeviceVector<float>& value = value_field;
   store.resize(initial.size());
   apron::copy(initial.begin(), initial.end(), pos.begin());
   std::vector<std::int64_t> ids(initial.size());
@@ -80,7 +82,8 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   const std::string method = GetParam();
   const Partition partition =
       method == "rcb" ? Partition::rcb(domain, comm, initial) : Partition::cartesian(domain, size);
-  ParticleExchange exchange(comm);
+  Transport transport(comm);
+  ParticleExchange exchange(transport);
   exchange.set_partition(partition, halo);
   exchange.migrate(store, pos);
 
@@ -105,7 +108,7 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   for (std::size_t i = 0; i < n_owned; ++i)
     values[i] = owned[i].x + 10 * owned[i].y + 100 * owned[i].z;
   apron::copy(values.begin(), values.end(), value.begin());
-  const std::string ghost_fields[] = {"position"};
+  const FieldRef ghost_fields[] = {position};
   const std::size_t first = exchange.send_ghosts(store, pos, ghost_fields);
   EXPECT_EQ(first, n_owned);
   std::vector<Vec4> ghosts(store.size() - first);
@@ -126,7 +129,7 @@ TEST_P(ExchangeTest, MigrationAndHaloMatchBruteForce) {
   apron::copy(host_order.begin(), host_order.end(), order.begin());
   store.permute(order);
   exchange.follow_permutation(order);
-  const std::string update_fields[] = {"value"};
+  const FieldRef update_fields[] = {value_field};
   exchange.update_ghosts(store, update_fields);
   std::vector<Vec4> after(store.size());
   std::vector<float> got(store.size());

@@ -78,17 +78,17 @@ std::int32_t ivalue(std::int64_t gid) {
 
 struct Rows {
   ParticleStore store;
-  DeviceVector<std::int64_t>* gid;
-  DeviceVector<float>* f;
-  DeviceVector<double>* d;
-  DeviceVector<Vec4>* v;
-  DeviceVector<std::int32_t>* i;
+  Field<std::int64_t> gid;
+  Field<float> f;
+  Field<double> d;
+  Field<Vec4> v;
+  Field<std::int32_t> i;
   Rows(int rank, int size) {
-    gid = &store.add<std::int64_t>("gid");
-    f = &store.add<float>("f");
-    d = &store.add<double>("d");
-    v = &store.add<Vec4>("v");
-    i = &store.add<std::int32_t>("i");
+    gid = store.add<std::int64_t>("gid");
+    f = store.add<float>("f");
+    d = store.add<double>("d");
+    v = store.add<Vec4>("v");
+    i = store.add<std::int32_t>("i");
     const std::size_t n = rows_on(rank, size);
     store.resize(n);
     std::vector<std::int64_t> g(n);
@@ -105,6 +105,7 @@ struct Rows {
     apron::copy(hv.begin(), hv.end(), v->begin());
     apron::copy(hi.begin(), hi.end(), i->begin());
   }
+  std::vector<FieldRef> all() const { return {gid, f, d, v, i}; }
 };
 
 // The exports of this rank's rows, in a shuffled order (the plan must group them itself).
@@ -124,8 +125,6 @@ void exports_of(int rank, int size, IndexVector& rows, DeviceVector<int>& ranks)
   rows = device(rs);
   ranks = device(ts);
 }
-
-const std::string kAll[] = {"gid", "f", "d", "v", "i"};
 
 class HaloPlanTest : public ::testing::TestWithParam<bool> {};  // peers given, or all-to-all
 
@@ -159,7 +158,7 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
   ASSERT_EQ(plan.import_total(), expected.size());
 
   // Gather: copies appended, every field equal to its owner's.
-  const std::size_t first = plan.gather(rows.store, kAll);
+  const std::size_t first = plan.gather(rows.store, rows.all());
   ASSERT_EQ(first, n);
   ASSERT_EQ(rows.store.size(), n + expected.size());
   {
@@ -187,7 +186,7 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
     for (std::size_t k = 0; k < n; ++k) f[k] = 3.0f * fvalue(g[k]) + 1, d[k] = -dvalue(g[k]);
     apron::copy(f.begin(), f.end(), rows.f->begin());
     apron::copy(d.begin(), d.end(), rows.d->begin());
-    const std::string fields[] = {"d", "f"};
+    const FieldRef fields[] = {rows.d, rows.f};
     plan.update(rows.store, fields);
     const auto f2 = host(*rows.f);
     const auto d2 = host(*rows.d);
@@ -223,8 +222,8 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
     apron::copy(d.begin(), d.end(), rows.d->begin());
     apron::copy(v.begin(), v.end(), rows.v->begin());
     apron::copy(i.begin(), i.end(), rows.i->begin());
-    const std::string fields[] = {"f", "d", "v", "i"};
-    plan.reverse_sum(rows.store, fields);
+    const FieldRef fields[] = {rows.f, rows.d, rows.v, rows.i};
+    plan.reverse(rows.store, fields, Reduction::sum);
 
     const auto all = all_gather(contributions, comm);
     std::map<std::int64_t, std::int64_t> sum, copies;
@@ -253,6 +252,50 @@ TEST_P(HaloPlanTest, GatherUpdateReverseSumMatchBruteForce) {
       EXPECT_GT(touched_total, 0);
     }
   }
+
+  // Reverse min and max, through the begin/finish halves: owners start from 500 and must end
+  // with the least (greatest) of that and their copies' contributions; the copies' values sent
+  // are taken at begin(), so a copy changed between the halves changes nothing.
+  for (const Reduction op : {Reduction::min, Reduction::max}) {
+    const auto g = host(*rows.gid);
+    std::vector<float> f(g.size(), 500.0f);
+    std::vector<Vec4> v(g.size(), Vec4{500, -500, 0, 0});
+    std::vector<std::int64_t> contributions;
+    for (std::size_t k = first; k < g.size(); ++k) {
+      const std::int64_t c = 3 * (g[k] % 300) + 7 * rank + static_cast<std::int64_t>(k - first);
+      f[k] = static_cast<float>(c);
+      v[k] = {static_cast<float>(c), static_cast<float>(-c), 0, 0};
+      contributions.push_back(g[k]);
+      contributions.push_back(c);
+    }
+    apron::copy(f.begin(), f.end(), rows.f->begin());
+    apron::copy(v.begin(), v.end(), rows.v->begin());
+    const FieldRef fields[] = {rows.f, rows.v};
+    plan.reverse_begin(rows.store, fields);
+    if (first < g.size()) apron::fill(rows.f->begin() + first, rows.f->end(), 1e9f);
+    plan.reverse_finish(rows.store, fields, op);
+    const auto all = all_gather(contributions, comm);
+    std::map<std::int64_t, std::pair<double, double>> range;  // the copies' least and greatest
+    for (std::size_t k = 0; k < all.size(); k += 2) {
+      const double c = static_cast<double>(all[k + 1]);
+      auto [at, fresh] = range.emplace(all[k], std::pair{c, c});
+      at->second = {std::min(at->second.first, c), std::max(at->second.second, c)};
+    }
+    const auto f2 = host(*rows.f);
+    const auto v2 = host(*rows.v);
+    const bool min = op == Reduction::min;
+    for (std::size_t k = 0; k < n; ++k) {
+      double x = 500, y = -500;  // y combines -c: its extreme comes from the other end
+      if (const auto at = range.find(g[k]); at != range.end()) {
+        const auto [lo, hi] = at->second;
+        x = min ? std::min(x, lo) : std::max(x, hi);
+        y = min ? std::min(y, -hi) : std::max(y, -lo);
+      }
+      ASSERT_EQ(f2[k], static_cast<float>(x)) << g[k];
+      ASSERT_EQ(v2[k].x, static_cast<float>(x)) << g[k];
+      ASSERT_EQ(v2[k].y, static_cast<float>(y)) << g[k];
+    }
+  }
 }
 
 TEST_P(HaloPlanTest, GatherIntoGivenSlotsAndFollowPermutation) {
@@ -279,7 +322,7 @@ TEST_P(HaloPlanTest, GatherIntoGivenSlotsAndFollowPermutation) {
   std::vector<std::uint32_t> slots(imports);
   for (std::size_t k = 0; k < imports; ++k)
     slots[k] = static_cast<std::uint32_t>(n + imports - 1 - k);
-  plan.gather_into(rows.store, kAll, device(slots));
+  plan.gather_into(rows.store, rows.all(), device(slots));
   auto g = host(*rows.gid);
   auto f = host(*rows.f);
   std::multiset<std::int64_t> got(g.begin() + n, g.end()), expected;
@@ -305,7 +348,7 @@ TEST_P(HaloPlanTest, GatherIntoGivenSlotsAndFollowPermutation) {
   const auto import_slots = host(plan.import_slots());
   for (auto s : import_slots) owned_f[s] = -12345;
   apron::copy(owned_f.begin(), owned_f.end(), rows.f->begin());
-  const std::string fields[] = {"f"};
+  const FieldRef fields[] = {rows.f};
   plan.update(rows.store, fields);
   f = host(*rows.f);
   for (std::size_t k = 0; k < g.size(); ++k) ASSERT_EQ(f[k], fvalue(g[k]) - 2) << k;
@@ -409,6 +452,21 @@ TEST(WeightedRcb, SkewedWeightsBalanceWithinFivePercent) {
   if (size > 1) {
     EXPECT_NE(weighted.subdomain(0).hi[0], plain.subdomain(0).hi[0]);
   }
+}
+
+// Halos take fields by the handles their store made: another store's handle, or an array that
+// is no field of the store, is a programming error caught at once.
+TEST(FieldHandles, AnotherStoresHandleIsRefused) {
+  ParticleStore a, b;
+  const Field<float> x = a.add<float>("x");
+  b.add<float>("x");
+  EXPECT_THROW(b.field(x), std::logic_error);
+  EXPECT_EQ(&a.field(x), &a.field(a.ref(*x)));
+  DeviceVector<float> loose;
+  EXPECT_THROW(a.ref(loose), std::logic_error);
+  // A moved store keeps its fields' handles.
+  ParticleStore c = std::move(a);
+  EXPECT_EQ(c.field(x).name(), "x");
 }
 
 }  // namespace

@@ -284,8 +284,8 @@ TEST(ParticleStoreTest, EraseKeepsEveryOtherParticleOnce) {
       everything};
   for (const auto& erased : cases) {
     ParticleStore store;
-    auto& id = store.add<std::int64_t>("id");
-    auto& twice = store.add<float>("twice");
+    DeviceVector<std::int64_t>& id = store.add<std::int64_t>("id");
+    DeviceVector<float>& twice = store.add<float>("twice");
     store.resize(n);
     std::vector<std::int64_t> ids(n);
     std::vector<float> values(n);
