@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
+#include "decomposition/conjugate_gradient.hpp"
 #include "decomposition/reductions.hpp"
 #include "kernels/common/algorithms.hpp"
 
@@ -56,11 +57,12 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
 }
 
-// Conjugate gradients on A v1 = b from v1 = v0, to |b - A v1| <= tolerance |b - A v0|. H is
-// indefinite under compression (the energy is not convex where the sheet buckles), but A = M' +
-// dt^2 H stays positive definite unless the step is longer than the buckling's time scale. Where a
-// direction has d . A d <= 0 all the same, the step along it uses the mass part of A alone and the
-// solve stops there, counted in the run report.
+// Conjugate gradients (decomposition/conjugate_gradient.hpp, no preconditioner) on A v1 = b from
+// v1 = v0, to |b - A v1| <= tolerance |b - A v0|. H is indefinite under compression (the energy
+// is not convex where the sheet buckles), but A = M' + dt^2 H stays positive definite unless the
+// step is longer than the buckling's time scale. Where a direction has d . A d <= 0 all the same
+// (the CG's breakdown), the step along it uses the mass part of A alone and the solve stops
+// there, counted in the run report.
 void ClothSolver::solve_implicit() {
   ImplicitWork& w = implicit_;
   const std::size_t rows = store_.size();
@@ -71,39 +73,44 @@ void ClothSolver::solve_implicit() {
                             [&](double scale) { return dot_fixed(a, b, owned_, scale); });
   };
   const FieldRef direction[] = {w.direction};
+  const auto product = [&](const Vectors& d, Vectors& q) {
+    halo_.gather(store_, direction);
+    implicit_product(d, q);
+  };
+  const auto update = [&](double alpha, const Vectors& d, const Vectors& q, Vectors& v,
+                          Vectors& r) {
+    axpy(alpha, d, v, owned_);
+    axpy(-alpha, q, r, owned_);
+  };
+  // d = r + beta d; the first, d = r, on every row (ghosts included: the halo refreshes them).
+  // (beta = 0 later means r = 0, and the solve stops before d is used again.)
+  const auto next_direction = [&](double beta, const Vectors& r, Vectors& d) {
+    if (beta == 0)
+      apron::copy(r.begin(), r.end(), d.begin());
+    else
+      xpby(r, beta, d, owned_);
+  };
 
   implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);
   apron::copy(velocity_->begin(), velocity_->end(), w.velocity.begin());  // ghosts included
   implicit_product(w.velocity, w.product);
   apron::copy(w.rhs.begin(), w.rhs.end(), w.residual.begin());
   axpy(-1, w.product, w.residual, owned_);
-  apron::copy(w.residual.begin(), w.residual.end(), w.direction->begin());
   // Relative to the first residual, b - A v0: the step's change of momentum. (Relative to b,
   // which the momentum M v0 dominates in motion, the solve would stop long before the forces
   // are resolved.)
-  double rr = global_dot(w.residual, w.residual);
-  const double target = case_.integrator.tolerance * case_.integrator.tolerance * rr;
-  long iterations = 0;
-  while (rr > target && iterations < case_.integrator.max_iterations) {
-    halo_.gather(store_, direction);
-    implicit_product(*w.direction, w.product);
-    ++iterations;
-    const double curvature = global_dot(*w.direction, w.product);
-    if (!(curvature > 0)) {  // A itself is not positive along d: dt^2 d.Hd < -d.M'd
-      const double inertia = reproducible_sum(
-          mass_dot_largest(system, *w.direction, owned_),
-          [&](double scale) { return mass_dot_fixed(system, *w.direction, owned_, scale); });
-      axpy(rr / inertia, *w.direction, w.velocity, owned_);
-      ++w.curvature_stops;
-      break;
-    }
-    const double alpha = rr / curvature;
-    axpy(alpha, *w.direction, w.velocity, owned_);
-    axpy(-alpha, w.product, w.residual, owned_);
-    const double next = global_dot(w.residual, w.residual);
-    xpby(w.residual, next / rr, *w.direction, owned_);
-    rr = next;
+  const CgResult cg = conjugate_gradient(
+      CgVectors<Vectors>{w.velocity, w.residual, w.residual, *w.direction, w.product}, product,
+      IdentityPreconditioner{}, global_dot, update, next_direction,
+      RelativeResidual{case_.integrator.tolerance}, case_.integrator.max_iterations);
+  if (cg.stop == CgStop::breakdown) {  // A itself is not positive along d: dt^2 d.Hd < -d.M'd
+    const double inertia = reproducible_sum(
+        mass_dot_largest(system, *w.direction, owned_),
+        [&](double scale) { return mass_dot_fixed(system, *w.direction, owned_, scale); });
+    axpy(cg.rz / inertia, *w.direction, w.velocity, owned_);
+    ++w.curvature_stops;
   }
+  const long iterations = cg.iterations;
   ++w.steps;
   w.iterations += iterations;
   w.most_iterations = std::max(w.most_iterations, iterations);

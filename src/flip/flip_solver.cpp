@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "config/yaml_reader.hpp"
+#include "decomposition/conjugate_gradient.hpp"
 #include "decomposition/reductions.hpp"
 #include "kernels/common/algorithms.hpp"
 #include "kernels/common/checksum.hpp"
@@ -464,12 +465,12 @@ void FlipSolver::particles_to_grid() {
   fill({marker_}, std::int32_t{kAir});
 }
 
-// Conjugate gradient on A s = -dx div u over the fluid voxels of every rank (float64 global dot
-// products). The residual r = b - A s = -dx div u after the update, so max |r| dt / dx is the
-// fraction of a voxel's volume the step would still create or destroy. Every check_every
-// iterations r is recomputed from s (residual replacement): the float32 recurrence drifts from
-// the true residual by more than a tight tolerance, and the check must hold for the field that
-// the particles then see.
+// Conjugate gradient (decomposition/conjugate_gradient.hpp) on A s = -dx div u over the fluid
+// voxels of every rank (float64 global dot products, each in its kernel's pass). The residual
+// r = b - A s = -dx div u after the update, so max |r| dt / dx is the fraction of a voxel's
+// volume the step would still create or destroy. Every check_every iterations r is recomputed
+// from s (residual replacement): the float32 recurrence drifts from the true residual by more
+// than a tight tolerance, and the check must hold for the field that the particles then see.
 void FlipSolver::project() {
   auto t = timers_.scope("pressure");
   const SlotGeometry g = geometry();
@@ -481,6 +482,19 @@ void FlipSolver::project() {
     const double rz =
         multigrid_ ? multigrid_->apply(r, z) : precondition(g, f.stencil, jacobi, r, z);
     return global_sum(ranks_.comm, rz);
+  };
+  // q = A d (d's apron filled), and the sum of d q over all ranks. A is positive definite on the
+  // fluid voxels: d q <= 0 (the CG's breakdown) means the float32 iteration has stagnated at its
+  // round-off floor; the true residual decides below.
+  const auto product_all = [&](const float* d, float* q) {
+    fill({direction_}, 0.0f);
+    return global_sum(ranks_.comm, apply_laplacian(g, f.stencil, d, q));
+  };
+  const auto update = [&](double alpha, const float* d, const float* q, float* x, float* r) {
+    cg_step(g, alpha, d, q, x, r);
+  };
+  const auto next_direction = [&](double beta, const float* z, float* d) {
+    cg_direction(g, beta, z, d);
   };
   const double to_residual = dt_ / case_.flip.voxel_size;  // |r| -> |div u| dt
   const double tolerance = pc.tolerance / to_residual;
@@ -502,27 +516,18 @@ void FlipSolver::project() {
   cg_direction(g, 0.0, b, r);  // r = b - A 0
   double residual = projection_.initial / to_residual;
   if (multigrid_) multigrid_->setup(g, f.stencil);
-  double rz = precondition_all(r, z);
-  cg_direction(g, 0.0, z, d);
-  int it = 0;
-  while (residual >= tolerance && rz > 0) {
-    if (it == pc.max_iterations) break;
-    ++it;
-    fill({direction_}, 0.0f);
-    const double dq = global_sum(comm, apply_laplacian(g, f.stencil, d, q));
-    // A is positive definite on the fluid voxels: dq <= 0 means the float32 iteration has
-    // stagnated at its round-off floor; the true residual decides below.
-    if (!(dq > 0)) break;
-    const double alpha = rz / dq;
-    cg_step(g, alpha, d, q, x, r);
-    if (it % pc.check_every == 0 || it == pc.max_iterations) {
-      residual = true_residual();
-      if (residual < tolerance) break;
-    }
-    const double rz_next = precondition_all(r, z);
-    cg_direction(g, rz_next / rz, z, d);
-    rz = rz_next;
-  }
+  // Converged when r, recomputed from x every check_every iterations and at the last, is below
+  // the tolerance.
+  CgRule rule{[&](double) { return !(residual >= tolerance); },
+              [&](long it) {
+                if (it % pc.check_every != 0 && it != pc.max_iterations) return false;
+                residual = true_residual();
+                return residual < tolerance;
+              }};
+  const CgResult cg =
+      conjugate_gradient(CgVectors<float*>{x, r, z, d, q}, product_all, precondition_all,
+                         FusedDots{}, update, next_direction, rule, pc.max_iterations);
+  const int it = static_cast<int>(cg.iterations);
   if (it % pc.check_every != 0) {  // stopped between checks: measure what it reached
     residual = true_residual();
   }
