@@ -87,7 +87,9 @@ class FlipSolver final : public SteppingWorkload {
   void maybe_rebalance();    // collective
   void adopt(const Partition& partition, const std::vector<Vec4>& pos, const std::vector<Vec4>& vel,
              const std::vector<std::int64_t>& id);
-  void set_partition(const Partition& snapped);
+  void set_partition(const Partition& partition);  // cut on brick planes (snapped)
+  // RCB boxes cut on brick planes, so that a brick lies in one box.
+  Partition snapped(const Partition& p) const;
   std::vector<std::uint8_t> brick_flags();  // collective
   void update_topology(bool rebuild);       // collective
   void replan();                            // collective
