@@ -439,6 +439,7 @@ CHECKS = [
     *[unit_test(f"test_{t}", ranks=(1, 2, 3, 4))
       for t in ("exchange", "halo_plan", "brick_halo", "mesh_halo")],
     unit_test("test_particle_output", ranks=(1, 2, 3)),
+    unit_test("test_conjugate_gradient", ranks=(1, 2, 3)),
     unit_test("test_planes", "--gtest_filter=Ranks.*", ranks=(1, 2, 3, 4), name="test_planes-ranks"),
     unit_test("test_flip", ranks=(2,), gpus=2, name="test_flip-np2"),
     Check("sph-ranks-agree", "SPH dam break on 1-4 ranks (and the 27-cell search) agree", sph_ranks_agree),
