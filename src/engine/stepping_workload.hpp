@@ -11,7 +11,8 @@
 //   diagnostics_row()  the values of its columns now (collective);
 //   write_series()     this output step's visual files (collective);
 //   save_state()       its rows of each declared table, and its scalars;
-//   restore()          the state from a checkpoint's rows (each rank's share, checked).
+//   restore()          the state from a checkpoint's rows (each rank's share, checked);
+//   report_fields()    its members of the run report (the core adds the last diagnostics row).
 #pragma once
 
 #include <functional>
