@@ -81,7 +81,7 @@ io::CheckpointState SavedState::finish(io::CheckpointHeader header) {
     state_.keep.push_back(boxes);
   }
   header.scalars.insert(scalars_.begin(), scalars_.end());
-  header.seed = state_.header.seed;
+  header.seed = seed_;
   state_.header = std::move(header);
   return std::move(state_);
 }
@@ -124,9 +124,12 @@ void LoadedState::read(const TableSpec& spec, const Box& domain) {
   t.share = io::share_of(checkpoint_, spec.name);
   t.total = info.rows;
   same_ranks_ = same_ranks_ && t.share.own_rows;
+  // The first fault as one number, (row * columns + column) * 4 + fault, so that the lowest over
+  // all ranks names its row and column at once.
+  const std::uint64_t columns = spec.columns.size();
   std::uint64_t first_fault = std::numeric_limits<std::uint64_t>::max();
-  std::string fault_column;
-  for (const ColumnSpec& c : spec.columns) {
+  for (std::uint64_t k = 0; k < columns; ++k) {
+    const ColumnSpec& c = spec.columns[k];
     const auto stored = std::find_if(info.columns.begin(), info.columns.end(),
                                      [&](const io::DatasetInfo& d) { return d.name == c.name; });
     if (stored == info.columns.end())
@@ -143,26 +146,18 @@ void LoadedState::read(const TableSpec& spec, const Box& domain) {
     checkpoint_.read(spec.name, c.name, c.type, t.share.first, t.share.count, bytes.data());
     for (std::uint64_t row = 0; row < t.share.count; ++row)
       if (const Fault f = row_fault(c, bytes.data() + row * width, domain)) {
-        const std::uint64_t code = 4 * (t.share.first + row) + f;
-        if (code < first_fault) first_fault = code, fault_column = c.name;
+        first_fault = std::min(first_fault, ((t.share.first + row) * columns + k) * 4 + f);
         break;
       }
   }
-  // Which column: the rank that holds the lowest bad row says (all ranks then say the same).
   std::uint64_t lowest = first_fault;
   MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_UINT64_T, MPI_MIN, checkpoint_.comm());
   if (lowest == std::numeric_limits<std::uint64_t>::max()) return;
-  const int mine = lowest == first_fault ? io::rank_of(checkpoint_.comm()) : -1;
-  int teller = mine;
-  MPI_Allreduce(MPI_IN_PLACE, &teller, 1, MPI_INT, MPI_MAX, checkpoint_.comm());
-  unsigned long length = fault_column.size();
-  MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, teller, checkpoint_.comm());
-  fault_column.resize(length);
-  MPI_Bcast(fault_column.data(), static_cast<int>(length), MPI_CHAR, teller, checkpoint_.comm());
+  const std::uint64_t row = lowest / 4 / columns, column = lowest / 4 % columns;
   const std::string what = lowest % 4 == kNotFinite ? "a value that is not finite"
                                                     : "a position outside the case's domain";
-  throw std::runtime_error(where_ + ": column '" + fault_column + "' of " + table + ", row " +
-                           std::to_string(lowest / 4) + ": " + what + ": it is damaged");
+  throw std::runtime_error(where_ + ": column '" + spec.columns[column].name + "' of " + table +
+                           ", row " + std::to_string(row) + ": " + what + ": it is damaged");
 }
 
 const Partition& LoadedState::saved_partition() const {

@@ -62,7 +62,7 @@ class SavedState {
   // The partition the rows were cut by ("partition": one row of lo, hi per rank).
   void partition(const Partition& partition);
   void keep(std::shared_ptr<const void> owner) { state_.keep.push_back(std::move(owner)); }
-  void seed(std::uint64_t seed) { state_.header.seed = seed; }
+  void seed(std::uint64_t seed) { seed_ = seed; }
   // The state as io/ writes it; every declared table must have been given its rows.
   io::CheckpointState finish(io::CheckpointHeader header);
 
@@ -70,6 +70,7 @@ class SavedState {
   const std::vector<TableSpec>& tables_;
   std::map<std::string, double> scalars_;
   std::vector<double> partition_;
+  std::uint64_t seed_ = 0;
   io::CheckpointState state_;
 };
 
@@ -88,7 +89,6 @@ class LoadedState {
   // This rank's rows of a column as values of T, which must be one row wide.
   template <class T>
   std::vector<T> column(const std::string& table, const std::string& name) const;
-  const io::TableShare& share(const std::string& table) const { return find(table).share; }
   std::uint64_t total_rows(const std::string& table) const { return find(table).total; }
   // True when the checkpoint was written by as many ranks as read it: every rank holds the rows
   // it wrote, in its order, and the saved partition applies.
