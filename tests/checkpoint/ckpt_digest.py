@@ -2,6 +2,7 @@
 
 Tests use it to forge checkpoints that pass the checksum but hold values out of range, to check
 that the range checks refuse them (reseal_dataset: a dataset's own checksum too). `python3 ckpt_digest.py FILE` prints stored and computed."""
+import shutil
 import struct
 import sys
 
@@ -114,6 +115,18 @@ def reseal(path):
     """Rewrites the header checksum of a (forged) checkpoint so that it matches again."""
     with h5py.File(path, "r+") as f:
         f.attrs["header_checksum"] = np.uint64(digest(f))
+
+
+def forge(source, path, change):
+    """Copies checkpoint `source` to `path`, applies change(h5py.File) there and reseals it: the
+    dataset change returns (its own checksum too), or the header alone when it returns None."""
+    shutil.copy(source, path)
+    with h5py.File(path, "r+") as f:
+        dataset = change(f)
+    if dataset:
+        reseal_dataset(path, dataset)
+    else:
+        reseal(path)
 
 
 if __name__ == "__main__":

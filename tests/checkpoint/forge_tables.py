@@ -124,13 +124,7 @@ def main():
         forged_dir = f"{a.work}/forged_{k}"
         os.makedirs(f"{forged_dir}/checkpoints")
         forged = f"{forged_dir}/checkpoints/checkpoint_000000001.h5"
-        shutil.copy(good, forged)
-        with h5py.File(forged, "r+") as f:
-            resealed = forge(f)
-        if resealed:
-            ckpt_digest.reseal_dataset(forged, resealed)
-        else:
-            ckpt_digest.reseal(forged)
+        ckpt_digest.forge(good, forged, forge)
         for ranks in (1, 2):
             done = run(ranks, forged_dir, "--restart", forged)
             text = done.stdout + done.stderr
