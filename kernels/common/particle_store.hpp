@@ -107,7 +107,6 @@ template <class T>
 class Field : public FieldRef {
  public:
   Field() = default;
-  DeviceVector<T>& data() const { return *data_; }
   DeviceVector<T>& operator*() const { return *data_; }
   DeviceVector<T>* operator->() const { return data_; }
   operator DeviceVector<T>&() const { return *data_; }  // NOLINT: a field is its array
