@@ -91,6 +91,14 @@ APRON_HD inline float norm2(Vec3 a) {
   return dot(a, a);
 }
 // Squared distance between the xyz parts of two points.
+APRON_HD inline Vec3 cross(Vec3 a, Vec3 b) {
+  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
+}
+// a / |a|, or zero for a zero vector.
+APRON_HD inline Vec3 normalized(Vec3 a) {
+  const float n2 = norm2(a);
+  return n2 > 0 ? (1.0f / sqrtf(n2)) * a : Vec3{0, 0, 0};
+}
 APRON_HD inline float distance2(const Vec4& a, const Vec4& b) {
   return norm2(xyz(a) - xyz(b));
 }

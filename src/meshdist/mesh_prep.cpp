@@ -196,9 +196,9 @@ void PreparedMesh::upload(DeviceArena& arena) {
   apron::copy(staging_.data(), staging_.data() + layout.soup, device_iterator(block));
   vertices = {reinterpret_cast<const Vec4*>(block + layout.vertices), nv};
   device_cumulative_area = {reinterpret_cast<const double*>(block + layout.areas), nc / 3};
-  soup =
-      gather_corners(vertices, {reinterpret_cast<const std::uint32_t*>(block + layout.corners), nc},
-                     {reinterpret_cast<Vec4*>(block + layout.soup), nc});
+  soup = surface::gather_corners(
+      vertices, {reinterpret_cast<const std::uint32_t*>(block + layout.corners), nc},
+      {reinterpret_cast<Vec4*>(block + layout.soup), nc});
 }
 
 void PreparedMesh::upload() {
@@ -206,10 +206,10 @@ void PreparedMesh::upload() {
   upload(own_);
 }
 
-GridGeometry PreparedMesh::grid_geometry(double cell_factor) const {
-  GridOptions options;
+surface::GridGeometry PreparedMesh::grid_geometry(double cell_factor) const {
+  surface::GridOptions options;
   options.cell_factor = cell_factor;
-  return choose_grid(lo, hi, area, host.triangles.size(), options);
+  return surface::choose_grid(lo, hi, area, host.triangles.size(), options);
 }
 
 }  // namespace apron::meshdist

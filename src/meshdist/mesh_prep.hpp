@@ -61,7 +61,7 @@ struct PreparedMesh {
   std::size_t device_bytes() const;
   void upload(DeviceArena& arena);
   void upload();
-  GridGeometry grid_geometry(double cell_factor) const;
+  surface::GridGeometry grid_geometry(double cell_factor) const;
 
  private:
   void stage();

@@ -12,7 +12,7 @@
 #include "decomposition/reductions.hpp"
 #include "io/mesh_output.hpp"
 #include "kernels/common/algorithms.hpp"
-#include "kernels/meshdist/geometry.hpp"
+#include "kernels/surface/triangle_geometry.hpp"
 #include "runtime/json.hpp"
 
 namespace apron::meshdist {
@@ -186,7 +186,7 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
                  source.device_cumulative_area, md.seed, first, samples);
   }
   if (md.search == "grid") {
-    TriangleGrid& grid = grids_[&target == a_.get() ? 0 : 1];
+    surface::TriangleGrid& grid = grids_[&target == a_.get() ? 0 : 1];
     {
       auto t = timers_.scope("grid");
       r.grid = target.grid_geometry(md.cell_factor);
@@ -197,7 +197,7 @@ DirectionResult MeshDistance::measure(const char* name, PreparedMesh& source,
     grid.nearest(target.soup, samples, distance_.first(n), triangle_.first(n), order_);
   } else {
     auto t = timers_.scope("search");
-    nearest_brute_force(target.soup, samples, distance_.first(n), triangle_.first(n));
+    surface::nearest_brute_force(target.soup, samples, distance_.first(n), triangle_.first(n));
   }
   auto t = timers_.scope("reduce");
   const DistanceStats local = reduce_distances(distance_.first(n), first);
@@ -250,7 +250,8 @@ void MeshDistance::finish_result(DirectionResult& r, const PreparedMesh& source,
     const int tri = read_element(triangle_, i);
     const auto& t = target.host.triangles[tri];
     auto corner = [&](int k) { return target.local_vertex(t[k]); };  // the device's corners
-    const auto q = frame_.world(closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2)));
+    const auto q =
+        frame_.world(surface::closest_point_on_triangle(xyz(p), corner(0), corner(1), corner(2)));
     const auto s = frame_.world(xyz(p));
     const double values[7] = {s[0], s[1], s[2], q[0], q[1], q[2], static_cast<double>(tri)};
     std::copy(values, values + 7, where);

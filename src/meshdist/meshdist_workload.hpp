@@ -33,7 +33,7 @@ struct DirectionResult {
   double bin_width = 0;
   std::vector<long long> histogram;
   std::vector<float> vertex_error;  // rank 0: error at every source vertex (vertex sampling)
-  GridGeometry grid;                // in the frame's units
+  surface::GridGeometry grid;       // in the frame's units
   std::size_t grid_pairs = 0;
   double seconds = 0;  // grid + sampling + search + reduction (the last repetition)
 
@@ -86,8 +86,8 @@ class MeshDistance final : public Workload {
   DeviceSpan<int> triangle_;
   // The grid over each target mesh (a, b): each keeps its size from one analysis to the next;
   // the search order of the samples, sized with the arena for both directions.
-  std::array<TriangleGrid, 2> grids_;
-  SampleOrder order_;
+  std::array<surface::TriangleGrid, 2> grids_;
+  surface::SampleOrder order_;
 };
 
 // The workload's entry in the registry (src/workloads.cpp).

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "kernels/common/algorithms.hpp"
-#include "kernels/meshdist/geometry.hpp"
 #include "kernels/meshdist/meshdist_kernels.hpp"
+#include "kernels/surface/triangle_geometry.hpp"
 #include "meshdist/mesh_prep.hpp"
 
 namespace apron::meshdist {
@@ -102,9 +102,9 @@ Distances measure(const DeviceVector<Vec4>& samples, PreparedMesh& target, bool 
   DeviceVector<float> distance;
   DeviceVector<int> triangle;
   if (brute_force) {
-    nearest_brute_force(target.soup, samples, distance, triangle);
+    surface::nearest_brute_force(target.soup, samples, distance, triangle);
   } else {
-    TriangleGrid grid;
+    surface::TriangleGrid grid;
     grid.build(target.soup, target.grid_geometry(2.0));
     grid.nearest(target.soup, samples, distance, triangle);
   }
@@ -134,7 +134,7 @@ Distances grid_distances(PreparedMesh& source, PreparedMesh& target, std::uint64
 TEST(MeshDistance, ClosestPointRegions) {
   const Vec3 a{0, 0, 0}, b{1, 0, 0}, c{0, 1, 0};
   auto check = [&](Vec3 p, Vec3 expected) {
-    const Vec3 q = closest_point_on_triangle(p, a, b, c);
+    const Vec3 q = surface::closest_point_on_triangle(p, a, b, c);
     EXPECT_NEAR(q.x, expected.x, 1e-7);
     EXPECT_NEAR(q.y, expected.y, 1e-7);
     EXPECT_NEAR(q.z, expected.z, 1e-7);
@@ -146,7 +146,7 @@ TEST(MeshDistance, ClosestPointRegions) {
   check({0.5f, -1, 0}, {0.5f, 0, 0});       // edge ab
   check({-1, 0.25f, 0}, {0, 0.25f, 0});     // edge ac
   check({1, 1, 0}, {0.5f, 0.5f, 0});        // edge bc
-  EXPECT_FLOAT_EQ(distance2_to_triangle({0.2f, 0.2f, 3}, a, b, c), 9.0f);
+  EXPECT_FLOAT_EQ(surface::distance2_to_triangle({0.2f, 0.2f, 3}, a, b, c), 9.0f);
 }
 
 void expect_grid_matches_brute_force(PreparedMesh& source, PreparedMesh& target,
@@ -191,7 +191,7 @@ TEST(MeshDistance, CoarseGridGivesTheSameAnswer) {
   const DeviceVector<Vec4> samples = sample(a, 4000);
   DeviceVector<float> fine_d, coarse_d;
   DeviceVector<int> fine_t, coarse_t;
-  TriangleGrid fine, coarse;
+  surface::TriangleGrid fine, coarse;
   fine.build(b.soup, b.grid_geometry(0.5));
   coarse.build(b.soup, b.grid_geometry(20));
   fine.nearest(b.soup, samples, fine_d, fine_t);

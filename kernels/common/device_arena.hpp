@@ -15,7 +15,7 @@
 #include "kernels/common/algorithms.hpp"
 #include "kernels/common/backend.hpp"
 
-namespace apron::meshdist {
+namespace apron {
 
 // A device array owned elsewhere (a part of a DeviceArena, or a DeviceVector): where and how long.
 template <class T>
@@ -132,4 +132,4 @@ class DeviceArena {
   std::size_t capacity_ = 0, used_ = 0;
 };
 
-}  // namespace apron::meshdist
+}  // namespace apron

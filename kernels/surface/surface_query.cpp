@@ -1,0 +1,382 @@
+#include "kernels/surface/surface_query.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/common/algorithms.hpp"
+#include "kernels/surface/shell_search.hpp"
+
+namespace apron::surface {
+namespace {
+
+// ---- Topology (host, once per mesh) ----------------------------------------------------------
+
+struct EdgeUse {
+  std::uint32_t first_corner = 0;  // 3t + e of the first triangle along the edge
+  std::uint32_t uses = 0;
+  bool first_forward = false;  // whether it runs from the lower vertex index to the higher
+  bool flipped = false;
+};
+
+struct Adjacency {
+  SurfaceTopology topology;
+  std::vector<int> edge_neighbour;
+  std::vector<std::uint32_t> vertex_first, vertex_corners;
+};
+
+Adjacency adjacency_of(const HostSurface& mesh) {
+  const std::size_t nt = mesh.triangles.size(), nv = mesh.vertices.size();
+  Adjacency adj;
+  adj.edge_neighbour.assign(3 * nt, -1);
+  std::unordered_map<std::uint64_t, EdgeUse> edges;
+  edges.reserve(3 * nt);
+  for (std::uint32_t t = 0; t < nt; ++t)
+    for (std::uint32_t e = 0; e < 3; ++e) {
+      const std::uint32_t a = mesh.triangles[t][e], b = mesh.triangles[t][(e + 1) % 3];
+      const std::uint64_t key = (std::uint64_t{std::min(a, b)} << 32) | std::max(a, b);
+      EdgeUse& use = edges[key];
+      if (use.uses == 0) {
+        use.first_corner = 3 * t + e;
+        use.first_forward = a < b;
+      } else if (use.uses == 1) {
+        adj.edge_neighbour[3 * t + e] = static_cast<int>(use.first_corner / 3);
+        adj.edge_neighbour[use.first_corner] = static_cast<int>(t);
+        use.flipped = use.first_forward == (a < b);
+      }
+      ++use.uses;
+    }
+  SurfaceTopology& top = adj.topology;
+  top.edges = edges.size();
+  for (const auto& [key, use] : edges) {
+    const auto a = static_cast<std::uint32_t>(key >> 32), b = static_cast<std::uint32_t>(key);
+    std::size_t* count = use.uses == 1  ? &top.boundary_edges
+                         : use.uses > 2 ? &top.nonmanifold_edges
+                         : use.flipped  ? &top.flipped_edges
+                                        : nullptr;
+    if (!count) continue;
+    if (top.boundary_edges + top.nonmanifold_edges + top.flipped_edges == 0)
+      top.first_bad_edge = {a, b};
+    ++*count;
+  }
+  // Corners around each vertex, by a counting sort.
+  adj.vertex_first.assign(nv + 1, 0);
+  for (const auto& tri : mesh.triangles)
+    for (std::uint32_t v : tri) ++adj.vertex_first[v + 1];
+  for (std::size_t v = 0; v < nv; ++v) adj.vertex_first[v + 1] += adj.vertex_first[v];
+  adj.vertex_corners.resize(3 * nt);
+  std::vector<std::uint32_t> fill(adj.vertex_first.begin(), adj.vertex_first.end() - 1);
+  for (std::uint32_t t = 0; t < nt; ++t)
+    for (std::uint32_t k = 0; k < 3; ++k)
+      adj.vertex_corners[fill[mesh.triangles[t][k]]++] = 3 * t + k;
+  return adj;
+}
+
+template <class T>
+void upload(const std::vector<T>& host, DeviceVector<T>& device) {
+  device.resize(host.size());
+  if (!host.empty()) detail::copy_to_device(host.data(), host.size(), raw(device));
+}
+
+// ---- Pseudonormals (device, after every build or refit) --------------------------------------
+
+struct FaceNormals {
+  const Vec4* corners;
+  Vec4* normal;
+  APRON_HD void operator()(std::size_t t) const {
+    const Vec3 a = xyz(corners[3 * t]), b = xyz(corners[3 * t + 1]), c = xyz(corners[3 * t + 2]);
+    normal[t] = with_w(normalized(cross(b - a, c - a)), 0);
+  }
+};
+
+// An edge's pseudonormal: the sum of its two faces' normals (one face at an open edge).
+struct EdgeNormals {
+  const Vec4* face_normal;
+  const int* neighbour;
+  Vec4* normal;
+  APRON_HD void operator()(std::size_t edge) const {
+    const Vec3 own = xyz(face_normal[edge / 3]);
+    const int other = neighbour[edge];
+    normal[edge] = with_w(normalized(own + (other >= 0 ? xyz(face_normal[other]) : own)), 0);
+  }
+};
+
+// A vertex's pseudonormal: its faces' normals weighted by their angles at the vertex.
+struct VertexNormals {
+  const Vec4* corners;
+  const Vec4* face_normal;
+  const std::uint32_t* first;
+  const std::uint32_t* around;
+  Vec4* normal;
+  APRON_HD void operator()(std::size_t v) const {
+    Vec3 sum{0, 0, 0};
+    for (std::uint32_t i = first[v]; i < first[v + 1]; ++i) {
+      const std::uint32_t corner = around[i], t = corner / 3, k = corner % 3;
+      const Vec3 p = xyz(corners[corner]);
+      const Vec3 u = xyz(corners[3 * t + (k + 1) % 3]) - p,
+                 w = xyz(corners[3 * t + (k + 2) % 3]) - p;
+      const float angle = atan2f(sqrtf(norm2(cross(u, w))), dot(u, w));
+      sum += angle * xyz(face_normal[t]);
+    }
+    normal[v] = with_w(normalized(sum), 0);
+  }
+};
+
+struct Bounds {
+  float lo[3], hi[3];
+};
+struct BoundsOfVertex {
+  const Vec4* vertices;
+  APRON_HD Bounds operator()(std::size_t i) const {
+    const Vec4 p = vertices[i];
+    return {{p.x, p.y, p.z}, {p.x, p.y, p.z}};
+  }
+};
+struct CombineBounds {
+  APRON_HD Bounds operator()(const Bounds& a, const Bounds& b) const {
+    Bounds out;
+    for (int d = 0; d < 3; ++d) {
+      out.lo[d] = fminf(a.lo[d], b.lo[d]);
+      out.hi[d] = fmaxf(a.hi[d], b.hi[d]);
+    }
+    return out;
+  }
+};
+
+// ---- Queries ---------------------------------------------------------------------------------
+
+// Everything a closest-point query reads.
+struct ClosestFeature {
+  ShellSearch search;
+  const std::uint32_t* corner_vertex;
+  const Vec4* face_normal;
+  const Vec4* edge_normal;
+  const Vec4* vertex_normal;
+
+  APRON_HD Vec3 pseudonormal(int t, int feature) const {
+    if (feature == kFace) return xyz(face_normal[t]);
+    if (is_edge(feature)) return xyz(edge_normal[3 * t + (feature - kEdgeAB)]);
+    return xyz(vertex_normal[corner_vertex[3 * t + feature]]);
+  }
+
+  APRON_HD SurfaceHit operator()(Vec3 p, float radius2) const {
+    const Nearest n = search.within(p, {radius2, kNoTriangle});
+    if (n.triangle == kNoTriangle) return {{p.x, p.y, p.z, kInfinity}, {0, 0, 0, 0}, -1, kFace};
+    const int t = n.triangle;
+    const Vec3 a = xyz(search.corners[3 * t]);
+    const Vec3 ap = p - a;
+    int feature = kFace;
+    const Vec3 offset = closest_offset_on_triangle(ap, xyz(search.corners[3 * t + 1]) - a,
+                                                   xyz(search.corners[3 * t + 2]) - a, feature);
+    const Vec3 normal = pseudonormal(t, feature);
+    const Vec3 away = ap - offset;
+    const float distance = sqrtf(norm2(away));
+    const float sign = dot(away, normal) < 0 ? -1.0f : 1.0f;
+    return {with_w(a + offset, sign * distance), with_w(normal, 0), t, feature};
+  }
+};
+
+struct ClosestOfPoints {
+  ClosestFeature query;
+  const Vec4* points;
+  float radius2;
+  SurfaceHit* out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = query(xyz(points[i]), radius2); }
+};
+
+struct InsideOfPoints {
+  ClosestFeature query;
+  const Vec4* points;
+  std::uint8_t* out;
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] = query(xyz(points[i]), kInfinity).point.w < 0 ? 1 : 0;
+  }
+};
+
+// Amanatides & Woo's walk through the grid's cells along each ray, testing the triangles of each
+// cell, until the nearest hit so far lies before the next cell.
+struct RayWalk {
+  GridGeometry g;
+  const Vec4* corners;
+  const std::uint32_t* cell_start;
+  const std::uint32_t* cell_triangles;
+  const Vec4* origins;
+  const Vec4* directions;
+  float t_max;
+  RayHit* out;
+
+  APRON_HD void visit(int cell, Vec3 o, Vec3 d, RayHit& best) const {
+    for (std::uint32_t n = cell_start[cell]; n < cell_start[cell + 1]; ++n) {
+      const int t = static_cast<int>(cell_triangles[n]);
+      const float s =
+          ray_triangle(o, d, xyz(corners[3 * t]), xyz(corners[3 * t + 1]), xyz(corners[3 * t + 2]));
+      if (s >= 0 && s <= t_max && (s < best.t || (s == best.t && t < best.triangle))) best = {s, t};
+    }
+  }
+
+  APRON_HD void operator()(std::size_t i) const {
+    const Vec3 o = xyz(origins[i]), d = xyz(directions[i]);
+    RayHit best{kInfinity, -1};
+    const float q[3] = {o.x, o.y, o.z}, v[3] = {d.x, d.y, d.z};
+    float enter = 0, leave = t_max;
+    for (int a = 0; a < 3; ++a) {  // clip to the grid's box
+      const float lo = g.origin[a] - g.margin, hi = g.origin[a] + g.dims[a] * g.cell + g.margin;
+      if (v[a] == 0) {
+        if (q[a] < lo || q[a] > hi) enter = kInfinity;
+        continue;
+      }
+      float t0 = (lo - q[a]) / v[a], t1 = (hi - q[a]) / v[a];
+      if (t0 > t1) {
+        const float s = t0;
+        t0 = t1;
+        t1 = s;
+      }
+      enter = fmaxf(enter, t0);
+      leave = fminf(leave, t1);
+    }
+    if (!(enter <= leave)) {
+      out[i] = best;
+      return;
+    }
+    int c[3], step[3];
+    float next[3], delta[3];
+    for (int a = 0; a < 3; ++a) {
+      c[a] = g.coord(q[a] + enter * v[a], a);
+      step[a] = v[a] > 0 ? 1 : -1;
+      delta[a] = v[a] != 0 ? g.cell / fabsf(v[a]) : kInfinity;
+      const float boundary = g.origin[a] + (c[a] + (v[a] > 0 ? 1 : 0)) * g.cell;
+      next[a] = v[a] != 0 ? (boundary - q[a]) / v[a] : kInfinity;
+    }
+    const float slack = g.margin / sqrtf(norm2(d));
+    for (;;) {
+      visit(static_cast<int>(g.linear(c[0], c[1], c[2])), o, d, best);
+      const int a =
+          next[0] <= next[1] ? (next[0] <= next[2] ? 0 : 2) : (next[1] <= next[2] ? 1 : 2);
+      if (best.t <= next[a] + slack || next[a] > leave) break;
+      c[a] += step[a];
+      if (c[a] < 0 || c[a] >= g.dims[a]) break;
+      next[a] += delta[a];
+    }
+    out[i] = best;
+  }
+};
+
+void check_sizes(std::size_t queries, std::size_t outputs, const char* what) {
+  if (outputs < queries)
+    throw std::invalid_argument(std::string("SurfaceQuery::") + what +
+                                ": fewer outputs than queries");
+}
+
+}  // namespace
+
+SurfaceMeasures measure(const HostSurface& mesh) {
+  SurfaceMeasures m;
+  m.lo = {HUGE_VAL, HUGE_VAL, HUGE_VAL};
+  m.hi = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  for (const auto& v : mesh.vertices)
+    for (int d = 0; d < 3; ++d) {
+      m.lo[d] = std::min(m.lo[d], v[d]);
+      m.hi[d] = std::max(m.hi[d], v[d]);
+    }
+  for (const auto& t : mesh.triangles) {
+    const auto &a = mesh.vertices[t[0]], &b = mesh.vertices[t[1]], &c = mesh.vertices[t[2]];
+    const double u[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
+    const double w[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+    const double n[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2],
+                         u[0] * w[1] - u[1] * w[0]};
+    m.area += 0.5 * std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    // The tetrahedron (origin, a, b, c): a . (b x c) / 6, summed over the faces.
+    m.signed_volume += (a[0] * (b[1] * c[2] - b[2] * c[1]) + a[1] * (b[2] * c[0] - b[0] * c[2]) +
+                        a[2] * (b[0] * c[1] - b[1] * c[0])) /
+                       6;
+  }
+  return m;
+}
+
+void SurfaceQuery::build(const HostSurface& mesh, const GridOptions& options) {
+  if (mesh.triangles.empty()) throw std::invalid_argument("SurfaceQuery: a mesh without triangles");
+  for (const auto& t : mesh.triangles)
+    for (std::uint32_t v : t)
+      if (v >= mesh.vertices.size())
+        throw std::invalid_argument("SurfaceQuery: a triangle names vertex " + std::to_string(v) +
+                                    " of " + std::to_string(mesh.vertices.size()));
+  options_ = options;
+  area_ = measure(mesh).area;
+  Adjacency adj = adjacency_of(mesh);
+  topology_ = adj.topology;
+  std::vector<Vec4> vertices(mesh.vertices.size());
+  for (std::size_t i = 0; i < vertices.size(); ++i)
+    vertices[i] = {static_cast<float>(mesh.vertices[i][0]), static_cast<float>(mesh.vertices[i][1]),
+                   static_cast<float>(mesh.vertices[i][2]), 0};
+  std::vector<std::uint32_t> corner_vertex(3 * mesh.triangles.size());
+  for (std::size_t t = 0; t < mesh.triangles.size(); ++t)
+    for (int k = 0; k < 3; ++k) corner_vertex[3 * t + k] = mesh.triangles[t][k];
+  upload(corner_vertex, corner_vertex_);
+  upload(adj.edge_neighbour, edge_neighbour_);
+  upload(adj.vertex_first, vertex_first_);
+  upload(adj.vertex_corners, vertex_corners_);
+  DeviceVector<Vec4> device_vertices;
+  upload(vertices, device_vertices);
+  refit(device_vertices);
+}
+
+void SurfaceQuery::refit(DeviceSpan<const Vec4> vertices) {
+  if (vertices.size() != vertex_count() && !vertices_.empty())
+    throw std::invalid_argument("SurfaceQuery::refit: " + std::to_string(vertices.size()) +
+                                " vertices for a mesh of " + std::to_string(vertex_count()));
+  const std::size_t nv = vertices.size(), nt = corner_vertex_.size() / 3;
+  if (vertices.data() != raw(vertices_)) {
+    vertices_.resize(nv);
+    copy_n(device_iterator(vertices.data()), nv, device_iterator(raw(vertices_)));
+  }
+  corners_.resize(3 * nt);
+  gather_corners(vertices_, corner_vertex_, DeviceSpan<Vec4>(raw(corners_), corners_.size()));
+  compute_normals();
+  const Bounds empty{{kInfinity, kInfinity, kInfinity}, {-kInfinity, -kInfinity, -kInfinity}};
+  const Bounds b = transform_reduce(nv, BoundsOfVertex{raw(vertices_)}, empty, CombineBounds{});
+  const double lo[3] = {b.lo[0], b.lo[1], b.lo[2]}, hi[3] = {b.hi[0], b.hi[1], b.hi[2]};
+  grid_.build(soup(), choose_grid(lo, hi, area_, nt, options_));
+}
+
+void SurfaceQuery::compute_normals() {
+  const std::size_t nt = corner_vertex_.size() / 3, nv = vertices_.size();
+  face_normal_.resize(nt);
+  edge_normal_.resize(3 * nt);
+  vertex_normal_.resize(nv);
+  for_each_index(nt, FaceNormals{raw(corners_), raw(face_normal_)});
+  for_each_index(3 * nt, EdgeNormals{raw(face_normal_), raw(edge_neighbour_), raw(edge_normal_)});
+  for_each_index(nv, VertexNormals{raw(corners_), raw(face_normal_), raw(vertex_first_),
+                                   raw(vertex_corners_), raw(vertex_normal_)});
+}
+
+void SurfaceQuery::closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit> out) const {
+  closest_within(points, kInfinity, out);
+}
+
+void SurfaceQuery::closest_within(DeviceSpan<const Vec4> points, float radius,
+                                  DeviceSpan<SurfaceHit> out) const {
+  check_sizes(points.size(), out.size(), "closest");
+  const ClosestFeature query{shell_search(grid_, soup()), raw(corner_vertex_), raw(face_normal_),
+                             raw(edge_normal_), raw(vertex_normal_)};
+  for_each_index(points.size(), ClosestOfPoints{query, points.data(), radius * radius, out.data()});
+}
+
+void SurfaceQuery::inside(DeviceSpan<const Vec4> points, DeviceSpan<std::uint8_t> out) const {
+  check_sizes(points.size(), out.size(), "inside");
+  const ClosestFeature query{shell_search(grid_, soup()), raw(corner_vertex_), raw(face_normal_),
+                             raw(edge_normal_), raw(vertex_normal_)};
+  for_each_index(points.size(), InsideOfPoints{query, points.data(), out.data()});
+}
+
+void SurfaceQuery::ray_hits(DeviceSpan<const Vec4> origins, DeviceSpan<const Vec4> directions,
+                            float t_max, DeviceSpan<RayHit> out) const {
+  check_sizes(origins.size(), out.size(), "ray_hits");
+  check_sizes(origins.size(), directions.size(), "ray_hits");
+  for_each_index(origins.size(), RayWalk{grid_.geometry(), raw(corners_), grid_.cell_start(),
+                                         grid_.cell_triangles(), origins.data(), directions.data(),
+                                         t_max, out.data()});
+}
+
+}  // namespace apron::surface
