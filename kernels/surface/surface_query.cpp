@@ -4,75 +4,12 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 
 #include "kernels/common/algorithms.hpp"
 #include "kernels/surface/shell_search.hpp"
 
 namespace apron::surface {
 namespace {
-
-// ---- Topology (host, once per mesh) ----------------------------------------------------------
-
-struct EdgeUse {
-  std::uint32_t first_corner = 0;  // 3t + e of the first triangle along the edge
-  std::uint32_t uses = 0;
-  bool first_forward = false;  // whether it runs from the lower vertex index to the higher
-  bool flipped = false;
-};
-
-struct Adjacency {
-  SurfaceTopology topology;
-  std::vector<int> edge_neighbour;
-  std::vector<std::uint32_t> vertex_first, vertex_corners;
-};
-
-Adjacency adjacency_of(const HostSurface& mesh) {
-  const std::size_t nt = mesh.triangles.size(), nv = mesh.vertices.size();
-  Adjacency adj;
-  adj.edge_neighbour.assign(3 * nt, -1);
-  std::unordered_map<std::uint64_t, EdgeUse> edges;
-  edges.reserve(3 * nt);
-  for (std::uint32_t t = 0; t < nt; ++t)
-    for (std::uint32_t e = 0; e < 3; ++e) {
-      const std::uint32_t a = mesh.triangles[t][e], b = mesh.triangles[t][(e + 1) % 3];
-      const std::uint64_t key = (std::uint64_t{std::min(a, b)} << 32) | std::max(a, b);
-      EdgeUse& use = edges[key];
-      if (use.uses == 0) {
-        use.first_corner = 3 * t + e;
-        use.first_forward = a < b;
-      } else if (use.uses == 1) {
-        adj.edge_neighbour[3 * t + e] = static_cast<int>(use.first_corner / 3);
-        adj.edge_neighbour[use.first_corner] = static_cast<int>(t);
-        use.flipped = use.first_forward == (a < b);
-      }
-      ++use.uses;
-    }
-  SurfaceTopology& top = adj.topology;
-  top.edges = edges.size();
-  for (const auto& [key, use] : edges) {
-    const auto a = static_cast<std::uint32_t>(key >> 32), b = static_cast<std::uint32_t>(key);
-    std::size_t* count = use.uses == 1  ? &top.boundary_edges
-                         : use.uses > 2 ? &top.nonmanifold_edges
-                         : use.flipped  ? &top.flipped_edges
-                                        : nullptr;
-    if (!count) continue;
-    if (top.boundary_edges + top.nonmanifold_edges + top.flipped_edges == 0)
-      top.first_bad_edge = {a, b};
-    ++*count;
-  }
-  // Corners around each vertex, by a counting sort.
-  adj.vertex_first.assign(nv + 1, 0);
-  for (const auto& tri : mesh.triangles)
-    for (std::uint32_t v : tri) ++adj.vertex_first[v + 1];
-  for (std::size_t v = 0; v < nv; ++v) adj.vertex_first[v + 1] += adj.vertex_first[v];
-  adj.vertex_corners.resize(3 * nt);
-  std::vector<std::uint32_t> fill(adj.vertex_first.begin(), adj.vertex_first.end() - 1);
-  for (std::uint32_t t = 0; t < nt; ++t)
-    for (std::uint32_t k = 0; k < 3; ++k)
-      adj.vertex_corners[fill[mesh.triangles[t][k]]++] = 3 * t + k;
-  return adj;
-}
 
 template <class T>
 void upload(const std::vector<T>& host, DeviceVector<T>& device) {
@@ -271,30 +208,6 @@ void check_sizes(std::size_t queries, std::size_t outputs, const char* what) {
 
 }  // namespace
 
-SurfaceMeasures measure(const HostSurface& mesh) {
-  SurfaceMeasures m;
-  m.lo = {HUGE_VAL, HUGE_VAL, HUGE_VAL};
-  m.hi = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
-  for (const auto& v : mesh.vertices)
-    for (int d = 0; d < 3; ++d) {
-      m.lo[d] = std::min(m.lo[d], v[d]);
-      m.hi[d] = std::max(m.hi[d], v[d]);
-    }
-  for (const auto& t : mesh.triangles) {
-    const auto &a = mesh.vertices[t[0]], &b = mesh.vertices[t[1]], &c = mesh.vertices[t[2]];
-    const double u[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
-    const double w[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
-    const double n[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2],
-                         u[0] * w[1] - u[1] * w[0]};
-    m.area += 0.5 * std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
-    // The tetrahedron (origin, a, b, c): a . (b x c) / 6, summed over the faces.
-    m.signed_volume += (a[0] * (b[1] * c[2] - b[2] * c[1]) + a[1] * (b[2] * c[0] - b[0] * c[2]) +
-                        a[2] * (b[0] * c[1] - b[1] * c[0])) /
-                       6;
-  }
-  return m;
-}
-
 void SurfaceQuery::build(const HostSurface& mesh, const GridOptions& options) {
   if (mesh.triangles.empty()) throw std::invalid_argument("SurfaceQuery: a mesh without triangles");
   for (const auto& t : mesh.triangles)
@@ -304,7 +217,7 @@ void SurfaceQuery::build(const HostSurface& mesh, const GridOptions& options) {
                                     " of " + std::to_string(mesh.vertices.size()));
   options_ = options;
   area_ = measure(mesh).area;
-  Adjacency adj = adjacency_of(mesh);
+  Adjacency adj = adjacency(mesh);
   topology_ = adj.topology;
   std::vector<Vec4> vertices(mesh.vertices.size());
   for (std::size_t i = 0; i < vertices.size(); ++i)

@@ -14,45 +14,16 @@
 // and its search is the one meshdist was tuned on.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/common/backend.hpp"
 #include "kernels/common/device_arena.hpp"
 #include "kernels/common/vec.hpp"
+#include "kernels/surface/host_surface.hpp"
 #include "kernels/surface/triangle_grid.hpp"
 
 namespace apron::surface {
-
-// A mesh as the host hands it over: shared vertices (welded) and triangles of vertex indices.
-struct HostSurface {
-  std::vector<std::array<double, 3>> vertices;
-  std::vector<std::array<std::uint32_t, 3>> triangles;
-};
-
-// What the edges say about a mesh: closed and consistently oriented when every edge joins
-// exactly two triangles that run along it in opposite directions.
-struct SurfaceTopology {
-  std::size_t edges = 0;
-  std::size_t boundary_edges = 0;     // one triangle: an open mesh (a flume without a lid)
-  std::size_t nonmanifold_edges = 0;  // three or more triangles
-  std::size_t flipped_edges = 0;      // two triangles running the same way: inconsistent winding
-  std::array<std::uint32_t, 2> first_bad_edge{0, 0};  // its vertices, for messages
-  bool closed() const {
-    return boundary_edges == 0 && nonmanifold_edges == 0 && flipped_edges == 0;
-  }
-};
-
-// Float64 facts of a mesh, on the host: the volume it encloses (negative when its normals point
-// inwards) and its bounds.
-struct SurfaceMeasures {
-  double signed_volume = 0;
-  double area = 0;
-  std::array<double, 3> lo{}, hi{};
-};
-SurfaceMeasures measure(const HostSurface& mesh);
 
 // The answer for one query point. point.w is the signed distance; normal is the unit
 // pseudonormal of the feature (TriangleFeature) of triangle `triangle` that holds the point.
