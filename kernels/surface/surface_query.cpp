@@ -6,10 +6,25 @@
 #include <string>
 
 #include "kernels/common/algorithms.hpp"
-#include "kernels/surface/shell_search.hpp"
 
 namespace apron::surface {
 namespace {
+
+// Per triangle, bit f set where feature f lies on an open edge (an edge of one triangle, or a
+// vertex of one): there the surface ends, and a point beyond it is on neither side.
+std::vector<std::uint8_t> open_features_of(const HostSurface& mesh, const Adjacency& adj) {
+  std::vector<std::uint8_t> open_vertex(mesh.vertices.size(), 0), mask(mesh.triangles.size(), 0);
+  for (std::size_t t = 0; t < mesh.triangles.size(); ++t)
+    for (int e = 0; e < 3; ++e)
+      if (adj.edge_neighbour[3 * t + e] < 0) {
+        mask[t] |= std::uint8_t(1u << (kEdgeAB + e));
+        open_vertex[mesh.triangles[t][e]] = open_vertex[mesh.triangles[t][(e + 1) % 3]] = 1;
+      }
+  for (std::size_t t = 0; t < mesh.triangles.size(); ++t)
+    for (int k = 0; k < 3; ++k)
+      if (open_vertex[mesh.triangles[t][k]]) mask[t] |= std::uint8_t(1u << (kVertexA + k));
+  return mask;
+}
 
 template <class T>
 void upload(const std::vector<T>& host, DeviceVector<T>& device) {
@@ -84,51 +99,20 @@ struct CombineBounds {
 
 // ---- Queries ---------------------------------------------------------------------------------
 
-// Everything a closest-point query reads.
-struct ClosestFeature {
-  ShellSearch search;
-  const std::uint32_t* corner_vertex;
-  const Vec4* face_normal;
-  const Vec4* edge_normal;
-  const Vec4* vertex_normal;
-
-  APRON_HD Vec3 pseudonormal(int t, int feature) const {
-    if (feature == kFace) return xyz(face_normal[t]);
-    if (is_edge(feature)) return xyz(edge_normal[3 * t + (feature - kEdgeAB)]);
-    return xyz(vertex_normal[corner_vertex[3 * t + feature]]);
-  }
-
-  APRON_HD SurfaceHit operator()(Vec3 p, float radius2) const {
-    const Nearest n = search.within(p, {radius2, kNoTriangle});
-    if (n.triangle == kNoTriangle) return {{p.x, p.y, p.z, kInfinity}, {0, 0, 0, 0}, -1, kFace};
-    const int t = n.triangle;
-    const Vec3 a = xyz(search.corners[3 * t]);
-    const Vec3 ap = p - a;
-    int feature = kFace;
-    const Vec3 offset = closest_offset_on_triangle(ap, xyz(search.corners[3 * t + 1]) - a,
-                                                   xyz(search.corners[3 * t + 2]) - a, feature);
-    const Vec3 normal = pseudonormal(t, feature);
-    const Vec3 away = ap - offset;
-    const float distance = sqrtf(norm2(away));
-    const float sign = dot(away, normal) < 0 ? -1.0f : 1.0f;
-    return {with_w(a + offset, sign * distance), with_w(normal, 0), t, feature};
-  }
-};
-
 struct ClosestOfPoints {
-  ClosestFeature query;
+  SurfaceView query;
   const Vec4* points;
   float radius2;
   SurfaceHit* out;
-  APRON_HD void operator()(std::size_t i) const { out[i] = query(xyz(points[i]), radius2); }
+  APRON_HD void operator()(std::size_t i) const { out[i] = query.closest(xyz(points[i]), radius2); }
 };
 
 struct InsideOfPoints {
-  ClosestFeature query;
+  SurfaceView query;
   const Vec4* points;
   std::uint8_t* out;
   APRON_HD void operator()(std::size_t i) const {
-    out[i] = query(xyz(points[i]), kInfinity).point.w < 0 ? 1 : 0;
+    out[i] = query.closest(xyz(points[i]), kInfinity).point.w < 0 ? 1 : 0;
   }
 };
 
@@ -230,6 +214,7 @@ void SurfaceQuery::build(const HostSurface& mesh, const GridOptions& options) {
   upload(adj.edge_neighbour, edge_neighbour_);
   upload(adj.vertex_first, vertex_first_);
   upload(adj.vertex_corners, vertex_corners_);
+  upload(open_features_of(mesh, adj), open_features_);
   DeviceVector<Vec4> device_vertices;
   upload(vertices, device_vertices);
   refit(device_vertices);
@@ -264,6 +249,11 @@ void SurfaceQuery::compute_normals() {
                                    raw(vertex_corners_), raw(vertex_normal_)});
 }
 
+SurfaceView SurfaceQuery::view() const {
+  return {shell_search(grid_, soup()), raw(corner_vertex_), raw(face_normal_),
+          raw(edge_normal_),           raw(vertex_normal_), raw(open_features_)};
+}
+
 void SurfaceQuery::closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit> out) const {
   closest_within(points, kInfinity, out);
 }
@@ -271,15 +261,13 @@ void SurfaceQuery::closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit>
 void SurfaceQuery::closest_within(DeviceSpan<const Vec4> points, float radius,
                                   DeviceSpan<SurfaceHit> out) const {
   check_sizes(points.size(), out.size(), "closest");
-  const ClosestFeature query{shell_search(grid_, soup()), raw(corner_vertex_), raw(face_normal_),
-                             raw(edge_normal_), raw(vertex_normal_)};
+  const SurfaceView query = view();
   for_each_index(points.size(), ClosestOfPoints{query, points.data(), radius * radius, out.data()});
 }
 
 void SurfaceQuery::inside(DeviceSpan<const Vec4> points, DeviceSpan<std::uint8_t> out) const {
   check_sizes(points.size(), out.size(), "inside");
-  const ClosestFeature query{shell_search(grid_, soup()), raw(corner_vertex_), raw(face_normal_),
-                             raw(edge_normal_), raw(vertex_normal_)};
+  const SurfaceView query = view();
   for_each_index(points.size(), InsideOfPoints{query, points.data(), out.data()});
 }
 

@@ -21,6 +21,7 @@
 #include "kernels/common/device_arena.hpp"
 #include "kernels/common/vec.hpp"
 #include "kernels/surface/host_surface.hpp"
+#include "kernels/surface/shell_search.hpp"
 #include "kernels/surface/triangle_grid.hpp"
 
 namespace apron::surface {
@@ -42,6 +43,45 @@ struct RayHit {
   int triangle;
 };
 
+// What a kernel needs to ask where the surface is: SurfaceQuery::view() of a built service, valid
+// until its next build or refit. Device code calls closest() per point.
+struct SurfaceView {
+  ShellSearch search;
+  const std::uint32_t* corner_vertex;
+  const Vec4* face_normal;
+  const Vec4* edge_normal;
+  const Vec4* vertex_normal;
+  const std::uint8_t* open_features;  // per triangle, bit f: feature f lies on an open edge
+
+  APRON_HD Vec3 pseudonormal(int t, int feature) const {
+    if (feature == kFace) return xyz(face_normal[t]);
+    if (is_edge(feature)) return xyz(edge_normal[3 * t + (feature - kEdgeAB)]);
+    return xyz(vertex_normal[corner_vertex[3 * t + feature]]);
+  }
+
+  APRON_HD bool on_open_edge(const SurfaceHit& hit) const {
+    return (open_features[hit.triangle] >> hit.feature) & 1;
+  }
+
+  // The closest point of the surface to p closer than sqrt(radius2) (kInfinity: any), with its
+  // triangle, feature, pseudonormal and signed distance (SurfaceHit); triangle -1 if none.
+  APRON_HD SurfaceHit closest(Vec3 p, float radius2) const {
+    const Nearest n = search.within(p, {radius2, kNoTriangle});
+    if (n.triangle == kNoTriangle) return {{p.x, p.y, p.z, kInfinity}, {0, 0, 0, 0}, -1, kFace};
+    const int t = n.triangle;
+    const Vec3 a = xyz(search.corners[3 * t]);
+    const Vec3 ap = p - a;
+    int feature = kFace;
+    const Vec3 offset = closest_offset_on_triangle(ap, xyz(search.corners[3 * t + 1]) - a,
+                                                   xyz(search.corners[3 * t + 2]) - a, feature);
+    const Vec3 normal = pseudonormal(t, feature);
+    const Vec3 away = ap - offset;
+    const float distance = sqrtf(norm2(away));
+    const float sign = dot(away, normal) < 0 ? -1.0f : 1.0f;
+    return {with_w(a + offset, sign * distance), with_w(normal, 0), t, feature};
+  }
+};
+
 class SurfaceQuery {
  public:
   // Uploads the mesh, finds its edge topology, computes its pseudonormals and builds the grid.
@@ -56,6 +96,8 @@ class SurfaceQuery {
   const TriangleGrid& grid() const { return grid_; }
   TriangleSoup soup() const { return {DeviceSpan<const Vec4>(corners_)}; }
   DeviceSpan<const Vec4> vertices() const { return vertices_; }
+
+  SurfaceView view() const;
 
   // Closest point, triangle, feature, pseudonormal and signed distance of every point.
   void closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit> out) const;
@@ -86,6 +128,7 @@ class SurfaceQuery {
   DeviceVector<Vec4> face_normal_;              // unit, per triangle
   DeviceVector<Vec4> edge_normal_;              // unit, 3 per triangle
   DeviceVector<Vec4> vertex_normal_;            // unit, per vertex
+  DeviceVector<std::uint8_t> open_features_;    // per triangle: SurfaceView::open_features
   TriangleGrid grid_;
 };
 
