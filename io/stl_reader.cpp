@@ -147,7 +147,7 @@ class AsciiStl {
                             ": a 4th vertex in the facet begun at line " +
                             std::to_string(facet_line) +
                             "; an STL facet is a triangle (3 vertices): triangulate the polygon");
-      add_corner(out, w.line, corners++);
+      add_corner(out, w.line, facet_line, corners++);
     }
     if (corners != 3)
       throw MeshReadError(line_place(file_, line_) + ": the facet begun at line " +
@@ -156,9 +156,9 @@ class AsciiStl {
     expect("endfacet", facet_line);
   }
 
-  void add_corner(Facets& out, std::size_t line, int corner) {
+  void add_corner(Facets& out, std::size_t line, std::size_t facet_line, int corner) {
     Point p;
-    for (double& c : p) number(next_in(line), c);
+    for (double& c : p) number(next_in(facet_line), c);
     if (!detail::coordinates_ok(p[0], p[1], p[2]))
       detail::throw_bad_coordinates(
           p[0], p[1], p[2], line_place(file_, line),
