@@ -336,9 +336,9 @@ class Welder {
 // rule, applied after welding: a facet whose corners weld together has no area left).
 TriangleMesh build(const Facets& facets, const fs::path& file, const MeshReadOptions& options) {
   if (facets.corners.empty())
-    throw MeshReadError(file.string() + ": the mesh is empty (" +
-                        std::to_string(facets.solid_names.size()) +
-                        " solids, no facets): no triangle to measure against");
+    throw MeshReadError(file.string() +
+                        ": the mesh is empty (its solids hold no facets): no triangle to "
+                        "measure against");
   const Box box = bounds_of(facets.corners);
   Welder welder(box, std::max(options.weld_absolute, options.weld_relative * box.diagonal()),
                 facets.corners.size());
@@ -481,6 +481,12 @@ TriangleMesh read_stl(const fs::path& file, const MeshReadOptions& options) {
                         "STL) and has " +
                         std::to_string(size) +
                         " bytes, fewer than a binary STL's 84-byte header and count");
+  if (first_binary_byte(prefix) == std::string::npos)  // text, but not "solid": e.g. an OBJ
+    throw MeshReadError(byte_place(file, kHeaderBytes) +
+                        ": not an STL file: it is text but does not begin with 'solid' (ascii "
+                        "STL), and read as binary STL its triangle count here (" +
+                        std::to_string(count) + ") does not match its " + std::to_string(size) +
+                        " bytes (84 + 50 per triangle)");
   throw_size_mismatch(file, size, count,
                       "or not an STL file at all: ascii STL begins with 'solid', this does not");
 }

@@ -443,8 +443,12 @@ TEST_F(MeshReader, StlMalformedBinary) {
   std::memcpy(inf.data() + 84 + 12, &infinite, 4);
   expect_error(write("inf.stl", inf), ": byte offset 96", "not a finite number");
   // Not STL at all: text that does not begin with "solid", long or shorter than a header.
-  expect_error(write("obj.stl", std::string(kObj) + kObj), ": byte offset",
-               "or not an STL file at all: ascii STL begins with 'solid'");
+  expect_error(write("obj.stl", std::string(kObj) + kObj), ": byte offset 80",
+               "not an STL file: it is text but does not begin with 'solid'");
+  std::string noise = cube;  // binary, but not "solid" and not the count's size
+  noise[0] = '\x7f';
+  expect_error(write("noise.stl", noise + "xy"), ": byte offset 684",
+               "2 bytes follow the last triangle");
   expect_error(write("short.stl", "v 0 0 0\n"), ": not an STL file", "fewer than a binary STL's");
   expect_error(write("bin.stl", "solid x\n\x01\x02"), ": byte offset 8", "not an STL file");
 }
@@ -478,7 +482,7 @@ TEST_F(MeshReader, StlMalformedAscii) {
   expect_error(write("word2.stl", head + "vertex 0 one 0\n" + tail),
                ":6:", "'one' is not a number");
   expect_error(write("none.stl", "solid nothing\nendsolid nothing\n"), ": the mesh is empty",
-               "no facets");
+               "its solids hold no facets");
   expect_error(write("mem.stl", head + "vertex 0 1 0\n" + tail), ": reading this STL needs",
                "split the mesh", {.available_bytes = 100});
   expect_error(write("tol.stl", head + "vertex 0 1 0\n" + tail), ": the weld tolerances",
