@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -487,6 +488,62 @@ TEST_F(MeshReader, StlMalformedAscii) {
                "split the mesh", {.available_bytes = 100});
   expect_error(write("tol.stl", head + "vertex 0 1 0\n" + tail), ": the weld tolerances",
                "finite and >= 0", {.weld_relative = -1});
+}
+
+// The meshes the SPH cases use (inputs/meshes/make_stl.py): the dam break's tank, closed and
+// open-topped, and the L-shaped obstacle on its floor. Closed means every edge has two
+// triangles, wound against each other; outward means a positive signed volume.
+struct EdgeCount {
+  std::size_t unpaired = 0;  // edges with one triangle (an open mesh's rim)
+  bool consistent = true;    // no edge met twice in the same direction
+};
+EdgeCount edges_of(const TriangleMesh& m) {
+  std::map<std::pair<std::uint32_t, std::uint32_t>, int> directed;
+  for (const auto& t : m.triangles)
+    for (int k = 0; k < 3; ++k) ++directed[{t[k], t[(k + 1) % 3]}];
+  EdgeCount out;
+  for (const auto& [edge, n] : directed) {
+    if (n != 1) out.consistent = false;
+    if (!directed.count({edge.second, edge.first})) ++out.unpaired;
+  }
+  return out;
+}
+double signed_volume(const TriangleMesh& m) {
+  double v = 0;
+  for (const auto& t : m.triangles) {
+    const Point &a = m.vertices[t[0]], &b = m.vertices[t[1]], &c = m.vertices[t[2]];
+    v += a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0]) +
+         a[2] * (b[0] * c[1] - b[1] * c[0]);
+  }
+  return v / 6;
+}
+
+TEST_F(MeshReader, StlShippedMeshes) {
+  const fs::path dir = fs::path(APRON_INPUTS_DIR) / "meshes";
+  const double tank_volume = 0.584 * 0.0438 * 0.365;  // inputs/dam_break.yaml, boundary.tank
+  const TriangleMesh tank = read_mesh(dir / "dam_break_tank.stl");
+  EXPECT_EQ(tank.vertices.size(), 8u);
+  EXPECT_EQ(tank.triangles.size(), 12u);
+  EXPECT_EQ(edges_of(tank).unpaired, 0u);
+  EXPECT_TRUE(edges_of(tank).consistent);
+  EXPECT_NEAR(signed_volume(tank), tank_volume, 1e-9 * tank_volume);
+  const TriangleMesh open = read_mesh(dir / "dam_break_tank_open.stl");
+  EXPECT_EQ(open.vertices.size(), 8u);
+  EXPECT_EQ(open.triangles.size(), 10u);
+  EXPECT_EQ(edges_of(open).unpaired, 4u);  // the rim at the top
+  EXPECT_TRUE(edges_of(open).consistent);
+  const TriangleMesh block = read_mesh(dir / "l_block.stl");
+  EXPECT_EQ(block.vertices.size(), 12u);
+  EXPECT_EQ(block.triangles.size(), 20u);
+  EXPECT_EQ(edges_of(block).unpaired, 0u);
+  EXPECT_TRUE(edges_of(block).consistent);
+  const double l_volume = (0.1 * 0.03 + 0.03 * 0.07) * 0.0438;
+  EXPECT_NEAR(signed_volume(block), l_volume, 1e-6 * l_volume);
+  for (const Point& p : block.vertices)  // on the tank's floor, inside it
+    for (int d = 0; d < 3; ++d) {
+      EXPECT_GE(p[d], 0.0);
+      EXPECT_LE(p[d], tank.vertices[7][d]);
+    }
 }
 
 // ---- point clouds ----
