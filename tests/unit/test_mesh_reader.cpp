@@ -520,7 +520,7 @@ double signed_volume(const TriangleMesh& m) {
 
 TEST_F(MeshReader, StlShippedMeshes) {
   const fs::path dir = fs::path(APRON_INPUTS_DIR) / "meshes";
-  const double tank_volume = 0.584 * 0.0438 * 0.365;  // inputs/dam_break.yaml, boundary.tank
+  const double tank_volume = 0.584 * 0.0438 * 0.365;  // inputs/dam_break.yaml's boundary.tank
   const TriangleMesh tank = read_mesh(dir / "dam_break_tank.stl");
   EXPECT_EQ(tank.vertices.size(), 8u);
   EXPECT_EQ(tank.triangles.size(), 12u);
@@ -539,11 +539,16 @@ TEST_F(MeshReader, StlShippedMeshes) {
   EXPECT_TRUE(edges_of(block).consistent);
   const double l_volume = (0.1 * 0.03 + 0.03 * 0.07) * 0.0438;
   EXPECT_NEAR(signed_volume(block), l_volume, 1e-6 * l_volume);
-  for (const Point& p : block.vertices)  // on the tank's floor, inside it
-    for (int d = 0; d < 3; ++d) {
-      EXPECT_GE(p[d], 0.0);
-      EXPECT_LE(p[d], tank.vertices[7][d]);
-    }
+  const Point tank_hi = {0.584, 0.0438, 0.365};
+  Point lo = block.vertices[0], hi = lo;
+  for (const Point& p : block.vertices)
+    for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], p[d]), hi[d] = std::max(hi[d], p[d]);
+  EXPECT_EQ(lo[2], 0.0);  // on the floor, spanning the tank's y, inside it in x
+  EXPECT_EQ(lo[1], 0.0);
+  EXPECT_EQ(hi[1], tank_hi[1]);
+  EXPECT_GT(lo[0], 0.146);  // downstream of the water column
+  EXPECT_LT(hi[0], tank_hi[0]);
+  EXPECT_LT(hi[2], tank_hi[2]);
 }
 
 // ---- point clouds ----
