@@ -340,8 +340,11 @@ TriangleMesh build(const Facets& facets, const fs::path& file, const MeshReadOpt
                         ": the mesh is empty (its solids hold no facets): no triangle to "
                         "measure against");
   const Box box = bounds_of(facets.corners);
-  Welder welder(box, std::max(options.weld_absolute, options.weld_relative * box.diagonal()),
-                facets.corners.size());
+  // A tolerance beyond the diagonal reaches every corner, as the diagonal does: clamped, the grid
+  // arithmetic stays finite.
+  const double tolerance = std::min(
+      box.diagonal(), std::max(options.weld_absolute, options.weld_relative * box.diagonal()));
+  Welder welder(box, tolerance, facets.corners.size());
   std::vector<std::uint32_t> vertex_of(facets.corners.size());
   for (std::size_t c = 0; c < facets.corners.size(); ++c)
     vertex_of[c] = welder.add(facets.corners[c]);
