@@ -377,6 +377,9 @@ TEST_F(MeshReader, StlWelding) {
   EXPECT_EQ(exact.vertices.size(), 36u);
   EXPECT_EQ(exact.welded_vertices, 0u);
   EXPECT_EQ(read_mesh(file, {.weld_relative = 0, .weld_absolute = 1e-7}).vertices.size(), 8u);
+  // A tolerance wider than the mesh welds every corner into one: nothing left.
+  expect_error(file, ": the mesh is empty", "12 zero-area triangles skipped",
+               {.weld_absolute = 1e308});
   // A facet whose corners weld together has no area left: skipped and counted, or kept.
   std::vector<Corners> sliver = cube_facets();
   sliver.push_back({{{0.5, -1, 2}, {0.5 + 1e-9, -1, 2}, {2.5, 2, 6}}});
