@@ -1,5 +1,7 @@
 #include "io/mesh_reader.hpp"
 
+#include "io/mesh_reader_detail.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -12,9 +14,10 @@
 #include <string_view>
 
 namespace apron::io {
-namespace {
 
 namespace fs = std::filesystem;
+
+namespace detail {
 
 std::string read_whole_file(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -44,6 +47,101 @@ std::vector<std::string_view> split_words(std::string_view line) {
   return words;
 }
 
+// The device computes in float: a coordinate beyond its range would become infinite there.
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+
+bool coordinates_ok(double x, double y, double z) {
+  return std::fabs(x) <= kFloatMax && std::fabs(y) <= kFloatMax && std::fabs(z) <= kFloatMax;
+}
+
+void throw_bad_coordinates(double x, double y, double z, const std::string& place,
+                           const std::string& what) {
+  if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z))
+    throw MeshReadError(place + ": " + what +
+                        " has a coordinate that is not a finite number (NaN or infinity)");
+  throw MeshReadError(place + ": " + what +
+                      " has a coordinate beyond the float range (3.4e38) apron computes in; "
+                      "rescale the mesh");
+}
+
+MeshBuilder::MeshBuilder(fs::path file, const MeshReadOptions& options)
+    : file_(std::move(file)), options_(options) {}
+
+void MeshBuilder::add_vertex(double x, double y, double z, const std::string& place) {
+  if (!coordinates_ok(x, y, z))
+    throw_bad_coordinates(x, y, z, place, "vertex " + std::to_string(mesh_.vertices.size()));
+  mesh_.vertices.push_back({x, y, z});
+}
+
+void MeshBuilder::add_polygon(const std::vector<long long>& indices, const std::string& place,
+                              std::size_t vertex_total) {
+  if (indices.size() < 3)
+    throw MeshReadError(place + ": a face needs at least 3 vertices, this one has " +
+                        std::to_string(indices.size()));
+  for (long long i : indices)
+    if (i < 0 || static_cast<unsigned long long>(i) >= vertex_total)
+      throw MeshReadError(place + ": vertex index " + std::to_string(i) +
+                          " is out of range (the mesh has " + std::to_string(vertex_total) +
+                          " vertices, indices from 0)");
+  ++mesh_.polygons;
+  for (std::size_t k = 1; k + 1 < indices.size(); ++k)  // fan from the first corner
+    add_triangle(static_cast<std::uint32_t>(indices[0]), static_cast<std::uint32_t>(indices[k]),
+                 static_cast<std::uint32_t>(indices[k + 1]));
+}
+
+void MeshBuilder::add_facet(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  ++mesh_.polygons;
+  add_triangle(a, b, c);
+}
+
+TriangleMesh MeshBuilder::finish() {
+  if (mesh_.triangles.empty())
+    throw MeshReadError(file_.string() + ": the mesh is empty (" +
+                        std::to_string(mesh_.vertices.size()) + " vertices, " +
+                        std::to_string(mesh_.polygons) + " faces, " +
+                        std::to_string(mesh_.degenerate_skipped) +
+                        " zero-area triangles skipped): no triangle to measure against");
+  mesh_.vertices_read = mesh_.vertices.size();  // STL's welding overrides it
+  return std::move(mesh_);
+}
+
+void MeshBuilder::add_triangle(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  if (zero_area(a, b, c)) {
+    if (!options_.keep_degenerate) {
+      ++mesh_.degenerate_skipped;
+      return;
+    }
+    ++mesh_.degenerate_kept;
+  }
+  mesh_.triangles.push_back({a, b, c});
+}
+
+// Zero area in the float32 geometry the device uses (then it is zero in double as well).
+bool MeshBuilder::zero_area(std::uint32_t a, std::uint32_t b, std::uint32_t c) const {
+  if (a == b || b == c || a == c) return true;
+  double e1[3], e2[3];
+  for (int d = 0; d < 3; ++d) {
+    const double pa = static_cast<float>(mesh_.vertices[a][d]);
+    e1[d] = static_cast<float>(mesh_.vertices[b][d]) - pa;
+    e2[d] = static_cast<float>(mesh_.vertices[c][d]) - pa;
+  }
+  const double cx = e1[1] * e2[2] - e1[2] * e2[1];
+  const double cy = e1[2] * e2[0] - e1[0] * e2[2];
+  const double cz = e1[0] * e2[1] - e1[1] * e2[0];
+  return cx == 0 && cy == 0 && cz == 0;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::byte_place;
+using detail::line_place;
+using detail::MeshBuilder;
+using detail::parse_number;
+using detail::read_whole_file;
+using detail::split_words;
+
 // Text split into lines, each with its 1-based number; '#' comments removed when asked.
 struct Lines {
   std::vector<std::pair<std::size_t, std::string_view>> rows;  // (line number, content)
@@ -61,94 +159,6 @@ struct Lines {
     }
     return out;
   }
-};
-
-template <class T>
-bool parse_number(std::string_view word, T& out) {
-  const char* end = word.data() + word.size();
-  auto [ptr, ec] = std::from_chars(word.data(), end, out);
-  return ec == std::errc() && ptr == end;
-}
-
-// Collects vertices and polygons, checking each against what a mesh must be.
-class MeshBuilder {
- public:
-  MeshBuilder(fs::path file, const MeshReadOptions& options)
-      : file_(std::move(file)), options_(options) {}
-
-  void add_vertex(double x, double y, double z, const std::string& place) {
-    if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z))
-      throw MeshReadError(place + ": vertex " + std::to_string(mesh_.vertices.size()) +
-                          " has a coordinate that is not a finite number (NaN or infinity)");
-    // The device computes in float: a coordinate beyond its range would become infinite there.
-    constexpr double kFloatMax = std::numeric_limits<float>::max();
-    if (std::fabs(x) > kFloatMax || std::fabs(y) > kFloatMax || std::fabs(z) > kFloatMax)
-      throw MeshReadError(place + ": vertex " + std::to_string(mesh_.vertices.size()) +
-                          " has a coordinate beyond the float range (3.4e38) apron computes in; "
-                          "rescale the mesh");
-    mesh_.vertices.push_back({x, y, z});
-  }
-
-  // Indices are 0-based; they must name vertices read so far (or, with `vertex_total`, the
-  // vertices the file declares).
-  void add_polygon(const std::vector<long long>& indices, const std::string& place,
-                   std::size_t vertex_total) {
-    if (indices.size() < 3)
-      throw MeshReadError(place + ": a face needs at least 3 vertices, this one has " +
-                          std::to_string(indices.size()));
-    for (long long i : indices)
-      if (i < 0 || static_cast<unsigned long long>(i) >= vertex_total)
-        throw MeshReadError(place + ": vertex index " + std::to_string(i) +
-                            " is out of range (the mesh has " + std::to_string(vertex_total) +
-                            " vertices, indices from 0)");
-    ++mesh_.polygons;
-    for (std::size_t k = 1; k + 1 < indices.size(); ++k)  // fan from the first corner
-      add_triangle(static_cast<std::uint32_t>(indices[0]), static_cast<std::uint32_t>(indices[k]),
-                   static_cast<std::uint32_t>(indices[k + 1]));
-  }
-
-  std::size_t vertex_count() const { return mesh_.vertices.size(); }
-
-  TriangleMesh finish() {
-    if (mesh_.triangles.empty())
-      throw MeshReadError(file_.string() + ": the mesh is empty (" +
-                          std::to_string(mesh_.vertices.size()) + " vertices, " +
-                          std::to_string(mesh_.polygons) + " faces, " +
-                          std::to_string(mesh_.degenerate_skipped) +
-                          " zero-area triangles skipped): no triangle to measure against");
-    return std::move(mesh_);
-  }
-
- private:
-  void add_triangle(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
-    if (zero_area(a, b, c)) {
-      if (!options_.keep_degenerate) {
-        ++mesh_.degenerate_skipped;
-        return;
-      }
-      ++mesh_.degenerate_kept;
-    }
-    mesh_.triangles.push_back({a, b, c});
-  }
-
-  // Zero area in the float32 geometry the device uses (then it is zero in double as well).
-  bool zero_area(std::uint32_t a, std::uint32_t b, std::uint32_t c) const {
-    if (a == b || b == c || a == c) return true;
-    double e1[3], e2[3];
-    for (int d = 0; d < 3; ++d) {
-      const double pa = static_cast<float>(mesh_.vertices[a][d]);
-      e1[d] = static_cast<float>(mesh_.vertices[b][d]) - pa;
-      e2[d] = static_cast<float>(mesh_.vertices[c][d]) - pa;
-    }
-    const double cx = e1[1] * e2[2] - e1[2] * e2[1];
-    const double cy = e1[2] * e2[0] - e1[0] * e2[2];
-    const double cz = e1[0] * e2[1] - e1[1] * e2[0];
-    return cx == 0 && cy == 0 && cz == 0;
-  }
-
-  fs::path file_;
-  MeshReadOptions options_;
-  TriangleMesh mesh_;
 };
 
 // ---- OBJ -------------------------------------------------------------------------------------
@@ -567,8 +577,9 @@ TriangleMesh read_mesh(const fs::path& file, const MeshReadOptions& options) {
   if (ext == ".obj") return read_obj(file, options);
   if (ext == ".ply") return read_ply(file, options);
   if (ext == ".off") return read_off(file, options);
+  if (ext == ".stl") return read_stl(file, options);
   throw MeshReadError(file.string() + ": unknown mesh format '" + ext +
-                      "' (accepted: .obj, .ply, .off)");
+                      "' (accepted: .obj, .ply, .off, .stl)");
 }
 
 // ---- point clouds ------------------------------------------------------------------------------

@@ -1,12 +1,18 @@
-// Mesh readers: every format reads the same mesh; malformed files fail with file, place, reason.
+// Mesh readers: every format (OBJ, PLY, OFF, STL) reads the same mesh; malformed files fail with
+// file, place, reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "io/mesh_reader.hpp"
 
@@ -33,9 +39,10 @@ class MeshReader : public ::testing::Test {
   }
 
   // The message names the file and the place, and gives the reason.
-  void expect_error(const fs::path& file, const std::string& place, const std::string& reason) {
+  void expect_error(const fs::path& file, const std::string& place, const std::string& reason,
+                    const MeshReadOptions& options = {}) {
     try {
-      read_mesh(file);
+      read_mesh(file, options);
       ADD_FAILURE() << file << ": no error";
     } catch (const MeshReadError& e) {
       const std::string msg = e.what();
@@ -172,7 +179,7 @@ TEST_F(MeshReader, NotANumberOrFormat) {
   expect_error(write("x.ply", "plx\n"), ":1:", "not a PLY file");
   expect_error(write("h.ply", "ply\nformat ascii 1.0\nelement vertex 1\n"), ": the PLY header",
                "no 'end_header'");
-  expect_error(write("m.stl", "solid\n"), ": unknown mesh format", ".stl");
+  expect_error(write("m.step", "solid\n"), ": unknown mesh format", ".step");
   expect_error(dir_ / "missing.obj", ": cannot open", "does it exist");
 }
 
@@ -194,6 +201,357 @@ TEST_F(MeshReader, DegenerateTrianglesKeptOnRequest) {
       {.keep_degenerate = true});
   EXPECT_EQ(ply.triangles.size(), 1u);
   EXPECT_EQ(ply.degenerate_kept, 1u);
+}
+
+// ---- STL ----
+
+using Point = std::array<double, 3>;
+using Corners = std::array<Point, 3>;
+
+// The box [0.5, 2.5] x [-1, 2] x [2, 6] (numbers a float holds exactly, so binary STL loses
+// nothing): corner i has x from bit 0, y from bit 1, z from bit 2; 12 triangles wound outward.
+Point cube_vertex(std::uint32_t i) {
+  return {i & 1 ? 2.5 : 0.5, i & 2 ? 2.0 : -1.0, i & 4 ? 6.0 : 2.0};
+}
+const std::array<std::array<std::uint32_t, 3>, 12> kCubeTriangles = {{{0, 2, 3},
+                                                                      {0, 3, 1},
+                                                                      {4, 5, 7},
+                                                                      {4, 7, 6},
+                                                                      {0, 1, 5},
+                                                                      {0, 5, 4},
+                                                                      {2, 6, 7},
+                                                                      {2, 7, 3},
+                                                                      {0, 4, 6},
+                                                                      {0, 6, 2},
+                                                                      {1, 3, 7},
+                                                                      {1, 7, 5}}};
+
+std::vector<Corners> cube_facets(Point offset = {0, 0, 0}) {
+  std::vector<Corners> facets;
+  for (const auto& t : kCubeTriangles) {
+    Corners c;
+    for (int k = 0; k < 3; ++k)
+      for (int d = 0; d < 3; ++d) c[k][d] = cube_vertex(t[k])[d] + offset[d];
+    facets.push_back(c);
+  }
+  return facets;
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
+std::string ascii_solid(const std::string& name, const std::vector<Corners>& facets) {
+  std::string out = "solid " + name + "\n";
+  for (const Corners& f : facets) {
+    out += "  facet normal 0 0 0\n    outer loop\n";
+    for (const Point& p : f)
+      out += "      vertex " + number(p[0]) + " " + number(p[1]) + " " + number(p[2]) + "\n";
+    out += "    endloop\n  endfacet\n";
+  }
+  return out + "endsolid " + name + "\n";
+}
+
+// Binary STL; `count` is what the file says (the number of facets unless a test makes it lie).
+std::string binary_stl(const std::string& header, const std::vector<Corners>& facets,
+                       std::uint32_t count) {
+  std::string out = header;
+  out.resize(80, '\0');
+  auto put = [&](auto value) {  // little endian, as STL is
+    char bytes[sizeof value];
+    std::memcpy(bytes, &value, sizeof value);
+    if (std::endian::native == std::endian::big) std::reverse(bytes, bytes + sizeof value);
+    out.append(bytes, sizeof value);
+  };
+  put(count);
+  for (const Corners& f : facets) {
+    for (int d = 0; d < 3; ++d) put(0.0f);  // the normal, which readers ignore
+    for (const Point& p : f)
+      for (double c : p) put(static_cast<float>(c));
+    put(std::uint16_t{0});
+  }
+  return out;
+}
+std::string binary_stl(const std::string& header, const std::vector<Corners>& facets) {
+  return binary_stl(header, facets, static_cast<std::uint32_t>(facets.size()));
+}
+
+// The triangles as corner coordinates, each rotated to start at its smallest corner (winding
+// kept), sorted: equal for two reads of one surface whatever their vertex numbering.
+std::vector<Corners> geometry(const TriangleMesh& m) {
+  std::vector<Corners> out;
+  for (const auto& t : m.triangles) {
+    Corners c{m.vertices[t[0]], m.vertices[t[1]], m.vertices[t[2]]};
+    std::rotate(c.begin(), std::min_element(c.begin(), c.end()), c.end());
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void expect_welded_cube(const TriangleMesh& m) {
+  EXPECT_EQ(m.vertices.size(), 8u);
+  EXPECT_EQ(m.triangles.size(), 12u);
+  EXPECT_EQ(m.polygons, 12u);
+  EXPECT_EQ(m.vertices_read, 36u);
+  EXPECT_EQ(m.welded_vertices, 28u);
+  EXPECT_EQ(m.degenerate_skipped, 0u);
+  TriangleMesh expected;
+  for (std::uint32_t i = 0; i < 8; ++i) expected.vertices.push_back(cube_vertex(i));
+  expected.triangles.assign(kCubeTriangles.begin(), kCubeTriangles.end());
+  EXPECT_EQ(geometry(m), geometry(expected));
+}
+
+TEST_F(MeshReader, StlAscii) {
+  const TriangleMesh m = read_mesh(write("cube.stl", ascii_solid("cube", cube_facets())));
+  expect_welded_cube(m);
+  ASSERT_EQ(m.solids.size(), 1u);
+  EXPECT_EQ(m.solids[0].name, "cube");
+  EXPECT_EQ(m.solids[0].first, 0u);
+  EXPECT_EQ(m.solids[0].count, 12u);
+  // What exporters also write: upper case, a facet on one line, '+' signs, CRLF, a nameless solid.
+  std::string loose = "SOLID\r\n";
+  for (const Corners& f : cube_facets()) {
+    loose += "FACET NORMAL +0 -0 1e0 OUTER LOOP";
+    for (const Point& p : f)
+      loose += " VERTEX +" + number(p[0]) + " " + number(p[1]) + " " + number(p[2]);
+    loose += " ENDLOOP ENDFACET\r\n";
+  }
+  const TriangleMesh l = read_mesh(write("loose.STL", loose + "ENDSOLID\r\n"));
+  expect_welded_cube(l);
+  ASSERT_EQ(l.solids.size(), 1u);
+  EXPECT_EQ(l.solids[0].name, "");
+}
+
+TEST_F(MeshReader, StlBinary) {
+  const TriangleMesh m =
+      read_stl(write("cube.stl", binary_stl("made by apron's tests", cube_facets())));
+  expect_welded_cube(m);
+  ASSERT_EQ(m.solids.size(), 1u);
+  EXPECT_EQ(m.solids[0].name, "made by apron's tests");
+  EXPECT_EQ(m.solids[0].count, 12u);
+}
+
+// Many exporters begin the binary header with "solid": the byte count decides, not the word.
+TEST_F(MeshReader, StlBinaryWithSolidHeader) {
+  const std::string bytes = binary_stl("solid cube", cube_facets());
+  expect_welded_cube(read_mesh(write("solid.stl", bytes)));
+  // Truncated, it is still told from ascii (its bytes are not text) and refused as binary.
+  expect_error(write("cut.stl", bytes.substr(0, bytes.size() - 30)), ": byte offset 634",
+               "begins with 'solid' but is not ascii STL");
+}
+
+TEST_F(MeshReader, StlSeveralSolids) {
+  std::vector<Corners> tetra = {{{{5, 0, 0}, {6, 0, 0}, {5, 1, 0}}},
+                                {{{5, 0, 0}, {5, 0, 1}, {6, 0, 0}}},
+                                {{{5, 0, 0}, {5, 1, 0}, {5, 0, 1}}},
+                                {{{6, 0, 0}, {5, 0, 1}, {5, 1, 0}}}};
+  const TriangleMesh m = read_mesh(
+      write("two.stl", ascii_solid("tank", cube_facets()) + ascii_solid("obstacle one", tetra)));
+  ASSERT_EQ(m.solids.size(), 2u);
+  EXPECT_EQ(m.solids[0].name, "tank");
+  EXPECT_EQ(m.solids[0].first, 0u);
+  EXPECT_EQ(m.solids[0].count, 12u);
+  EXPECT_EQ(m.solids[1].name, "obstacle one");
+  EXPECT_EQ(m.solids[1].first, 12u);
+  EXPECT_EQ(m.solids[1].count, 4u);
+  EXPECT_EQ(m.vertices.size(), 12u);
+  EXPECT_EQ(m.triangles[12][0], 8u);  // the tetrahedron's first corner, the 9th vertex made
+}
+
+TEST_F(MeshReader, StlWelding) {
+  // Every corner moved by its own 1e-9 .. 3.6e-8 along x: within the default tolerance (1e-6 of
+  // the diagonal, 5.4e-6), apart for exact welding only.
+  std::vector<Corners> jittered = cube_facets();
+  for (std::size_t f = 0; f < jittered.size(); ++f)
+    for (int k = 0; k < 3; ++k) jittered[f][k][0] += 1e-9 * static_cast<double>(3 * f + k + 1);
+  const fs::path file = write("jitter.stl", ascii_solid("j", jittered));
+  const TriangleMesh m = read_mesh(file);
+  EXPECT_EQ(m.vertices.size(), 8u);
+  EXPECT_EQ(m.welded_vertices, 28u);
+  // Each vertex is the first corner that reached it, as read.
+  EXPECT_EQ(m.vertices[0], jittered[0][0]);
+  const TriangleMesh exact = read_mesh(file, {.weld_relative = 0});
+  EXPECT_EQ(exact.vertices.size(), 36u);
+  EXPECT_EQ(exact.welded_vertices, 0u);
+  EXPECT_EQ(read_mesh(file, {.weld_relative = 0, .weld_absolute = 1e-7}).vertices.size(), 8u);
+  // A tolerance wider than the mesh welds every corner into one: nothing left.
+  expect_error(file, ": the mesh is empty", "12 zero-area triangles skipped",
+               {.weld_absolute = 1e308});
+  // A facet whose corners weld together has no area left: skipped and counted, or kept.
+  std::vector<Corners> sliver = cube_facets();
+  sliver.push_back({{{0.5, -1, 2}, {0.5 + 1e-9, -1, 2}, {2.5, 2, 6}}});
+  const fs::path s = write("sliver.stl", binary_stl("", sliver));
+  const TriangleMesh skipped = read_mesh(s);
+  EXPECT_EQ(skipped.triangles.size(), 12u);
+  EXPECT_EQ(skipped.degenerate_skipped, 1u);
+  EXPECT_EQ(skipped.solids[0].count, 12u);
+  const TriangleMesh kept = read_mesh(s, {.keep_degenerate = true});
+  EXPECT_EQ(kept.triangles.size(), 13u);
+  EXPECT_EQ(kept.degenerate_kept, 1u);
+  EXPECT_EQ(kept.triangles[12][0], kept.triangles[12][1]);
+}
+
+// One box from all four formats: the same triangles, corner for corner, winding included.
+TEST_F(MeshReader, StlSameCubeAsObjPlyOff) {
+  std::string obj, off = "OFF\n8 12 0\n", ply_faces;
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    const Point p = cube_vertex(i);
+    const std::string xyz = number(p[0]) + " " + number(p[1]) + " " + number(p[2]) + "\n";
+    obj += "v " + xyz;
+    off += xyz;
+    ply_faces += xyz;
+  }
+  std::string faces;
+  for (const auto& t : kCubeTriangles) {
+    obj += "f " + std::to_string(t[0] + 1) + " " + std::to_string(t[1] + 1) + " " +
+           std::to_string(t[2] + 1) + "\n";
+    faces += "3 " + std::to_string(t[0]) + " " + std::to_string(t[1]) + " " + std::to_string(t[2]) +
+             "\n";
+  }
+  const std::string ply =
+      "ply\nformat ascii 1.0\nelement vertex 8\nproperty double x\nproperty double y\n"
+      "property double z\nelement face 12\nproperty list uchar int vertex_indices\nend_header\n" +
+      ply_faces + faces;
+  const auto reference = geometry(read_mesh(write("c.obj", obj)));
+  EXPECT_EQ(geometry(read_mesh(write("c.off", off + faces))), reference);
+  EXPECT_EQ(geometry(read_mesh(write("c.ply", ply))), reference);
+  EXPECT_EQ(geometry(read_mesh(write("a.stl", ascii_solid("c", cube_facets())))), reference);
+  EXPECT_EQ(geometry(read_mesh(write("b.stl", binary_stl("", cube_facets())))), reference);
+}
+
+TEST_F(MeshReader, StlMalformedBinary) {
+  const std::string cube = binary_stl("", cube_facets());  // 84 + 12 x 50 = 684 bytes
+  expect_error(write("empty.stl", ""), ": the file is empty", "0 bytes");
+  expect_error(write("cut.stl", cube.substr(0, 674)), ": byte offset 634",
+               "the file ends inside triangle 11: its triangle count (byte offset 80) declares 12");
+  expect_error(write("long.stl", cube + "1234567"), ": byte offset 684",
+               "7 bytes follow the last triangle");
+  expect_error(write("more.stl", binary_stl("", cube_facets(), 13)), ": byte offset 684",
+               "declares 13 triangles, 734 bytes in all");
+  // A count no memory holds, in a small file: refused by the size, before anything is allocated.
+  expect_error(write("huge.stl", binary_stl("", cube_facets(), 0xFFFFFFFFu)), ": byte offset 684",
+               "declares 4294967295 triangles");
+  // A count that does fit the file, but not the memory the read may use.
+  expect_error(write("mem.stl", cube), ": byte offset 80", "reading this STL needs about",
+               {.available_bytes = 1000});
+  std::string nan = cube;
+  const float bad = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(nan.data() + 84 + 3 * 50 + 12 + 12 + 4, &bad, 4);  // triangle 3, vertex 1, y
+  expect_error(write("nan.stl", nan), ": byte offset 258",
+               "triangle 3, vertex 1 has a coordinate that is not a finite number");
+  std::string inf = cube;
+  const float infinite = std::numeric_limits<float>::infinity();
+  std::memcpy(inf.data() + 84 + 12, &infinite, 4);
+  expect_error(write("inf.stl", inf), ": byte offset 96", "not a finite number");
+  // Not STL at all: text that does not begin with "solid", long or shorter than a header.
+  expect_error(write("obj.stl", std::string(kObj) + kObj), ": byte offset 80",
+               "not an STL file: it is text but does not begin with 'solid'");
+  std::string noise = cube;  // binary, but not "solid" and not the count's size
+  noise[0] = '\x7f';
+  expect_error(write("noise.stl", noise + "xy"), ": byte offset 684",
+               "2 bytes follow the last triangle");
+  expect_error(write("short.stl", "v 0 0 0\n"), ": not an STL file", "fewer than a binary STL's");
+  expect_error(write("bin.stl", "solid x\n\x01\x02"), ": byte offset 8", "not an STL file");
+}
+
+TEST_F(MeshReader, StlMalformedAscii) {
+  const std::string head = "solid s\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n";
+  const std::string tail = "endloop\nendfacet\nendsolid s\n";
+  expect_error(write("after.stl", head + "vertex 0 1 0\n" + tail + "endsolid\n"),
+               ":10:", "expected 'solid' (another solid) after 'endsolid', found 'endsolid'");
+  expect_error(write("four.stl", head + "vertex 0 1 0\nvertex 1 1 0\n" + tail),
+               ":7:", "a 4th vertex in the facet begun at line 2");
+  expect_error(write("two.stl", head + tail),
+               ":6:", "the facet begun at line 2 has 2 vertices; an STL facet is a triangle");
+  expect_error(write("loop.stl", head + "vertex 0 1 0\nendfacet\nendsolid s\n"),
+               ":7:", "expected 'endloop' after the facet's 3 vertices, found 'endfacet'");
+  expect_error(write("facet.stl", head + "vertex 0 1 0\nendloop\nendsolid s\n"),
+               ":8:", "expected 'endfacet' in the facet begun at line 2, found 'endsolid'");
+  expect_error(write("solid.stl", head + "vertex 0 1 0\nendloop\nendfacet\n"),
+               ":9:", "the file ends inside solid 's' (begun at line 1): 'endsolid' is missing");
+  expect_error(write("cut.stl", head + "vertex 0 1"),
+               ":6:", "the file ends inside the facet begun at line 2");
+  expect_error(write("word.stl", "solid s\nfacet normal 0 0 1\nouter lop\n"),
+               ":3:", "expected 'loop' in the facet begun at line 2, found 'lop'");
+  expect_error(write("stray.stl", "solid s\nvertex 0 0 0\n"),
+               ":2:", "expected 'facet' or 'endsolid' in solid 's', found 'vertex'");
+  expect_error(write("nan.stl", head + "vertex 0 nan 0\n" + tail),
+               ":6:", "facet 0, vertex 2 has a coordinate that is not a finite number");
+  expect_error(write("inf.stl", head + "vertex 0 -inf 0\n" + tail), ":6:", "not a finite number");
+  expect_error(write("big.stl", head + "vertex 0 1e39 0\n" + tail),
+               ":6:", "beyond the float range");
+  expect_error(write("word2.stl", head + "vertex 0 one 0\n" + tail),
+               ":6:", "'one' is not a number");
+  expect_error(write("none.stl", "solid nothing\nendsolid nothing\n"), ": the mesh is empty",
+               "its solids hold no facets");
+  expect_error(write("mem.stl", head + "vertex 0 1 0\n" + tail), ": reading this STL needs",
+               "split the mesh", {.available_bytes = 100});
+  expect_error(write("tol.stl", head + "vertex 0 1 0\n" + tail), ": the weld tolerances",
+               "finite and >= 0", {.weld_relative = -1});
+}
+
+// The meshes the SPH cases use (inputs/meshes/make_stl.py): the dam break's tank, closed and
+// open-topped, and the L-shaped obstacle on its floor. Closed means every edge has two
+// triangles, wound against each other; outward means a positive signed volume.
+struct EdgeCount {
+  std::size_t unpaired = 0;  // edges with one triangle (an open mesh's rim)
+  bool consistent = true;    // no edge met twice in the same direction
+};
+EdgeCount edges_of(const TriangleMesh& m) {
+  std::map<std::pair<std::uint32_t, std::uint32_t>, int> directed;
+  for (const auto& t : m.triangles)
+    for (int k = 0; k < 3; ++k) ++directed[{t[k], t[(k + 1) % 3]}];
+  EdgeCount out;
+  for (const auto& [edge, n] : directed) {
+    if (n != 1) out.consistent = false;
+    if (!directed.count({edge.second, edge.first})) ++out.unpaired;
+  }
+  return out;
+}
+double signed_volume(const TriangleMesh& m) {
+  double v = 0;
+  for (const auto& t : m.triangles) {
+    const Point &a = m.vertices[t[0]], &b = m.vertices[t[1]], &c = m.vertices[t[2]];
+    v += a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0]) +
+         a[2] * (b[0] * c[1] - b[1] * c[0]);
+  }
+  return v / 6;
+}
+
+TEST_F(MeshReader, StlShippedMeshes) {
+  const fs::path dir = fs::path(APRON_INPUTS_DIR) / "meshes";
+  const double tank_volume = 0.584 * 0.0438 * 0.365;  // inputs/dam_break.yaml's boundary.tank
+  const TriangleMesh tank = read_mesh(dir / "dam_break_tank.stl");
+  EXPECT_EQ(tank.vertices.size(), 8u);
+  EXPECT_EQ(tank.triangles.size(), 12u);
+  EXPECT_EQ(edges_of(tank).unpaired, 0u);
+  EXPECT_TRUE(edges_of(tank).consistent);
+  EXPECT_NEAR(signed_volume(tank), tank_volume, 1e-9 * tank_volume);
+  const TriangleMesh open = read_mesh(dir / "dam_break_tank_open.stl");
+  EXPECT_EQ(open.vertices.size(), 8u);
+  EXPECT_EQ(open.triangles.size(), 10u);
+  EXPECT_EQ(edges_of(open).unpaired, 4u);  // the rim at the top
+  EXPECT_TRUE(edges_of(open).consistent);
+  const TriangleMesh block = read_mesh(dir / "l_block.stl");
+  EXPECT_EQ(block.vertices.size(), 12u);
+  EXPECT_EQ(block.triangles.size(), 20u);
+  EXPECT_EQ(edges_of(block).unpaired, 0u);
+  EXPECT_TRUE(edges_of(block).consistent);
+  const double l_volume = (0.1 * 0.03 + 0.03 * 0.07) * 0.0438;
+  EXPECT_NEAR(signed_volume(block), l_volume, 1e-6 * l_volume);
+  const Point tank_hi = {0.584, 0.0438, 0.365};
+  Point lo = block.vertices[0], hi = lo;
+  for (const Point& p : block.vertices)
+    for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], p[d]), hi[d] = std::max(hi[d], p[d]);
+  EXPECT_EQ(lo[2], 0.0);  // on the floor, spanning the tank's y, inside it in x
+  EXPECT_EQ(lo[1], 0.0);
+  EXPECT_EQ(hi[1], tank_hi[1]);
+  EXPECT_GT(lo[0], 0.146);  // downstream of the water column
+  EXPECT_LT(hi[0], tank_hi[0]);
+  EXPECT_LT(hi[2], tank_hi[2]);
 }
 
 // ---- point clouds ----
@@ -322,19 +680,19 @@ TEST_F(MeshReader, PointCloudMalformed) {
 // count; a list count beyond any integer; coordinates the float device arithmetic cannot hold.
 TEST_F(MeshReader, HeadersThatLie) {
   const std::string square = "0 0 0\n1 0 0\n1 1 0\n0 1 0\n1.5 0.5 0.5\n";
-  expect_error(write("few.off", "OFF\n5 1 0\n" + square + "4 0 1 2 3\n3 1 4 2\n"), ":9:",
-               "more lines follow the 1 faces");
-  expect_error(write("g.off", "garbageOFF\n5 1 0\n" + square + "4 0 1 2 3\n"), ":1:",
-               "expected the keyword 'OFF'");
-  expect_error(write("4.off", "4OFF\n5 1 0\n" + square + "4 0 1 2 3\n"), ":1:",
-               "expected the keyword 'OFF'");
+  expect_error(write("few.off", "OFF\n5 1 0\n" + square + "4 0 1 2 3\n3 1 4 2\n"),
+               ":9:", "more lines follow the 1 faces");
+  expect_error(write("g.off", "garbageOFF\n5 1 0\n" + square + "4 0 1 2 3\n"),
+               ":1:", "expected the keyword 'OFF'");
+  expect_error(write("4.off", "4OFF\n5 1 0\n" + square + "4 0 1 2 3\n"),
+               ":1:", "expected the keyword 'OFF'");
   EXPECT_EQ(read_mesh(write("c.off", "COFF\n5 1 0\n" + square + "4 0 1 2 3\n")).triangles.size(),
             2u);
   const std::string ply_head =
       "ply\nformat ascii 1.0\nelement vertex 5\nproperty float x\nproperty float y\n"
       "property float z\nelement face 1\nproperty list uchar int vertex_indices\n";
-  expect_error(write("few.ply", ply_head + "end_header\n" + square + "4 0 1 2 3\n3 1 4 2\n"),
-               ":16", "data follows the last element");
+  expect_error(write("few.ply", ply_head + "end_header\n" + square + "4 0 1 2 3\n3 1 4 2\n"), ":16",
+               "data follows the last element");
   const auto junk = read_mesh(write("junk.ply", ply_head +
                                                     "element junk 9223372036854775807\n"
                                                     "end_header\n" +
@@ -346,8 +704,8 @@ TEST_F(MeshReader, HeadersThatLie) {
                      "property list float int vertex_indices\nend_header\n"
                      "0 0 0\n1 0 0\n0 1 0\n7e22 0 1 2\n"),
                ":13", "out of range");
-  expect_error(write("big.obj", "v 0 0 0\nv 1e39 0 0\nv 0 1 0\nf 1 2 3\n"), ":2:",
-               "beyond the float range");
+  expect_error(write("big.obj", "v 0 0 0\nv 1e39 0 0\nv 0 1 0\nf 1 2 3\n"),
+               ":2:", "beyond the float range");
 }
 
 }  // namespace

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Writes the STL meshes of the mesh-bounded SPH cases (issue 29), all in metres:
+- dam_break_tank.stl (ascii) and dam_break_tank_open.stl (binary, no lid): the box
+  boundary.tank of inputs/dam_break.yaml, lo TANK_LO, hi TANK_HI;
+- l_block.stl (ascii): a closed L-shaped block (non-convex) on that tank's floor, 0.1 m in x and
+  z, spanning the tank's y, its foot upstream and its upright downstream, so the surge meets a
+  re-entrant corner.
+Each closed mesh has outward normals (pointing away from its solid; the tank's point out of the
+fluid) and consistent winding: every edge is met once in each direction, the signed volume is
+the box's. The script checks both before writing. Run from this folder: python3 make_stl.py"""
+import struct
+
+TANK_LO = (0.0, 0.0, 0.0)  # inputs/dam_break.yaml, boundary.tank
+TANK_HI = (0.584, 0.0438, 0.365)
+# The L's outline in the x-z plane, counter-clockwise seen with x to the right and z up: a foot
+# 0.1 long and 0.03 high from x = 0.35, and an upright 0.03 thick and 0.1 high at its far end.
+L_OUTLINE = [(0.35, 0.0), (0.45, 0.0), (0.45, 0.1), (0.42, 0.1), (0.42, 0.03), (0.35, 0.03)]
+L_REFLEX = 4  # the inner corner: every cap triangle fanned from it lies inside the L
+
+
+def sub(a, b):
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def box(lo, hi, lid=True):
+    """12 triangles (10 without the lid at z = hi), wound counter-clockwise seen from outside."""
+    v = [(hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1], hi[2] if i & 4 else lo[2])
+         for i in range(8)]
+    faces = [(0, 2, 3), (0, 3, 1), (0, 1, 5), (0, 5, 4), (2, 6, 7), (2, 7, 3),
+             (0, 4, 6), (0, 6, 2), (1, 3, 7), (1, 7, 5)]
+    if lid:
+        faces += [(4, 5, 7), (4, 7, 6)]
+    return [tuple(v[i] for i in f) for f in faces]
+
+
+def l_block(y0, y1):
+    """The L outline extruded from y0 to y1: 2 x 4 cap triangles and 6 x 2 side triangles."""
+    n = len(L_OUTLINE)
+    front = [(x, y0, z) for x, z in L_OUTLINE]  # y = y0, outward -y
+    back = [(x, y1, z) for x, z in L_OUTLINE]  # y = y1, outward +y
+    tris = []
+    for k in range(1, n - 1):  # fan from the reflex corner
+        a, b, c = L_REFLEX, (L_REFLEX + k) % n, (L_REFLEX + k + 1) % n
+        # A counter-clockwise outline in (x, z) has normal -y: right for the front cap.
+        tris.append((front[a], front[b], front[c]))
+        tris.append((back[a], back[c], back[b]))
+    for i in range(n):  # the outside of a counter-clockwise outline is right of each edge
+        j = (i + 1) % n
+        tris.append((front[i], back[j], front[j]))
+        tris.append((front[i], back[i], back[j]))
+    return tris
+
+
+def check(tris, closed, volume=None):
+    """Consistent winding (each directed edge once; closed: its reverse once too), no zero-area
+    triangle, and for a closed mesh the signed volume (positive: normals point outward)."""
+    edges = {}
+    for t in tris:
+        n = cross(sub(t[1], t[0]), sub(t[2], t[0]))
+        assert any(abs(c) > 0 for c in n), "zero-area triangle %s" % (t,)
+        for k in range(3):
+            e = (t[k], t[(k + 1) % 3])
+            assert e not in edges, "edge %s met twice in one direction" % (e,)
+            edges[e] = True
+    if closed:
+        assert all((b, a) in edges for a, b in edges), "an edge without its twin: not closed"
+        v = sum(sum(a * c for a, c in zip(t[0], cross(t[1], t[2]))) for t in tris) / 6
+        assert abs(v - volume) < 1e-12 * max(1, volume), "volume %g, expected %g" % (v, volume)
+
+
+def normal(t):
+    n = cross(sub(t[1], t[0]), sub(t[2], t[0]))
+    length = sum(c * c for c in n) ** 0.5
+    return tuple(c / length + 0.0 for c in n)  # + 0.0: no "-0" in the text
+
+
+def write_ascii(path, name, tris):
+    with open(path, "w") as f:
+        f.write("solid %s\n" % name)
+        for t in tris:
+            f.write("  facet normal %.9g %.9g %.9g\n    outer loop\n" % normal(t))
+            for p in t:
+                f.write("      vertex %.9g %.9g %.9g\n" % p)
+            f.write("    endloop\n  endfacet\n")
+        f.write("endsolid %s\n" % name)
+
+
+def write_binary(path, header, tris):
+    with open(path, "wb") as f:
+        f.write(header.encode().ljust(80, b" ") + struct.pack("<I", len(tris)))
+        for t in tris:
+            f.write(struct.pack("<3f", *normal(t)))
+            for p in t:
+                f.write(struct.pack("<3f", *p))
+            f.write(struct.pack("<H", 0))
+
+
+def main():
+    size = [h - l for l, h in zip(TANK_LO, TANK_HI)]
+    tank = box(TANK_LO, TANK_HI)
+    check(tank, True, size[0] * size[1] * size[2])
+    write_ascii("dam_break_tank.stl", "dam_break_tank", tank)
+    open_tank = box(TANK_LO, TANK_HI, lid=False)
+    check(open_tank, False)
+    write_binary("dam_break_tank_open.stl", "dam_break_tank_open: no lid at z = %g (apron)"
+                 % TANK_HI[2], open_tank)
+    block = l_block(TANK_LO[1], TANK_HI[1])
+    check(block, True, (0.1 * 0.03 + 0.03 * 0.07) * size[1])
+    write_ascii("l_block.stl", "l_block", block)
+    print("dam_break_tank.stl: %d triangles; dam_break_tank_open.stl: %d; l_block.stl: %d"
+          % (len(tank), len(open_tank), len(block)))
+
+
+if __name__ == "__main__":
+    main()
