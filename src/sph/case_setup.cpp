@@ -49,9 +49,27 @@ bool strictly_inside(const Vec4& p, const Box& b) {
 
 }  // namespace
 
-std::int64_t fluid_count(const SphCase& c) {
+std::int64_t lattice_size(const Box& box, double dx) {
+  return Lattice::over(box, dx).size();
+}
+
+void append_lattice(const Box& box, double dx, const Box& filter, std::int64_t first_id,
+                    HostParticles& out) {
+  Lattice::over(box, dx).for_each_in(filter, [&](const Vec4& p, std::int64_t index) {
+    out.pos.push_back(p);
+    out.id.push_back(first_id + index);
+  });
+}
+
+std::int64_t block_lattice_size(const SphCase& c) {
   std::int64_t n = 0;
-  for (const auto& b : c.fluid_blocks) n += Lattice::over(b, c.sph.spacing).size();
+  for (const auto& b : c.fluid_blocks) n += lattice_size(b, c.sph.spacing);
+  return n;
+}
+
+std::int64_t fluid_count(const SphCase& c) {
+  std::int64_t n = block_lattice_size(c);
+  for (const auto& m : c.fluid_meshes) n += lattice_size(m.bounds, c.sph.spacing);
   return n;
 }
 
@@ -61,6 +79,7 @@ std::int64_t boundary_count_estimate(const SphCase& c) {
   auto shell = [&](const Box& inner) { return inner.expanded(t).volume() - inner.volume(); };
   if (c.boundary.has_tank) volume += shell(c.boundary.tank);
   for (const auto& s : c.boundary.solids) volume += s.volume();
+  for (const auto& m : c.boundary.solid_meshes) volume += m.bounds.volume();
   return static_cast<std::int64_t>(volume / (dx * dx * dx)) + 1;
 }
 
@@ -68,12 +87,8 @@ HostParticles generate_fluid(const SphCase& c, const Box& filter) {
   HostParticles out;
   std::int64_t first_id = 0;
   for (const auto& block : c.fluid_blocks) {
-    const Lattice lattice = Lattice::over(block, c.sph.spacing);
-    lattice.for_each_in(filter, [&](const Vec4& p, std::int64_t index) {
-      out.pos.push_back(p);
-      out.id.push_back(first_id + index);
-    });
-    first_id += lattice.size();
+    append_lattice(block, c.sph.spacing, filter, first_id, out);
+    first_id += lattice_size(block, c.sph.spacing);
   }
   return out;
 }
@@ -81,7 +96,7 @@ HostParticles generate_fluid(const SphCase& c, const Box& filter) {
 std::vector<Vec4> generate_boundary(const SphCase& c, const Box& filter) {
   std::vector<Vec4> out;
   const double dx = c.sph.spacing, t = c.boundary.layers * dx;
-  if (c.boundary.has_tank) {
+  if (c.boundary.has_tank && !c.boundary.tank_mesh) {  // a mesh tank is MeshGeometry's
     // Lattice over the tank grown by the wall thickness (not upwards for an open top); keep
     // the points outside the interior.
     const Box& tank = c.boundary.tank;

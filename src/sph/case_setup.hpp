@@ -24,11 +24,21 @@ inline double lattice_points(double extent, double dx) {
   return std::floor(extent / dx + 1e-6);
 }
 
-// Number of fluid particles the case generates (exact, all ranks).
+// Points of the lattice lo + (i + 1/2) dx over `box` (per axis), and those of them in `filter`
+// appended to `out` with ids first_id + their lattice index.
+std::int64_t lattice_size(const Box& box, double dx);
+void append_lattice(const Box& box, double dx, const Box& filter, std::int64_t first_id,
+                    HostParticles& out);
+
+// Number of fluid particles the case generates (all ranks): exact for box blocks, an upper bound
+// (their bounds' lattice) for fluid meshes.
 std::int64_t fluid_count(const SphCase& c);
+// The lattice ids the box blocks use: fluid meshes' ids start here.
+std::int64_t block_lattice_size(const SphCase& c);
 // Approximate number of boundary particles (for the memory check).
 std::int64_t boundary_count_estimate(const SphCase& c);
 
+// The box blocks' lattice points in `filter` (fluid meshes: MeshGeometry::fluid_particles).
 HostParticles generate_fluid(const SphCase& c, const Box& filter);
 std::vector<Vec4> generate_boundary(const SphCase& c, const Box& filter);
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/yaml_reader.hpp"
+#include "io/mesh_reader.hpp"
 #include "sph/case_setup.hpp"
 
 namespace apron::sph {
@@ -41,6 +42,62 @@ SphConfig read_sph(MapReader r) {
   return c;
 }
 
+std::string edge_text(const surface::SurfaceTopology& t) {
+  return "(the first between vertices " + std::to_string(t.first_bad_edge[0]) + " and " +
+         std::to_string(t.first_bad_edge[1]) + ")";
+}
+
+// What the particle setup relies on: a closed surface (or an open one where `open` says so),
+// wound consistently, with normals out of the volume it encloses.
+void check_mesh_shape(MapReader& r, const MeshShape& m) {
+  const std::string name = "mesh file '" + m.file + "'";
+  const surface::SurfaceTopology t = surface::adjacency(*m.surface).topology;
+  if (t.nonmanifold_edges > 0)
+    r.fail("mesh", name + ": " + std::to_string(t.nonmanifold_edges) +
+                       " edges are shared by three or more triangles " + edge_text(t) +
+                       "; split the mesh into closed surfaces, one per solid");
+  if (t.flipped_edges > 0)
+    r.fail("mesh",
+           name + ": " + std::to_string(t.flipped_edges) +
+               " edges join triangles wound in opposite senses " + edge_text(t) +
+               "; orient every triangle the same way (counter-clockwise seen from outside)");
+  if (t.boundary_edges > 0 && !m.open)
+    r.fail("mesh", name + " is not closed: " + std::to_string(t.boundary_edges) +
+                       " edges belong to one triangle only " + edge_text(t) +
+                       "; close it (or, for a tank without a lid, set open: true)");
+  if (m.open) return;
+  const double volume = surface::measure(*m.surface).signed_volume;
+  if (volume < 0)
+    r.fail("mesh", name + ": its normals point inwards (it encloses " + std::to_string(volume) +
+                       " m^3 with outward normals); reverse the order of each triangle's corners");
+  if (!(volume > 0)) r.fail("mesh", name + " encloses no volume");
+}
+
+// {mesh: file, scale, rotation: [degrees about x, y, z], offset[, open]}: read, placed, checked.
+MeshShape read_mesh_shape(MapReader& r, bool may_be_open) {
+  MeshShape m;
+  m.file = config::resolve_input_path(r, "mesh", r.get<std::string>("mesh"), "mesh file");
+  m.placement.scale = r.positive("scale", 1.0);
+  m.placement.rotation_degrees = r.vec3("rotation", std::array<double, 3>{0, 0, 0});
+  m.placement.offset = r.vec3("offset", std::array<double, 3>{0, 0, 0});
+  if (may_be_open) m.open = r.get<bool>("open", false);
+  io::TriangleMesh read;
+  try {
+    read = io::read_mesh(m.file);
+  } catch (const io::MeshReadError& e) {
+    r.fail("mesh", e.what());
+  }
+  m.surface = std::make_shared<const surface::HostSurface>(
+      surface::placed({std::move(read.vertices), std::move(read.triangles)}, m.placement));
+  const surface::SurfaceMeasures measures = surface::measure(*m.surface);
+  for (int d = 0; d < 3; ++d) {
+    m.bounds.lo[d] = measures.lo[d];
+    m.bounds.hi[d] = measures.hi[d];
+  }
+  check_mesh_shape(r, m);
+  return m;
+}
+
 BoundaryConfig read_boundary(MapReader r) {
   BoundaryConfig c;
   c.ghost_particles = r.get<bool>("ghost_particles", true);
@@ -49,14 +106,23 @@ BoundaryConfig read_boundary(MapReader r) {
   if (r.has("tank")) {
     auto tank = r.child("tank");
     c.has_tank = true;
-    c.tank = read_box(tank);
-    c.tank_closed_top = tank.get<bool>("closed_top", false);
+    if (tank.has("mesh")) {
+      c.tank_mesh = read_mesh_shape(tank, true);
+      c.tank = c.tank_mesh->bounds;
+      c.tank_closed_top = !c.tank_mesh->open;
+    } else {
+      c.tank = read_box(tank);
+      c.tank_closed_top = tank.get<bool>("closed_top", false);
+    }
     tank.finish();
   } else {
     r.child("tank");
   }
   for (auto& s : r.list("solids")) {
-    c.solids.push_back(read_box(s));
+    if (s.has("mesh"))
+      c.solid_meshes.push_back(read_mesh_shape(s, false));
+    else
+      c.solids.push_back(read_box(s));
     s.finish();
   }
   r.finish();
@@ -95,7 +161,9 @@ void check_overlaps(const SphCase& c, MapReader& root) {
 // below the blocks' size (or a domain far beyond them) would overflow their integer sizes.
 void check_particle_count(const Box& domain, const SphCase& c, MapReader& root) {
   double total = 0;
-  for (const Box& b : c.fluid_blocks) {
+  std::vector<Box> blocks = c.fluid_blocks;  // a fluid mesh fills at most its bounds' lattice
+  for (const MeshShape& m : c.fluid_meshes) blocks.push_back(m.bounds);
+  for (const Box& b : blocks) {
     double n = 1;
     for (int d = 0; d < 3; ++d) n *= lattice_points(b.extent(d), c.sph.spacing);
     total += n;
@@ -123,6 +191,35 @@ void check_particle_count(const Box& domain, const SphCase& c, MapReader& root) 
   }
 }
 
+// Mesh files hold float32 coordinates: a mesh drawn to a domain's face may pass it by one
+// float rounding, which is not outside.
+double float_slack(const Box& b) {
+  double largest = 0;
+  for (int d = 0; d < 3; ++d) largest = std::max({largest, std::fabs(b.lo[d]), std::fabs(b.hi[d])});
+  return 1e-6 * largest + 1e-9;
+}
+
+// Solid meshes (with their inner wall layers) and fluid meshes lie inside the domain; fluid
+// meshes inside the tank.
+void check_mesh_bounds(const Box& domain, const SphCase& c, MapReader& root) {
+  for (std::size_t k = 0; k < c.boundary.solid_meshes.size(); ++k) {
+    const MeshShape& m = c.boundary.solid_meshes[k];
+    if (!box_inside(m.bounds, domain, float_slack(m.bounds)))
+      root.fail("boundary", "solids[" + std::to_string(k) + "] mesh '" + m.file + "' placed at " +
+                                box_text(m.bounds) + " is not inside the domain " +
+                                box_text(domain) + "; move it (offset) or enlarge 'domain'");
+  }
+  for (std::size_t k = 0; k < c.fluid_meshes.size(); ++k) {
+    const MeshShape& m = c.fluid_meshes[k];
+    const Box& limit = c.boundary.has_tank ? c.boundary.tank : domain;
+    if (!box_inside(m.bounds, limit, float_slack(m.bounds)))
+      root.fail("fluid", "mesh '" + m.file + "' placed at " + box_text(m.bounds) +
+                             " is not inside " +
+                             (c.boundary.has_tank ? "boundary.tank " : "the domain ") +
+                             box_text(limit) + "; move it (offset) or scale it");
+  }
+}
+
 void check_geometry(const config::CaseConfig& shared, const SphCase& c, MapReader& root) {
   const Box& domain = shared.domain;
   const double dx = c.sph.spacing;
@@ -133,7 +230,7 @@ void check_geometry(const config::CaseConfig& shared, const SphCase& c, MapReade
       root.fail("fluid", "block " + std::to_string(i) + " " + box_text(b) +
                              " is not inside the domain " + box_text(domain) +
                              "; move the block or enlarge 'domain'");
-    if (c.boundary.has_tank && !box_inside(b, c.boundary.tank, 1e-9))
+    if (c.boundary.has_tank && !box_inside(b, c.boundary.tank, float_slack(c.boundary.tank)))
       root.fail("fluid", "block " + std::to_string(i) + " " + box_text(b) +
                              " is not inside boundary.tank " + box_text(c.boundary.tank));
     for (int d = 0; d < 3; ++d)
@@ -145,12 +242,13 @@ void check_geometry(const config::CaseConfig& shared, const SphCase& c, MapReade
     const Box walls = c.boundary.tank.expanded(c.boundary.layers * dx);
     Box needed = walls;
     if (!c.boundary.tank_closed_top) needed.hi[2] = c.boundary.tank.hi[2];
-    if (!box_inside(needed, domain, 1e-9))
+    if (!box_inside(needed, domain, float_slack(needed)))
       root.fail("boundary", "the tank " + box_text(c.boundary.tank) + " with " +
                                 std::to_string(c.boundary.layers) +
                                 " wall layers needs the domain to contain " + box_text(needed) +
                                 "; enlarge 'domain'");
   }
+  check_mesh_bounds(domain, c, root);
   check_overlaps(c, root);
   check_particle_count(domain, c, root);
   for (int d = 0; d < 3; ++d)
@@ -165,10 +263,14 @@ std::shared_ptr<const SphCase> read_sph_case(const config::CaseConfig& shared, M
   auto c = std::make_shared<SphCase>();
   c->sph = read_sph(root.child("sph"));
   for (auto& block : root.list("fluid")) {
-    c->fluid_blocks.push_back(read_box(block));
+    if (block.has("mesh"))
+      c->fluid_meshes.push_back(read_mesh_shape(block, false));
+    else
+      c->fluid_blocks.push_back(read_box(block));
     block.finish();
   }
-  if (c->fluid_blocks.empty()) root.fail("fluid", "at least one fluid block {lo, hi} is required");
+  if (c->fluid_blocks.empty() && c->fluid_meshes.empty())
+    root.fail("fluid", "at least one fluid block {lo, hi} or {mesh: file} is required");
   c->boundary = read_boundary(root.child("boundary"));
   check_geometry(shared, *c, root);
   return c;

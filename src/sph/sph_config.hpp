@@ -5,10 +5,13 @@
 
 #include <array>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "config/case_config.hpp"
 #include "kernels/common/vec.hpp"
+#include "kernels/surface/host_surface.hpp"
 
 namespace apron::sph {
 
@@ -29,19 +32,33 @@ struct SphConfig {
   int cell_divisions = 2;  // cells per interaction radius: 1 is the paper's 27-cell search
 };
 
+// A triangle mesh the case places ({mesh: file, scale, rotation, offset}), read and placed when
+// the case is read. Closed unless `open` (a tank without a lid): its open edges bound no wall.
+struct MeshShape {
+  std::string file;
+  surface::Placement placement;
+  bool open = false;
+  std::shared_ptr<const surface::HostSurface> surface;  // in the case's frame
+  Box bounds;                                           // of `surface`
+};
+
 struct BoundaryConfig {
   bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
   int layers = 3;               // layers of boundary particles behind each wall
   bool has_tank = false;
-  Box tank;  // the container's interior; walls on all faces but the top
+  Box tank;  // the container's interior (a mesh tank's bounds); walls on all faces but the top
   bool tank_closed_top = false;
-  std::vector<Box> solids;  // solid obstacles, sampled within `layers` of their surface
+  std::optional<MeshShape> tank_mesh;  // the tank as a mesh: its inside holds the fluid
+  std::vector<Box> solids;             // solid obstacles, sampled within `layers` of their surface
+  std::vector<MeshShape> solid_meshes;
+  bool has_meshes() const { return tank_mesh || !solid_meshes.empty(); }
 };
 
 // Everything of a `workload: sph` case beyond the shared sections.
 struct SphCase : config::WorkloadSettings {
   SphConfig sph;
   std::vector<Box> fluid_blocks;
+  std::vector<MeshShape> fluid_meshes;  // closed meshes filled with fluid
   BoundaryConfig boundary;
 };
 

@@ -112,6 +112,12 @@ SphSolver::SphSolver(const WorkloadContext& context)
     if (case_.boundary.has_tank && !case_.boundary.tank_closed_top)
       walls_->hi[2] = std::numeric_limits<double>::infinity();
   }
+  if (case_.boundary.has_meshes() || !case_.fluid_meshes.empty())
+    meshes_ = std::make_unique<MeshGeometry>(case_);
+}
+
+HostParticles SphSolver::fluid_particles(const Box& filter) const {
+  return meshes_ ? meshes_->fluid_particles(filter) : generate_fluid(case_, filter);
 }
 
 // Fluid candidates per particle in the interior: (2d + 1)^3 cells of edge 2h/d, at one particle
@@ -149,11 +155,15 @@ void SphSolver::start() {
   Partition partition =
       Partition::cartesian(config_.domain, ranks_.size, config_.decomposition.dims);
   if (config_.decomposition.method == "rcb" && ranks_.size > 1) {
-    const HostParticles provisional =
-        generate_fluid(case_, partition.ownership_boxes()[ranks_.rank]);
+    const HostParticles provisional = fluid_particles(partition.ownership_boxes()[ranks_.rank]);
     partition = Partition::rcb(config_.domain, ranks_.comm, provisional.pos);
   }
-  const HostParticles mine = generate_fluid(case_, partition.ownership_boxes()[ranks_.rank]);
+  const HostParticles mine = fluid_particles(partition.ownership_boxes()[ranks_.rank]);
+  if (meshes_) {  // the lattice count was an upper bound: the meshes decide which points stay
+    double count[1] = {static_cast<double>(mine.pos.size())};
+    global_sum(ranks_.comm, count);
+    global_fluid_ = static_cast<std::int64_t>(count[0]);
+  }
   const std::vector<Vec4> still(mine.pos.size(), Vec4{0, 0, 0, 0});
   adopt_particles(partition, mine.pos, still, mine.id);
   // Page-locking host memory is slow (~0.2 s for 0.5 GB): done here, not in the step loop.
@@ -246,8 +256,11 @@ void SphSolver::rebuild_boundary() {
   const double support = params_.kernel.support();
   const Box& mine = exchange_.partition().subdomain(ranks_.rank);
   grid_ = GridSpec::covering(mine.expanded(support), support, case_.sph.cell_divisions);
-  const auto walls = generate_boundary(
-      case_, exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support));
+  const Box near = exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support);
+  auto walls = generate_boundary(case_, near);
+  if (meshes_)
+    for (const Vec4& p : meshes_->boundary_particles())
+      if (near.contains(p)) walls.push_back(p);
   DeviceVector<Vec4> unsorted(walls.begin(), walls.end());
   wall_cells_.build(grid_, unsorted, unsorted.size());
   wall_pos_.resize(unsorted.size());
@@ -348,6 +361,7 @@ double SphSolver::take_step() {
   {
     auto t = timers_.scope("integrate");
     integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt), walls_ ? &*walls_ : nullptr);
+    if (meshes_) meshes_->keep_off_walls(pos_, vel_, flags_);
     exchange_.drop_ghosts(store_);
   }
   return dt;
@@ -355,7 +369,8 @@ double SphSolver::take_step() {
 
 Diagnostics SphSolver::diagnostics() const {
   const Totals t = owned_totals(params_, pos_, vel_, flags_, walls_ ? *walls_ : container_);
-  double sums[4] = {t.count, t.kinetic, t.potential, static_cast<double>(t.outside)};
+  const std::size_t behind = meshes_ ? meshes_->particles_behind_walls(pos_, flags_) : 0;
+  double sums[4] = {t.count, t.kinetic, t.potential, static_cast<double>(t.outside + behind)};
   double maxima[2] = {t.max_speed, t.front_x};
   global_sum(ranks_.comm, sums);
   global_max(ranks_.comm, maxima);

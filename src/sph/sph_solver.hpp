@@ -9,6 +9,7 @@
 #include "engine/stepping_workload.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/sph/sph_kernels.hpp"
+#include "sph/mesh_geometry.hpp"
 #include "sph/sph_config.hpp"
 
 namespace apron::sph {
@@ -70,6 +71,7 @@ class SphSolver final : public SteppingWorkload {
   void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
   void log_summary() const;
+  HostParticles fluid_particles(const Box& filter) const;
   void rebuild_boundary();
   void maybe_rebalance();
   void build_neighbour_tables();
@@ -94,6 +96,7 @@ class SphSolver final : public SteppingWorkload {
   Params params_;
   Box container_;             // the tank interior (or the domain when there is no tank)
   std::optional<Box> walls_;  // faces no particle crosses (the tank's, open at an open top)
+  std::unique_ptr<MeshGeometry> meshes_;  // tank, solids or fluid given as meshes, if any
 
   ParticleStore store_;
   DeviceVector<Vec4>& pos_;

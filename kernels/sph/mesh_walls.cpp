@@ -1,0 +1,110 @@
+#include "kernels/sph/mesh_walls.hpp"
+
+#include "kernels/common/algorithms.hpp"
+#include "kernels/sph/sph_kernels.hpp"
+
+namespace apron::sph {
+namespace {
+
+APRON_HD inline bool owned_fluid(std::uint8_t flag) {
+  return (flag & kGhost) == 0;
+}
+
+// Distance of p from the wall toward the fluid (negative behind the wall), and the unit normal
+// toward the fluid; false where nothing of the wall lies within sqrt(radius2) or the nearest part
+// is an open edge.
+struct FluidSide {
+  MeshWall wall;
+  APRON_HD bool operator()(Vec3 p, float radius2, surface::SurfaceHit& hit, float& depth,
+                           Vec3& normal) const {
+    hit = wall.surface.closest(p, radius2);
+    if (hit.triangle < 0 || wall.surface.on_open_edge(hit)) return false;
+    depth = wall.fluid_side * hit.point.w;
+    normal = wall.fluid_side * xyz(hit.normal);
+    return true;
+  }
+};
+
+struct KeepOff {
+  FluidSide side;
+  Vec4* pos;
+  Vec4* vel;
+  const std::uint8_t* flags;
+  float reach2, gap;
+  APRON_HD void operator()(std::size_t i) const {
+    if (!owned_fluid(flags[i])) return;
+    surface::SurfaceHit hit;
+    float depth;
+    Vec3 n;
+    if (!side(xyz(pos[i]), reach2, hit, depth, n) || depth >= 0) return;
+    pos[i] = with_w(xyz(hit.point) + gap * n, pos[i].w);
+    const Vec3 v = xyz(vel[i]);
+    const float into = dot(v, n);
+    if (into < 0) vel[i] = with_w(v - into * n, vel[i].w);
+  }
+};
+
+struct BehindWall {
+  FluidSide side;
+  const Vec4* pos;
+  const std::uint8_t* flags;
+  APRON_HD std::size_t operator()(std::size_t i) const {
+    if (!owned_fluid(flags[i])) return 0;
+    surface::SurfaceHit hit;
+    float depth;
+    Vec3 n;
+    return side(xyz(pos[i]), surface::kInfinity, hit, depth, n) && depth < 0 ? 1 : 0;
+  }
+};
+
+struct WallBand {
+  FluidSide side;
+  const Vec4* points;
+  float thickness;
+  std::uint8_t* mark;
+  APRON_HD void operator()(std::size_t i) const {
+    surface::SurfaceHit hit;
+    float depth;
+    Vec3 n;
+    const float reach2 = 1.0001f * thickness * thickness;
+    mark[i] = side(xyz(points[i]), reach2, hit, depth, n) && depth < 0 ? 1 : 0;
+  }
+};
+
+struct ClearanceFromWall {
+  MeshWall wall;
+  const Vec4* points;
+  float clearance;
+  std::uint8_t* mark;
+  APRON_HD void operator()(std::size_t i) const {
+    const surface::SurfaceHit hit = wall.surface.closest(xyz(points[i]), surface::kInfinity);
+    if (wall.fluid_side * hit.point.w < clearance) mark[i] = 0;
+  }
+};
+
+}  // namespace
+
+void mark_wall_band(const DeviceVector<Vec4>& points, const MeshWall& wall, float thickness,
+                    DeviceVector<std::uint8_t>& mark) {
+  mark.resize(points.size());
+  for_each_index(points.size(), WallBand{{wall}, raw(points), thickness, raw(mark)});
+}
+
+void clear_unless_fluid_side(const DeviceVector<Vec4>& points, const MeshWall& wall,
+                             float clearance, DeviceVector<std::uint8_t>& mark) {
+  for_each_index(points.size(), ClearanceFromWall{wall, raw(points), clearance, raw(mark)});
+}
+
+void keep_off_wall(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
+                   const DeviceVector<std::uint8_t>& flags, const MeshWall& wall, float reach,
+                   float gap) {
+  for_each_index(pos.size(), KeepOff{{wall}, raw(pos), raw(vel), raw(flags), reach * reach, gap});
+}
+
+std::size_t count_behind_wall(const DeviceVector<Vec4>& pos,
+                              const DeviceVector<std::uint8_t>& flags, const MeshWall& wall) {
+  return transform_reduce(pos.size(), BehindWall{{wall}, raw(pos), raw(flags)}, std::size_t{0},
+                          Plus{});
+}
+
+}  // namespace apron::sph

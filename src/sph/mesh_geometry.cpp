@@ -1,0 +1,161 @@
+#include "sph/mesh_geometry.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/common/algorithms.hpp"
+
+namespace apron::sph {
+namespace {
+
+// Lattice candidates go to the device in chunks of this many points (64 MiB of positions).
+constexpr std::size_t kChunk = std::size_t(1) << 22;
+// Lattice points lie dx/2 from the walls of the boxes they fill; float round-off of the distance
+// must not drop them.
+constexpr double kClearanceSlack = 1e-3;
+
+std::unique_ptr<surface::SurfaceQuery> service_of(const MeshShape& shape) {
+  auto query = std::make_unique<surface::SurfaceQuery>();
+  query->build(*shape.surface);
+  return query;
+}
+
+// Calls visit(chunk) for consecutive chunks of the points, on the device.
+template <class F>
+void for_each_chunk(const std::vector<Vec4>& points, F visit) {
+  for (std::size_t first = 0; first < points.size(); first += kChunk) {
+    const std::size_t n = std::min(kChunk, points.size() - first);
+    DeviceVector<Vec4> chunk(points.begin() + first, points.begin() + first + n);
+    visit(first, chunk);
+  }
+}
+
+template <class T>
+std::vector<T> to_host(const DeviceVector<T>& d) {
+  std::vector<T> h(d.size());
+  apron::copy(d.begin(), d.end(), h.begin());
+  return h;
+}
+
+}  // namespace
+
+MeshGeometry::MeshGeometry(const SphCase& c) : case_(c) {
+  if (c.boundary.tank_mesh)
+    walls_.push_back({&*c.boundary.tank_mesh, -1.0f, service_of(*c.boundary.tank_mesh)});
+  for (const MeshShape& s : c.boundary.solid_meshes) walls_.push_back({&s, 1.0f, service_of(s)});
+  for (const MeshShape& s : c.fluid_meshes) fluid_meshes_.push_back(service_of(s));
+}
+
+// The lattice of spacing dx over the mesh's bounds in its own (unrotated) frame, grown by the
+// wall thickness, mapped to the case's frame; the points in the band behind the wall.
+std::vector<Vec4> MeshGeometry::wall_band(const Wall& wall) const {
+  const double dx = case_.sph.spacing, thickness = case_.boundary.layers * dx;
+  const surface::Placement& place = wall.shape->placement;
+  const std::array<double, 9> r = place.rotation();
+  auto to_local = [&](const std::array<double, 3>& x) {  // R^T (x - offset)
+    std::array<double, 3> q{};
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 3; ++k) q[i] += r[3 * k + i] * (x[k] - place.offset[k]);
+    return q;
+  };
+  Box local;
+  for (int d = 0; d < 3; ++d) local.lo[d] = HUGE_VAL, local.hi[d] = -HUGE_VAL;
+  for (const auto& v : wall.shape->surface->vertices) {
+    const auto q = to_local(v);
+    for (int d = 0; d < 3; ++d) {
+      local.lo[d] = std::min(local.lo[d], q[d]);
+      local.hi[d] = std::max(local.hi[d], q[d]);
+    }
+  }
+  HostParticles lattice;
+  const Box grown = local.expanded(thickness);
+  append_lattice(grown, dx, grown, 0, lattice);
+  surface::Placement unscaled = place;
+  unscaled.scale = 1;  // the mesh's own frame is already scaled
+  for (Vec4& p : lattice.pos) {
+    const auto x = unscaled.apply({p.x, p.y, p.z});
+    p = {static_cast<float>(x[0]), static_cast<float>(x[1]), static_cast<float>(x[2]), 0};
+  }
+  std::vector<Vec4> band;
+  const MeshWall device_wall{wall.query->view(), wall.fluid_side};
+  DeviceVector<std::uint8_t> mark;
+  for_each_chunk(lattice.pos, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
+    mark_wall_band(chunk, device_wall, static_cast<float>(thickness), mark);
+    const std::vector<std::uint8_t> keep = to_host(mark);
+    for (std::size_t i = 0; i < keep.size(); ++i)
+      if (keep[i]) band.push_back(lattice.pos[first + i]);
+  });
+  return band;
+}
+
+const std::vector<Vec4>& MeshGeometry::boundary_particles() const {
+  if (!boundary_made_) {
+    for (const Wall& wall : walls_) {
+      const std::vector<Vec4> band = wall_band(wall);
+      boundary_.insert(boundary_.end(), band.begin(), band.end());
+    }
+    boundary_made_ = true;
+  }
+  return boundary_;
+}
+
+HostParticles MeshGeometry::fluid_particles(const Box& filter) const {
+  const double dx = case_.sph.spacing;
+  HostParticles candidates = generate_fluid(case_, filter);
+  std::vector<std::uint8_t> inside_fluid_mesh(candidates.pos.size(), 1);
+  std::int64_t first_id = block_lattice_size(case_);
+  for (std::size_t k = 0; k < fluid_meshes_.size(); ++k) {
+    const Box& bounds = case_.fluid_meshes[k].bounds;
+    const std::size_t before = candidates.pos.size();
+    append_lattice(bounds, dx, filter, first_id, candidates);
+    first_id += lattice_size(bounds, dx);
+    inside_fluid_mesh.resize(candidates.pos.size(), 1);
+    // Inside the mesh by dx/2 at least: its outside is a wall of clearance dx/2 for these points.
+    const MeshWall volume{fluid_meshes_[k]->view(), -1.0f};
+    const std::vector<Vec4> mine(candidates.pos.begin() + before, candidates.pos.end());
+    for_each_chunk(mine, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
+      DeviceVector<std::uint8_t> mark(chunk.size(), 1);
+      clear_unless_fluid_side(chunk, volume, static_cast<float>(0.5 * dx * (1 - kClearanceSlack)),
+                              mark);
+      const std::vector<std::uint8_t> keep = to_host(mark);
+      for (std::size_t i = 0; i < keep.size(); ++i) inside_fluid_mesh[before + first + i] = keep[i];
+    });
+  }
+  std::vector<std::uint8_t> keep = inside_fluid_mesh;
+  const float clearance = static_cast<float>(0.5 * dx * (1 - kClearanceSlack));
+  for (const Wall& wall : walls_) {
+    const MeshWall device_wall{wall.query->view(), wall.fluid_side};
+    for_each_chunk(candidates.pos, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
+      DeviceVector<std::uint8_t> mark(chunk.size(), 1);
+      clear_unless_fluid_side(chunk, device_wall, clearance, mark);
+      const std::vector<std::uint8_t> ok = to_host(mark);
+      for (std::size_t i = 0; i < ok.size(); ++i) keep[first + i] &= ok[i];
+    });
+  }
+  HostParticles out;
+  for (std::size_t i = 0; i < keep.size(); ++i)
+    if (keep[i]) {
+      out.pos.push_back(candidates.pos[i]);
+      out.id.push_back(candidates.id[i]);
+    }
+  return out;
+}
+
+void MeshGeometry::keep_off_walls(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
+                                  const DeviceVector<std::uint8_t>& flags) const {
+  // A step moves a particle by at most cfl h < dx: one spacing finds every crossing. Put back a
+  // hundredth of a spacing off the surface, so the next step does not find it on the wall.
+  const auto dx = static_cast<float>(case_.sph.spacing);
+  for (const Wall& wall : walls_)
+    keep_off_wall(pos, vel, flags, {wall.query->view(), wall.fluid_side}, dx, 0.01f * dx);
+}
+
+std::size_t MeshGeometry::particles_behind_walls(const DeviceVector<Vec4>& pos,
+                                                 const DeviceVector<std::uint8_t>& flags) const {
+  std::size_t n = 0;
+  for (const Wall& wall : walls_)
+    n += count_behind_wall(pos, flags, {wall.query->view(), wall.fluid_side});
+  return n;
+}
+
+}  // namespace apron::sph
