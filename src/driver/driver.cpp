@@ -423,7 +423,8 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
     io::make_output_directory(workload->output_dir());
     // A checkpoint of an earlier run that never finished (killed, disk full) is only a .tmp.
     if (const int stale = io::remove_stale_checkpoints(workload->output_dir()))
-      Log::info("removed %d unfinished checkpoint file(s) (.tmp) of an earlier run", stale);
+      Log::info("removed %d unfinished checkpoint file(s) (.tmp, MPI-IO .lock) of an earlier run",
+                stale);
   });
   if (!options.restart.empty() && !workload->checkpointable())
     throw config::ConfigError("--restart: the " + config.workload +
