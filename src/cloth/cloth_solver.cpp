@@ -121,6 +121,7 @@ HostMesh ClothSolver::sheet() {
 // Timed by the driver (setup, or restart around load()).
 void ClothSolver::build(bool at_rest) {
   const HostMesh mesh = sheet();
+  check_memory(mesh.positions.size());
   if (at_rest) refuse_start_inside_colliders(mesh);
   Rings rings;
   // The same check on every rank: a bad mesh is refused by all of them together.
@@ -139,6 +140,26 @@ void ClothSolver::build(bool at_rest) {
       "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
       "ghosts)",
       global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_, halo_.ghost_count());
+}
+
+// About 810 bytes of device memory per local row (the run report's device_bytes_per_vertex on
+// sheets of 289 to 1M vertices), with headroom: a sheet that cannot fit is refused before it is
+// allocated, naming the key that sizes it, rather than failing in the middle of the setup.
+void ClothSolver::check_memory(std::size_t vertices) const {
+  constexpr double kBytesPerVertex = 900;
+  const double rows = static_cast<double>(vertices) / ranks_.size;
+  const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
+  if (rows * kBytesPerVertex <= 0.9 * free_bytes) return;
+  const SheetConfig& s = case_.sheet;
+  const std::string key = s.from_file ? "cloth.mesh.file" : "cloth.grid.cells";
+  const std::string value =
+      s.from_file ? s.file : std::to_string(s.grid.nx) + " x " + std::to_string(s.grid.ny);
+  char text[256];
+  std::snprintf(text, sizeof text,
+                ": %zu vertices need about %.3g GB of memory per rank, %.3g GB are available; "
+                "use a coarser sheet or more ranks",
+                vertices, rows * kBytesPerVertex / 1e9, free_bytes / 1e9);
+  throw config::ConfigError(config_.file + ": key '" + key + "' (" + value + ")" + text);
 }
 
 // A pinned box that holds no vertex is a mistake in the case (a sheet that was meant to hang

@@ -59,6 +59,7 @@ class ClothSolver final : public SteppingWorkload {
   // The sheet, its distribution and the state at rest (setup, and load: not `at_rest`).
   void build(bool at_rest);
   HostMesh sheet();
+  void check_memory(std::size_t vertices) const;
   void check_pinned(const HostMesh& mesh) const;
   void distribute(const HostMesh& mesh, const Rings& rings);
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
