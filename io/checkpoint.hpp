@@ -233,8 +233,9 @@ std::filesystem::path checkpoint_path(const std::filesystem::path& output_dir, s
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& output_dir);
 // Deletes all but the newest `keep` checkpoints (rank 0 only).
 void prune_checkpoints(const std::filesystem::path& output_dir, int keep);
-// Removes checkpoint_*.h5.tmp files a killed or failed run left in output_dir (rank 0 only, at
-// the start of a run, before any checkpoint of this run is started). Returns how many.
+// Removes checkpoint_*.h5.tmp files a killed or failed run left in output_dir, and the MPI-IO
+// lock files beside them (rank 0 only, at the start of a run, before any checkpoint of this run
+// is started). Returns how many.
 int remove_stale_checkpoints(const std::filesystem::path& output_dir);
 
 // `apron inspect`: what a checkpoint or particle output file holds, from its metadata alone;

@@ -20,6 +20,21 @@ std::optional<std::int64_t> step_of(const fs::path& file) {
   return step;
 }
 
+// The checkpoint a leftover of an unfinished write belongs to, or an empty path: its .tmp
+// (checkpoint_N.h5.tmp), and the lock files MPI-IO makes beside it and leaves when the run is
+// killed (checkpoint_N.h5.tmp-<number>-<pid>.lock).
+fs::path checkpoint_of_leftover(const fs::path& file) {
+  std::string name = file.filename().string();
+  if (file.extension() == ".lock") {
+    const std::size_t tmp = name.rfind(".tmp-");
+    if (tmp == std::string::npos) return {};
+    name.resize(tmp + 4);
+  }
+  if (!name.ends_with(".tmp")) return {};
+  name.resize(name.size() - 4);
+  return file.parent_path() / name;
+}
+
 std::vector<std::pair<std::int64_t, fs::path>> checkpoints_in(const fs::path& output_dir) {
   std::vector<std::pair<std::int64_t, fs::path>> found;
   std::error_code ec;
@@ -62,7 +77,7 @@ int remove_stale_checkpoints(const fs::path& output_dir) {
   std::error_code ec;
   for (const auto& item : fs::directory_iterator(checkpoint_dir(output_dir), ec)) {
     const fs::path& p = item.path();
-    if (p.extension() != ".tmp" || !step_of(p.parent_path() / p.stem())) continue;
+    if (!step_of(checkpoint_of_leftover(p))) continue;
     std::error_code ignored;
     if (fs::remove(p, ignored)) ++removed;
   }

@@ -21,7 +21,18 @@ std::optional<long> row_step(const std::string& line) {
 DiagnosticsTable::DiagnosticsTable(std::filesystem::path path, std::string header)
     : path_(std::move(path)), header_(std::move(header)) {}
 
+DiagnosticsTable::~DiagnosticsTable() {
+  if (!out_.is_open()) return;
+  out_.close();
+  std::error_code ignored;
+  if (resumed_)
+    std::filesystem::remove(temporary_name(path_), ignored);
+  else
+    std::filesystem::rename(temporary_name(path_), path_, ignored);
+}
+
 void DiagnosticsTable::open(std::optional<long> resume_step) {
+  resumed_ = resume_step.has_value();
   const std::filesystem::path partial = temporary_name(path_);
   std::string kept = header_ + "\n";
   if (resume_step) {

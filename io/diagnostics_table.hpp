@@ -16,6 +16,12 @@ class DiagnosticsTable {
  public:
   // `header`: the column names, comma-separated, without the newline.
   DiagnosticsTable(std::filesystem::path path, std::string header);
+  // A table never closed belongs to a run that failed: a new run's rows, up to the failure, are
+  // put in place (they show how it failed); a restart's are dropped, so that the earlier run's
+  // table stays as it was. Either way no .tmp is left.
+  ~DiagnosticsTable();
+  DiagnosticsTable(const DiagnosticsTable&) = delete;
+  DiagnosticsTable& operator=(const DiagnosticsTable&) = delete;
 
   // Starts the table (a new run), or continues it from the rows up to resume_step. Throws
   // std::runtime_error naming the file when it cannot be written.
@@ -28,6 +34,7 @@ class DiagnosticsTable {
   std::filesystem::path path_;
   std::string header_;
   std::ofstream out_;
+  bool resumed_ = false;
 };
 
 }  // namespace apron::io

@@ -408,6 +408,21 @@ class PlyValues {
   double next(PlyType t) {
     return format_ == PlyHeader::Format::ascii ? next_word(t) : next_binary(t);
   }
+  // An ascii item is one line: a line with a value too many or too few would shift every later
+  // value into the wrong property. Binary items have no such marks.
+  void begin_item() { item_line_ = 0; }
+  void end_item(const PlyElement& e) {
+    if (format_ != PlyHeader::Format::ascii) return;
+    if (item_line_ != 0 && item_line_ != line_)
+      throw MeshReadError(line_place(file_, item_line_) + ": fewer values than " + described(e) +
+                          " (the item goes on to line " + std::to_string(line_) + ")");
+    while (pos_ < text_.size() && text_[pos_] != '\n' &&
+           std::isspace(static_cast<unsigned char>(text_[pos_])))
+      ++pos_;
+    if (pos_ < text_.size() && text_[pos_] != '\n')
+      throw MeshReadError(line_place(file_, line_) + ": more values than " + described(e) +
+                          " (a stray value, or a property missing from the header?)");
+  }
   std::string place() const {
     return format_ == PlyHeader::Format::ascii ? line_place(file_, line_)
                                                : byte_place(file_, value_offset_);
@@ -426,6 +441,13 @@ class PlyValues {
   }
 
  private:
+  static std::string described(const PlyElement& e) {
+    std::string text = "element '" + e.name + "' (";
+    for (const PlyProperty& p : e.properties)
+      text += p.name + (p.is_list ? "[]" : "") + (&p == &e.properties.back() ? ")" : " ");
+    return text;
+  }
+
   double next_word(PlyType t) {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])))
       if (text_[pos_++] == '\n') ++line_;
@@ -433,6 +455,7 @@ class PlyValues {
       throw MeshReadError(place() +
                           ": the file ends early (truncated, or the element counts "
                           "in the header are too large)");
+    if (item_line_ == 0) item_line_ = line_;
     const std::size_t start = pos_;
     while (pos_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
     const std::string_view word(text_.data() + start, pos_ - start);
@@ -496,6 +519,7 @@ class PlyValues {
   std::size_t pos_;
   std::size_t line_;
   std::size_t value_offset_ = 0;
+  std::size_t item_line_ = 0;  // where the current ascii item's first value is; 0: none yet
 };
 
 long long as_index(double v, const std::string& place) {
@@ -504,6 +528,37 @@ long long as_index(double v, const std::string& place) {
   if (std::fabs(v) > 9007199254740992.0)  // 2^53: beyond it a double holds no exact integer
     throw MeshReadError(place + ": a list count or index is out of range");
   return static_cast<long long>(v);
+}
+
+// One item of an element: its scalar values by property index, the values of one list property
+// (`keep_list`, or none), and where it starts.
+struct PlyItem {
+  std::vector<double> scalars;
+  std::vector<long long> list;
+  std::string place;
+};
+
+void read_ply_item(PlyValues& values, const PlyElement& e, int keep_list, PlyItem& item) {
+  item.scalars.assign(e.properties.size(), 0.0);
+  item.list.clear();
+  values.begin_item();
+  for (std::size_t p = 0; p < e.properties.size(); ++p) {
+    const PlyProperty& prop = e.properties[p];
+    if (!prop.is_list) {
+      item.scalars[p] = values.next(prop.type);
+      if (p == 0) item.place = values.place();
+      continue;
+    }
+    const double length = values.next(prop.count_type);  // before place(): its line
+    const long long n = as_index(length, values.place());
+    if (p == 0) item.place = values.place();
+    if (n < 0) throw MeshReadError(values.place() + ": a negative list length");
+    for (long long k = 0; k < n; ++k) {
+      const double v = values.next(prop.type);
+      if (static_cast<int>(p) == keep_list) item.list.push_back(as_index(v, values.place()));
+    }
+  }
+  values.end_item(e);
 }
 
 int find_property(const PlyElement& e, std::initializer_list<const char*> names) {
@@ -539,31 +594,13 @@ TriangleMesh read_ply(const fs::path& file, const MeshReadOptions& options) {
     if (is_face && (corners < 0 || !e.properties[corners].is_list))
       throw MeshReadError(file.string() +
                           ": the PLY face element lacks a 'vertex_indices' list property");
-    for (long long item = 0; item < e.count; ++item) {
-      double xyz[3] = {0, 0, 0};
-      std::vector<long long> indices;
-      std::string place;
-      for (std::size_t p = 0; p < e.properties.size(); ++p) {
-        const PlyProperty& prop = e.properties[p];
-        if (!prop.is_list) {
-          const double v = values.next(prop.type);
-          if (p == 0) place = values.place();
-          for (int d = 0; d < 3; ++d)
-            if (static_cast<int>(p) == coord[d]) xyz[d] = v;
-          continue;
-        }
-        const double length = values.next(prop.count_type);  // before place(): its line
-        const long long n = as_index(length, values.place());
-        if (p == 0) place = values.place();
-        if (n < 0) throw MeshReadError(values.place() + ": a negative list length");
-        for (long long k = 0; k < n; ++k) {
-          const double v = values.next(prop.type);
-          if (is_face && static_cast<int>(p) == corners)
-            indices.push_back(as_index(v, values.place()));
-        }
-      }
-      if (is_vertex) mesh.add_vertex(xyz[0], xyz[1], xyz[2], place);
-      if (is_face) mesh.add_polygon(indices, place, vertex_total);
+    PlyItem item;
+    for (long long k = 0; k < e.count; ++k) {
+      read_ply_item(values, e, is_face ? corners : -1, item);
+      if (is_vertex)
+        mesh.add_vertex(item.scalars[coord[0]], item.scalars[coord[1]], item.scalars[coord[2]],
+                        item.place);
+      if (is_face) mesh.add_polygon(item.list, item.place, vertex_total);
     }
   }
   values.expect_end();
@@ -724,33 +761,23 @@ PointCloud read_ply_points(const fs::path& file) {
       throw MeshReadError(file.string() + ": the PLY normal properties must not be lists");
   CloudBuilder cloud(file);
   PlyValues values(text, header, file);
-  // Elements before the vertices are read past; those after them are not needed.
-  for (auto e = header.elements.begin(); e != std::next(vertex); ++e) {
+  // Every element is read through, so that the counts are checked against the file's end:
+  // counts smaller than the file holds would drop points without a word.
+  PlyItem item;
+  for (auto e = header.elements.begin(); e != header.elements.end(); ++e) {
     if (e->properties.empty()) continue;  // no bytes, whatever its count says
-    const bool is_vertex = e == vertex;
-    for (long long item = 0; item < e->count; ++item) {
-      double xyz[3] = {0, 0, 0}, n[3] = {0, 0, 0};
-      std::string place;
-      for (std::size_t p = 0; p < e->properties.size(); ++p) {
-        const PlyProperty& prop = e->properties[p];
-        if (prop.is_list) {
-          const double length = values.next(prop.count_type);  // before place(): its line
-          const long long count = as_index(length, values.place());
-          if (p == 0) place = values.place();
-          if (count < 0) throw MeshReadError(values.place() + ": a negative list length");
-          for (long long k = 0; k < count; ++k) values.next(prop.type);
-          continue;
-        }
-        const double v = values.next(prop.type);
-        if (p == 0) place = values.place();
-        for (int d = 0; d < 3; ++d) {
-          if (static_cast<int>(p) == coord[d]) xyz[d] = v;
-          if (static_cast<int>(p) == normal[d]) n[d] = v;
-        }
+    for (long long k = 0; k < e->count; ++k) {
+      read_ply_item(values, *e, -1, item);
+      if (e != vertex) continue;
+      double xyz[3], n[3] = {0, 0, 0};
+      for (int d = 0; d < 3; ++d) {
+        xyz[d] = item.scalars[coord[d]];
+        if (normals) n[d] = item.scalars[normal[d]];
       }
-      if (is_vertex) cloud.add(xyz, normals ? n : nullptr, place);
+      cloud.add(xyz, normals ? n : nullptr, item.place);
     }
   }
+  values.expect_end();
   return cloud.finish();
 }
 

@@ -240,8 +240,9 @@ double decode_le(const unsigned char* b, int size, char type) {
   return decode_native(v, size, type);
 }
 
-// The common case of scans, read at the disk's speed: a binary PLY whose first element is the
-// vertex element with scalar properties only and x, y, z among them (no normals). Anything else,
+// The common case of scans, read at the disk's speed: a binary PLY whose only element is the
+// vertex element with scalar properties only and x, y, z among them (no normals), exactly as
+// long as its count says. Anything else,
 // or anything malformed, returns nothing and the general reader (io/mesh_reader.hpp), which
 // names every error, reads the file.
 std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const std::string& text) {
@@ -257,7 +258,7 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
     if (!header.back().empty() && header.back()[0] == "end_header") break;
   }
   if (header.size() < 3 || header[0].size() != 1 || header[0][0] != "ply") return std::nullopt;
-  bool big = false, in_vertex = false, seen_format = false;
+  bool big = false, seen_format = false;
   long long count = -1;
   std::size_t stride = 0, offset[3] = {0, 0, 0};
   int size[3] = {0, 0, 0};
@@ -271,15 +272,11 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
       big = w[1] == "binary_big_endian";
       seen_format = true;
     } else if (w[0] == "element") {
-      if (count >= 0) {  // a later element: the vertices are all we read
-        in_vertex = false;
-        continue;
-      }
+      if (count >= 0) return std::nullopt;  // a later element: read through, and checked, there
       if (w.size() != 3 || w[1] != "vertex" || !parse(w[2], count) || count < 0)
         return std::nullopt;
-      in_vertex = true;
     } else if (w[0] == "property") {
-      if (!in_vertex) continue;
+      if (count < 0) return std::nullopt;      // a property of no element
       if (w.size() != 3) return std::nullopt;  // a list, or malformed
       static const std::pair<const char*, std::pair<int, char>> types[] = {
           {"char", {1, 'I'}},  {"int8", {1, 'I'}},    {"uchar", {1, 'U'}},  {"uint8", {1, 'U'}},
@@ -305,8 +302,9 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
   if (!seen_format || count < 0 || size[0] == 0 || size[1] == 0 || size[2] == 0)
     return std::nullopt;
   const auto n = static_cast<std::size_t>(count);
-  if ((text.size() - pos) / stride < n)
-    return std::nullopt;  // truncated: the general reader says where
+  const std::size_t body = text.size() - pos;
+  if (body / stride != n || body % stride != 0)
+    return std::nullopt;  // truncated, or longer than declared: the general reader says where
   PointCloud cloud;
   cloud.points.resize(n);
   const auto* base = reinterpret_cast<const unsigned char*>(text.data()) + pos;

@@ -586,7 +586,6 @@ void SeriesWriter::resume(long step, double time) {
     }
     std::sort(entries_.begin(), entries_.end(),
               [](const Entry& a, const Entry& b) { return a.step < b.step; });
-    if (!entries_.empty()) write_file_atomically(xmf_path_, xdmf_series(basename_, entries_));
   });
 }
 

@@ -72,7 +72,9 @@ class SeriesWriter {
 
   // Collective. On restart from a checkpoint at `step` and `time`: lists the step files already
   // in the folder up to that step (reading only their metadata), so the series index keeps the
-  // whole run; later files belong to the abandoned continuation and are left out of it. Throws
+  // whole run; later files belong to the abandoned continuation and are left out of it. The
+  // index itself is rewritten by the restart's first write, not here: a restart that fails
+  // before it leaves the earlier run's index as it was. Throws
   // std::runtime_error, before writing anything, when a file's step and time disagree with the
   // checkpoint's (a file of an earlier step at a later time, or the reverse).
   void resume(long step, double time);

@@ -31,6 +31,11 @@ APRON_HD inline Vector3<T> cross(Vector3<T> a, Vector3<T> b) {
   return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
 }
 template <class T>
+APRON_HD inline bool is_finite(Vector3<T> a) {
+  using std::isfinite;
+  return isfinite(a.x) && isfinite(a.y) && isfinite(a.z);
+}
+template <class T>
 APRON_HD inline T norm(Vector3<T> a) {
   using std::sqrt;  // the float overload for T = float, on host and device
   return sqrt(dot(a, a));

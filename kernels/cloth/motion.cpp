@@ -9,50 +9,13 @@ namespace {
 
 using V3 = Vector3<double>;
 
-// The outward normal and depth of a point inside a collider grown by `thickness` (depth > 0),
-// or depth <= 0 when outside.
-struct Contact {
-  V3 normal{0, 0, 1};
-  double depth = 0;
-};
-
-APRON_HD inline Contact contact(const Collider& c, V3 x, double thickness) {
-  Contact k;
-  if (c.kind == Collider::floor) {
-    k.depth = c.height + thickness - x.z;
-    return k;
-  }
-  if (c.kind == Collider::sphere) {
-    const V3 d = x - c.centre;
-    const double r = norm(d);
-    k.depth = c.radius + thickness - r;
-    k.normal = r > 0 ? (1.0 / r) * d : V3{0, 0, 1};
-    return k;
-  }
-  // Box: out through the nearest face of the grown box.
-  const double lo[3] = {c.lo.x - thickness, c.lo.y - thickness, c.lo.z - thickness};
-  const double hi[3] = {c.hi.x + thickness, c.hi.y + thickness, c.hi.z + thickness};
-  const double p[3] = {x.x, x.y, x.z};
-  k.depth = 1e300;
-  for (int d = 0; d < 3; ++d) {
-    const double below = p[d] - lo[d], above = hi[d] - p[d];
-    if (below <= 0 || above <= 0) return Contact{{0, 0, 1}, 0};
-    const double nearest = below < above ? below : above;
-    if (nearest < k.depth) {
-      k.depth = nearest;
-      const double sign = below < above ? -1.0 : 1.0;
-      k.normal = {d == 0 ? sign : 0.0, d == 1 ? sign : 0.0, d == 2 ? sign : 0.0};
-    }
-  }
-  return k;
-}
-
 struct AdvanceKernel {
   V3* x;
   V3* v;
   const V3* gradient;
   const double* mass;
   const std::uint8_t* pinned;
+  std::uint32_t* not_finite;
   const Collider* colliders;
   int collider_count;
   MotionParams p;
@@ -77,6 +40,8 @@ struct AdvanceKernel {
     }
     x[i] = xi;
     v[i] = vi;
+    // Every writer stores the same 1: the flag needs no atomic.
+    if (!(is_finite(xi) && is_finite(vi))) *not_finite = 1;
   }
 };
 
@@ -111,23 +76,13 @@ struct ExtremesKernel {
   }
 };
 
-struct NotFinite {
-  const V3* x;
-  const V3* v;
-  APRON_HD bool operator()(std::uint32_t i) const {
-    using std::isfinite;
-    return !(isfinite(x[i].x) && isfinite(x[i].y) && isfinite(x[i].z) && isfinite(v[i].x) &&
-             isfinite(v[i].y) && isfinite(v[i].z));
-  }
-};
-
 }  // namespace
 
 void advance_vertices(const MotionState& s, std::size_t count, const MotionParams& p,
                       const DeviceVector<Collider>& colliders) {
-  for_each_index(
-      count, AdvanceKernel{raw(*s.position), raw(*s.velocity), raw(*s.gradient), raw(*s.mass),
-                           raw(*s.pinned), raw(colliders), static_cast<int>(colliders.size()), p});
+  for_each_index(count, AdvanceKernel{raw(*s.position), raw(*s.velocity), raw(*s.gradient),
+                                      raw(*s.mass), raw(*s.pinned), raw(*s.not_finite),
+                                      raw(colliders), static_cast<int>(colliders.size()), p});
 }
 
 void vertex_energies(const DeviceVector<V3>& position, const DeviceVector<V3>& velocity,
@@ -143,12 +98,6 @@ void vertex_extremes(const DeviceVector<V3>& velocity, const DeviceVector<Vertex
                      std::size_t count, DeviceVector<double>& out) {
   out.resize(2 * count);
   for_each_index(count, ExtremesKernel{raw(velocity), raw(measures), count, raw(out)});
-}
-
-bool any_not_finite(const DeviceVector<V3>& position, const DeviceVector<V3>& velocity,
-                    std::size_t count) {
-  DeviceVector<std::uint32_t> found;
-  return select_indices_if(count, NotFinite{raw(position), raw(velocity)}, found) > 0;
 }
 
 }  // namespace apron::cloth

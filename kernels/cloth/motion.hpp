@@ -22,6 +22,44 @@ struct Collider {
   double radius = 0, height = 0;
 };
 
+// The outward normal and depth of a point inside a collider grown by `thickness` (depth > 0),
+// or depth <= 0 when outside.
+struct Contact {
+  Vector3<double> normal{0, 0, 1};
+  double depth = 0;
+};
+
+APRON_HD inline Contact contact(const Collider& c, Vector3<double> x, double thickness) {
+  Contact k;
+  if (c.kind == Collider::floor) {
+    k.depth = c.height + thickness - x.z;
+    return k;
+  }
+  if (c.kind == Collider::sphere) {
+    const Vector3<double> d = x - c.centre;
+    const double r = norm(d);
+    k.depth = c.radius + thickness - r;
+    k.normal = r > 0 ? (1.0 / r) * d : Vector3<double>{0, 0, 1};
+    return k;
+  }
+  // Box: out through the nearest face of the grown box.
+  const double lo[3] = {c.lo.x - thickness, c.lo.y - thickness, c.lo.z - thickness};
+  const double hi[3] = {c.hi.x + thickness, c.hi.y + thickness, c.hi.z + thickness};
+  const double p[3] = {x.x, x.y, x.z};
+  k.depth = 1e300;
+  for (int d = 0; d < 3; ++d) {
+    const double below = p[d] - lo[d], above = hi[d] - p[d];
+    if (below <= 0 || above <= 0) return Contact{{0, 0, 1}, 0};
+    const double nearest = below < above ? below : above;
+    if (nearest < k.depth) {
+      k.depth = nearest;
+      const double sign = below < above ? -1.0 : 1.0;
+      k.normal = {d == 0 ? sign : 0.0, d == 1 ? sign : 0.0, d == 2 ? sign : 0.0};
+    }
+  }
+  return k;
+}
+
 struct MotionParams {
   double dt = 0;
   Vector3<double> gravity{0, 0, 0};
@@ -37,6 +75,9 @@ struct MotionState {
   const DeviceVector<Vector3<double>>* gradient;  // dE/dx (the internal force is its negative)
   const DeviceVector<double>* mass;               // mu |V_v|
   const DeviceVector<std::uint8_t>* pinned;       // 1: held at its position
+  // One flag, set to 1 when a vertex's new position or velocity is not finite (the per-step
+  // blow-up check reads it; the kernel never clears it).
+  DeviceVector<std::uint32_t>* not_finite;
 };
 
 // One step of every free vertex: v <- (v + dt (g - grad / m)) / (1 + dt gamma / mu), x <- x + dt v,
@@ -59,9 +100,5 @@ void vertex_energies(const DeviceVector<Vector3<double>>& position,
 void vertex_extremes(const DeviceVector<Vector3<double>>& velocity,
                      const DeviceVector<VertexMeasures>& measures, std::size_t count,
                      DeviceVector<double>& out);
-
-// Whether any of the first `count` positions or velocities is not finite (a blow-up).
-bool any_not_finite(const DeviceVector<Vector3<double>>& position,
-                    const DeviceVector<Vector3<double>>& velocity, std::size_t count);
 
 }  // namespace apron::cloth

@@ -49,7 +49,7 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
     apron::fill(out.begin(), out.end(), Vector3<double>{0, 0, 0});
     return;
   }
-  const double h = kProbe * shortest_edge_ / largest;
+  const double h = kProbe * shortest_.length / largest;
   displaced(*position_, h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
   displaced(*position_, -h, q, w.shifted);

@@ -74,6 +74,9 @@ SteppingDeclaration cloth_declaration() {
                 {"velocity", io::Dtype::f64, 3, ValueCheck::finite},
                 {"id", io::Dtype::i64, 1}},
                "vertices"}};
+  d.state_name = "vertex positions or velocities";
+  d.unstable_hint =
+      "lower cloth.cfl, or check that the material (stretch, bend, density) is physical";
   return d;
 }
 
@@ -116,8 +119,10 @@ HostMesh ClothSolver::sheet() {
 }
 
 // Timed by the driver (setup, or restart around load()).
-void ClothSolver::build() {
+void ClothSolver::build(bool at_rest) {
   const HostMesh mesh = sheet();
+  check_memory(mesh.positions.size());
+  if (at_rest) refuse_start_inside_colliders(mesh);
   Rings rings;
   // The same check on every rank: a bad mesh is refused by all of them together.
   try {
@@ -135,6 +140,26 @@ void ClothSolver::build() {
       "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
       "ghosts)",
       global_vertices_, mesh.triangles.size(), dt_, ranks_.size, owned_, halo_.ghost_count());
+}
+
+// About 810 bytes of device memory per local row (the run report's device_bytes_per_vertex on
+// sheets of 289 to 1M vertices), with headroom: a sheet that cannot fit is refused before it is
+// allocated, naming the key that sizes it, rather than failing in the middle of the setup.
+void ClothSolver::check_memory(std::size_t vertices) const {
+  constexpr double kBytesPerVertex = 900;
+  const double rows = static_cast<double>(vertices) / ranks_.size;
+  const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
+  if (rows * kBytesPerVertex <= 0.9 * free_bytes) return;
+  const SheetConfig& s = case_.sheet;
+  const std::string key = s.from_file ? "cloth.mesh.file" : "cloth.grid.cells";
+  const std::string value =
+      s.from_file ? s.file : std::to_string(s.grid.nx) + " x " + std::to_string(s.grid.ny);
+  char text[256];
+  std::snprintf(text, sizeof text,
+                ": %zu vertices need about %.3g GB of memory per rank, %.3g GB are available; "
+                "use a coarser sheet or more ranks",
+                vertices, rows * kBytesPerVertex / 1e9, free_bytes / 1e9);
+  throw config::ConfigError(config_.file + ": key '" + key + "' (" + value + ")" + text);
 }
 
 // A pinned box that holds no vertex is a mistake in the case (a sheet that was meant to hang
@@ -218,6 +243,7 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   }
   upload_rings(rest, local, mesh_);
   pinned_ = DeviceVector<std::uint8_t>(pinned.begin(), pinned.end());
+  not_finite_ = DeviceVector<std::uint32_t>(1, 0u);
 
   reference_ = make_reference(mesh_, mesh_.positions);
   const MaterialConfig& m = case_.material;
@@ -254,24 +280,69 @@ void ClothSolver::build_output_triangles(const HostMesh& mesh) {
   visual_connectivity_.assign(output_triangles_.begin(), output_triangles_.end());
 }
 
-// The explicit limit of the sheet's fastest waves on its shortest edge h: membrane waves at
-// c = sqrt(6 zeta / mu) (W = 3 zeta e^2 under a uniaxial strain e) need dt <= h / c, bending
-// waves (D = 6 xi) dt <= 2 h^2 / (pi^2 sqrt(D / mu)).
-void ClothSolver::choose_dt(const HostMesh& mesh) {
-  double h = std::numeric_limits<double>::max();
+// The sheet's shortest edge, by its vertices in the sheet's numbering.
+ClothSolver::Edge ClothSolver::shortest_edge(const HostMesh& mesh) {
+  Edge shortest{std::numeric_limits<double>::max(), 0, 0};
   for (const auto& tri : mesh.triangles)
     for (int e = 0; e < 3; ++e) {
       const auto& a = mesh.positions[tri[e]];
       const auto& b = mesh.positions[tri[(e + 1) % 3]];
-      h = std::min(h, std::hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]));
+      const double length = std::hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+      if (length < shortest.length) shortest = {length, tri[e], tri[(e + 1) % 3]};
     }
+  return shortest;
+}
+
+// What sets an edge's length, for messages: the grid's key, or the edge's vertices as the file
+// numbers them.
+std::string ClothSolver::edge_source(const Edge& edge) const {
+  char text[512];
+  const SheetConfig& s = case_.sheet;
+  if (!s.from_file) {
+    std::snprintf(text, sizeof text,
+                  "key 'cloth.grid.size' (a %.3g x %.3g m sheet of %d x %d cells, its shortest "
+                  "edge %.3g m)",
+                  s.grid.size_x, s.grid.size_y, s.grid.nx, s.grid.ny, edge.length);
+    return text;
+  }
+  const auto file_vertex = [&](std::uint32_t v) {
+    return file_index_.empty() ? v : file_index_[v];
+  };
+  std::snprintf(text, sizeof text, "the edge from vertex %u to vertex %u of %s (%.3g m long)",
+                file_vertex(edge.a), file_vertex(edge.b), s.file.c_str(), edge.length);
+  return text;
+}
+
+// An edge shorter than the float spacing at the sheet's coordinates has ends that the float
+// arithmetic of the forces and the output cannot tell apart, and a stability limit no run can
+// step through: refused, naming it.
+void ClothSolver::refuse_unresolved_edge(const HostMesh& mesh, const Edge& edge) const {
+  double magnitude = 0;
+  for (const auto& p : mesh.positions)
+    for (const double x : p) magnitude = std::max(magnitude, std::fabs(x));
+  const double resolution = std::numeric_limits<float>::epsilon() * magnitude;
+  if (edge.length >= resolution) return;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                " is shorter than the float resolution of the sheet's coordinates (%.3g m at "
+                "%.3g m); merge its vertices, or scale the sheet",
+                resolution, magnitude);
+  throw config::ConfigError(config_.file + ": cloth: " + edge_source(edge) + text);
+}
+
+// The explicit limit of the sheet's fastest waves on its shortest edge h: membrane waves at
+// c = sqrt(6 zeta / mu) (W = 3 zeta e^2 under a uniaxial strain e) need dt <= h / c, bending
+// waves (D = 6 xi) dt <= 2 h^2 / (pi^2 sqrt(D / mu)).
+void ClothSolver::choose_dt(const HostMesh& mesh) {
+  shortest_ = shortest_edge(mesh);
+  refuse_unresolved_edge(mesh, shortest_);
+  const double h = shortest_.length;
   const MaterialConfig& m = case_.material;
   double limit = h / std::sqrt(6 * m.stretch / m.density);
   if (m.bend > 0)
     limit = std::min(
         limit,
         2 * h * h / (std::numbers::pi * std::numbers::pi * std::sqrt(6 * m.bend / m.density)));
-  shortest_edge_ = h;
   dt_ = case_.integrator.implicit ? case_.integrator.dt : case_.cfl * limit;
   if (case_.integrator.implicit)
     Log::info("cloth: implicit step %.4g s, %.3g x the explicit stability limit (%.4g s)", dt_,
@@ -282,6 +353,40 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
   motion_.damping_rate = m.damping / m.density;
   motion_.friction = case_.friction;
   motion_.thickness = case_.thickness;
+}
+
+StepLimit ClothSolver::largest_step() const {
+  if (case_.integrator.implicit) {
+    char cause[64];
+    std::snprintf(cause, sizeof cause, "key 'cloth.integrator.dt' (%.3g s)", dt_);
+    return {dt_, cause, "raise it"};
+  }
+  return {dt_, edge_source(shortest_) + " with cloth.material",
+          case_.sheet.from_file ? "merge or move those vertices, or raise cloth.mesh.scale"
+                                : "enlarge the sheet, or use fewer cloth.grid.cells"};
+}
+
+// A sheet that starts inside a collider (grown by the thickness) would be thrown onto its
+// surface in the first step, with energy from nowhere: refused, naming the collider.
+void ClothSolver::refuse_start_inside_colliders(const HostMesh& mesh) const {
+  for (std::size_t c = 0; c < case_.colliders.size(); ++c) {
+    const Collider collider = device_collider(case_.colliders[c]);
+    for (std::size_t v = 0; v < mesh.positions.size(); ++v) {
+      const V3 x{mesh.positions[v][0], mesh.positions[v][1], mesh.positions[v][2]};
+      const bool held = std::any_of(case_.pinned.begin(), case_.pinned.end(),
+                                    [&](const Box& box) { return box.contains(x); });
+      if (held || contact(collider, x, case_.thickness).depth <= 0) continue;
+      char text[320];
+      std::snprintf(text, sizeof text,
+                    ": cloth.colliders[%zu] (a %s, grown by cloth.thickness %.3g m) holds vertex "
+                    "%u of the sheet at rest, at (%.6g, %.6g, %.6g); move the sheet or the "
+                    "collider so that the sheet starts outside it",
+                    c, case_.colliders[c].kind.c_str(), case_.thickness,
+                    file_index_.empty() ? static_cast<std::uint32_t>(v) : file_index_[v], x.x, x.y,
+                    x.z);
+      throw config::ConfigError(config_.file + text);
+    }
+  }
 }
 
 double ClothSolver::take_step() {
@@ -296,27 +401,18 @@ double ClothSolver::take_step() {
   }
   {
     auto t = timers_.scope("integrate");
-    advance_vertices({&*position_, &*velocity_, &gradient_, &mass_, &pinned_}, owned_, motion_,
-                     colliders_);
+    advance_vertices({&*position_, &*velocity_, &gradient_, &mass_, &pinned_, &not_finite_}, owned_,
+                     motion_, colliders_);
   }
   {
     auto t = timers_.scope("halo");
     const FieldRef fields[] = {position_, velocity_};
     halo_.gather(store_, fields);
   }
-  // Checked on the steps that end where a diagnostics row is due (the core counts the step).
-  if ((clock_.step + 1) % config_.output.diagnostics_every == 0) check_finite();
+  // The flag the integration kernel set: one word read back (the phase timers have already
+  // waited for the device), one flag reduced over the ranks.
+  require_finite(read_element(not_finite_, 0) == 0, clock_.step + 1);
   return motion_.dt;
-}
-
-void ClothSolver::check_finite() const {
-  const bool local = any_not_finite(*position_, *velocity_, owned_);
-  if (global_max(ranks_.comm, local ? 1.0 : 0.0) > 0)
-    throw std::runtime_error(
-        "the cloth became unstable at step " + std::to_string(clock_.step + 1) +
-        " (t = " + std::to_string(clock_.time + motion_.dt) +
-        " s): non-finite positions or velocities; lower cloth.cfl, or check that the material "
-        "(stretch, bend, density) is physical");
 }
 
 ClothSolver::Diagnostics ClothSolver::diagnostics() {
@@ -467,7 +563,7 @@ void ClothSolver::save_state(SavedState& state) const {
 // Every rank reads a share of the rows, all ranks swap them, and each keeps its local rows by
 // id (owned and ghosts alike: the ghosts' values are their owners').
 void ClothSolver::restore(const LoadedState& state) {
-  build();
+  build(false);
   if (state.total_rows("vertices") != global_vertices_)
     throw std::runtime_error(state.where() + ": the checkpoint holds " +
                              std::to_string(state.total_rows("vertices")) +

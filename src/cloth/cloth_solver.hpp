@@ -48,7 +48,7 @@ class ClothSolver final : public SteppingWorkload {
   };
 
  private:
-  void start() override { build(); }
+  void start() override { build(true); }
   double take_step() override;
   std::vector<double> diagnostics_row() override;
   void write_series() override;  // the sheet as a triangle mesh
@@ -56,13 +56,24 @@ class ClothSolver final : public SteppingWorkload {
   void restore(const LoadedState& state) override;
   void report_fields(Json& json) const override;
 
-  void build();  // the sheet, its distribution and the state at rest (setup and load)
+  // The sheet, its distribution and the state at rest (setup, and load: not `at_rest`).
+  void build(bool at_rest);
   HostMesh sheet();
+  void check_memory(std::size_t vertices) const;
   void check_pinned(const HostMesh& mesh) const;
   void distribute(const HostMesh& mesh, const Rings& rings);
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
+  StepLimit largest_step() const override;
+  struct Edge {
+    double length;
+    std::uint32_t a, b;  // vertices, in the sheet's numbering
+  };
+  static Edge shortest_edge(const HostMesh& mesh);
+  std::string edge_source(const Edge& edge) const;
+  void refuse_unresolved_edge(const HostMesh& mesh, const Edge& edge) const;
+  void refuse_start_inside_colliders(const HostMesh& mesh) const;
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
@@ -70,7 +81,6 @@ class ClothSolver final : public SteppingWorkload {
   void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
   template <class Fixed>
   double reproducible_sum(double largest, const Fixed& fixed) const;
-  void check_finite() const;
   std::size_t device_bytes() const;
   SheetState gather_rows(const std::vector<Vector3<double>>& position,
                          const std::vector<Vector3<double>>& velocity,
@@ -94,9 +104,10 @@ class ClothSolver final : public SteppingWorkload {
   DeviceVector<double> mass_, scratch_;
   DeviceVector<VertexMeasures> measures_;  // for diagnostics and outputs
   DeviceVector<std::uint8_t> pinned_;
+  DeviceVector<std::uint32_t> not_finite_;  // set by the integration kernel (motion.hpp)
   DeviceVector<Collider> colliders_;
   MotionParams motion_;
-  double shortest_edge_ = 0;
+  Edge shortest_{};
   // The implicit step's vectors over the local rows (the search direction is the store's
   // "direction", which the halo refreshes) and its counts for the run report.
   struct ImplicitWork {

@@ -397,6 +397,18 @@ void continue_from(const std::filesystem::path& file, const config::CaseConfig& 
             w.step(), w.time(), ranks.size);
 }
 
+// decomposition.dims is a process grid for one rank count: on another it cannot be honoured.
+void check_process_grid(const config::CaseConfig& c, const RankInfo& ranks) {
+  const auto& d = c.decomposition.dims;
+  const long grid = static_cast<long>(d[0]) * d[1] * d[2];
+  if (grid == 0 || grid == ranks.size) return;
+  throw config::ConfigError(c.file + ": key 'decomposition.dims': [" + std::to_string(d[0]) + ", " +
+                            std::to_string(d[1]) + ", " + std::to_string(d[2]) + "] is a grid of " +
+                            std::to_string(grid) + " ranks, but the run has " +
+                            std::to_string(ranks.size) + "; run on " + std::to_string(grid) +
+                            " ranks, or set it to [0, 0, 0] (chosen for the rank count)");
+}
+
 }  // namespace
 
 int run_case(const config::CaseConfig& config, const RankInfo& ranks, const DeviceInfo& device,
@@ -404,13 +416,15 @@ int run_case(const config::CaseConfig& config, const RankInfo& ranks, const Devi
   PhaseTimers timers;
   const double start = wall_seconds();
   install_stop_signals();
+  check_process_grid(config, ranks);
   auto workload = workload_spec(config.workload).make({config, ranks, device, timers});
   // Collective: when rank 0 cannot make the folder, every rank fails with its message.
   io::on_root(ranks.comm, [&] {
     io::make_output_directory(workload->output_dir());
     // A checkpoint of an earlier run that never finished (killed, disk full) is only a .tmp.
     if (const int stale = io::remove_stale_checkpoints(workload->output_dir()))
-      Log::info("removed %d unfinished checkpoint file(s) (.tmp) of an earlier run", stale);
+      Log::info("removed %d unfinished checkpoint file(s) (.tmp, MPI-IO .lock) of an earlier run",
+                stale);
   });
   if (!options.restart.empty() && !workload->checkpointable())
     throw config::ConfigError("--restart: the " + config.workload +

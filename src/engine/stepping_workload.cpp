@@ -1,5 +1,11 @@
 #include "engine/stepping_workload.hpp"
 
+#include <cmath>
+#include <cstdio>
+
+#include "config/yaml_reader.hpp"
+#include "decomposition/reductions.hpp"
+#include "io/hdf5_file.hpp"
 #include "runtime/json.hpp"
 #include "version.hpp"
 
@@ -13,6 +19,8 @@ SteppingWorkload::SteppingWorkload(const WorkloadContext& context, SteppingDecla
       outputs_(config_.output.every, 0, true),
       tables_(std::move(declaration.tables)),
       partitioned_(declaration.partitioned),
+      state_name_(std::move(declaration.state_name)),
+      unstable_hint_(std::move(declaration.unstable_hint)),
       series_names_(std::move(declaration.series)) {
   std::vector<DiagnosticColumn> columns = {{"step", 0}, {"time", 9}, {"dt", 6}};
   columns.insert(columns.end(), declaration.columns.begin(), declaration.columns.end());
@@ -21,7 +29,55 @@ SteppingWorkload::SteppingWorkload(const WorkloadContext& context, SteppingDecla
 
 void SteppingWorkload::setup() {
   start();
+  refuse_unreachable_end();
   open_outputs(std::nullopt);
+}
+
+// More steps than any run takes (a million steps a second for twelve days): a dt that small is a
+// mistake in the case (a unit, a stray exponent), refused before the first step.
+void SteppingWorkload::refuse_unreachable_end() const {
+  constexpr double kMostSteps = 1e12;
+  const StepLimit limit = largest_step();
+  const double steps = (config_.time.end - clock_.time) / limit.dt;
+  const long cap = config_.time.max_steps;
+  if (!(steps > kMostSteps) || (cap > 0 && cap - clock_.step <= kMostSteps)) return;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                " limits every step to %.3g s: time.end = %.6g s is %.3g steps away, more than "
+                "any run can take (%.0e); ",
+                limit.dt, config_.time.end, steps, kMostSteps);
+  throw config::ConfigError(config_.file + ": " + limit.cause + text + limit.fix);
+}
+
+void SteppingWorkload::require_finite(bool finite, long step) const {
+  if (global_min(ranks_.comm, finite ? 1.0 : 0.0) > 0) return;
+  fail_not_finite(step);
+}
+
+void SteppingWorkload::fail_not_finite(long step) const {
+  throw io::AgreedError("the run became unstable at step " + std::to_string(step) + ": the " +
+                            state_name_ + " are no longer finite numbers; " + unstable_hint_,
+                        true);
+}
+
+// Every row, the first and the last included: energies overflow before positions do (a sheet of
+// 1e154 m has finite positions and an infinite potential energy). Collective: the lowest bad
+// column over the ranks, so that every rank fails alike.
+void SteppingWorkload::require_finite_row(std::span<const double> row) const {
+  std::size_t bad = row.size();
+  for (std::size_t c = 0; c < row.size() && bad == row.size(); ++c)
+    if (!std::isfinite(row[c])) bad = c;
+  bad = static_cast<std::size_t>(global_min(ranks_.comm, static_cast<double>(bad)));
+  if (bad == row.size()) return;
+  const std::string column = "its diagnostic '" + columns_.columns()[bad].name + "'";
+  if (clock_.step == 0)  // nothing has moved yet: the case's scale is beyond the arithmetic
+    throw io::AgreedError("the run cannot start: " + column +
+                              " is not a finite number at step 0 (are the case's sizes, masses "
+                              "or speeds beyond what float64 sums can hold?)",
+                          true);
+  throw io::AgreedError("the run became unstable at step " + std::to_string(clock_.step) + ": " +
+                            column + " is not a finite number; " + unstable_hint_,
+                        true);
 }
 
 void SteppingWorkload::advance() {
@@ -50,6 +106,7 @@ void SteppingWorkload::write_outputs(bool final) {
     last_row_ = {static_cast<double>(clock_.step), clock_.time, clock_.dt};
     const std::vector<double> values = diagnostics_row();
     last_row_.insert(last_row_.end(), values.begin(), values.end());
+    require_finite_row(last_row_);
     if (table_) table_->append(columns_.row(last_row_));
   }
   if (outputs_.enabled() && (final || outputs_.due(clock_.time))) {
@@ -98,6 +155,7 @@ void SteppingWorkload::load(const io::CheckpointReader& checkpoint) {
   outputs_ = TimeSchedule::resumed(config_.output.every, state->scalar("next_output_time"));
   clock_ = {h.step, h.time, h.dt};
   restore(*state);
+  refuse_unreachable_end();
   open_outputs(clock_.step);
 }
 

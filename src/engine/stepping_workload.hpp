@@ -12,7 +12,11 @@
 //   write_series()     this output step's visual files (collective);
 //   save_state()       its rows of each declared table, and its scalars;
 //   restore()          the state from a checkpoint's rows (each rank's share, checked);
-//   report_fields()    its members of the run report (the core adds the last diagnostics row).
+//   report_fields()    its members of the run report (the core adds the last diagnostics row);
+//   largest_step()     the largest dt its step can take and what sets it, so that a run whose
+//                      step count to time.end no machine can reach is refused before it starts.
+// A step that leaves a value that is not finite ends the run (exit 1): the workload's step
+// passes its own cheap flag to require_finite(), and the core checks every diagnostics row.
 #pragma once
 
 #include <functional>
@@ -39,6 +43,15 @@ struct SteppingDeclaration {
   std::vector<std::string> series;        // visual series (basenames of their .xmf files)
   std::vector<TableSpec> tables;          // the checkpointed state
   bool partitioned = false;               // saves the partition its rows were cut by
+  std::string state_name;                 // what require_finite() checks: "particle velocities"
+  std::string unstable_hint;              // what to change when it fails: "lower sph.cfl"
+};
+
+// The largest step a workload can take, and the key (or the mesh feature) that sets it.
+struct StepLimit {
+  double dt = 0;
+  std::string cause;  // "key 'flip.max_dt' (1e-300 s)"
+  std::string fix;    // "raise it"
 };
 
 class SteppingWorkload : public Workload {
@@ -64,6 +77,15 @@ class SteppingWorkload : public Workload {
   virtual void restore(const LoadedState& state) = 0;
   // Its own members of the run report's object for this workload (collective).
   virtual void report_fields(Json& json) const = 0;
+  // After start() or restore(): an upper bound of every dt the run will take.
+  virtual StepLimit largest_step() const = 0;
+
+  // Collective. Ends the run on every rank (exit 1) when `finite` is false on any rank: the state
+  // after `step` holds a value that is not finite. `finite` is what the step computed anyway (a
+  // flag its kernels set, or the extremes it chose dt from): one flag reduced over the ranks.
+  void require_finite(bool finite, long step) const;
+  // The same, for a state every rank already knows is not finite (from a reduction of its own).
+  [[noreturn]] void fail_not_finite(long step) const;
 
   io::SeriesWriter& series(std::size_t k) { return *series_[k]; }
   // Collective. The partition a restart continues on: the saved one on the same rank count
@@ -81,9 +103,12 @@ class SteppingWorkload : public Workload {
 
  private:
   void open_outputs(std::optional<long> resume_step);
+  void refuse_unreachable_end() const;
+  void require_finite_row(std::span<const double> row) const;
   std::vector<TableSpec> tables_;
   bool partitioned_;
   DiagnosticColumns columns_;
+  std::string state_name_, unstable_hint_;
   std::vector<std::string> series_names_;
   std::vector<std::unique_ptr<io::SeriesWriter>> series_;
   std::optional<io::DiagnosticsTable> table_;  // rank 0

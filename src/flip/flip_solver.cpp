@@ -135,6 +135,8 @@ SteppingDeclaration flip_declaration() {
                "particles"},
               {"bricks", {{"key", io::Dtype::u32, 1}}, ""}};
   d.partitioned = true;
+  d.state_name = "particle velocities";
+  d.unstable_hint = "lower flip.cfl or flip.max_dt";
   return d;
 }
 

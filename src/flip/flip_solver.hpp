@@ -82,6 +82,7 @@ class FlipSolver final : public SteppingWorkload {
   void save_state(SavedState& state) const override;
   void restore(const LoadedState& state) override;
   void report_fields(Json& json) const override;
+  StepLimit largest_step() const override;
 
   double choose_dt() const;  // collective
   void maybe_rebalance();    // collective

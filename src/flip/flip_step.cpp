@@ -50,17 +50,32 @@ void FlipSolver::maybe_rebalance() {
 
 double FlipSolver::choose_dt() const {
   const auto sums = particle_sums(pos_, vel_, particles_.size());
-  const double v_max = global_max(ranks_.comm, sums.max_speed);
+  // A NaN would slip through the maximum over ranks: as infinity, the one reduction also tells
+  // every rank that the state the previous step left is not finite (before P2G indexes by it).
+  const double local_max =
+      std::isfinite(sums.speed2) ? sums.max_speed : std::numeric_limits<double>::infinity();
+  const double v_max = global_max(ranks_.comm, local_max);
+  if (!std::isfinite(v_max)) fail_not_finite(clock_.step);
   const auto& g = case_.flip.gravity;
   const double g_norm = std::sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]);
   const double dx = case_.flip.voxel_size;
   const double dt = case_.flip.cfl * dx / (v_max + std::sqrt(g_norm * dx) + 1e-30);
-  const double finite = global_min(ranks_.comm, std::isfinite(sums.speed2) ? 1.0 : 0.0);
-  if (!(finite > 0) || !std::isfinite(v_max))
-    throw std::runtime_error("flip: step " + std::to_string(clock_.step) +
-                             ": a particle velocity is not finite; the run is unstable (lower "
-                             "flip.cfl or flip.max_dt)");
   return std::min(dt, case_.flip.max_dt);
+}
+
+// Gravity waves on one voxel bound the step even at rest, and flip.max_dt bounds it always.
+StepLimit FlipSolver::largest_step() const {
+  const auto& g = case_.flip.gravity;
+  const double dx = case_.flip.voxel_size;
+  const double g_norm = std::sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]);
+  const double wave = case_.flip.cfl * dx / (std::sqrt(g_norm * dx) + 1e-30);
+  char cause[96];
+  if (case_.flip.max_dt <= wave) {
+    std::snprintf(cause, sizeof cause, "key 'flip.max_dt' (%.3g s)", case_.flip.max_dt);
+    return {case_.flip.max_dt, cause, "raise it"};
+  }
+  std::snprintf(cause, sizeof cause, "key 'flip.voxel_size' (%.3g m)", dx);
+  return {wave, cause, "raise it, or lower flip.gravity"};
 }
 
 // Which bricks any rank's particles need (flags per brick key, the same on every rank).

@@ -210,10 +210,54 @@ std::vector<int> PlaneDetection::rcb_on_octree_grid(
   return owner;
 }
 
+// The box of the cloud without its farthest 1% per side along each axis, from a sample of at most
+// 100k points (every rank samples the same ones).
+namespace {
+std::array<std::array<double, 2>, 3> central_box(const std::vector<std::array<double, 3>>& cloud) {
+  const std::size_t stride = std::max<std::size_t>(1, cloud.size() / 100000);
+  std::array<std::array<double, 2>, 3> box{};
+  std::vector<double> values;
+  for (int d = 0; d < 3; ++d) {
+    values.clear();
+    for (std::size_t i = 0; i < cloud.size(); i += stride) values.push_back(cloud[i][d]);
+    const std::size_t low = values.size() / 100, high = values.size() - 1 - low;
+    std::nth_element(values.begin(), values.begin() + low, values.end());
+    box[d][0] = values[low];
+    std::nth_element(values.begin(), values.begin() + high, values.end());
+    box[d][1] = values[high];
+  }
+  return box;
+}
+}  // namespace
+
+// A point far outside the rest of the cloud (a stray value in a scan: 3e38 is a valid float)
+// would set the octree's box, and every plane would be found at its scale: refused, naming it.
+void PlaneDetection::refuse_far_outliers(const std::vector<std::array<double, 3>>& cloud) const {
+  constexpr double kFar = 1000;  // times the extent of the central box
+  const auto box = central_box(cloud);
+  double extent = 0;
+  for (const auto& side : box) extent = std::max(extent, side[1] - side[0]);
+  if (!(extent > 0)) return;  // the central points coincide: split() says so if all do
+  for (std::size_t i = 0; i < cloud.size(); ++i) {
+    double outside = 0;
+    for (int d = 0; d < 3; ++d)
+      outside = std::max({outside, box[d][0] - cloud[i][d], cloud[i][d] - box[d][1]});
+    if (outside <= kFar * extent) continue;
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  ": key 'planes.input': point %zu at (%.6g, %.6g, %.6g) lies %.3g from the "
+                  "box of the other points, over %.0f times its size (%.3g): an outlier that far "
+                  "would set the scale of the whole scene; remove it from the cloud",
+                  i, cloud[i][0], cloud[i][1], cloud[i][2], outside, kFar, extent);
+    throw config::ConfigError(config_.file + text);
+  }
+}
+
 // The bounding box and its centre (every rank holds the whole cloud: no reduction needed), then
 // the split over the ranks; this rank keeps its points.
 void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                            const std::vector<std::int32_t>& truth) {
+  refuse_far_outliers(cloud);
   const std::size_t n = cloud.size();
   total_points_ = n;
   lo_ = {1e300, 1e300, 1e300};

@@ -61,6 +61,7 @@ class PlaneDetection final : public Workload {
 
  private:
   void load_points(std::vector<std::array<double, 3>>& cloud, std::vector<std::int32_t>& truth);
+  void refuse_far_outliers(const std::vector<std::array<double, 3>>& cloud) const;
   void split(const std::vector<std::array<double, 3>>& cloud,
              const std::vector<std::int32_t>& truth);
   std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const;

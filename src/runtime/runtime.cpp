@@ -4,11 +4,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <new>
 
 #include "kernels/common/backend.hpp"
@@ -58,6 +60,22 @@ std::size_t host_available_bytes() {
   }
   return 0;
 }
+
+// What this process may still map under `ulimit -v` (RLIMIT_AS): a job's limit is its memory.
+std::size_t address_space_left() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return std::numeric_limits<std::size_t>::max();
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  std::size_t kb = 0;
+  while (status >> key) {
+    if (key == "VmSize:" && status >> kb) break;
+    status.ignore(256, '\n');
+  }
+  const std::size_t used = kb * 1024;
+  return limit.rlim_cur > used ? limit.rlim_cur - used : 0;
+}
 }  // namespace
 #endif
 
@@ -85,7 +103,7 @@ DeviceInfo DeviceInfo::select(const RankInfo& ranks) {
   d.name = std::string("CPU (") + host + ", " + std::to_string(d.threads) + " threads)";
   d.count = 1;
   d.total_bytes = sysconf(_SC_PHYS_PAGES) * static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
-  d.free_bytes = host_available_bytes() / ranks.local_size;
+  d.free_bytes = std::min(host_available_bytes() / ranks.local_size, address_space_left());
 #endif
   return d;
 }

@@ -35,8 +35,9 @@ struct DeviceInfo {
   int index = 0;
   int count = 0;
   std::size_t total_bytes = 0;
-  std::size_t free_bytes = 0;  // free device memory, or this rank's share of available host RAM
-  int threads = 0;             // OpenMP threads
+  std::size_t free_bytes =
+      0;  // free device memory, or this rank's share of available host RAM (within its ulimit -v)
+  int threads = 0;  // OpenMP threads
   static DeviceInfo select(const RankInfo& ranks);
   // The backend's library lines of `apron info`, each ending in a newline. Starts the device
   // runtime (Kokkos starts on first use): for `info` only.

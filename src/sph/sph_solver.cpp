@@ -81,6 +81,8 @@ SteppingDeclaration sph_declaration() {
                 {"id", io::Dtype::i64, 1}},
                "fluid_particles"}};
   d.partitioned = true;
+  d.state_name = "particle velocities or accelerations";
+  d.unstable_hint = "reduce sph.cfl or sph.spacing, or raise sph.sound_speed";
   return d;
 }
 
@@ -306,13 +308,13 @@ void SphSolver::build_neighbour_tables() {
 
 double SphSolver::choose_dt() {
   const Extremes local = owned_extremes(vel_, acc_, flags_);
-  double extremes[2] = {local.max_speed, local.max_acceleration};  // floats: exact in double
+  // Floats: exact in double. A NaN would slip through the maximum over ranks: as infinity, the
+  // one reduction also tells every rank that the state the previous step left is not finite.
+  double extremes[2] = {local.max_speed, local.max_acceleration};
+  for (double& e : extremes)
+    if (std::isnan(e)) e = std::numeric_limits<double>::infinity();
   global_max(ranks_.comm, extremes);
-  if (!std::isfinite(extremes[0]) || !std::isfinite(extremes[1]))
-    throw std::runtime_error("the simulation became unstable at step " +
-                             std::to_string(clock_.step) + " (t = " + std::to_string(clock_.time) +
-                             " s): non-finite velocity or acceleration; reduce sph.cfl or "
-                             "sph.spacing, or raise sph.sound_speed");
+  if (!std::isfinite(extremes[0]) || !std::isfinite(extremes[1])) fail_not_finite(clock_.step);
   const double h = params_.kernel.h;
   double dt = case_.sph.cfl * h / (params_.sound_speed + extremes[0]);
   if (extremes[1] > 0) dt = std::min(dt, case_.sph.force_factor * std::sqrt(h / extremes[1]));
@@ -323,6 +325,16 @@ double SphSolver::choose_dt() {
                              std::to_string(extremes[0]) +
                              " m/s): the flow is unstable; raise sph.sound_speed or lower sph.cfl");
   return std::min(dt, config_.time.end - clock_.time);
+}
+
+// The sound speed bounds every step: dt <= cfl h / c.
+StepLimit SphSolver::largest_step() const {
+  const double h = params_.kernel.h, c = params_.sound_speed;
+  char cause[160];
+  std::snprintf(cause, sizeof cause,
+                "keys 'sph.spacing' and 'sph.sound_speed' (smoothing length %.3g m, %.3g m/s)", h,
+                c);
+  return {case_.sph.cfl * h / c, cause, "raise sph.spacing or lower sph.sound_speed"};
 }
 
 double SphSolver::take_step() {

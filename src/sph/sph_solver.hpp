@@ -65,6 +65,7 @@ class SphSolver final : public SteppingWorkload {
   void save_state(SavedState& state) const override;
   void restore(const LoadedState& state) override;
   void report_fields(Json& json) const override;
+  StepLimit largest_step() const override;
 
   static double expected_candidates(const SphConfig& sph);
   void check_memory() const;

@@ -625,6 +625,42 @@ TEST_F(MeshReader, PointCloudPlyBinary) {
     }
 }
 
+// The point reader checks the counts against the end of the data as the mesh reader does: more
+// points than the header counts (ascii, binary both endians, with and without a later element),
+// and an ascii line with a value too many or too few (which would shift every later value).
+TEST_F(MeshReader, PointCloudPlyCountsAndLinesChecked) {
+  const std::string rows = "0 0 0\n1 0 0\n0 1 0\n0 0 1\n";
+  const std::string head = std::string(kCloudHeader) +
+                           "element vertex 2\nproperty float x\nproperty float y\n"
+                           "property float z\n";
+  expect_cloud_error(write("few.ply", head + "end_header\n" + rows),
+                     ":11:", "data follows the last element");
+  for (const auto order : {std::endian::little, std::endian::big}) {
+    std::string four = binary_cloud(order, false, 4);
+    four.replace(four.find("vertex 4"), 8, "vertex 2");
+    expect_cloud_error(write("few_binary.ply", four), ": byte offset",
+                       "data follows the last element");
+    const std::size_t end = four.find("end_header");
+    four.insert(end, "element face 0\nproperty list uchar int vertex_indices\n");
+    expect_cloud_error(write("few_binary_faces.ply", four), ": byte offset",
+                       "data follows the last element");
+  }
+  const std::string four = std::string(kCloudHeader) +
+                           "element vertex 4\nproperty float x\nproperty float y\n"
+                           "property float z\nend_header\n";
+  expect_cloud_error(write("stray.ply", four + "0 0 0\n1 0 0 7\n0 1 0\n0 0 1\n"),
+                     ":10:", "more values than element 'vertex' (x y z)");
+  expect_cloud_error(write("short.ply", four + "0 0 0\n1 0\n0 1 0\n0 0 1\n"),
+                     ":10:", "fewer values than element 'vertex' (x y z)");
+  // The mesh reader shares the line check.
+  expect_error(write("stray_face.ply",
+                     "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\n"
+                     "property float y\nproperty float z\nelement face 1\n"
+                     "property list uchar int vertex_indices\nend_header\n"
+                     "0 0 0\n1 0 0\n0 1 0\n3 0 1 2 2\n"),
+               ":13:", "more values than element 'face' (vertex_indices[])");
+}
+
 TEST_F(MeshReader, PointCloudXyz) {
   const PointCloud a = read_point_cloud(write("a.xyz", "# scan\n0 0 0\n1 2 3  # near\n\n4 5 6\n"));
   ASSERT_EQ(a.points.size(), 3u);

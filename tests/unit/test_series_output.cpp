@@ -1,14 +1,17 @@
 // SeriesWriter on however many ranks it is launched with (1, 2 and 3 in ctest): a point set, a
 // triangle mesh and image bricks, two steps each, rank 1 holding nothing; then a resume at step 1
-// and steps_on_disk(). Writes into the directory given as argv[1]; test_series_xdmf.py reads the
-// files back with h5py and checks the values (a function of the global row and the rank count)
-// and that every .xmf is valid XML whose data items name datasets of the right shape.
+// and a step 3, and steps_on_disk(). Writes into the directory given as argv[1];
+// test_series_xdmf.py reads the files back with h5py and checks the values (a function of the
+// global row and the rank count) and that every .xmf is valid XML whose data items name datasets of
+// the right shape.
 #include <mpi.h>
 
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -24,6 +27,11 @@ std::uint64_t offset_of(std::uint64_t mine) {
   std::uint64_t offset = 0;
   MPI_Exscan(&mine, &offset, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   return io::rank_of(MPI_COMM_WORLD) == 0 ? 0 : offset;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void write_points(io::SeriesWriter& w, long step, int rank) {
@@ -120,14 +128,19 @@ int main(int argc, char** argv) {
       }
       expect(points.steps_on_disk() == std::vector<long>{1, 2}, "steps_on_disk lists steps 1, 2");
     }
-    // A restart at step 1 lists step 1 only; a fresh series under another name keeps both.
-    for (const char* name : {"points", "mesh", "bricks"}) {
-      std::filesystem::copy_file(dir / (std::string(name) + ".xmf"),
-                                 dir / (std::string(name) + "_both.xmf.txt"),
-                                 std::filesystem::copy_options::overwrite_existing);
+    // A restart at step 1 leaves the index as it was until its first write (a restart that fails
+    // before it has changed nothing), which lists step 1 and the new step 3, not the abandoned
+    // step 2; a copy under another name keeps both of the first run.
+    for (const std::string name : {"points", "mesh", "bricks"}) {
+      const auto xmf = dir / (name + ".xmf"), both = dir / (name + "_both.xmf.txt");
+      std::filesystem::copy_file(xmf, both, std::filesystem::copy_options::overwrite_existing);
       io::SeriesWriter again(MPI_COMM_WORLD, dir, name);
       MPI_Barrier(MPI_COMM_WORLD);
       again.resume(1, 0.25);
+      expect(read_file(xmf) == read_file(both), name + ".xmf: unchanged by the resume alone");
+      if (name == "points") write_points(again, 3, rank);
+      if (name == "mesh") write_mesh(again, 3, rank);
+      if (name == "bricks") write_bricks(again, 3, rank);
     }
     // A checkpoint whose step or time disagrees with the files on disk (step 1 at the time of
     // step 2, or step 2 at the time of step 1) is refused before the series index is touched.

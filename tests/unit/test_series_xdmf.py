@@ -165,7 +165,7 @@ def main():
         return 0
     check_values(directory, ranks)
     for name in ("points", "mesh", "bricks"):
-        check_xmf(directory, f"{name}.xmf", (1,))  # resumed at step 1
+        check_xmf(directory, f"{name}.xmf", (1, 3))  # resumed at step 1, then step 3 written
         check_xmf(directory, f"{name}_both.xmf.txt", STEPS)
     return 0
 

@@ -5,6 +5,7 @@
 // one more workload, and no shared file knows of it.
 #include <mpi.h>
 
+#include <cmath>
 #include <memory>
 
 #include "cli.hpp"
@@ -44,6 +45,8 @@ SteppingDeclaration toy_declaration() {
   d.tables = {{"widgets",
                {{"id", io::Dtype::i64, 1}, {"value", io::Dtype::f64, 1, ValueCheck::finite}},
                "widgets"}};
+  d.state_name = "widget values";
+  d.unstable_hint = "lower toy.increment";
   return d;
 }
 
@@ -62,9 +65,12 @@ class Toy final : public SteppingWorkload {
     value_.assign(id_.size(), 0.0);
   }
   double take_step() override {
-    for (double& v : value_) v += settings_.increment;
+    bool finite = true;
+    for (double& v : value_) finite &= std::isfinite(v += settings_.increment);
+    require_finite(finite, clock_.step + 1);
     return settings_.dt;
   }
+  StepLimit largest_step() const override { return {settings_.dt, "key 'toy.dt'", "raise it"}; }
   double total() const {
     double sum = 0;
     for (const double v : value_) sum += v;
