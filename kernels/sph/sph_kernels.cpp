@@ -1,5 +1,6 @@
 #include "kernels/sph/sph_kernels.hpp"
 #include "kernels/common/algorithms.hpp"
+#include "kernels/common/primitives.hpp"
 
 namespace apron::sph {
 namespace {
@@ -110,6 +111,69 @@ struct AccelerationKernel {
     const float wall_scale = -params.boundary_mass * params.kernel.gradient_norm;
     const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
     fluid.acc[a] = with_w(acc, 0);
+  }
+};
+
+struct PlaceMovingWall {
+  const Vec4* rest;
+  WallPoses poses;
+  Vec4* out;
+  APRON_HD void operator()(std::size_t i) const {
+    const Vec4 r = rest[i];
+    const float* m = poses.pose[static_cast<int>(r.w) - 1];
+    const float d[3] = {r.x - m[9], r.y - m[10], r.z - m[11]};
+    float x[3];
+    for (int k = 0; k < 3; ++k)
+      x[k] = m[3 * k] * d[0] + m[3 * k + 1] * d[1] + m[3 * k + 2] * d[2] + m[9 + k] + m[12 + k];
+    out[i] = {x[0], x[1], x[2], r.w};
+  }
+};
+
+struct InsideBox {
+  const Vec4* points;
+  Box box;
+  APRON_HD bool operator()(std::uint32_t i) const { return box.contains(points[i]); }
+};
+
+struct CombineWallForces {
+  APRON_HD WallForces operator()(const WallForces& a, const WallForces& b) const {
+    WallForces out;
+    for (int k = 0; k < kMaxMovingWalls; ++k)
+      for (int d = 0; d < 3; ++d) out.force[k][d] = a.force[k][d] + b.force[k][d];
+    return out;
+  }
+};
+
+// The wall pair terms of AccelerationKernel for one particle, per moving wall.
+struct ForceOnMovingWalls {
+  Params params;
+  FluidArrays fluid;
+  BoundaryArrays wall;
+  APRON_HD WallForces operator()(std::size_t a) const {
+    WallForces out{};
+    if (!is_owned(fluid.flags[a])) return out;
+    const Vec4 pa = fluid.pos[a];
+    const Vec3 va = xyz(fluid.vel[a]);
+    const float rho_a = fluid.rho[a], p_a = fluid.pressure[a];
+    const float inv_rho_a2 = 1.0f / (rho_a * rho_a), pa_term = p_a * inv_rho_a2;
+    const float h = params.kernel.h, c = params.sound_speed;
+    const float support2 = params.kernel.support() * params.kernel.support();
+    // -(mass of a) x (the wall part of its acceleration): the force on the wall.
+    const float scale = params.fluid_mass * params.boundary_mass * params.kernel.gradient_norm;
+    wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+      const Vec4 pb = load(wall.pos + b);
+      const Vec3 r_ab = xyz(pa) - xyz(pb);
+      const float r2 = norm2(r_ab);
+      if (pb.w < 0.5f || r2 >= support2) return;
+      const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
+      const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
+      const float s = scale * (pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2);
+      double* f = out.force[static_cast<int>(pb.w) - 1];
+      f[0] += s * r_ab.x;
+      f[1] += s * r_ab.y;
+      f[2] += s * r_ab.z;
+    });
+    return out;
   }
 };
 
@@ -236,6 +300,26 @@ void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVec
   IntegrateKernel k{raw(pos), raw(vel), raw(acc), raw(flags), dt, container != nullptr, {}};
   if (container) k.container = *container;
   for_each_index(pos.size(), k);
+}
+
+void place_moving_walls(const DeviceVector<Vec4>& rest, const WallPoses& poses,
+                        DeviceVector<Vec4>& out) {
+  out.resize(rest.size());
+  for_each_index(rest.size(), PlaceMovingWall{raw(rest), poses, raw(out)});
+}
+
+void append_inside(const DeviceVector<Vec4>& points, const Box& box, DeviceVector<Vec4>& out) {
+  DeviceVector<std::uint32_t> picked;
+  const std::size_t count = select_indices_if(points.size(), InsideBox{raw(points), box}, picked);
+  const std::size_t first = out.size();
+  out.resize(first + count);
+  apron::gather(picked.begin(), picked.begin() + count, points.begin(), out.begin() + first);
+}
+
+WallForces moving_wall_forces(const Params& params, const FluidArrays& fluid,
+                              const BoundaryArrays& wall) {
+  return transform_reduce(fluid.n, ForceOnMovingWalls{params, fluid, wall}, WallForces{},
+                          CombineWallForces{});
 }
 
 Extremes owned_extremes(const DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,

@@ -167,4 +167,32 @@ Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
                     const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,
                     const Box& container);
 
+// ---- Moving walls ----------------------------------------------------------------------------
+// Boundary particles of a moving solid carry its number k + 1 in pos.w (static ones 0).
+
+inline constexpr int kMaxMovingWalls = 8;
+
+// Each moving wall's rigid pose in float for the device: x = R (x0 - pivot) + pivot + t, as R
+// (row-major, 9), pivot (3) and t (3).
+struct WallPoses {
+  float pose[kMaxMovingWalls][15];
+};
+
+// out[i] = rest[i] moved by the pose of its wall (rest[i].w = k + 1, kept).
+void place_moving_walls(const DeviceVector<Vec4>& rest, const WallPoses& poses,
+                        DeviceVector<Vec4>& out);
+
+// Appends the points inside `box` to out (resized): the moving boundary particles near a rank.
+void append_inside(const DeviceVector<Vec4>& points, const Box& box, DeviceVector<Vec4>& out);
+
+// The force the fluid exerts on each moving wall k (boundary particles with w = k + 1): minus the
+// wall's part of each owned particle's acceleration (the pressure and viscous pair terms of
+// compute_acceleration) times its mass, summed in float64. Reads the density and pressure the
+// last step computed.
+struct WallForces {
+  double force[kMaxMovingWalls][3];
+};
+WallForces moving_wall_forces(const Params& params, const FluidArrays& fluid,
+                              const BoundaryArrays& wall);
+
 }  // namespace apron::sph

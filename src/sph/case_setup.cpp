@@ -106,13 +106,18 @@ std::vector<Vec4> generate_boundary(const SphCase& c, const Box& filter) {
       if (!strictly_inside(p, tank)) out.push_back(p);
     });
   }
-  for (const auto& solid : c.boundary.solids) {
-    const Box core = solid.expanded(-t);
-    Lattice::over(solid, dx).for_each_in(filter, [&](const Vec4& p, std::int64_t) {
-      if (!strictly_inside(p, core)) out.push_back(p);
-    });
-  }
+  for (std::size_t k = 0; k < c.boundary.solids.size(); ++k)
+    if (!c.boundary.box_motions[k].moves()) append_box_solid(c, c.boundary.solids[k], filter, out);
   return out;
+}
+
+void append_box_solid(const SphCase& c, const Box& solid, const Box& filter,
+                      std::vector<Vec4>& out) {
+  const double dx = c.sph.spacing;
+  const Box core = solid.expanded(-c.boundary.layers * dx);
+  Lattice::over(solid, dx).for_each_in(filter, [&](const Vec4& p, std::int64_t) {
+    if (!strictly_inside(p, core)) out.push_back(p);
+  });
 }
 
 double lattice_mass(double rest_density, double spacing, double smoothing_ratio) {

@@ -40,7 +40,11 @@ std::int64_t boundary_count_estimate(const SphCase& c);
 
 // The box blocks' lattice points in `filter` (fluid meshes: MeshGeometry::fluid_particles).
 HostParticles generate_fluid(const SphCase& c, const Box& filter);
+// The boundary particles of the box tank and the resting box solids in `filter`.
 std::vector<Vec4> generate_boundary(const SphCase& c, const Box& filter);
+// The boundary particles of one box solid in `filter`: its lattice within `layers` of its faces.
+void append_box_solid(const SphCase& c, const Box& solid, const Box& filter,
+                      std::vector<Vec4>& out);
 
 // Particle mass that makes the SPH density of a full interior lattice exactly rho0.
 double lattice_mass(double rest_density, double spacing, double smoothing_ratio);

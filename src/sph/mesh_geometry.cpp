@@ -42,7 +42,11 @@ std::vector<T> to_host(const DeviceVector<T>& d) {
 MeshGeometry::MeshGeometry(const SphCase& c) : case_(c) {
   if (c.boundary.tank_mesh)
     walls_.push_back({&*c.boundary.tank_mesh, -1.0f, service_of(*c.boundary.tank_mesh)});
-  for (const MeshShape& s : c.boundary.solid_meshes) walls_.push_back({&s, 1.0f, service_of(s)});
+  for (std::size_t k = 0; k < c.boundary.solid_meshes.size(); ++k) {
+    const MeshShape& s = c.boundary.solid_meshes[k];
+    const PrescribedMotion& motion = c.boundary.mesh_motions[k];
+    walls_.push_back({&s, 1.0f, service_of(s), motion.moves() ? &motion : nullptr});
+  }
   for (const MeshShape& s : c.fluid_meshes) fluid_meshes_.push_back(service_of(s));
 }
 
@@ -91,12 +95,33 @@ std::vector<Vec4> MeshGeometry::wall_band(const Wall& wall) const {
 const std::vector<Vec4>& MeshGeometry::boundary_particles() const {
   if (!boundary_made_) {
     for (const Wall& wall : walls_) {
+      if (wall.motion) continue;
       const std::vector<Vec4> band = wall_band(wall);
       boundary_.insert(boundary_.end(), band.begin(), band.end());
     }
     boundary_made_ = true;
   }
   return boundary_;
+}
+
+std::vector<Vec4> MeshGeometry::moving_boundary_particles(std::size_t k) const {
+  const std::size_t first_solid = case_.boundary.tank_mesh ? 1 : 0;
+  return wall_band(walls_[first_solid + k]);
+}
+
+void MeshGeometry::move_walls(double t) {
+  for (Wall& wall : walls_) {
+    if (!wall.motion) continue;
+    const RigidPose pose = wall.motion->at(t);
+    const auto& rest = wall.shape->surface->vertices;
+    std::vector<Vec4> moved(rest.size());
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      const auto x = pose.apply(rest[i]);
+      moved[i] = {static_cast<float>(x[0]), static_cast<float>(x[1]), static_cast<float>(x[2]), 0};
+    }
+    const DeviceVector<Vec4> device(moved.begin(), moved.end());
+    wall.query->refit(device);
+  }
 }
 
 HostParticles MeshGeometry::fluid_particles(const Box& filter) const {

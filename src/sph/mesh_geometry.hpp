@@ -26,10 +26,14 @@ class MeshGeometry {
 
   bool has_walls() const { return !walls_.empty(); }
 
-  // The boundary particles of every mesh wall, the same on every rank: lattice points of spacing
-  // dx in the mesh's own frame (so a box mesh gets the lattice of a box wall), within `layers`
-  // dx behind the surface. Computed once.
+  // The boundary particles of every resting mesh wall, the same on every rank: lattice points of
+  // spacing dx in the mesh's own frame (so a box mesh gets the lattice of a box wall), within
+  // `layers` dx behind the surface. Computed once.
   const std::vector<Vec4>& boundary_particles() const;
+  // The same for solid mesh k (of the case's solid meshes) at rest, when it moves.
+  std::vector<Vec4> moving_boundary_particles(std::size_t k) const;
+  // Moves the moving solid meshes to their poses at time t (their guards follow them).
+  void move_walls(double t);
 
   // Fluid lattice points `filter` holds: the box blocks' (generate_fluid) and those of each
   // fluid mesh at least dx/2 inside it, then all of them kept at least dx/2 from every wall on
@@ -48,6 +52,7 @@ class MeshGeometry {
     const MeshShape* shape;
     float fluid_side;  // -1: the fluid is inside (the tank), +1: outside (a solid)
     std::unique_ptr<surface::SurfaceQuery> query;
+    const PrescribedMotion* motion = nullptr;  // of a solid that moves
   };
 
   std::vector<Vec4> wall_band(const Wall& wall) const;

@@ -98,6 +98,17 @@ MeshShape read_mesh_shape(MapReader& r, bool may_be_open) {
   return m;
 }
 
+}  // namespace
+
+int BoundaryConfig::moving_solids() const {
+  int n = 0;
+  for (const auto* motions : {&box_motions, &mesh_motions})
+    for (const PrescribedMotion& m : *motions) n += m.moves();
+  return n;
+}
+
+namespace {
+
 BoundaryConfig read_boundary(MapReader r) {
   BoundaryConfig c;
   c.ghost_particles = r.get<bool>("ghost_particles", true);
@@ -119,12 +130,18 @@ BoundaryConfig read_boundary(MapReader r) {
     r.child("tank");
   }
   for (auto& s : r.list("solids")) {
-    if (s.has("mesh"))
+    if (s.has("mesh")) {
       c.solid_meshes.push_back(read_mesh_shape(s, false));
-    else
+      c.mesh_motions.push_back(read_motion(s));
+    } else {
       c.solids.push_back(read_box(s));
+      c.box_motions.push_back(read_motion(s));
+    }
     s.finish();
   }
+  if (c.moving_solids() > kMaxMovingSolids)
+    r.fail("solids", std::to_string(c.moving_solids()) + " solids move; at most " +
+                         std::to_string(kMaxMovingSolids) + " may");
   r.finish();
   return c;
 }

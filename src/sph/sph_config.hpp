@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/case_config.hpp"
+#include "engine/prescribed_motion.hpp"
 #include "kernels/common/vec.hpp"
 #include "kernels/surface/host_surface.hpp"
 
@@ -51,8 +52,15 @@ struct BoundaryConfig {
   std::optional<MeshShape> tank_mesh;  // the tank as a mesh: its inside holds the fluid
   std::vector<Box> solids;             // solid obstacles, sampled within `layers` of their surface
   std::vector<MeshShape> solid_meshes;
+  // Each solid's prescribed motion (none: it rests), in the order of `solids`, then of
+  // `solid_meshes`.
+  std::vector<PrescribedMotion> box_motions, mesh_motions;
   bool has_meshes() const { return tank_mesh || !solid_meshes.empty(); }
+  int moving_solids() const;
 };
+
+// At most this many solids move in one case (their forces are summed per solid in one pass).
+inline constexpr int kMaxMovingSolids = 8;
 
 // Everything of a `workload: sph` case beyond the shared sections.
 struct SphCase : config::WorkloadSettings {

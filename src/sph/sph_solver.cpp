@@ -67,13 +67,19 @@ constexpr double kBytesPerWallParticle = 40;
 
 // The particle table; positions and velocities must be finite, not in the domain: a particle
 // may have left it through an open top.
-SteppingDeclaration sph_declaration() {
+static_assert(kMaxMovingSolids == kMaxMovingWalls, "a force row per moving solid");
+
+SteppingDeclaration sph_declaration(const SphCase& c) {
   SteppingDeclaration d;
   d.description = {
       "particle",
       "particles.xmf opens in ParaView; diagnostics.csv; checkpoints/; run_report.json"};
   d.columns = {{"particles", 0}, {"mass", 12},       {"kinetic", 12},    {"potential", 12},
                {"max_speed", 9}, {"surge_front", 9}, {"outside_tank", 0}};
+  // The force the fluid exerts on each moving solid [N], in the order the case gives them.
+  for (int k = 0; k < c.boundary.moving_solids(); ++k)
+    for (const char* axis : {"x", "y", "z"})
+      d.columns.push_back({"solid" + std::to_string(k) + "_force_" + axis, 9});
   d.series = {"particles"};
   d.tables = {{"particles",
                {{"position", io::Dtype::f32, 4, ValueCheck::finite},
@@ -89,7 +95,7 @@ SteppingDeclaration sph_declaration() {
 }  // namespace
 
 SphSolver::SphSolver(const WorkloadContext& context)
-    : SteppingWorkload(context, sph_declaration()),
+    : SteppingWorkload(context, sph_declaration(sph_case(context.config))),
       case_(sph_case(config_)),
       params_(make_params(case_)),
       pos_(store_.add<Vec4>("position")),
@@ -116,6 +122,25 @@ SphSolver::SphSolver(const WorkloadContext& context)
   }
   if (case_.boundary.has_meshes() || !case_.fluid_meshes.empty())
     meshes_ = std::make_unique<MeshGeometry>(case_);
+  std::vector<Vec4> moving;
+  auto add_moving = [&](const PrescribedMotion& motion, std::vector<Vec4> rest) {
+    motions_.push_back(&motion);
+    for (Vec4& p : rest) p.w = static_cast<float>(motions_.size());
+    moving.insert(moving.end(), rest.begin(), rest.end());
+  };
+  const BoundaryConfig& b = case_.boundary;
+  const Box everywhere = config_.domain.expanded(1e300);
+  for (std::size_t k = 0; k < b.solids.size(); ++k)
+    if (b.box_motions[k].moves()) {
+      std::vector<Vec4> rest;
+      append_box_solid(case_, b.solids[k], everywhere, rest);
+      add_moving(b.box_motions[k], std::move(rest));
+    }
+  for (std::size_t k = 0; k < b.solid_meshes.size(); ++k)
+    if (b.mesh_motions[k].moves())
+      add_moving(b.mesh_motions[k], meshes_->moving_boundary_particles(k));
+  moving_rest_.assign(moving.begin(), moving.end());
+  wall_forces_.assign(3 * motions_.size(), 0.0);
 }
 
 HostParticles SphSolver::fluid_particles(const Box& filter) const {
@@ -236,6 +261,8 @@ void SphSolver::save_state(SavedState& state) const {
   state.scalar("min_dt", min_dt_);
   state.scalar("rebalances", static_cast<double>(rebalances_));
   state.scalar("fluid_particles", static_cast<double>(global_fluid_));
+  for (std::size_t i = 0; i < wall_forces_.size(); ++i)
+    state.scalar("moving_wall_force_" + std::to_string(i), wall_forces_[i]);
 }
 
 // The same rank count takes its own rows under the saved partition (bitwise continuation);
@@ -246,6 +273,8 @@ void SphSolver::restore(const LoadedState& state) {
   check_memory();
   min_dt_ = state.scalar("min_dt");
   rebalances_ = static_cast<long>(state.scalar("rebalances"));
+  for (std::size_t i = 0; i < wall_forces_.size(); ++i)
+    wall_forces_[i] = state.scalar("moving_wall_force_" + std::to_string(i));
   adopt_particles(continuing_partition(state, pos), pos,
                   state.column<Vec4>("particles", "velocity"),
                   state.column<std::int64_t>("particles", "id"));
@@ -263,7 +292,28 @@ void SphSolver::rebuild_boundary() {
   if (meshes_)
     for (const Vec4& p : meshes_->boundary_particles())
       if (near.contains(p)) walls.push_back(p);
-  DeviceVector<Vec4> unsorted(walls.begin(), walls.end());
+  static_walls_.assign(walls.begin(), walls.end());
+  place_walls();
+}
+
+void SphSolver::place_walls() {
+  DeviceVector<Vec4> unsorted = static_walls_;
+  if (!motions_.empty()) {
+    WallPoses poses{};
+    for (std::size_t k = 0; k < motions_.size(); ++k) {
+      const RigidPose pose = motions_[k]->at(clock_.time);
+      for (int i = 0; i < 9; ++i) poses.pose[k][i] = static_cast<float>(pose.rotation[i]);
+      for (int d = 0; d < 3; ++d) {
+        poses.pose[k][9 + d] = static_cast<float>(pose.pivot[d]);
+        poses.pose[k][12 + d] = static_cast<float>(pose.translation[d]);
+      }
+    }
+    place_moving_walls(moving_rest_, poses, moving_placed_);
+    const double support = params_.kernel.support();
+    append_inside(moving_placed_,
+                  exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support), unsorted);
+    if (meshes_) meshes_->move_walls(clock_.time);
+  }
   wall_cells_.build(grid_, unsorted, unsorted.size());
   wall_pos_.resize(unsorted.size());
   apron::gather(wall_cells_.order().begin(), wall_cells_.order().end(), unsorted.begin(),
@@ -343,6 +393,10 @@ double SphSolver::take_step() {
     exchange_.migrate(store_, pos_);
     maybe_rebalance();
   }
+  if (!motions_.empty()) {
+    auto t = timers_.scope("moving walls");
+    place_walls();
+  }
   {
     auto t = timers_.scope("halo");
     const std::size_t first_ghost = exchange_.send_ghosts(store_, pos_, ghost_fields_);
@@ -364,6 +418,7 @@ double SphSolver::take_step() {
     auto t = timers_.scope("forces");
     stage_pair_terms(pos_, vel_, rho_, pressure_, store_.size());
     compute_acceleration(params_, fluid_arrays(), wall_arrays());
+    if (!motions_.empty()) sum_moving_wall_forces();
   }
   double dt;
   {
@@ -401,13 +456,23 @@ Diagnostics SphSolver::diagnostics() const {
 
 std::vector<double> SphSolver::diagnostics_row() {
   const Diagnostics d = diagnostics();
-  return {static_cast<double>(d.particles),
-          d.mass,
-          d.kinetic,
-          d.potential,
-          d.max_speed,
-          d.surge_front,
-          static_cast<double>(d.outside_tank)};
+  std::vector<double> row = {static_cast<double>(d.particles),
+                             d.mass,
+                             d.kinetic,
+                             d.potential,
+                             d.max_speed,
+                             d.surge_front,
+                             static_cast<double>(d.outside_tank)};
+  row.insert(row.end(), wall_forces_.begin(), wall_forces_.end());
+  return row;
+}
+
+// The force on each moving solid in this step's pressure field, summed over ranks (collective).
+void SphSolver::sum_moving_wall_forces() {
+  const WallForces local = moving_wall_forces(params_, fluid_arrays(), wall_arrays());
+  for (std::size_t k = 0; k < motions_.size(); ++k)
+    for (int d = 0; d < 3; ++d) wall_forces_[3 * k + d] = local.force[k][d];
+  global_sum(ranks_.comm, std::span<double>(wall_forces_));
 }
 
 SphSolver::Snapshot SphSolver::snapshot() const {

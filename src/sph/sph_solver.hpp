@@ -74,6 +74,10 @@ class SphSolver final : public SteppingWorkload {
   void log_summary() const;
   HostParticles fluid_particles(const Box& filter) const;
   void rebuild_boundary();
+  // Moves the moving solids to the clock's time and rebuilds the wall cell list from this rank's
+  // resting walls and the moving ones near it.
+  void place_walls();
+  void sum_moving_wall_forces();
   void maybe_rebalance();
   void build_neighbour_tables();
   FluidArrays fluid_arrays();
@@ -97,7 +101,12 @@ class SphSolver final : public SteppingWorkload {
   Params params_;
   Box container_;             // the tank interior (or the domain when there is no tank)
   std::optional<Box> walls_;  // faces no particle crosses (the tank's, open at an open top)
-  std::unique_ptr<MeshGeometry> meshes_;  // tank, solids or fluid given as meshes, if any
+  std::unique_ptr<MeshGeometry> meshes_;          // tank, solids or fluid given as meshes, if any
+  std::vector<const PrescribedMotion*> motions_;  // of moving solid k (boxes, then meshes)
+  DeviceVector<Vec4> moving_rest_;                // their boundary particles at rest, w = k + 1
+  DeviceVector<Vec4> moving_placed_;              // the same at the clock's time
+  DeviceVector<Vec4> static_walls_;  // this rank's resting boundary particles, unsorted
+  std::vector<double> wall_forces_;  // on moving solid k: [3k, 3k + 3), the last step's [N]
 
   ParticleStore store_;
   DeviceVector<Vec4>& pos_;
