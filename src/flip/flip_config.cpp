@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "config/mesh_shape.hpp"
 #include "config/yaml_reader.hpp"
 
 namespace apron::flip {
@@ -121,12 +122,7 @@ std::shared_ptr<const FlipCase> read_flip_case(const config::CaseConfig& shared,
   if (c->fluid_blocks.empty()) root.fail("fluid", "at least one fluid block {lo, hi} is required");
   for (auto& solid : root.list("solids")) {
     if (solid.has("mesh")) {
-      MeshSolid m;
-      m.file =
-          config::resolve_input_path(solid, "mesh", solid.get<std::string>("mesh"), "mesh file");
-      m.scale = solid.positive("scale", 1.0);
-      m.offset = solid.vec3("offset", std::array<double, 3>{0, 0, 0});
-      c->solid_meshes.push_back(m);
+      c->solid_meshes.push_back(config::read_mesh_shape(solid, false));
     } else {
       c->solids.push_back(read_box(solid));
     }

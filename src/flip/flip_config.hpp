@@ -43,8 +43,9 @@ struct FlipConfig {
 struct FlipCase : config::WorkloadSettings {
   FlipConfig flip;
   std::vector<Box> fluid_blocks;
-  std::vector<Box> solids;              // solids: [{lo, hi}, ...]
-  std::vector<MeshSolid> solid_meshes;  // solids: [{mesh: file, scale, offset}, ...]
+  std::vector<Box> solids;  // solids: [{lo, hi}, ...]
+  // solids: [{mesh: file, scale, rotation, offset}, ...], closed, read and placed
+  std::vector<config::MeshShape> solid_meshes;
 };
 
 std::shared_ptr<const FlipCase> read_flip_case(const config::CaseConfig& c,

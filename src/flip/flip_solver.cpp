@@ -167,11 +167,7 @@ FlipSolver::FlipSolver(const WorkloadContext& context)
   const auto boxes = solid_voxel_boxes(config_, case_, grid_);
   solid_boxes_ = DeviceVector<int>(boxes.begin(), boxes.end());
   if (!case_.solid_meshes.empty()) {
-    try {
-      solid_mesh_ = voxelise_meshes(case_.solid_meshes, grid_);
-    } catch (const std::runtime_error& e) {  // every rank reads the same files: all fail alike
-      throw config::ConfigError(config_.file + ": solids: " + e.what());
-    }
+    solid_mesh_ = voxelise_meshes(case_.solid_meshes, grid_);  // the schema checked them
     solid_mask_ = DeviceVector<std::uint8_t>(solid_mesh_.solid.begin(), solid_mesh_.solid.end());
   }
   particle_mass_ =

@@ -1,22 +1,18 @@
-// Solid obstacles from closed triangle meshes (issue 15): voxelised once at setup, on the host,
-// the same on every rank. A voxel is solid when its centre is inside a mesh: a ray from the centre
-// along +z crosses the surface an odd number of times.
+// Solid obstacles from closed triangle meshes (issue 15): voxelised once at setup, the same on
+// every rank. A voxel is solid when its centre is inside a mesh, as the surface-query service
+// answers it on the device (kernels/flip/mesh_voxels.hpp): the sign of the distance to the
+// nearest point of the surface. The schema has already refused meshes that are not closed,
+// consistently wound and outward-facing (config/mesh_shape.hpp), where that sign means nothing.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "config/mesh_shape.hpp"
 #include "kernels/sparse/brick_grid.hpp"
 
 namespace apron::flip {
-
-struct MeshSolid {
-  std::string file;  // OBJ, PLY or OFF, as found (the schema resolved the path)
-  double scale = 1;
-  std::array<double, 3> offset{0, 0, 0};  // applied after the scale
-};
 
 // Voxels [lo, lo + dims) of the domain grid, one byte each (x fastest): 1 = solid.
 struct SolidMask {
@@ -24,8 +20,8 @@ struct SolidMask {
   std::vector<std::uint8_t> solid;
 };
 
-// Voxelises the meshes on `grid` into one mask over the voxels they cover. Throws
-// std::runtime_error naming the file when one cannot be read or is not closed.
-SolidMask voxelise_meshes(const std::vector<MeshSolid>& meshes, const BrickGrid& grid);
+// Voxelises the placed meshes on `grid` into one mask over the voxels their bounds cover (within
+// the domain).
+SolidMask voxelise_meshes(const std::vector<config::MeshShape>& meshes, const BrickGrid& grid);
 
 }  // namespace apron::flip

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/case_config.hpp"
+#include "config/mesh_shape.hpp"
 #include "engine/prescribed_motion.hpp"
 #include "kernels/common/vec.hpp"
 #include "kernels/surface/host_surface.hpp"
@@ -34,14 +35,8 @@ struct SphConfig {
 };
 
 // A triangle mesh the case places ({mesh: file, scale, rotation, offset}), read and placed when
-// the case is read. Closed unless `open` (a tank without a lid): its open edges bound no wall.
-struct MeshShape {
-  std::string file;
-  surface::Placement placement;
-  bool open = false;
-  std::shared_ptr<const surface::HostSurface> surface;  // in the case's frame
-  Box bounds;                                           // of `surface`
-};
+// the case is read (config/mesh_shape.hpp). Closed unless `open` (a tank without a lid).
+using MeshShape = config::MeshShape;
 
 struct BoundaryConfig {
   bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
