@@ -2,6 +2,7 @@
 """Writes the STL meshes of the mesh-bounded SPH cases (issue 29), all in metres:
 - dam_break_tank.stl (ascii) and dam_break_tank_open.stl (binary, no lid): the box
   boundary.tank of inputs/dam_break.yaml, lo TANK_LO, hi TANK_HI;
+- dam_break_large_tank_open.stl (binary, no lid): the tank of inputs/dam_break_large.yaml;
 - hydrostatic_tank.stl (ascii): a closed 0.06 x 0.06 x 0.1 m box about its own origin;
 - l_block.stl (ascii): a closed L-shaped block (non-convex) on that tank's floor, 0.1 m in x and
   z, spanning the tank's y, its foot upstream and its upright downstream, so the surge meets a
@@ -17,6 +18,7 @@ HYDROSTATIC_LO = (-0.03, -0.03, -0.05)
 HYDROSTATIC_HI = (0.03, 0.03, 0.05)
 TANK_LO = (0.0, 0.0, 0.0)  # inputs/dam_break.yaml, boundary.tank
 TANK_HI = (0.584, 0.0438, 0.365)
+LARGE_TANK_HI = (0.584, 0.292, 0.365)  # inputs/dam_break_large.yaml, boundary.tank
 # The L's outline in the x-z plane, counter-clockwise seen with x to the right and z up: a foot
 # 0.1 long and 0.03 high from x = 0.22 (the surge reaches it at t = 0.1 s), and an upright 0.03 thick and 0.1 high at its far end.
 L_OUTLINE = [(0.22, 0.0), (0.32, 0.0), (0.32, 0.1), (0.29, 0.1), (0.29, 0.03), (0.22, 0.03)]
@@ -116,6 +118,10 @@ def main():
     block = l_block(TANK_LO[1], TANK_HI[1])
     check(block, True, (0.1 * 0.03 + 0.03 * 0.07) * size[1])
     write_ascii("l_block.stl", "l_block", block)
+    large = box(TANK_LO, LARGE_TANK_HI, lid=False)
+    check(large, False)
+    write_binary("dam_break_large_tank_open.stl", "dam_break_large_tank_open: no lid (apron)",
+                 large)
     hydro = box(HYDROSTATIC_LO, HYDROSTATIC_HI)
     check(hydro, True, 0.06 * 0.06 * 0.1)
     write_ascii("hydrostatic_tank.stl", "hydrostatic_tank", hydro)
