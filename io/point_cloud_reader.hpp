@@ -1,4 +1,4 @@
-// Point-cloud readers (issue 16): PLY (ascii, binary little and big endian; vertex x y z of any
+// Point-cloud readers (issue 16; LAS, LAZ and E57: io/las_reader.hpp, issue 31): PLY (ascii, binary little and big endian; vertex x y z of any
 // numeric type), XYZ / CSV / TXT text ("x y z" per line, optionally normals or a header line of
 // names), PTS (a point count, then "x y z [intensity [r g b]]" per line) and PCD (ascii and
 // binary; binary_compressed is refused by name). Malformed input is a MeshReadError naming the
@@ -14,7 +14,8 @@
 
 namespace apron::io {
 
-// Chooses the format by extension (.ply .xyz .csv .txt .pts .pcd; case-insensitive).
+// Chooses the format by extension (.ply .xyz .csv .txt .pts .pcd .las, and .laz .e57 refused
+// with the fix named; case-insensitive).
 // available_bytes: the memory the read may use; 0: what the machine reports as available.
 PointCloud read_point_file(const std::filesystem::path& file, std::size_t available_bytes = 0);
 

@@ -14,7 +14,7 @@
 namespace apron::planes {
 
 struct PlanesConfig : config::WorkloadSettings {
-  std::string file;  // a point cloud (.ply .xyz .pts .csv .txt .pcd); empty: the scene
+  std::string file;  // a point cloud (.ply .xyz .pts .csv .txt .pcd .las); empty: the scene
   SceneSpec scene;
   OctreeParams octree;          // s_level, s_ms, s_alpha, s_beta, depth
   int phi_cells = 30;           // the accumulator's phi_num
