@@ -355,6 +355,33 @@ class PlaneFitter {
     global_sum(comm_, std::span<double>(sums_));
   }
 
+  // 1b. (verify_planes) Each peak's plane grown from its largest cluster instead of from all
+  // that voted near it (issue 31): parallel surfaces a few rho cells apart (a tread and a box top
+  // 9 cm above it) vote into one peak, and the fit of both leans between them, within
+  // merge_distance of either; small clusters' normals are too uncertain to tell them apart. The
+  // largest cluster's plane is the most certain; clusters on it (normal within merge_angle,
+  // centroid within merge_distance) are refitted, three times; the others leave the peak (to
+  // another plane, or to the orphans' recovery).
+  void seed_peaks() {
+    const std::size_t peaks = peaks_.size();
+    std::vector<Plane> seed = largest_clusters();
+    std::vector<char> member(clusters_.size(), 0);
+    for (int round = 0; round < 3; ++round) {
+      sums_.assign(peaks * kFitTerms, 0.0);
+      for (std::size_t c = 0; c < clusters_.size(); ++c) {
+        const int p = cluster_peak_[c];
+        member[c] = p >= 0 && seed[p].inliers > 0 &&
+                    on_plane(seed[p], clusters_[c].normal, clusters_[c].mean);
+        if (member[c]) add_cluster(clusters_[c], &sums_[kFitTerms * p]);
+      }
+      global_sum(comm_, std::span<double>(sums_));
+      for (std::size_t p = 0; p < peaks; ++p)
+        if (sums_[kFitTerms * p] >= 3) seed[p] = fit(&sums_[kFitTerms * p]);
+    }
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (!member[c]) cluster_peak_[c] = -1;
+  }
+
   // 2. Peaks whose planes agree are merged (the accumulator's aliasing, or a plane through the
   // origin voting at n and -n), until no pair agrees.
   void merge_peaks() {
@@ -499,7 +526,9 @@ class PlaneFitter {
                                   std::vector<std::int32_t>& cluster_plane) const {
     const std::size_t peaks = fits_.size();  // the peaks' roots, then recovered groups
     std::vector<double> sums = plane_sums(cluster_root);
-    if (params_.verify_planes && split_stacked(sums, cluster_root)) sums = plane_sums(cluster_root);
+    if (params_.verify_planes &&
+        (split_stacked(sums, cluster_root) | refuse_slabs(sums, cluster_root)))
+      sums = plane_sums(cluster_root);
     std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
     for (std::size_t p = 0; p < peaks; ++p) {
       const double* at = &sums[kPlaneTerms * p];
@@ -526,8 +555,46 @@ class PlaneFitter {
 
  private:
   static constexpr int kOrphan = 8;  // count, mean (3), normal (3), offset
-  // Per root: the fit's sums, the cluster count, the count-weighted sum of the clusters' normals.
-  static constexpr int kPlaneTerms = kFitTerms + 4;
+
+  // Per peak: the plane of its largest cluster over all ranks (the lowest x of the centroid
+  // breaks ties), as a Plane (normal, centroid; inliers 0: the peak has no cluster).
+  std::vector<Plane> largest_clusters() const {
+    const std::size_t peaks = peaks_.size();
+    std::vector<double> most(peaks, 0.0), lowest_x(peaks, 1e300), plane(6 * peaks, 0.0);
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (cluster_peak_[c] >= 0)
+        most[cluster_peak_[c]] = std::max<double>(most[cluster_peak_[c]], clusters_[c].count);
+    MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(peaks), MPI_DOUBLE, MPI_MAX, comm_);
+    auto largest = [&](std::size_t c) {
+      return cluster_peak_[c] >= 0 && clusters_[c].count == most[cluster_peak_[c]];
+    };
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (largest(c))
+        lowest_x[cluster_peak_[c]] = std::min(lowest_x[cluster_peak_[c]], clusters_[c].mean[0]);
+    MPI_Allreduce(MPI_IN_PLACE, lowest_x.data(), static_cast<int>(peaks), MPI_DOUBLE, MPI_MIN,
+                  comm_);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      if (!largest(c) || clusters_[c].mean[0] != lowest_x[cluster_peak_[c]]) continue;
+      for (int d = 0; d < 3; ++d) {
+        plane[6 * cluster_peak_[c] + d] = clusters_[c].normal[d];
+        plane[6 * cluster_peak_[c] + 3 + d] = clusters_[c].mean[d];
+      }
+    }
+    global_sum(comm_, std::span<double>(plane));
+    std::vector<Plane> seed(peaks);
+    for (std::size_t p = 0; p < peaks; ++p) {
+      seed[p].inliers = most[p] > 0 ? 1 : 0;
+      for (int d = 0; d < 3; ++d) {
+        seed[p].normal[d] = plane[6 * p + d];
+        seed[p].centroid[d] = plane[6 * p + 3 + d];
+      }
+    }
+    return seed;
+  }
+  // Per root: the fit's sums, the cluster count, the count-weighted sum of the clusters' normals,
+  // and the slab test's sums (points, squared and fourth-power distances off their nodes' planes).
+  static constexpr int kPlaneTerms = kFitTerms + 7;
+  static constexpr int kSlabAt = kFitTerms + 4;
 
   std::vector<double> plane_sums(const std::vector<int>& cluster_root) const {
     std::vector<double> sums(fits_.size() * kPlaneTerms, 0.0);
@@ -545,9 +612,43 @@ class PlaneFitter {
               ? -1.0
               : 1.0;
       for (int d = 0; d < 3; ++d) at[kFitTerms + 1 + d] += side * k.count * k.normal[d];
+      if (k.d2 > 0) at[kSlabAt] += k.count, at[kSlabAt + 1] += k.d2, at[kSlabAt + 2] += k.d4;
     }
     global_sum(comm_, std::span<double>(sums));
     return sums;
+  }
+
+  // The slab test over a whole plane (issue 31): small nodes of a slab of outliers cut by the
+  // scan's edge (30 to 60 points, too few for the nodes' own slab test) pass the coplanarity test
+  // side by side and make a plane where there is none. Pooled over its clusters, the distances off
+  // their planes of a true plane have a kurtosis near 3 (more with clusters of unequal noise), a
+  // slab's 1.8; with the hundreds of points a plane needs, the estimate is sharp. Refused: a plane
+  // below octree.slab_kurtosis whose spread (mean squared distance) is also more than four times
+  // the planes' median, so that quantised or noise-free clouds, whose planes are all alike, keep
+  // theirs. True when a plane was refused.
+  bool refuse_slabs(const std::vector<double>& sums, std::vector<int>& cluster_root) const {
+    const double limit = params_.octree.slab_kurtosis;
+    if (limit <= 0) return false;
+    std::vector<double> spread;
+    for (std::size_t p = 0; p < fits_.size(); ++p) {
+      const double* at = &sums[kPlaneTerms * p + kSlabAt];
+      if (at[0] >= params_.octree.slab_points && at[1] > 0) spread.push_back(at[1] / at[0]);
+    }
+    if (spread.size() < 2) return false;
+    std::nth_element(spread.begin(), spread.begin() + spread.size() / 2, spread.end());
+    const double median = spread[spread.size() / 2];
+    std::vector<char> slab(fits_.size(), 0);
+    bool any = false;
+    for (std::size_t p = 0; p < fits_.size(); ++p) {
+      const double* at = &sums[kPlaneTerms * p + kSlabAt];
+      if (at[0] < params_.octree.slab_points || !(at[1] > 0)) continue;
+      const double kurtosis = at[0] * at[2] / (at[1] * at[1]);
+      slab[p] = kurtosis < limit && at[1] / at[0] > 4 * median;
+      any = any || slab[p];
+    }
+    for (int& r : cluster_root)
+      if (r >= 0 && slab[r]) r = -1;
+    return any;
   }
 
   // The verification of each plane against its own fit (issue 31): clusters of parallel surfaces
@@ -692,6 +793,7 @@ std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_
   PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_, std::move(clusters),
                      std::move(cluster_peak));
   fitter.sum_peaks();
+  if (params_.verify_planes) fitter.seed_peaks();
   fitter.merge_peaks();
   std::vector<int> root = fitter.match_clusters();
   if (params_.recover_orphans) fitter.recover_orphans(root);
