@@ -1,10 +1,11 @@
-// Point-cloud readers (issue 16; LAS, LAZ and E57: io/las_reader.hpp, issue 31): PLY (ascii, binary little and big endian; vertex x y z of any
+// Point-cloud readers (issue 16): PLY (ascii, binary little and big endian; vertex x y z of any
 // numeric type), XYZ / CSV / TXT text ("x y z" per line, optionally normals or a header line of
 // names), PTS (a point count, then "x y z [intensity [r g b]]" per line) and PCD (ascii and
 // binary; binary_compressed is refused by name). Malformed input is a MeshReadError naming the
 // file, the line or byte offset, and the reason. Before anything is allocated, the file and the
 // points it can hold are checked against the memory available: a file far larger than memory
-// allows is an error, not an out-of-memory kill.
+// allows is an error, not an out-of-memory kill. LAS (and LAZ, E57 refused with the fix named):
+// io/las_reader.hpp (issue 31), chosen here by extension.
 #pragma once
 
 #include <cstddef>
