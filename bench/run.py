@@ -191,11 +191,11 @@ def cloth(name, about, cells=1000, width=1, ranks=1, steps=200, sets=(), metric=
                 grid(max(8, cells // 100), min(steps, 20)))
 
 
-def planes(name, points, repeat=8, ranks=1):
+def planes(name, points, repeat=8, ranks=1, scene="room"):
     def sets(n, k):
-        return ["planes.input.scene=room", f"planes.input.points={int(n)}", f"planes.repeat={k}",
+        return [f"planes.input.scene={scene}", f"planes.input.points={int(n)}", f"planes.repeat={k}",
                 "planes.point_output=false"]
-    return Case(name, f"room, {count(points)} points, median of {repeat - 1} analyses after a warm-up",
+    return Case(name, f"{scene}, {count(points)} points, median of {repeat - 1} analyses after a warm-up",
                 "inputs/planes_room.yaml", PLANES, sets(points, repeat), ranks, sets(2e4, 3))
 
 
@@ -250,7 +250,9 @@ BENCHMARKS = {
               sets=TO_200US + ["cloth.precision=float64", *IMPLICIT, "cloth.implicit.dt=4e-5"],
               metric=CLOTH_LOOP),
     ],
-    "planes": [planes("planes-1M", 1e6), planes("planes-20M", 20e6)],
+    "planes": [planes("planes-1M", 1e6), planes("planes-20M", 20e6),
+               planes("planes-stairs-1M", 1e6, scene="stairs"),
+               planes("planes-shelving-1M", 1e6, scene="shelving")],
     "meshdist": [
         bunny("bunny", "the bunny pair, median of the 10 analyses after the first", 11, BUNNY),
         bunny("bunny-cold", "the bunny pair, the first analysis of a fresh process", 1, COLD),

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/las_reader.hpp"
+
 namespace apron::io {
 namespace {
 
@@ -485,6 +487,10 @@ PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
   std::string ext = file.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
+  // Lidar formats (io/las_reader.hpp): the LAS header says how many points there are.
+  if (ext == ".las") return read_las(file, available_bytes);
+  if (ext == ".laz") return read_laz(file);
+  if (ext == ".e57") return read_e57(file);
   // The most points the file can hold: 12 bytes per binary point (3 floats), 6 per text line.
   const bool binary_capable = ext == ".ply" || ext == ".pcd";
   check_read_memory(file, bytes, static_cast<double>(bytes) / (binary_capable ? 12.0 : 6.0),
@@ -498,7 +504,7 @@ PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
   if (ext == ".pts") return read_pts(file);
   if (ext == ".pcd") return read_pcd(file);
   throw MeshReadError(file.string() + ": unknown point-cloud format '" + ext +
-                      "' (accepted: .ply, .xyz, .csv, .txt, .pts, .pcd)");
+                      "' (accepted: .ply, .xyz, .csv, .txt, .pts, .pcd, .las)");
 }
 
 }  // namespace apron::io

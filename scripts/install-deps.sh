@@ -28,9 +28,9 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The tests' Python (the first python3 on PATH, which CMake also finds) reads HDF5 with h5py and
-# the conformance specs with PyYAML.
-if ! python3 -c "import h5py, numpy, yaml" 2>/dev/null; then
-  echo "apron: installing h5py, numpy and PyYAML for $(command -v python3)"
-  python3 -m pip install --quiet h5py numpy pyyaml
+# The tests' Python (the first python3 on PATH, which CMake also finds) reads HDF5 with h5py,
+# the conformance specs with PyYAML and writes the LAS test files with laspy (the reference writer).
+if ! python3 -c "import h5py, numpy, yaml, laspy" 2>/dev/null; then
+  echo "apron: installing h5py, numpy, PyYAML and laspy for $(command -v python3)"
+  python3 -m pip install --quiet h5py numpy pyyaml laspy
 fi

@@ -113,6 +113,7 @@ struct TileMoments {
         const bool in = along <= f[6] && along >= -f[6];
         inlier[i] = in ? 1 : 0;
         if (!in) continue;
+        m.add_distance(along);
       }
       m.add(d[0], d[1], d[2]);
     }
@@ -177,6 +178,8 @@ __device__ inline void warp_sum(Moments& m) {
     m.count += __shfl_xor_sync(0xffffffffu, m.count, offset);
     for (int d = 0; d < 3; ++d) m.s[d] += __shfl_xor_sync(0xffffffffu, m.s[d], offset);
     for (int k = 0; k < 6; ++k) m.ss[k] += __shfl_xor_sync(0xffffffffu, m.ss[k], offset);
+    m.d2 += __shfl_xor_sync(0xffffffffu, m.d2, offset);
+    m.d4 += __shfl_xor_sync(0xffffffffu, m.d4, offset);
   }
 }
 
@@ -227,7 +230,7 @@ struct ClassifyNodes {
     Eigen3 e{};
     double mean[3];
     if (m.count >= 3) e = eigen_symmetric(m.covariance(mean));
-    const NodeState st = classify_node(params, level, count, m.count, e);
+    const NodeState st = classify_node(params, level, count, m.count, e, &m);
     state[s] = st;
     is_cluster[s] = st == kCluster;
     if (st != kCluster) return;

@@ -31,6 +31,7 @@ struct Cluster {
   double axis_mid[3];  // unit in-plane axes: the middle and largest eigenvalues' eigenvectors
   double axis_max[3];
   double eig[3];        // eigenvalues, ascending
+  double d2, d4;        // trimmed nodes: sums of squared and fourth-power distances off the plane
   std::uint64_t node;   // the node's Morton prefix at its level
   std::uint32_t count;  // its points (the node's points within the trim distance of its plane)
   std::uint32_t level;
@@ -55,6 +56,8 @@ APRON_HD inline Cluster make_cluster(const Moments& m, const double ref[3], cons
     c.axis_max[d] = e.vec[d][2];
     c.eig[d] = e.value[d];
   }
+  c.d2 = m.d2;
+  c.d4 = m.d4;
   c.node = node;
   c.count = static_cast<std::uint32_t>(m.count);
   c.level = static_cast<std::uint32_t>(level);

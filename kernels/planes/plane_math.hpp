@@ -117,6 +117,9 @@ struct Moments {
   double count = 0;
   double s[3] = {0, 0, 0};
   double ss[6] = {0, 0, 0, 0, 0, 0};  // xx xy xz yy yz zz
+  // A trimming pass only: the sums of the squared and the fourth powers of the counted points'
+  // distances off the pass's plane, for the slab test (slab_like).
+  double d2 = 0, d4 = 0;
 
   APRON_HD void add(double dx, double dy, double dz) {
     count += 1;
@@ -129,6 +132,11 @@ struct Moments {
     count += o.count;
     for (int d = 0; d < 3; ++d) s[d] += o.s[d];
     for (int k = 0; k < 6; ++k) ss[k] += o.ss[k];
+    d2 += o.d2, d4 += o.d4;
+  }
+  APRON_HD void add_distance(double along) {
+    const double a2 = along * along;
+    d2 += a2, d4 += a2 * a2;
   }
   // Covariance (divided by count) and the mean relative to the reference.
   APRON_HD Sym3 covariance(double mean[3]) const {
@@ -159,20 +167,43 @@ struct OctreeParams {
   double trim_divisor = 10;
   int trim_passes = 4;
   double min_inlier_fraction = 0.8;
+  // The slab test (issue 31): a node that passes the test above but only just (its middle
+  // eigenvalue below slab_ratio times its smallest), holding at least slab_points inliers whose
+  // distances off their plane have a kurtosis below slab_kurtosis, is not one plane but stacked
+  // or staggered surfaces seen as one: the treads of an open staircase (their envelope at the
+  // stairs' pitch), a floor and a low step, a slab of outliers cut by the scan's edge. Noise off
+  // one plane is about Gaussian (kurtosis 3, about 2.8 once trimmed at three standard
+  // deviations); a uniform slab has 1.8, two sheets 1 to 1.5. Such a node is subdivided, and its
+  // children find the surfaces it holds. slab_kurtosis = 0 (or no trimming): the paper's test.
+  double slab_kurtosis = 2.2;
+  double slab_ratio = 400;
+  int slab_points = 100;
 };
+
+// The slab test's verdict on a node's trimmed sums m (d2, d4 filled) and eigenvalues e.
+APRON_HD inline bool slab_like(const OctreeParams& p, const Moments& m, const Eigen3& e) {
+  if (p.slab_kurtosis <= 0 || m.count < p.slab_points || !(m.d2 > 0)) return false;
+  const double lmin = e.value[0] < 0 ? 0 : e.value[0];
+  if (e.value[1] >= p.slab_ratio * lmin) return false;  // far thinner than the test asks: a plane
+  const double kurtosis = m.count * m.d4 / (m.d2 * m.d2);
+  return kurtosis < p.slab_kurtosis;
+}
 
 enum NodeState : std::uint8_t { kSubdivide = 0, kCluster = 1, kDrop = 2 };
 
 // What becomes of a node at `level` with `count` points and covariance eigenvalues e: a cluster
 // (approximately coplanar: thin against its middle extent, not a line), subdivided, or dropped
 // (too few points, or the deepest level without passing).
+// With the trimmed sums m (null: no slab test) a node that passes but is slab_like is split.
 APRON_HD inline NodeState classify_node(const OctreeParams& p, int level, double count,
-                                        double inliers, const Eigen3& e) {
+                                        double inliers, const Eigen3& e,
+                                        const Moments* m = nullptr) {
   if (count < p.min_points) return kDrop;
   if (level >= p.first_level && inliers >= p.min_points &&
       inliers >= p.min_inlier_fraction * count) {
     const double lmin = e.value[0] < 0 ? 0 : e.value[0], lmid = e.value[1], lmax = e.value[2];
-    if (lmid > p.thickness * lmin && lmax < p.isotropy * lmid) return kCluster;
+    if (lmid > p.thickness * lmin && lmax < p.isotropy * lmid && !(m && slab_like(p, *m, e)))
+      return kCluster;
   }
   return level >= p.max_depth ? kDrop : kSubdivide;
 }

@@ -355,6 +355,33 @@ class PlaneFitter {
     global_sum(comm_, std::span<double>(sums_));
   }
 
+  // 1b. (verify_planes) Each peak's plane grown from its largest cluster instead of from all
+  // that voted near it (issue 31): parallel surfaces a few rho cells apart (a tread and a box top
+  // 9 cm above it) vote into one peak, and the fit of both leans between them, within
+  // merge_distance of either; small clusters' normals are too uncertain to tell them apart. The
+  // largest cluster's plane is the most certain; clusters on it (normal within merge_angle,
+  // centroid within merge_distance) are refitted, three times; the others leave the peak (to
+  // another plane, or to the orphans' recovery).
+  void seed_peaks() {
+    const std::size_t peaks = peaks_.size();
+    std::vector<Plane> seed = largest_clusters();
+    std::vector<char> member(clusters_.size(), 0);
+    for (int round = 0; round < 3; ++round) {
+      sums_.assign(peaks * kFitTerms, 0.0);
+      for (std::size_t c = 0; c < clusters_.size(); ++c) {
+        const int p = cluster_peak_[c];
+        member[c] = p >= 0 && seed[p].inliers > 0 &&
+                    on_plane(seed[p], clusters_[c].normal, clusters_[c].mean);
+        if (member[c]) add_cluster(clusters_[c], &sums_[kFitTerms * p]);
+      }
+      global_sum(comm_, std::span<double>(sums_));
+      for (std::size_t p = 0; p < peaks; ++p)
+        if (sums_[kFitTerms * p] >= 3) seed[p] = fit(&sums_[kFitTerms * p]);
+    }
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (!member[c]) cluster_peak_[c] = -1;
+  }
+
   // 2. Peaks whose planes agree are merged (the accumulator's aliasing, or a plane through the
   // origin voting at n and -n), until no pair agrees.
   void merge_peaks() {
@@ -383,9 +410,16 @@ class PlaneFitter {
     std::vector<int> root(clusters_.size(), -1);
     for (std::size_t c = 0; c < clusters_.size(); ++c) {
       const Cluster& k = clusters_[c];
+      // Its centroid on the plane and its normal along the plane's (near(), one way): offsets
+      // compared at the origin would let a cluster tilted by a degree or two, far from the
+      // origin, join a parallel plane 0.1 m away (a box top onto a stair tread). Without
+      // verify_planes: the paper's comparison of offsets.
       const double own =
           k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
-      auto fits = [&](int r) { return has_fit_[r] && agree(fits_[r], k.normal, own); };
+      auto fits = [&](int r) {
+        return has_fit_[r] && (params_.verify_planes ? on_plane(fits_[r], k.normal, k.mean)
+                                                     : agree(fits_[r], k.normal, own));
+      };
       auto distance = [&](int r) {
         double d = -fits_[r].offset;
         for (int a = 0; a < 3; ++a) d += fits_[r].normal[a] * k.mean[a];
@@ -404,26 +438,104 @@ class PlaneFitter {
     return root;
   }
 
+  // 3b. Clusters that no plane took, grouped among themselves (issue 31). A small surface near a
+  // large parallel one (a tread 9 cm below a table, a shelf board above the floor) votes a few
+  // cells from the large one's peak; the votes of its small, uncertain clusters merge into that
+  // peak, whose plane they do not fit. Every rank sees all such orphans (one allgather, a few
+  // hundred clusters at most), in an order that does not depend on the split; each one not yet
+  // taken seeds a group of those that agree with it; a group with min_plane_points becomes a
+  // plane (a new root after the peaks) of the members that agree with the group's own fit.
+  void recover_orphans(std::vector<int>& root) {
+    std::vector<double> mine;
+    std::vector<std::size_t> local;
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      if (root[c] >= 0 || skewed_fragment(clusters_[c])) continue;
+      const Cluster& k = clusters_[c];
+      const double own =
+          k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
+      const double row[kOrphan] = {static_cast<double>(k.count),
+                                   k.mean[0],
+                                   k.mean[1],
+                                   k.mean[2],
+                                   k.normal[0],
+                                   k.normal[1],
+                                   k.normal[2],
+                                   own};
+      mine.insert(mine.end(), row, row + kOrphan);
+      local.push_back(c);
+    }
+    std::size_t first = 0;
+    const std::vector<double> all = all_gather(mine, first);
+    const std::size_t n = all.size() / kOrphan;
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    auto row = [&](std::size_t i) { return &all[kOrphan * i]; };
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::lexicographical_compare(row(b), row(b) + 1, row(a), row(a) + 1) ||
+             (row(a)[0] == row(b)[0] &&
+              std::lexicographical_compare(row(a) + 1, row(a) + 4, row(b) + 1, row(b) + 4));
+    });
+    std::vector<int> group(n, -1);
+    std::vector<std::vector<std::size_t>> members;
+    for (const std::size_t seed : order) {
+      if (group[seed] >= 0) continue;
+      members.emplace_back();
+      double points = 0;
+      for (const std::size_t i : order)
+        if (group[i] < 0 && near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1)) {
+          group[i] = static_cast<int>(members.size() - 1);
+          members.back().push_back(i);
+          points += row(i)[0];
+        }
+      // A plane of one or two clusters is one that failed its own peak's plane: no new plane.
+      if (points < static_cast<double>(params_.min_plane_points) || members.back().size() < 3)
+        members.back().clear();
+    }
+    auto on_this_rank = [&](std::size_t i) { return i >= first && i < first + local.size(); };
+    for (const auto& m : members) {
+      if (m.empty()) continue;
+      // The group's own fit from its members' sums (those on this rank, summed over ranks).
+      std::vector<double> sums(kFitTerms, 0.0);
+      for (const std::size_t i : m)
+        if (on_this_rank(i)) add_cluster(clusters_[local[i - first]], sums.data());
+      global_sum(comm_, std::span<double>(sums));
+      const Plane fitted = fit(sums.data());
+      // Onto a plane it lies on (found from a peak, or recovered before), else a new one.
+      int target = -1;
+      for (std::size_t r = 0; r < fits_.size() && target < 0; ++r)
+        if (has_fit_[r] && near(fits_[r].normal.data(), fits_[r].centroid.data(),
+                                fitted.normal.data(), fitted.centroid.data()))
+          target = static_cast<int>(r);
+      if (target < 0) {
+        target = static_cast<int>(fits_.size());
+        fits_.push_back(fitted);
+        has_fit_.push_back(1);
+        parent_.push_back(target);
+      }
+      const Plane& plane = fits_[target];
+      for (const std::size_t i : m)
+        if (on_this_rank(i) &&
+            near(plane.normal.data(), plane.centroid.data(), row(i) + 4, row(i) + 1))
+          root[local[i - first]] = target;
+    }
+  }
+
   // 4. The planes refitted from their clusters, most inliers first, without those below
   // min_plane_points; cluster_plane: per cluster, its plane in the result (-1 none).
-  std::vector<Plane> final_planes(const std::vector<int>& cluster_root,
+  std::vector<Plane> final_planes(std::vector<int> cluster_root,
                                   std::vector<std::int32_t>& cluster_plane) const {
-    const std::size_t peaks = peaks_.size();
-    std::vector<double> sums(peaks * (kFitTerms + 1), 0.0);  // + the cluster count
-    for (std::size_t c = 0; c < clusters_.size(); ++c) {
-      if (cluster_root[c] < 0) continue;
-      double* at = &sums[(kFitTerms + 1) * cluster_root[c]];
-      add_cluster(clusters_[c], at);
-      at[kFitTerms] += 1;
-    }
-    global_sum(comm_, std::span<double>(sums));
+    const std::size_t peaks = fits_.size();  // the peaks' roots, then recovered groups
+    std::vector<double> sums = plane_sums(cluster_root);
+    if (params_.verify_planes &&
+        (split_stacked(sums, cluster_root) | refuse_slabs(sums, cluster_root)))
+      sums = plane_sums(cluster_root);
     std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
     for (std::size_t p = 0; p < peaks; ++p) {
-      const double* at = &sums[(kFitTerms + 1) * p];
+      const double* at = &sums[kPlaneTerms * p];
       if (at[0] < std::max<double>(3, static_cast<double>(params_.min_plane_points))) continue;
       Plane plane = fit(at);
       plane.clusters = static_cast<std::uint64_t>(at[kFitTerms]);
-      plane.peak_cell = peaks_[p];
+      plane.peak_cell = p < peaks_.size() ? peaks_[p] : kNoPeak;
       kept.emplace_back(static_cast<int>(p), plane);
     }
     std::stable_sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
@@ -442,6 +554,199 @@ class PlaneFitter {
   }
 
  private:
+  static constexpr int kOrphan = 8;  // count, mean (3), normal (3), offset
+
+  // Per peak: the plane of its largest cluster over all ranks (the lowest x of the centroid
+  // breaks ties), as a Plane (normal, centroid; inliers 0: the peak has no cluster).
+  std::vector<Plane> largest_clusters() const {
+    const std::size_t peaks = peaks_.size();
+    std::vector<double> most(peaks, 0.0), lowest_x(peaks, 1e300), plane(6 * peaks, 0.0);
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (cluster_peak_[c] >= 0)
+        most[cluster_peak_[c]] = std::max<double>(most[cluster_peak_[c]], clusters_[c].count);
+    MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(peaks), MPI_DOUBLE, MPI_MAX, comm_);
+    auto largest = [&](std::size_t c) {
+      return cluster_peak_[c] >= 0 && clusters_[c].count == most[cluster_peak_[c]];
+    };
+    for (std::size_t c = 0; c < clusters_.size(); ++c)
+      if (largest(c))
+        lowest_x[cluster_peak_[c]] = std::min(lowest_x[cluster_peak_[c]], clusters_[c].mean[0]);
+    MPI_Allreduce(MPI_IN_PLACE, lowest_x.data(), static_cast<int>(peaks), MPI_DOUBLE, MPI_MIN,
+                  comm_);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      if (!largest(c) || clusters_[c].mean[0] != lowest_x[cluster_peak_[c]]) continue;
+      for (int d = 0; d < 3; ++d) {
+        plane[6 * cluster_peak_[c] + d] = clusters_[c].normal[d];
+        plane[6 * cluster_peak_[c] + 3 + d] = clusters_[c].mean[d];
+      }
+    }
+    global_sum(comm_, std::span<double>(plane));
+    std::vector<Plane> seed(peaks);
+    for (std::size_t p = 0; p < peaks; ++p) {
+      seed[p].inliers = most[p] > 0 ? 1 : 0;
+      for (int d = 0; d < 3; ++d) {
+        seed[p].normal[d] = plane[6 * p + d];
+        seed[p].centroid[d] = plane[6 * p + 3 + d];
+      }
+    }
+    return seed;
+  }
+  // Per root: the fit's sums, the cluster count, the count-weighted sum of the clusters' normals,
+  // and the slab test's sums (points, squared and fourth-power distances off their nodes' planes).
+  static constexpr int kPlaneTerms = kFitTerms + 7;
+  static constexpr int kSlabAt = kFitTerms + 4;
+
+  std::vector<double> plane_sums(const std::vector<int>& cluster_root) const {
+    std::vector<double> sums(fits_.size() * kPlaneTerms, 0.0);
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      if (cluster_root[c] < 0) continue;
+      double* at = &sums[kPlaneTerms * cluster_root[c]];
+      const Cluster& k = clusters_[c];
+      add_cluster(k, at);
+      at[kFitTerms] += 1;
+      // Each normal on the side of the root's first fit (a plane through the origin has
+      // clusters oriented either way).
+      const Plane& f = fits_[cluster_root[c]];
+      const double side =
+          f.normal[0] * k.normal[0] + f.normal[1] * k.normal[1] + f.normal[2] * k.normal[2] < 0
+              ? -1.0
+              : 1.0;
+      for (int d = 0; d < 3; ++d) at[kFitTerms + 1 + d] += side * k.count * k.normal[d];
+      if (k.d2 > 0) at[kSlabAt] += k.count, at[kSlabAt + 1] += k.d2, at[kSlabAt + 2] += k.d4;
+    }
+    global_sum(comm_, std::span<double>(sums));
+    return sums;
+  }
+
+  // The slab test over a whole plane (issue 31): small nodes of a slab of outliers cut by the
+  // scan's edge (30 to 60 points, too few for the nodes' own slab test) pass the coplanarity test
+  // side by side and make a plane where there is none. Pooled over its clusters, the distances off
+  // their planes of a true plane have a kurtosis near 3 (more with clusters of unequal noise), a
+  // slab's 1.8; with the hundreds of points a plane needs, the estimate is sharp. Refused: a plane
+  // below octree.slab_kurtosis whose spread (mean squared distance) is also more than four times
+  // the planes' median, so that quantised or noise-free clouds, whose planes are all alike, keep
+  // theirs. True when a plane was refused.
+  bool refuse_slabs(const std::vector<double>& sums, std::vector<int>& cluster_root) const {
+    const double limit = params_.octree.slab_kurtosis;
+    if (limit <= 0) return false;
+    std::vector<double> spread;
+    for (std::size_t p = 0; p < fits_.size(); ++p) {
+      const double* at = &sums[kPlaneTerms * p + kSlabAt];
+      if (at[0] >= params_.octree.slab_points && at[1] > 0) spread.push_back(at[1] / at[0]);
+    }
+    if (spread.size() < 2) return false;
+    std::nth_element(spread.begin(), spread.begin() + spread.size() / 2, spread.end());
+    const double median = spread[spread.size() / 2];
+    std::vector<char> slab(fits_.size(), 0);
+    bool any = false;
+    for (std::size_t p = 0; p < fits_.size(); ++p) {
+      const double* at = &sums[kPlaneTerms * p + kSlabAt];
+      if (at[0] < params_.octree.slab_points || !(at[1] > 0)) continue;
+      const double kurtosis = at[0] * at[2] / (at[1] * at[1]);
+      slab[p] = kurtosis < limit && at[1] / at[0] > 4 * median;
+      any = any || slab[p];
+    }
+    for (int& r : cluster_root)
+      if (r >= 0 && slab[r]) r = -1;
+    return any;
+  }
+
+  // The verification of each plane against its own fit (issue 31): clusters of parallel surfaces
+  // a few centimetres apart (a tread and a box top nearby) fit a plane tilted between them, away
+  // from the normal its clusters agree on. Such a plane keeps the clusters within merge_distance
+  // of the plane through its centroid along that common normal (the larger surface's: the
+  // centroid lies nearer to it); the others go. True when a plane lost clusters (the same on
+  // every rank: the sums are global).
+  bool split_stacked(const std::vector<double>& sums, std::vector<int>& cluster_root) const {
+    const double cos_half = std::cos(params_.merge_angle_deg / 2 * kPi / 180);
+    std::vector<char> stacked(fits_.size(), 0);
+    std::vector<std::array<double, 3>> common(fits_.size());
+    std::vector<Plane> fitted(fits_.size());
+    bool any = false;
+    for (std::size_t p = 0; p < fits_.size(); ++p) {
+      const double* at = &sums[kPlaneTerms * p];
+      if (at[0] < 3 || at[kFitTerms] < 2) continue;
+      const double* n = at + kFitTerms + 1;
+      const double length = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+      if (!(length > 0)) continue;
+      fitted[p] = fit(at);
+      double cosine = 0;
+      for (int d = 0; d < 3; ++d) {
+        common[p][d] = n[d] / length;
+        cosine += common[p][d] * fitted[p].normal[d];
+      }
+      stacked[p] = std::fabs(cosine) < cos_half;
+      any = any || stacked[p];
+    }
+    if (!any) return false;
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      const int r = cluster_root[c];
+      if (r < 0 || !stacked[r]) continue;
+      double distance = 0;
+      for (int d = 0; d < 3; ++d)
+        distance += common[r][d] * (clusters_[c].mean[d] - fitted[r].centroid[d]);
+      if (std::fabs(distance) > params_.merge_distance) cluster_root[c] = -1;
+    }
+    return true;
+  }
+
+  // The rows of every rank, rank by rank; first: where this rank's rows start.
+  std::vector<double> all_gather(const std::vector<double>& mine, std::size_t& first) const {
+    int ranks = 1, rank = 0;
+    MPI_Comm_size(comm_, &ranks);
+    MPI_Comm_rank(comm_, &rank);
+    const int count = static_cast<int>(mine.size());
+    std::vector<int> counts(ranks), offsets(ranks, 0);
+    MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_);
+    for (int r = 1; r < ranks; ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+    std::vector<double> all(static_cast<std::size_t>(offsets.back() + counts.back()));
+    MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(),
+                   MPI_DOUBLE, comm_);
+    first = static_cast<std::size_t>(offsets[rank]) / kOrphan;
+    return all;
+  }
+
+  // A cluster tilted a few degrees off a plane it lies next to: a node where that plane meets
+  // another (a wall's foot on the floor), whose fit the other surface's points skew. Grouped, such
+  // fragments would make a plane at a slant that is not there.
+  bool skewed_fragment(const Cluster& k) const {
+    const double loose_cos = std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180));
+    for (std::size_t r = 0; r < fits_.size(); ++r) {
+      if (!has_fit_[r]) continue;
+      const Plane& f = fits_[r];
+      double cosine = 0, distance = 0;
+      for (int d = 0; d < 3; ++d) {
+        cosine += f.normal[d] * k.normal[d];
+        distance += f.normal[d] * (k.mean[d] - f.centroid[d]);
+      }
+      if (std::fabs(cosine) >= loose_cos && std::fabs(distance) <= 2 * params_.merge_distance)
+        return true;
+    }
+    return false;
+  }
+
+  // A cluster (normal n, centroid m) on plane f: within merge_angle of it, its centroid within
+  // merge_distance.
+  bool on_plane(const Plane& f, const double* n, const double* m) const {
+    double cosine = 0, distance = 0;
+    for (int d = 0; d < 3; ++d) {
+      cosine += f.normal[d] * n[d];
+      distance += f.normal[d] * (m[d] - f.centroid[d]);
+    }
+    return std::fabs(cosine) >= cos_merge_ && std::fabs(distance) <= params_.merge_distance;
+  }
+
+  // Two planes given by normal and a point on each: within merge_angle (either orientation),
+  // each point within merge_distance of the other plane. Unlike agree(), which compares offsets
+  // at the origin, robust for small clusters far from it, whose normals are uncertain.
+  bool near(const double* na, const double* pa, const double* nb, const double* pb) const {
+    const double cosine = na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2];
+    const double d[3] = {pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2]};
+    return std::fabs(cosine) >= cos_merge_ &&
+           std::fabs(na[0] * d[0] + na[1] * d[1] + na[2] * d[2]) <= params_.merge_distance &&
+           std::fabs(nb[0] * d[0] + nb[1] * d[1] + nb[2] * d[2]) <= params_.merge_distance;
+  }
+
   // Planes within merge_angle (either orientation) and merge_distance of each other.
   bool agree(const Plane& a, const double* nb, double db) const {
     const double cosine = a.normal[0] * nb[0] + a.normal[1] * nb[1] + a.normal[2] * nb[2];
@@ -488,8 +793,11 @@ std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_
   PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_, std::move(clusters),
                      std::move(cluster_peak));
   fitter.sum_peaks();
+  if (params_.verify_planes) fitter.seed_peaks();
   fitter.merge_peaks();
-  return fitter.final_planes(fitter.match_clusters(), cluster_plane);
+  std::vector<int> root = fitter.match_clusters();
+  if (params_.recover_orphans) fitter.recover_orphans(root);
+  return fitter.final_planes(root, cluster_plane);
 }
 
 // The oriented rectangles (in centred coordinates): each plane's smallest and largest

@@ -32,7 +32,16 @@ struct DetectorParams {
   // > 0: points on no cluster join the nearest plane within grow_band times its rms (and within
   // its rectangle); 0: a plane's inliers are its clusters' points only, as in the paper.
   double grow_band = 0;
+  // Clusters that no peak's plane took are grouped among themselves into planes (issue 31: a
+  // small surface near a large parallel one); false: the paper's behaviour, they are dropped.
+  bool recover_orphans = true;
+  // Clusters join a plane when their centroid lies on it (not by offsets at the origin), and a
+  // plane whose fit leans off the normal its clusters agree on (parallel surfaces a few
+  // centimetres apart) keeps only the clusters on the larger one (issue 31); false: the paper's.
+  bool verify_planes = true;
 };
+
+inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters
 
 // A detected plane, in the cloud's own coordinates: normal . x = offset.
 struct Plane {
@@ -44,7 +53,7 @@ struct Plane {
   // The oriented rectangle holding the inliers: centroid + u * [u_min, u_max] + v * [v_min, v_max].
   std::array<double, 3> axis_u{}, axis_v{};
   double u_min = 0, u_max = 0, v_min = 0, v_max = 0;
-  std::uint32_t peak_cell = 0;  // the accumulator cell of its (first) peak
+  std::uint32_t peak_cell = 0;  // the accumulator cell of its (first) peak, or kNoPeak
   std::array<std::array<double, 3>, 4> corners() const;
 };
 

@@ -49,6 +49,9 @@ void read_octree(MapReader r, OctreeParams& o) {
   o.trim_divisor = r.in_range("trim_divisor", 0, 1e6, o.trim_divisor);
   o.trim_passes = int_in_range(r, "trim_passes", 0, 10, o.trim_passes);
   o.min_inlier_fraction = r.in_range("min_inlier_fraction", 0, 1, o.min_inlier_fraction);
+  o.slab_kurtosis = r.in_range("slab_kurtosis", 0, 3, o.slab_kurtosis);
+  o.slab_ratio = r.in_range("slab_ratio", 1, 1e6, o.slab_ratio);
+  o.slab_points = int_in_range(r, "slab_points", 3, 1'000'000, o.slab_points);
   r.finish();
 }
 
@@ -77,6 +80,8 @@ std::shared_ptr<const PlanesConfig> read_planes_config(MapReader& root) {
   c->merge_angle = m.in_range("merge_angle", 0, 45, c->merge_angle);
   c->merge_distance = m.in_range("merge_distance", 0, 0.5, c->merge_distance);
   c->grow_band = m.in_range("grow_band", 0, 100, c->grow_band);
+  c->recover_orphans = m.get<bool>("recover_orphans", c->recover_orphans);
+  c->verify_planes = m.get<bool>("verify_planes", c->verify_planes);
   c->point_output = m.get<bool>("point_output", c->point_output);
   c->repeat = int_in_range(m, "repeat", 1, 1000, c->repeat);
   m.finish();

@@ -345,6 +345,8 @@ void PlaneDetection::setup() {
   p.merge_angle_deg = pc_.merge_angle;
   p.merge_distance = pc_.merge_distance * 2 * rho_max_;
   p.grow_band = pc_.grow_band;
+  p.recover_orphans = pc_.recover_orphans;
+  p.verify_planes = pc_.verify_planes;
   detector_ = std::make_unique<PlaneDetector>(ranks_.comm, p);
 }
 
@@ -546,6 +548,8 @@ void PlaneDetection::report(Json& j) const {
   j.value("votes", static_cast<std::size_t>(detection_.votes)).value("voting", pc_.voting);
   j.value("peaks", detection_.peaks);
   j.value("grow_band", pc_.grow_band);
+  j.value("recover_orphans", pc_.recover_orphans);
+  j.value("slab_kurtosis", pc_.octree.slab_kurtosis);
   j.value("grown", static_cast<std::size_t>(detection_.grown));
   j.begin_array("octree_levels");
   for (std::size_t l = 0; l < detection_.nodes_per_level.size(); ++l) {

@@ -1,6 +1,8 @@
-// Synthetic point clouds with exact ground truth (issue 16, "What must exist"): rooms with
-// furniture, boxes on a floor, a staircase, a house with a sloped roof. Points are sampled on the
-// scene's rectangles in proportion to their areas, displaced along the normal by Gaussian noise,
+// Synthetic point clouds with exact ground truth (issue 16, "What must exist"; issue 31): rooms
+// with furniture, boxes on a floor, a staircase, a house with a sloped roof, an open staircase
+// (treads only) in a stairwell and shelving (stacked parallel boards), the last two with clutter
+// (boxes, and balls that are no plane). Points are sampled on the scene's rectangles and balls in
+// proportion to their areas, displaced along the normal by Gaussian noise,
 // and a fraction of outliers is spread uniformly over the scene's bounding box. Every value is a
 // function of (seed, point index) only, so any rank can generate any part of the cloud and every
 // rank count sees the same cloud.
@@ -21,6 +23,12 @@ struct SceneRect {
   int plane = 0;
 };
 
+// A ball: clutter on no plane (its points' truth is -1), which no plane may claim.
+struct SceneBall {
+  Vec3d centre;
+  double radius = 0;
+};
+
 // A plane of the ground truth: unit normal . x = offset.
 struct ScenePlane {
   Vec3d normal;
@@ -29,7 +37,7 @@ struct ScenePlane {
 };
 
 struct SceneSpec {
-  std::string kind = "room";  // room | boxes | staircase | roof
+  std::string kind = "room";  // room | boxes | staircase | roof | stairs | shelving
   std::uint64_t points = 100000;
   double noise = 0.001;   // standard deviation of the normal displacement / scene diagonal
   double outliers = 0.2;  // fraction of the points spread uniformly over the bounding box
@@ -39,9 +47,10 @@ struct SceneSpec {
 struct Scene {
   std::vector<ScenePlane> planes;
   std::vector<SceneRect> rects;
+  std::vector<SceneBall> balls;
   Vec3d lo, hi;                         // bounding box of the rectangles
   double diagonal;                      // |hi - lo|: "the scene's size"
-  std::vector<double> cumulative_area;  // per rect, for sampling
+  std::vector<double> cumulative_area;  // per rect, then per ball, for sampling
 
   // Point i of the cloud and its plane (-1: an outlier).
   Vec3d point(const SceneSpec& spec, std::uint64_t i, int& plane) const;

@@ -178,6 +178,7 @@ struct RecursiveOctree {
           const double spread = 3 * std::sqrt(std::max(0.0, e.value[0]));
           if (pass > 0 && spread < first_band) band = spread;
         }
+        Moments distances;  // the slab test's sums of the last pass
         for (std::size_t k = 0; k < pts.size(); ++k) {
           const Vec4 p = sorted[pts[k]];
           const double d[3] = {static_cast<double>(p.x) - ref[0], static_cast<double>(p.y) - ref[1],
@@ -185,14 +186,17 @@ struct RecursiveOctree {
           const double along =
               n[0] * (d[0] - mean[0]) + n[1] * (d[1] - mean[1]) + n[2] * (d[2] - mean[2]);
           in[k] = along <= band && along >= -band;
+          if (in[k]) distances.add_distance(along);
         }
         m = moments(pts, &in, ref);
+        m.d2 = distances.d2, m.d4 = distances.d4;
       }
     }
     Eigen3 e{};
     double mean[3];
     if (m.count >= 3) e = eigen_symmetric(m.covariance(mean));
-    const NodeState st = classify_node(params, level, static_cast<double>(pts.size()), m.count, e);
+    const NodeState st =
+        classify_node(params, level, static_cast<double>(pts.size()), m.count, e, &m);
     if (st == kDrop) return;
     std::vector<std::uint32_t> rest;
     if (st == kCluster) {
@@ -615,6 +619,68 @@ TEST(Scenes, EveryPlaneFoundWithinTolerances) {
   }
 }
 
+// Issue 31: an open staircase (treads only) and shelving (stacked boards), with clutter. Every
+// tread and every board found within 2 degrees and 1% of the scene, and no plane that matches no
+// true surface; with the slab test and the orphans' recovery off (the paper's behaviour), the
+// staircase shows the phantom and the missed treads that the issue reported.
+struct TreadCheck {
+  std::size_t found = 0, wanted = 0;
+  double worst_angle = 0, worst_offset = 0;
+};
+
+TreadCheck check_named(const std::string& kind, const GroundTruthScore& s,
+                       const std::vector<Plane>& planes, const std::string& prefix) {
+  const Scene scene = make_scene(kind);
+  TreadCheck t;
+  for (std::size_t g = 0; g < scene.planes.size(); ++g) {
+    if (scene.planes[g].name.rfind(prefix, 0) != 0) continue;
+    ++t.wanted;
+    const auto it = std::find(s.match.begin(), s.match.end(), static_cast<int>(g));
+    if (it == s.match.end()) continue;
+    ++t.found;
+    const Plane& p = planes[static_cast<std::size_t>(it - s.match.begin())];
+    const auto& n = scene.planes[g].normal;
+    const double c = p.normal[0] * n[0] + p.normal[1] * n[1] + p.normal[2] * n[2];
+    t.worst_angle = std::max(t.worst_angle, std::acos(std::min(1.0, std::fabs(c))) * 180 / kPi);
+    t.worst_offset =
+        std::max(t.worst_offset, std::fabs(p.offset - (c < 0 ? -1 : 1) * scene.planes[g].offset));
+  }
+  return t;
+}
+
+std::string scene_yaml(const std::string& kind, long points, const std::string& extra = "") {
+  return "  input: {scene: " + kind + ", points: " + std::to_string(points) +
+         ", noise: 0.001, outliers: 0.2}\n  point_output: false\n" + extra;
+}
+
+TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
+  for (const auto& [kind, prefix] : {std::pair<std::string, std::string>{"stairs", "tread"},
+                                     std::pair<std::string, std::string>{"shelving", "board"}}) {
+    const auto run = run_case(scene_yaml(kind, 150000), self_ranks());
+    const GroundTruthScore* s = run->workload->score();
+    ASSERT_NE(s, nullptr);
+    const TreadCheck t = check_named(kind, *s, run->workload->detection().planes, prefix);
+    std::printf("%-9s %s %zu of %zu (worst %.3f deg, %.3f%%), unmatched %zu, F1 %.4f\n",
+                kind.c_str(), prefix.c_str(), t.found, t.wanted, t.worst_angle,
+                100 * t.worst_offset / s->scene_size, s->unmatched_detected, s->f1);
+    EXPECT_EQ(s->unmatched_detected, 0u) << kind;
+    EXPECT_LT(t.worst_angle, 2.0) << kind;
+    EXPECT_LT(t.worst_offset, 0.01 * s->scene_size) << kind;
+    EXPECT_GE(s->f1, 0.9) << kind;
+    // Shelving's lowest board, 0.15 m above the floor, is still missed (issue 31, left open).
+    EXPECT_GE(t.found, kind == "shelving" ? t.wanted - 1 : t.wanted) << kind;
+  }
+  // The paper's test: treads missed and a plane that is not there.
+  const auto paper = run_case(scene_yaml("stairs", 150000,
+                                         "  recover_orphans: false\n"
+                                         "  octree: {slab_kurtosis: 0}\n"),
+                              self_ranks());
+  const GroundTruthScore* s = paper->workload->score();
+  const TreadCheck t = check_named("stairs", *s, paper->workload->detection().planes, "tread");
+  EXPECT_GT(s->unmatched_detected, 0u);
+  EXPECT_LT(t.found, t.wanted);
+}
+
 TEST(Scenes, RoomF1) {
   // The paper's inliers (the clusters' points) and with growing into the planes' bands.
   for (double band : {0.0, 3.0}) {
@@ -626,7 +692,8 @@ TEST(Scenes, RoomF1) {
     const GroundTruthScore* s = run->workload->score();
     std::printf("room 1M, grow_band %.0f: precision %.4f recall %.4f F1 %.4f\n", band, s->precision,
                 s->recall, s->f1);
-    EXPECT_GE(s->f1, 0.9) << "grow_band " << band;
+    // Issue 31's bar: 0.95 on the room with growing; the paper's inliers stay above 0.9.
+    EXPECT_GE(s->f1, band > 0 ? 0.95 : 0.9) << "grow_band " << band;
   }
 }
 
@@ -710,10 +777,7 @@ TEST(Scenes, NoPlaneGivesAnEmptyResult) {
 
 // ---- ranks -----------------------------------------------------------------------------------
 
-TEST(Ranks, SamePlanesAndLabelsOnAnyRankCount) {
-  const std::string yaml =
-      "  input: {scene: room, points: 200000, noise: 0.0005, outliers: 0.2}\n"
-      "  point_output: false\n";
+void expect_same_planes_and_labels(const std::string& yaml) {
   const RankInfo world = RankInfo::world();
   const auto all = run_case(yaml, world);
   const auto one = run_case(yaml, self_ranks());
@@ -758,6 +822,18 @@ TEST(Ranks, SamePlanesAndLabelsOnAnyRankCount) {
   std::printf(
       "%d ranks: %zu planes, %zu of %d labels differ from one rank, F1 %.4f (one rank %.4f)\n",
       world.size, a.size(), differ, total, all->workload->score()->f1, one->workload->score()->f1);
+}
+
+TEST(Ranks, SamePlanesAndLabelsOnAnyRankCount) {
+  expect_same_planes_and_labels(
+      "  input: {scene: room, points: 200000, noise: 0.0005, outliers: 0.2}\n"
+      "  point_output: false\n");
+}
+
+// Planes recovered from orphan clusters (gathered over the ranks) are the same on any split.
+TEST(Ranks, StairsAndShelvingSamePlanesOnAnyRankCount) {
+  expect_same_planes_and_labels(scene_yaml("stairs", 150000));
+  expect_same_planes_and_labels(scene_yaml("shelving", 150000));
 }
 
 }  // namespace

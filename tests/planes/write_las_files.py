@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""LAS test files written by a reference writer, laspy (issue 31), for test_point_cloud_reader's
+LasFiles tests and the planes runs on a LAS file. Nothing is stored in the repository.
+
+usage: write_las_files.py DIR
+    DIR/v1.<m>_f<k>.las for every version 1.2 to 1.4 and every point format it defines (0-10 in
+    1.4), 2000 points each with scale 0.001 and offsets far from the origin, and beside each
+    DIR/v1.<m>_f<k>.xyz: the coordinates laspy reads back (X * scale + offset), %.17g;
+    DIR/bad_<what>.las: malformed files (one fault each; the reader's message is checked);
+    DIR/large.las: 100000 points, for the memory check.
+usage: write_las_files.py --from-ply IN.ply OUT.las
+    the points of a binary little-endian PLY written by the planes workload (float x y z, three
+    uchar colours, int plane) as LAS 1.4, point format 6, scale 1e-6 (finer than the PLY's
+    floats), for the planes of a scene read as LAS against the same scene read as PLY."""
+import os
+import struct
+import sys
+
+try:
+    import laspy
+    import numpy as np
+except ImportError as e:  # CI installs it (scripts/install-deps.sh)
+    sys.exit(f"write_las_files.py: {e}; install it: python3 -m pip install laspy numpy "
+             "(scripts/install-deps.sh does)")
+
+FORMATS = {2: range(0, 4), 3: range(0, 6), 4: range(0, 11)}
+
+
+def write_points(path, xyz, version, point_format, scale, offset):
+    header = laspy.LasHeader(point_format=point_format, version=version)
+    header.scales = np.array([scale] * 3)
+    header.offsets = np.array(offset)
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
+    las.write(path)
+    return laspy.read(path)
+
+
+def good_files(folder):
+    rng = np.random.default_rng(31)
+    for minor, formats in FORMATS.items():
+        for k in formats:
+            xyz = rng.uniform([-50, -20, 0], [50, 20, 10], size=(2000, 3)) + [512000.0, 5.4e6, 300.0]
+            back = write_points(f"{folder}/v1.{minor}_f{k}.las", xyz, f"1.{minor}", k, 0.001,
+                                [512000.0, 5.4e6, 300.0])
+            with open(f"{folder}/v1.{minor}_f{k}.xyz", "w") as f:
+                for p in zip(back.x, back.y, back.z):
+                    f.write("%.17g %.17g %.17g\n" % p)
+
+
+def patched(folder, name, source, at, fmt, value):
+    data = bytearray(open(source, "rb").read())
+    struct.pack_into(fmt, data, at, value)
+    open(f"{folder}/{name}", "wb").write(data)
+
+
+def bad_files(folder):
+    v12, v14 = f"{folder}/v1.2_f0.las", f"{folder}/v1.4_f6.las"
+    data = open(v12, "rb").read()
+    open(f"{folder}/bad_truncated.las", "wb").write(data[: len(data) - 25])
+    open(f"{folder}/bad_header.las", "wb").write(data[:100])
+    patched(folder, "bad_magic.las", v12, 0, "4s", b"LASX")
+    patched(folder, "bad_version.las", v12, 25, "B", 9)
+    patched(folder, "bad_format.las", v12, 104, "B", 11)
+    patched(folder, "bad_compressed.las", v12, 104, "B", 0x80 | 3)
+    patched(folder, "bad_record_length.las", v12, 105, "<H", 12)
+    patched(folder, "bad_point_offset.las", v12, 96, "<I", 1 << 30)
+    patched(folder, "bad_scale.las", v12, 139, "<d", 0.0)
+    patched(folder, "bad_format_version.las", v14, 25, "B", 2)
+    patched(folder, "bad_counts.las", v14, 107, "<I", 7)
+    # max X (byte 179) below the points: a header that does not describe them
+    header = laspy.read(v12).header
+    patched(folder, "bad_bounds.las", v12, 179, "<d", float(header.maxs[0]) - 1.0)
+
+
+def large_file(folder):
+    rng = np.random.default_rng(7)
+    write_points(f"{folder}/large.las", rng.uniform(0, 10, size=(100000, 3)), "1.2", 0, 0.001,
+                 [0.0, 0.0, 0.0])
+
+
+def from_ply(ply, out):
+    data = open(ply, "rb").read()
+    end = data.index(b"end_header\n") + len(b"end_header\n")
+    header = data[:end].decode()
+    count = int(header.split("element vertex ")[1].split()[0])
+    if "format binary_little_endian" not in header or "property int plane" not in header:
+        sys.exit(f"{ply}: not a planes_points.ply of the planes workload")
+    rows = np.frombuffer(data, dtype=np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"),
+                                              ("rgb", "u1", 3), ("plane", "<i4")]),
+                         count=count, offset=end)
+    xyz = np.stack([rows["x"], rows["y"], rows["z"]], axis=1).astype(np.float64)
+    write_points(out, xyz, "1.4", 6, 1e-6, list(np.floor(xyz.min(axis=0))))
+
+
+def main(args):
+    if len(args) == 3 and args[0] == "--from-ply":
+        from_ply(args[1], args[2])
+        return 0
+    if len(args) != 1:
+        sys.exit(__doc__)
+    os.makedirs(args[0], exist_ok=True)
+    good_files(args[0])
+    bad_files(args[0])
+    large_file(args[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
