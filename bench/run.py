@@ -155,13 +155,17 @@ def count(n):
     return f"{n / 1e6:g}M" if n >= 1e6 else f"{n / 1e3:g}k"
 
 
-def sph(name, particles, ranks=1, steps=100, about=""):
+def sph(name, particles, ranks=1, steps=100, about="", extra=()):
     def sets(n, s):
         return [f"sph.spacing={sph_spacing(n):.9g}", f"time.max_steps={s}", "output.every=0",
-                f"output.diagnostics_every={s}", "output.progress_every=1000"]
+                f"output.diagnostics_every={s}", "output.progress_every=1000", *extra]
     about = about or f"dam break, {count(particles)} fluid particles, {steps} steps"
     return Case(name, about, "inputs/dam_break_large.yaml", SPH, sets(particles, steps), ranks,
                 sets(2e4, 20))
+
+
+# The large dam break's tank as an STL of the same box (without a lid): mesh walls' cost.
+STL_TANK = ["boundary.tank={mesh: inputs/meshes/dam_break_large_tank_open.stl, open: true}"]
 
 
 # The 2-GPU weak case: the tank twice as deep (z) holding the 1-GPU case and its mirror image, so
@@ -228,6 +232,7 @@ BENCHMARKS = {
         sph("sph-70k", 70e3, steps=200, about="the paper's sizes: 70k fluid particles, 200 steps"),
         sph("sph-1M", 1e6),
         sph("sph-10M", 10e6),
+        sph("sph-10M-stl-tank", 10e6, about="sph-10M with its tank read from STL", extra=STL_TANK),
         sph("sph-50M", 50e6),
     ],
     "flip": [
@@ -417,6 +422,22 @@ def cuda_vs_omp(c):
     c.python("tests/mpi/compare_runs.py", *runs)
 
 
+def sph_mesh_walls(c):
+    """The CI's mesh-wall cases on the GPU, checked by the same scripts: no particle in the
+    L-shaped obstacle, the tilted mesh tank's hydrostatic pressure, the piston's force."""
+    out = c.apron("mesh", "inputs/dam_break_mesh.yaml", "time.end=0.13", "output.every=0.02")
+    c.python("tests/sph/check_obstacle.py", out, "--box", 0.22, 0, 0, 0.32, 0.0438, 0.03,
+             "--box", 0.29, 0, 0, 0.32, 0.0438, 0.1)
+    out = c.apron("hydrostatic", "tests/sph/hydrostatic_rotated.yaml", "output.every=0.05")
+    c.python("tests/sph/check_mesh_tank.py", out, "--box-lo", -0.03, -0.03, -0.05, "--box-hi",
+             0.03, 0.03, 0.05, "--rotation", 30, 30, 0, "--offset", 0.1, 0.1, 0.1, "--spacing",
+             0.005, "--tolerance", 0.05)
+    out = c.apron("flume", "inputs/wave_flume.yaml", "time.end=0.2", "output.every=0",
+                  "output.diagnostics_every=2")
+    c.python("tests/sph/check_wave_flume.py", out, "--depth", 0.1, "--width", 0.03, "--start",
+             0.1, "--period", 0.8)
+
+
 def planes_vs_omp(c):
     """The same planes as the OpenMP build found on the same 1M-point room (stored)."""
     out = c.apron("run", "inputs/planes_room.yaml", "planes.point_output=false")
@@ -436,7 +457,8 @@ HANGING = ["cloth.grid.cells=[8, 8, 0]", "time.end=100", "output.every=0"]
 CHECKS = [
     *[unit_test(f"test_{t}") for t in ("primitives", "sph_kernels", "meshdist", "config", "hydrostatic",
                                        "flip", "flip_dense", "flip_multigrid", "wall_friction",
-                                       "point_cloud_reader", "cloth_geometry")],
+                                       "point_cloud_reader", "cloth_geometry", "surface_query",
+                                       "flip_mesh_solids")],
     unit_test("test_planes", "--gtest_filter=-Ranks.*"),
     *[unit_test(f"test_{t}", ranks=(1, 2, 3, 4))
       for t in ("exchange", "halo_plan", "brick_halo", "mesh_halo")],
@@ -450,6 +472,8 @@ CHECKS = [
     Check("sph-surge-front-a40", "SPH dam break at a/40 against experiment (resolution study)",
           surge_front("inputs/dam_break.yaml", [("koshizuka_oka_1996", 0.10), ("martin_moyce_1952", 1)],
                       "sph.spacing", 0.00365)),
+    Check("sph-mesh-walls", "SPH on mesh walls and a moving piston (the CI's checks)",
+          sph_mesh_walls),
     Check("sph-cuda-vs-omp", "the bundled OpenMP build (apron-omp) agrees on the short dam break",
           cuda_vs_omp),
     Check("flip-surge-front", "FLIP dam break against experiment",
