@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   report("closest within 0.01", median_ms([&] { service.closest_within(p, 0.01f, hit_span); }), n);
   report("inside", median_ms([&] { service.inside(p, DeviceSpan<std::uint8_t>(raw(inside), n)); }),
          n);
+  service.classify_cells();
+  report("inside, cells classified",
+         median_ms([&] { service.inside(p, DeviceSpan<std::uint8_t>(raw(inside), n)); }), n);
   report("ray hits (t <= 3)",
          median_ms([&] { service.ray_hits(p, d, 3.0f, DeviceSpan<RayHit>(raw(rays), n)); }), n);
   return 0;

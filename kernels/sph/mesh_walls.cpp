@@ -77,7 +77,18 @@ struct ClearanceFromWall {
   float clearance;
   std::uint8_t* mark;
   APRON_HD void operator()(std::size_t i) const {
-    const surface::SurfaceHit hit = wall.surface.closest(xyz(points[i]), surface::kInfinity);
+    const Vec3 p = xyz(points[i]);
+    // Near the wall the distance decides; farther, the side alone (from its cell, if known).
+    surface::SurfaceHit hit = wall.surface.closest(p, clearance * clearance);
+    if (hit.triangle < 0) {
+      const std::uint8_t side = wall.surface.side_without_search(p);
+      if (side) {
+        const float sign = side == surface::SurfaceView::kInside ? -1.0f : 1.0f;
+        if (wall.fluid_side * sign < 0) mark[i] = 0;
+        return;
+      }
+      hit = wall.surface.closest(p, surface::kInfinity);
+    }
     if (wall.fluid_side * hit.point.w < clearance) mark[i] = 0;
   }
 };

@@ -112,7 +112,13 @@ struct InsideOfPoints {
   const Vec4* points;
   std::uint8_t* out;
   APRON_HD void operator()(std::size_t i) const {
-    out[i] = query.closest(xyz(points[i]), kInfinity).point.w < 0 ? 1 : 0;
+    const Vec3 p = xyz(points[i]);
+    const std::uint8_t side = query.side_without_search(p);
+    if (side) {
+      out[i] = side == SurfaceView::kInside ? 1 : 0;
+      return;
+    }
+    out[i] = query.closest(p, kInfinity).point.w < 0 ? 1 : 0;
   }
 };
 
@@ -236,6 +242,7 @@ void SurfaceQuery::refit(DeviceSpan<const Vec4> vertices) {
   const Bounds b = transform_reduce(nv, BoundsOfVertex{raw(vertices_)}, empty, CombineBounds{});
   const double lo[3] = {b.lo[0], b.lo[1], b.lo[2]}, hi[3] = {b.hi[0], b.hi[1], b.hi[2]};
   grid_.build(soup(), choose_grid(lo, hi, area_, nt, options_));
+  cell_side_.clear();  // the cells' sides are the old mesh's
 }
 
 void SurfaceQuery::compute_normals() {
@@ -250,8 +257,53 @@ void SurfaceQuery::compute_normals() {
 }
 
 SurfaceView SurfaceQuery::view() const {
-  return {shell_search(grid_, soup()), raw(corner_vertex_), raw(face_normal_),
-          raw(edge_normal_),           raw(vertex_normal_), raw(open_features_)};
+  return {shell_search(grid_, soup()),
+          raw(corner_vertex_),
+          raw(face_normal_),
+          raw(edge_normal_),
+          raw(vertex_normal_),
+          raw(open_features_),
+          cell_side_.empty() ? nullptr : raw(cell_side_)};
+}
+
+void SurfaceQuery::classify_cells() {
+  cell_side_.clear();
+  if (!topology_.closed()) return;
+  const GridGeometry& g = grid_.geometry();
+  const std::size_t cells = g.cell_count();
+  std::vector<std::uint32_t> start(cells + 1);
+  detail::copy_to_host(grid_.cell_start(), cells + 1, start.data());
+  // Every cell a triangle touches holds it, so a flood through face-adjacent empty cells never
+  // crosses the surface.
+  std::vector<std::uint8_t> side(cells, 0);
+  std::vector<std::uint32_t> frontier;
+  auto reach = [&](int i, int j, int k) {
+    const std::uint32_t c = g.linear(i, j, k);
+    if (side[c] == 0 && start[c + 1] == start[c]) {
+      side[c] = SurfaceView::kOutside;
+      frontier.push_back(c);
+    }
+  };
+  const int nx = g.dims[0], ny = g.dims[1], nz = g.dims[2];
+  for (int k = 0; k < nz; ++k)
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i)
+        if (i == 0 || j == 0 || k == 0 || i == nx - 1 || j == ny - 1 || k == nz - 1) reach(i, j, k);
+  while (!frontier.empty()) {
+    const std::uint32_t c = frontier.back();
+    frontier.pop_back();
+    const int i = static_cast<int>(c % nx), j = static_cast<int>(c / nx % ny),
+              k = static_cast<int>(c / nx / ny);
+    if (i > 0) reach(i - 1, j, k);
+    if (i + 1 < nx) reach(i + 1, j, k);
+    if (j > 0) reach(i, j - 1, k);
+    if (j + 1 < ny) reach(i, j + 1, k);
+    if (k > 0) reach(i, j, k - 1);
+    if (k + 1 < nz) reach(i, j, k + 1);
+  }
+  for (std::size_t c = 0; c < cells; ++c)
+    if (side[c] == 0 && start[c + 1] == start[c]) side[c] = SurfaceView::kInside;
+  upload(side, cell_side_);
 }
 
 void SurfaceQuery::closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit> out) const {

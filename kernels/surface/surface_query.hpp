@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/common/backend.hpp"
 #include "kernels/common/device_arena.hpp"
@@ -52,6 +53,22 @@ struct SurfaceView {
   const Vec4* edge_normal;
   const Vec4* vertex_normal;
   const std::uint8_t* open_features;  // per triangle, bit f: feature f lies on an open edge
+  // Per grid cell: 0 where triangles lie (or unknown), else the side of the surface every point
+  // of the cell is on (kOutside, kInside); nullptr until SurfaceQuery::classify_cells().
+  const std::uint8_t* cell_side;
+
+  static constexpr std::uint8_t kOutside = 1, kInside = 2;
+
+  // kOutside or kInside where p lies in a cell without triangles (its side is then its cell's),
+  // else 0: the answer needs no search.
+  APRON_HD std::uint8_t side_without_search(Vec3 p) const {
+    if (!cell_side) return 0;
+    const GridGeometry& g = search.g;
+    const float q[3] = {p.x, p.y, p.z};
+    for (int d = 0; d < 3; ++d)
+      if (!(q[d] >= g.origin[d] && q[d] < g.origin[d] + g.dims[d] * g.cell)) return kOutside;
+    return cell_side[g.cell_of(p)];
+  }
 
   APRON_HD Vec3 pseudonormal(int t, int feature) const {
     if (feature == kFace) return xyz(face_normal[t]);
@@ -98,6 +115,11 @@ class SurfaceQuery {
   DeviceSpan<const Vec4> vertices() const { return vertices_; }
 
   SurfaceView view() const;
+  // Finds the side of every cell without triangles (a flood from the grid's faces through them:
+  // those it reaches are outside, the rest inside), so that inside() and
+  // SurfaceView::side_without_search() answer there without a search. For closed meshes only
+  // (an open one leaves them unknown); a refit forgets them.
+  void classify_cells();
 
   // Closest point, triangle, feature, pseudonormal and signed distance of every point.
   void closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit> out) const;
@@ -106,7 +128,8 @@ class SurfaceQuery {
   void closest_within(DeviceSpan<const Vec4> points, float radius,
                       DeviceSpan<SurfaceHit> out) const;
   // 1 where a point is inside the surface (signed distance below zero), else 0. Meaningful for
-  // closed meshes (topology().closed()).
+  // closed meshes (topology().closed()); after classify_cells() a point in a cell without
+  // triangles is answered from its cell.
   void inside(DeviceSpan<const Vec4> points, DeviceSpan<std::uint8_t> out) const;
   // The nearest crossing of every ray origin + t direction with 0 <= t <= t_max, walking the
   // grid's cells along the ray (ties: the lower triangle index).
@@ -128,7 +151,9 @@ class SurfaceQuery {
   DeviceVector<Vec4> face_normal_;              // unit, per triangle
   DeviceVector<Vec4> edge_normal_;              // unit, 3 per triangle
   DeviceVector<Vec4> vertex_normal_;            // unit, per vertex
-  DeviceVector<std::uint8_t> open_features_;    // per triangle: SurfaceView::open_features
+  DeviceVector<std::uint8_t> open_features_;
+  DeviceVector<std::uint8_t> cell_side_;  // SurfaceView::cell_side; empty: not classified    // per
+                                          // triangle: SurfaceView::open_features
   TriangleGrid grid_;
 };
 

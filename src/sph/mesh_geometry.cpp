@@ -17,6 +17,7 @@ constexpr double kClearanceSlack = 1e-3;
 std::unique_ptr<surface::SurfaceQuery> service_of(const MeshShape& shape) {
   auto query = std::make_unique<surface::SurfaceQuery>();
   query->build(*shape.surface);
+  query->classify_cells();  // the fluid lattice's far points then need no search
   return query;
 }
 
