@@ -122,8 +122,12 @@ GridGeometry choose_grid(const double lo[3], const double hi[3], double total_ar
   const double n = static_cast<double>(std::max<std::size_t>(triangles, 1));
   double cell = options.cell_factor * std::sqrt(total_area / n);
   if (!(cell > 0) || !std::isfinite(cell)) cell = largest > 0 ? largest / std::cbrt(n) : 1.0;
-  const double limit = static_cast<double>(std::min(
+  double limit = static_cast<double>(std::min(
       options.max_cells, std::max<std::size_t>(4096, options.max_cells_per_triangle * triangles)));
+  if (options.max_cell_edge > 0 && cell > options.max_cell_edge) {
+    cell = options.max_cell_edge;
+    limit = static_cast<double>(options.max_cells);
+  }
   for (;;) {
     double cells = 1;
     for (int d = 0; d < 3; ++d) {

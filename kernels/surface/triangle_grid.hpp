@@ -37,6 +37,10 @@ struct GridOptions {
   double cell_factor = 2.0;  // cell edge = cell_factor * sqrt(total area / triangles)
   std::size_t max_cells_per_triangle = 8;
   std::size_t max_cells = std::size_t(1) << 26;  // 512 MiB of cell ranges at most
+  // > 0: cells no larger than this (up to max_cells), however few the triangles: a coarse mesh
+  // queried by many points close to it (particles within a spacing of a wall) then finds most
+  // of them in empty cells.
+  double max_cell_edge = 0;
 };
 
 // Geometry of the grid for a mesh with bounding box [lo, hi] and the given total area.

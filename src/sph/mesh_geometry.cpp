@@ -14,9 +14,13 @@ constexpr std::size_t kChunk = std::size_t(1) << 22;
 // must not drop them.
 constexpr double kClearanceSlack = 1e-3;
 
-std::unique_ptr<surface::SurfaceQuery> service_of(const MeshShape& shape) {
+// Cells of two spacings at most: the per-step guard asks for every particle within a spacing of a
+// wall, and far from the walls finds its cell empty.
+std::unique_ptr<surface::SurfaceQuery> service_of(const MeshShape& shape, double dx) {
   auto query = std::make_unique<surface::SurfaceQuery>();
-  query->build(*shape.surface);
+  surface::GridOptions options;
+  options.max_cell_edge = 2 * dx;
+  query->build(*shape.surface, options);
   query->classify_cells();  // the fluid lattice's far points then need no search
   return query;
 }
@@ -42,13 +46,14 @@ std::vector<T> to_host(const DeviceVector<T>& d) {
 
 MeshGeometry::MeshGeometry(const SphCase& c) : case_(c) {
   if (c.boundary.tank_mesh)
-    walls_.push_back({&*c.boundary.tank_mesh, -1.0f, service_of(*c.boundary.tank_mesh)});
+    walls_.push_back(
+        {&*c.boundary.tank_mesh, -1.0f, service_of(*c.boundary.tank_mesh, c.sph.spacing)});
   for (std::size_t k = 0; k < c.boundary.solid_meshes.size(); ++k) {
     const MeshShape& s = c.boundary.solid_meshes[k];
     const PrescribedMotion& motion = c.boundary.mesh_motions[k];
-    walls_.push_back({&s, 1.0f, service_of(s), motion.moves() ? &motion : nullptr});
+    walls_.push_back({&s, 1.0f, service_of(s, c.sph.spacing), motion.moves() ? &motion : nullptr});
   }
-  for (const MeshShape& s : c.fluid_meshes) fluid_meshes_.push_back(service_of(s));
+  for (const MeshShape& s : c.fluid_meshes) fluid_meshes_.push_back(service_of(s, c.sph.spacing));
 }
 
 // The lattice of spacing dx over the mesh's bounds in its own (unrotated) frame, grown by the

@@ -8,11 +8,19 @@ nothing).
 usage: check_obstacle.py RUN_DIR --box LO_X LO_Y LO_Z HI_X HI_Y HI_Z [--box ...]"""
 import argparse
 import csv
-import glob
+import os
+import re
 import sys
 
 import h5py
 import numpy as np
+
+
+def series_files(run):
+    """The particle files the run's particles.xmf lists (a folder may hold an earlier run's)."""
+    with open(os.path.join(run, "particles.xmf")) as f:
+        names = sorted(set(re.findall(r"particles_\d+\.h5", f.read())))
+    return [os.path.join(run, n) for n in names]
 
 
 def main():
@@ -21,7 +29,7 @@ def main():
     p.add_argument("--box", type=float, nargs=6, action="append", required=True)
     a = p.parse_args()
     boxes = [(np.array(b[:3]), np.array(b[3:])) for b in a.box]
-    files = sorted(glob.glob(a.run + "/particles_*.h5"))
+    files = series_files(a.run)
     if len(files) < 2:
         sys.exit("%s: fewer than 2 particle outputs" % a.run)
     ok, reached = True, False
