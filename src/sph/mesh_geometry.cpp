@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/common/algorithms.hpp"
+#include "runtime/runtime.hpp"
 
 namespace apron::sph {
 namespace {
@@ -42,6 +43,50 @@ std::vector<T> to_host(const DeviceVector<T>& d) {
   return h;
 }
 
+// Warns where a closed mesh is thinner than dx: a ray from just inside each triangle's centroid,
+// against its normal, that leaves through the far side within dx. Boundary particles (or fluid
+// lattice points) a spacing apart cannot resolve such a feature.
+void warn_if_thinner_than(const MeshShape& shape, const surface::SurfaceQuery& query, double dx,
+                          const std::string& what) {
+  const auto& v = shape.surface->vertices;
+  const auto& tris = shape.surface->triangles;
+  std::vector<Vec4> origins(tris.size()), directions(tris.size());
+  for (std::size_t t = 0; t < tris.size(); ++t) {
+    const auto &a = v[tris[t][0]], &b = v[tris[t][1]], &c = v[tris[t][2]];
+    double n[3] = {(b[1] - a[1]) * (c[2] - a[2]) - (b[2] - a[2]) * (c[1] - a[1]),
+                   (b[2] - a[2]) * (c[0] - a[0]) - (b[0] - a[0]) * (c[2] - a[2]),
+                   (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])};
+    const double length = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    if (!(length > 0)) continue;  // zero area: a ray along nothing, which hits nothing
+    Vec4 o, d;
+    float* po = &o.x;
+    float* pd = &d.x;
+    for (int k = 0; k < 3; ++k) {
+      pd[k] = static_cast<float>(-n[k] / length);
+      po[k] = static_cast<float>((a[k] + b[k] + c[k]) / 3 - 1e-4 * dx * n[k] / length);
+    }
+    o.w = d.w = 0;
+    origins[t] = o;
+    directions[t] = d;
+  }
+  const DeviceVector<Vec4> device_origins(origins.begin(), origins.end());
+  const DeviceVector<Vec4> device_directions(directions.begin(), directions.end());
+  DeviceVector<surface::RayHit> hits(tris.size());
+  query.ray_hits(device_origins, device_directions, static_cast<float>(dx),
+                 DeviceSpan<surface::RayHit>(raw(hits), hits.size()));
+  const std::vector<surface::RayHit> host = to_host(hits);
+  std::size_t thinnest = host.size();
+  for (std::size_t t = 0; t < host.size(); ++t)
+    if (host[t].triangle >= 0 && (thinnest == host.size() || host[t].t < host[thinnest].t))
+      thinnest = t;
+  if (thinnest == host.size()) return;
+  const Vec4& at = origins[thinnest];
+  Log::warn(
+      "%s mesh '%s' is %.3g m thick near (%.6g, %.6g, %.6g), less than sph.spacing = %g: "
+      "its particles cannot resolve it; lower sph.spacing or thicken the mesh there",
+      what.c_str(), shape.file.c_str(), host[thinnest].t, at.x, at.y, at.z, dx);
+}
+
 }  // namespace
 
 MeshGeometry::MeshGeometry(const SphCase& c) : case_(c) {
@@ -54,6 +99,13 @@ MeshGeometry::MeshGeometry(const SphCase& c) : case_(c) {
     walls_.push_back({&s, 1.0f, service_of(s, c.sph.spacing), motion.moves() ? &motion : nullptr});
   }
   for (const MeshShape& s : c.fluid_meshes) fluid_meshes_.push_back(service_of(s, c.sph.spacing));
+  const std::size_t first_solid = c.boundary.tank_mesh ? 1 : 0;
+  for (std::size_t k = first_solid; k < walls_.size(); ++k)
+    warn_if_thinner_than(*walls_[k].shape, *walls_[k].query, c.sph.spacing,
+                         "solid mesh " + std::to_string(k - first_solid));
+  for (std::size_t k = 0; k < fluid_meshes_.size(); ++k)
+    warn_if_thinner_than(c.fluid_meshes[k], *fluid_meshes_[k], c.sph.spacing,
+                         "fluid mesh " + std::to_string(k));
 }
 
 // The lattice of spacing dx over the mesh's bounds in its own (unrotated) frame, grown by the
