@@ -6,10 +6,6 @@
 namespace apron::sph {
 namespace {
 
-APRON_HD inline bool owned_fluid(std::uint8_t flag) {
-  return (flag & kGhost) == 0;
-}
-
 // Distance of p from the wall toward the fluid (negative behind the wall), and the unit normal
 // toward the fluid; false where nothing of the wall lies within sqrt(radius2) or the nearest part
 // is an open edge.
@@ -32,7 +28,7 @@ struct KeepOff {
   const std::uint8_t* flags;
   float reach2, gap;
   APRON_HD void operator()(std::size_t i) const {
-    if (!owned_fluid(flags[i])) return;
+    if (!is_owned(flags[i])) return;
     surface::SurfaceHit hit;
     float depth;
     Vec3 n;
@@ -49,7 +45,7 @@ struct BehindWall {
   const Vec4* pos;
   const std::uint8_t* flags;
   APRON_HD std::size_t operator()(std::size_t i) const {
-    if (!owned_fluid(flags[i])) return 0;
+    if (!is_owned(flags[i])) return 0;
     surface::SurfaceHit hit;
     float depth;
     Vec3 n;

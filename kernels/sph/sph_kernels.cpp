@@ -5,10 +5,6 @@
 namespace apron::sph {
 namespace {
 
-APRON_HD inline bool is_owned(std::uint8_t flag) {
-  return (flag & kGhost) == 0;
-}
-
 struct DensityKernel {
   Params params;
   FluidArrays fluid;

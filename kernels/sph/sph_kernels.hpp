@@ -15,6 +15,11 @@ namespace apron::sph {
 // Per-particle flag bits: the kind in the low bits, GHOST for read-only halo copies.
 enum ParticleFlag : std::uint8_t { kFluid = 0, kGhost = 0x80 };
 
+// Whether a particle is this rank's own (not a halo copy).
+APRON_HD inline bool is_owned(std::uint8_t flag) {
+  return (flag & kGhost) == 0;
+}
+
 // Wendland C2 kernel in 3-D with support radius 2h: W(q) = 21/(16 pi h^3) (1-q/2)^4 (2q+1).
 // The normalisations are precomputed: the neighbour loops are bound by instruction issue, and a
 // division per neighbour costs more than the rest of the kernel evaluation.

@@ -8,13 +8,13 @@ from its particle outputs alone, independently of the solver's own wall queries:
   bins of at least 20 particles) is rho0 g d, each within the tolerance.
 Exit status 0 when all hold; the figures are printed either way."""
 import argparse
-import os
-import re
 import math
 import sys
 
 import h5py
 import numpy as np
+
+from sph_outputs import series_files
 
 
 def rotation(degrees):
@@ -24,13 +24,6 @@ def rotation(degrees):
     y = np.array([[math.cos(ry), 0, math.sin(ry)], [0, 1, 0], [-math.sin(ry), 0, math.cos(ry)]])
     z = np.array([[math.cos(rz), -math.sin(rz), 0], [math.sin(rz), math.cos(rz), 0], [0, 0, 1]])
     return z @ y @ x
-
-
-def series_files(run):
-    """The particle files the run's particles.xmf lists (a folder may hold an earlier run's)."""
-    with open(os.path.join(run, "particles.xmf")) as f:
-        names = sorted(set(re.findall(r"particles_\d+\.h5", f.read())))
-    return [os.path.join(run, n) for n in names]
 
 
 def main():

@@ -8,19 +8,12 @@ nothing).
 usage: check_obstacle.py RUN_DIR --box LO_X LO_Y LO_Z HI_X HI_Y HI_Z [--box ...]"""
 import argparse
 import csv
-import os
-import re
 import sys
 
 import h5py
 import numpy as np
 
-
-def series_files(run):
-    """The particle files the run's particles.xmf lists (a folder may hold an earlier run's)."""
-    with open(os.path.join(run, "particles.xmf")) as f:
-        names = sorted(set(re.findall(r"particles_\d+\.h5", f.read())))
-    return [os.path.join(run, n) for n in names]
+from sph_outputs import series_files
 
 
 def main():
