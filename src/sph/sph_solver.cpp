@@ -122,6 +122,12 @@ SphSolver::SphSolver(const WorkloadContext& context)
   }
   if (case_.boundary.has_meshes() || !case_.fluid_meshes.empty())
     meshes_ = std::make_unique<MeshGeometry>(case_);
+  collect_moving_solids();
+}
+
+// The moving solids' boundary particles at rest, each marked with its solid's number (w), the
+// same on every rank; place_walls() moves them.
+void SphSolver::collect_moving_solids() {
   std::vector<Vec4> moving;
   auto add_moving = [&](const PrescribedMotion& motion, std::vector<Vec4> rest) {
     motions_.push_back(&motion);

@@ -74,6 +74,7 @@ class SphSolver final : public SteppingWorkload {
   void log_summary() const;
   HostParticles fluid_particles(const Box& filter) const;
   void rebuild_boundary();
+  void collect_moving_solids();
   // Moves the moving solids to the clock's time and rebuilds the wall cell list from this rank's
   // resting walls and the moving ones near it.
   void place_walls();
