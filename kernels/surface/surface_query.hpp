@@ -83,7 +83,9 @@ struct SurfaceView {
   // The closest point of the surface to p closer than sqrt(radius2) (kInfinity: any), with its
   // triangle, feature, pseudonormal and signed distance (SurfaceHit); triangle -1 if none.
   APRON_HD SurfaceHit closest(Vec3 p, float radius2) const {
-    const Nearest n = search.within(p, {radius2, kNoTriangle});
+    const float cell2 = search.g.cell * search.g.cell;
+    const Nearest n = radius2 <= 4 * cell2 ? search.within_box(p, {radius2, kNoTriangle})
+                                           : search.within(p, {radius2, kNoTriangle});
     if (n.triangle == kNoTriangle) return {{p.x, p.y, p.z, kInfinity}, {0, 0, 0, 0}, -1, kFace};
     const int t = n.triangle;
     const Vec3 a = xyz(search.corners[3 * t]);

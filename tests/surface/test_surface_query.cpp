@@ -4,6 +4,7 @@
 // build of the moved mesh, and the edge topology is what the meshes are.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
@@ -287,9 +288,17 @@ TEST(SurfaceQuery, RayHitsEqualBruteForce) {
       if (s >= 0 && s <= t_max && s < best.t) best = {s, static_cast<int>(t)};
     }
     hit_count += best.triangle >= 0;
-    ASSERT_EQ(got[i].triangle, best.triangle) << "ray " << i;
-    if (best.triangle >= 0) {
-      ASSERT_EQ(got[i].t, best.t) << "ray " << i;
+    // The same crossing, to the round-off of a device that fuses multiply-adds (a tie between
+    // two triangles within it may go either way).
+    ASSERT_EQ(got[i].triangle >= 0, best.triangle >= 0) << "ray " << i;
+    if (best.triangle < 0) continue;
+    const float tolerance = 1e-5f * std::max(1.0f, best.t);
+    ASSERT_NEAR(got[i].t, best.t, tolerance) << "ray " << i;
+    if (got[i].triangle != best.triangle) {
+      const int t = got[i].triangle;
+      const float own = ray_triangle(xyz(origins[i]), xyz(directions[i]), xyz(corners[3 * t]),
+                                     xyz(corners[3 * t + 1]), xyz(corners[3 * t + 2]));
+      ASSERT_NEAR(own, best.t, tolerance) << "ray " << i << ": not a tie";
     }
   }
   EXPECT_GT(hit_count, n / 5);
