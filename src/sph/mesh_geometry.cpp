@@ -36,13 +36,6 @@ void for_each_chunk(const std::vector<Vec4>& points, F visit) {
   }
 }
 
-template <class T>
-std::vector<T> to_host(const DeviceVector<T>& d) {
-  std::vector<T> h(d.size());
-  apron::copy(d.begin(), d.end(), h.begin());
-  return h;
-}
-
 // Warns where a closed mesh is thinner than dx: a ray from just inside each triangle's centroid,
 // against its normal, that leaves through the far side within dx. Boundary particles (or fluid
 // lattice points) a spacing apart cannot resolve such a feature.
