@@ -7,6 +7,7 @@ packages=(build-essential cmake git pkg-config python3
           libgtest-dev libbenchmark-dev libthrust-dev
           python3-h5py python3-numpy python3-paraview  # checkpoint and ParaView tests
           python3-yaml        # the conformance suite's specs (tests/conformance)
+          python3-pip         # laspy, which Debian does not package (below)
           python3-matplotlib  # jobs/scaling draws its plots with it
           clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzz targets (tests/fuzz, libFuzzer)
           slurm-wlm munge     # the jobs/ tests start a one-node SLURM cluster
@@ -32,5 +33,6 @@ fi
 # the conformance specs with PyYAML and writes the LAS test files with laspy (the reference writer).
 if ! python3 -c "import h5py, numpy, yaml, laspy" 2>/dev/null; then
   echo "apron: installing h5py, numpy, PyYAML and laspy for $(command -v python3)"
-  python3 -m pip install --quiet h5py numpy pyyaml laspy
+  # Debian's own Python refuses pip installs unless told (PEP 668); laspy is pure Python on numpy.
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet h5py numpy pyyaml laspy
 fi
