@@ -53,6 +53,12 @@ Params make_params(const SphCase& c) {
   return p;
 }
 
+// device = host (Thrust's range assignment binds a null reference for an empty range).
+void upload(const std::vector<Vec4>& host, DeviceVector<Vec4>& device) {
+  device.resize(host.size());
+  if (!host.empty()) apron::copy(host.begin(), host.end(), device.begin());
+}
+
 std::string gib(double bytes) {
   std::ostringstream s;
   s.precision(3);
@@ -145,7 +151,7 @@ void SphSolver::collect_moving_solids() {
   for (std::size_t k = 0; k < b.solid_meshes.size(); ++k)
     if (b.mesh_motions[k].moves())
       add_moving(b.mesh_motions[k], meshes_->moving_boundary_particles(k));
-  moving_rest_.assign(moving.begin(), moving.end());
+  upload(moving, moving_rest_);
   wall_forces_.assign(3 * motions_.size(), 0.0);
 }
 
@@ -298,7 +304,7 @@ void SphSolver::rebuild_boundary() {
   if (meshes_)
     for (const Vec4& p : meshes_->boundary_particles())
       if (near.contains(p)) walls.push_back(p);
-  static_walls_.assign(walls.begin(), walls.end());
+  upload(walls, static_walls_);
   place_walls();
 }
 
