@@ -1,4 +1,4 @@
-// Lidar point clouds (issue 31): ASPRS LAS 1.0-1.4 read directly (point data formats 0 to 10,
+// Lidar point clouds: ASPRS LAS 1.0-1.4 read directly (point data formats 0 to 10,
 // coordinates as integers times the header's scale plus its offset); LAZ (LASzip-compressed LAS)
 // and E57 (ASTM E2807) need libraries this build does not link, and are refused with the fix
 // named. Malformed input is a MeshReadError naming the file, the byte offset and the reason; the

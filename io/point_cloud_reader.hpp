@@ -5,7 +5,7 @@
 // file, the line or byte offset, and the reason. Before anything is allocated, the file and the
 // points it can hold are checked against the memory available: a file far larger than memory
 // allows is an error, not an out-of-memory kill. LAS (and LAZ, E57 refused with the fix named):
-// io/las_reader.hpp (issue 31), chosen here by extension.
+// io/las_reader.hpp, chosen here by extension.
 #pragma once
 
 #include <cstddef>

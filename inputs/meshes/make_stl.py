@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the STL meshes of the mesh-bounded SPH cases (issue 29), all in metres:
+"""Writes the STL meshes of the mesh-bounded SPH cases, all in metres:
 - dam_break_tank.stl (ascii) and dam_break_tank_open.stl (binary, no lid): the box
   boundary.tank of inputs/dam_break.yaml, lo TANK_LO, hi TANK_HI;
 - dam_break_large_tank_open.stl (binary, no lid): the tank of inputs/dam_break_large.yaml;

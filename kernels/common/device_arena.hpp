@@ -1,4 +1,4 @@
-// Device arrays whose sizes are known together, in one allocation (issue 19, the cold first
+// Device arrays whose sizes are known together, in one allocation (the cold first
 // analysis): the meshes' arrays and the per-sample arrays of an analysis are sized from the meshes
 // before anything runs, so the first analysis makes one request to the caching allocator for them
 // instead of one cudaMalloc per array (each grown array also paid a copy, a cudaFree that waits

@@ -167,7 +167,7 @@ struct OctreeParams {
   double trim_divisor = 10;
   int trim_passes = 4;
   double min_inlier_fraction = 0.8;
-  // The slab test (issue 31): a node that passes the test above but only just (its middle
+  // The slab test: a node that passes the test above but only just (its middle
   // eigenvalue below slab_ratio times its smallest), holding at least slab_points inliers whose
   // distances off their plane have a kurtosis below slab_kurtosis, is not one plane but stacked
   // or staggered surfaces seen as one: the treads of an open staircase (their envelope at the

@@ -1,4 +1,4 @@
-// Solid obstacles from closed triangle meshes (issue 15): voxelised once at setup, the same on
+// Solid obstacles from closed triangle meshes: voxelised once at setup, the same on
 // every rank. A voxel is solid when its centre is inside a mesh, as the surface-query service
 // answers it on the device (kernels/flip/mesh_voxels.hpp): the sign of the distance to the
 // nearest point of the surface. The schema has already refused meshes that are not closed,

@@ -356,7 +356,7 @@ class PlaneFitter {
   }
 
   // 1b. (verify_planes) Each peak's plane grown from its largest cluster instead of from all
-  // that voted near it (issue 31): parallel surfaces a few rho cells apart (a tread and a box top
+  // that voted near it: parallel surfaces a few rho cells apart (a tread and a box top
   // 9 cm above it) vote into one peak, and the fit of both leans between them, within
   // merge_distance of either; small clusters' normals are too uncertain to tell them apart. The
   // largest cluster's plane is the most certain; clusters on it (normal within merge_angle,
@@ -438,7 +438,7 @@ class PlaneFitter {
     return root;
   }
 
-  // 3b. Clusters that no plane took, grouped among themselves (issue 31). A small surface near a
+  // 3b. Clusters that no plane took, grouped among themselves. A small surface near a
   // large parallel one (a tread 9 cm below a table, a shelf board above the floor) votes a few
   // cells from the large one's peak; the votes of its small, uncertain clusters merge into that
   // peak, whose plane they do not fit. Every rank sees all such orphans (one allgather, a few
@@ -618,7 +618,7 @@ class PlaneFitter {
     return sums;
   }
 
-  // The slab test over a whole plane (issue 31): small nodes of a slab of outliers cut by the
+  // The slab test over a whole plane: small nodes of a slab of outliers cut by the
   // scan's edge (30 to 60 points, too few for the nodes' own slab test) pass the coplanarity test
   // side by side and make a plane where there is none. Pooled over its clusters, the distances off
   // their planes of a true plane have a kurtosis near 3 (more with clusters of unequal noise), a
@@ -651,7 +651,7 @@ class PlaneFitter {
     return any;
   }
 
-  // The verification of each plane against its own fit (issue 31): clusters of parallel surfaces
+  // The verification of each plane against its own fit: clusters of parallel surfaces
   // a few centimetres apart (a tread and a box top nearby) fit a plane tilted between them, away
   // from the normal its clusters agree on. Such a plane keeps the clusters within merge_distance
   // of the plane through its centroid along that common normal (the larger surface's: the

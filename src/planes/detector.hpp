@@ -32,12 +32,12 @@ struct DetectorParams {
   // > 0: points on no cluster join the nearest plane within grow_band times its rms (and within
   // its rectangle); 0: a plane's inliers are its clusters' points only, as in the paper.
   double grow_band = 0;
-  // Clusters that no peak's plane took are grouped among themselves into planes (issue 31: a
+  // Clusters that no peak's plane took are grouped among themselves into planes (a
   // small surface near a large parallel one); false: the paper's behaviour, they are dropped.
   bool recover_orphans = true;
   // Clusters join a plane when their centroid lies on it (not by offsets at the origin), and a
   // plane whose fit leans off the normal its clusters agree on (parallel surfaces a few
-  // centimetres apart) keeps only the clusters on the larger one (issue 31); false: the paper's.
+  // centimetres apart) keeps only the clusters on the larger one; false: the paper's.
   bool verify_planes = true;
 };
 

@@ -30,11 +30,11 @@ struct PlanesConfig : config::WorkloadSettings {
   // Points on no cluster within grow_band plane rms of a plane (and within its rectangle) join
   // it; 0: off, a plane's inliers are its clusters' points (the paper's definition).
   double grow_band = 0;
-  // Clusters no peak's plane took are grouped into planes of their own (issue 31); false: the
+  // Clusters no peak's plane took are grouped into planes of their own; false: the
   // paper's behaviour (they are dropped).
   bool recover_orphans = true;
   // Clusters join the plane their centroid lies on, and a plane whose fit leans off its clusters'
-  // common normal keeps the clusters on its larger surface (issue 31); false: the paper's.
+  // common normal keeps the clusters on its larger surface; false: the paper's.
   bool verify_planes = true;
   bool point_output = true;  // per-point labels: HDF5 + XDMF and a PLY coloured by plane
   int repeat = 1;            // analyses run (benchmarks: the first includes warm-up)

@@ -154,7 +154,7 @@ Scene roof() {
   return b.finish();
 }
 
-// A stairwell corner (issue 31): an open staircase of eight treads without risers (0.3 x 1.2 m,
+// A stairwell corner: an open staircase of eight treads without risers (0.3 x 1.2 m,
 // 0.18 m apart: coarse octree nodes span several and look like one plane at the stairs' pitch),
 // a table and clutter: two boxes and two balls. Every horizontal surface is its own plane.
 Scene stairs() {
@@ -176,7 +176,7 @@ Scene stairs() {
   return b.finish();
 }
 
-// A warehouse bay (issue 31): two shelving units of five shallow boards, 0.35 m apart, in front
+// A warehouse bay: two shelving units of five shallow boards, 0.35 m apart, in front
 // of a wall; the boards at one height are one plane. Boxes on the boards and balls on the floor.
 Scene shelving() {
   SceneBuilder b;

@@ -1,4 +1,4 @@
-// Synthetic point clouds with exact ground truth (issue 16, "What must exist"; issue 31): rooms
+// Synthetic point clouds with exact ground truth: rooms
 // with furniture, boxes on a floor, a staircase, a house with a sloped roof, an open staircase
 // (treads only) in a stairwell and shelving (stacked parallel boards), the last two with clutter
 // (boxes, and balls that are no plane). Points are sampled on the scene's rectangles and balls in

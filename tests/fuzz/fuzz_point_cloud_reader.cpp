@@ -1,5 +1,5 @@
-// libFuzzer target: the point-cloud readers (io::read_point_file: PLY, XYZ/CSV, PTS, PCD; issue
-// 16; LAS, issue 31). Each input is written under every extension and read as that format (a file
+// libFuzzer target: the point-cloud readers (io::read_point_file: PLY, XYZ/CSV, PTS, PCD,
+// LAS). Each input is written under every extension and read as that format (a file
 // of one format read as another must be refused cleanly too), with a memory budget small enough
 // that the reader's pre-allocation check is exercised. MeshReadError is the expected failure for
 // bad input; any other exception, a crash, a sanitizer report or a hang is a finding.

@@ -619,7 +619,7 @@ TEST(Scenes, EveryPlaneFoundWithinTolerances) {
   }
 }
 
-// Issue 31: an open staircase (treads only) and shelving (stacked boards), with clutter. Every
+// An open staircase (treads only) and shelving (stacked boards), with clutter. Every
 // tread and every board found within 2 degrees and 1% of the scene, and no plane that matches no
 // true surface; with the slab test and the orphans' recovery off (the paper's behaviour), the
 // staircase shows the phantom and the missed treads that the issue reported.
@@ -667,7 +667,7 @@ TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
     EXPECT_LT(t.worst_angle, 2.0) << kind;
     EXPECT_LT(t.worst_offset, 0.01 * s->scene_size) << kind;
     EXPECT_GE(s->f1, 0.9) << kind;
-    // Shelving's lowest board, 0.15 m above the floor, is still missed (issue 31, left open).
+    // Shelving's lowest board, 0.15 m above the floor, is still missed.
     EXPECT_GE(t.found, kind == "shelving" ? t.wanted - 1 : t.wanted) << kind;
   }
   // The paper's test: treads missed and a plane that is not there.
@@ -692,7 +692,7 @@ TEST(Scenes, RoomF1) {
     const GroundTruthScore* s = run->workload->score();
     std::printf("room 1M, grow_band %.0f: precision %.4f recall %.4f F1 %.4f\n", band, s->precision,
                 s->recall, s->f1);
-    // Issue 31's bar: 0.95 on the room with growing; the paper's inliers stay above 0.9.
+    // The bar: 0.95 on the room with growing; the paper's inliers stay above 0.9.
     EXPECT_GE(s->f1, band > 0 ? 0.95 : 0.9) << "grow_band " << band;
   }
 }

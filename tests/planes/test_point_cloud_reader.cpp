@@ -182,7 +182,7 @@ TEST_F(PointCloudReader, BinaryPlyFastPathChecksValues) {
   EXPECT_EQ(c.normals[0][2], 1);
 }
 
-// ---- LAS (issue 31): files written by laspy (write_las_files.py, run by ctest first) --------
+// ---- LAS: files written by laspy (write_las_files.py, run by ctest first) ----------------
 
 // The folder of write_las_files.py's files (ctest's planes_las_read passes it; these tests are
 // not discovered on their own).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LAS test files written by a reference writer, laspy (issue 31), for test_point_cloud_reader's
+"""LAS test files written by a reference writer, laspy, for test_point_cloud_reader's
 LasFiles tests and the planes runs on a LAS file. Nothing is stored in the repository.
 
 usage: write_las_files.py DIR
