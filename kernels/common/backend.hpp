@@ -122,6 +122,13 @@ std::vector<T> to_host(const DeviceVector<T>& v) {
   return to_host(v, v.size());
 }
 
+// A host array copied into a device array, which takes its size.
+template <class T>
+void to_device(const std::vector<T>& host, DeviceVector<T>& out) {
+  out.resize(host.size());
+  if (!host.empty()) detail::copy_to_device(host.data(), host.size(), raw(out));
+}
+
 // One element of a device array, read or written from the host: a copy each, for the odd value
 // (a count, a sentinel), never in a loop. Indexing a DeviceVector on the host compiles only where
 // device memory is host memory (the kokkos backend on a host space).

@@ -6,64 +6,59 @@
 namespace apron::sph {
 namespace {
 
-// Distance of p from the wall toward the fluid (negative behind the wall), and the unit normal
-// toward the fluid; false where nothing of the wall lies within sqrt(radius2) or the nearest part
-// is an open edge.
-struct FluidSide {
-  MeshWall wall;
-  APRON_HD bool operator()(Vec3 p, float radius2, surface::SurfaceHit& hit, float& depth,
-                           Vec3& normal) const {
-    hit = wall.surface.closest(p, radius2);
-    if (hit.triangle < 0 || wall.surface.on_open_edge(hit)) return false;
-    depth = wall.fluid_side * hit.point.w;
-    normal = wall.fluid_side * xyz(hit.normal);
-    return true;
-  }
+// Where p lies against the wall within sqrt(radius2), seen from the fluid: its distance toward the
+// fluid (negative behind the wall), the wall's nearest point and the unit normal toward the fluid.
+// `near` is false where nothing of the wall lies that close or the nearest part is an open edge.
+struct WallContact {
+  bool near;
+  float depth;
+  Vec3 point, normal;
 };
 
+APRON_HD inline WallContact contact(const MeshWall& wall, Vec3 p, float radius2) {
+  const surface::SurfaceHit hit = wall.surface.closest(p, radius2);
+  if (hit.triangle < 0 || wall.surface.on_open_edge(hit)) return {false, 0, p, p};
+  return {true, wall.fluid_side * hit.point.w, xyz(hit.point), wall.fluid_side * xyz(hit.normal)};
+}
+
+APRON_HD inline bool behind(const MeshWall& wall, Vec3 p, float radius2) {
+  const WallContact c = contact(wall, p, radius2);
+  return c.near && c.depth < 0;
+}
+
 struct KeepOff {
-  FluidSide side;
+  MeshWall wall;
   Vec4* pos;
   Vec4* vel;
   const std::uint8_t* flags;
   float reach2, gap;
   APRON_HD void operator()(std::size_t i) const {
     if (!is_owned(flags[i])) return;
-    surface::SurfaceHit hit;
-    float depth;
-    Vec3 n;
-    if (!side(xyz(pos[i]), reach2, hit, depth, n) || depth >= 0) return;
-    pos[i] = with_w(xyz(hit.point) + gap * n, pos[i].w);
+    const WallContact c = contact(wall, xyz(pos[i]), reach2);
+    if (!c.near || c.depth >= 0) return;
+    pos[i] = with_w(c.point + gap * c.normal, pos[i].w);
     const Vec3 v = xyz(vel[i]);
-    const float into = dot(v, n);
-    if (into < 0) vel[i] = with_w(v - into * n, vel[i].w);
+    const float into = dot(v, c.normal);
+    if (into < 0) vel[i] = with_w(v - into * c.normal, vel[i].w);
   }
 };
 
 struct BehindWall {
-  FluidSide side;
+  MeshWall wall;
   const Vec4* pos;
   const std::uint8_t* flags;
   APRON_HD std::size_t operator()(std::size_t i) const {
-    if (!is_owned(flags[i])) return 0;
-    surface::SurfaceHit hit;
-    float depth;
-    Vec3 n;
-    return side(xyz(pos[i]), surface::kInfinity, hit, depth, n) && depth < 0 ? 1 : 0;
+    return is_owned(flags[i]) && behind(wall, xyz(pos[i]), surface::kInfinity) ? 1 : 0;
   }
 };
 
 struct WallBand {
-  FluidSide side;
+  MeshWall wall;
   const Vec4* points;
   float thickness;
   std::uint8_t* mark;
   APRON_HD void operator()(std::size_t i) const {
-    surface::SurfaceHit hit;
-    float depth;
-    Vec3 n;
-    const float reach2 = 1.0001f * thickness * thickness;
-    mark[i] = side(xyz(points[i]), reach2, hit, depth, n) && depth < 0 ? 1 : 0;
+    mark[i] = behind(wall, xyz(points[i]), 1.0001f * thickness * thickness) ? 1 : 0;
   }
 };
 
@@ -94,7 +89,7 @@ struct ClearanceFromWall {
 void mark_wall_band(const DeviceVector<Vec4>& points, const MeshWall& wall, float thickness,
                     DeviceVector<std::uint8_t>& mark) {
   mark.resize(points.size());
-  for_each_index(points.size(), WallBand{{wall}, raw(points), thickness, raw(mark)});
+  for_each_index(points.size(), WallBand{wall, raw(points), thickness, raw(mark)});
 }
 
 void clear_unless_fluid_side(const DeviceVector<Vec4>& points, const MeshWall& wall,
@@ -105,12 +100,12 @@ void clear_unless_fluid_side(const DeviceVector<Vec4>& points, const MeshWall& w
 void keep_off_wall(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
                    const DeviceVector<std::uint8_t>& flags, const MeshWall& wall, float reach,
                    float gap) {
-  for_each_index(pos.size(), KeepOff{{wall}, raw(pos), raw(vel), raw(flags), reach * reach, gap});
+  for_each_index(pos.size(), KeepOff{wall, raw(pos), raw(vel), raw(flags), reach * reach, gap});
 }
 
 std::size_t count_behind_wall(const DeviceVector<Vec4>& pos,
                               const DeviceVector<std::uint8_t>& flags, const MeshWall& wall) {
-  return transform_reduce(pos.size(), BehindWall{{wall}, raw(pos), raw(flags)}, std::size_t{0},
+  return transform_reduce(pos.size(), BehindWall{wall, raw(pos), raw(flags)}, std::size_t{0},
                           Plus{});
 }
 

@@ -40,6 +40,17 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
   return fast_divide(-alpha * c * h * vr, (r2 + 0.01f * h * h) * rho_mean);
 }
 
+// The pair term of boundary particle b for fluid particle a, to be multiplied by r_ab and the
+// constant -m_b * gradient_norm: the pressure of a (pa_term = p_a / rho_a^2), of b as seen from a
+// (Params::wall_pressure), and the wall's viscosity, times the kernel gradient's shape.
+APRON_HD inline float wall_pair_term(const Params& params, float p_a, float rho_a, float inv_rho_a2,
+                                     float pa_term, Vec3 va, Vec3 r_ab, float r2) {
+  const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
+  const float pi_ab =
+      viscosity(params.wall_alpha, params.kernel.h, params.sound_speed, rho_a, va, r_ab, r2);
+  return (pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2);
+}
+
 // Monaghan (1994) boundary force, D ((r0/r)^12 - (r0/r)^4) r_ab / r^2 for r < r0: the wall
 // model used when ghost boundary particles are switched off (for the comparison of the paper).
 APRON_HD inline Vec3 wall_repulsion(const Params& params, const BoundaryArrays& wall,
@@ -100,9 +111,7 @@ struct AccelerationKernel {
     wall.cells.for_each_neighbour(pa, near(wall.pos), [&](std::uint32_t b) {
       const Vec3 r_ab = xyz(pa) - xyz(load(wall.pos + b));
       const float r2 = norm2(r_ab);
-      const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
-      const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
-      wall_sum += ((pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
+      wall_sum += wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, va, r_ab, r2) * r_ab;
     });
     const float wall_scale = -params.boundary_mass * params.kernel.gradient_norm;
     const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
@@ -152,7 +161,6 @@ struct ForceOnMovingWalls {
     const Vec3 va = xyz(fluid.vel[a]);
     const float rho_a = fluid.rho[a], p_a = fluid.pressure[a];
     const float inv_rho_a2 = 1.0f / (rho_a * rho_a), pa_term = p_a * inv_rho_a2;
-    const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
     // -(mass of a) x (the wall part of its acceleration): the force on the wall.
     const float scale = params.fluid_mass * params.boundary_mass * params.kernel.gradient_norm;
@@ -161,9 +169,7 @@ struct ForceOnMovingWalls {
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);
       if (pb.w < 0.5f || r2 >= support2) return;
-      const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
-      const float pi_ab = viscosity(params.wall_alpha, h, c, rho_a, va, r_ab, r2);
-      const float s = scale * (pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2);
+      const float s = scale * wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, va, r_ab, r2);
       double* f = out.force[static_cast<int>(pb.w) - 1];
       f[0] += s * r_ab.x;
       f[1] += s * r_ab.y;

@@ -26,12 +26,6 @@ std::vector<std::uint8_t> open_features_of(const HostSurface& mesh, const Adjace
   return mask;
 }
 
-template <class T>
-void upload(const std::vector<T>& host, DeviceVector<T>& device) {
-  device.resize(host.size());
-  if (!host.empty()) detail::copy_to_device(host.data(), host.size(), raw(device));
-}
-
 // ---- Pseudonormals (device, after every build or refit) --------------------------------------
 
 struct FaceNormals {
@@ -216,14 +210,13 @@ void SurfaceQuery::build(const HostSurface& mesh, const GridOptions& options) {
   std::vector<std::uint32_t> corner_vertex(3 * mesh.triangles.size());
   for (std::size_t t = 0; t < mesh.triangles.size(); ++t)
     for (int k = 0; k < 3; ++k) corner_vertex[3 * t + k] = mesh.triangles[t][k];
-  upload(corner_vertex, corner_vertex_);
-  upload(adj.edge_neighbour, edge_neighbour_);
-  upload(adj.vertex_first, vertex_first_);
-  upload(adj.vertex_corners, vertex_corners_);
-  upload(open_features_of(mesh, adj), open_features_);
-  DeviceVector<Vec4> device_vertices;
-  upload(vertices, device_vertices);
-  refit(device_vertices);
+  to_device(corner_vertex, corner_vertex_);
+  to_device(adj.edge_neighbour, edge_neighbour_);
+  to_device(adj.vertex_first, vertex_first_);
+  to_device(adj.vertex_corners, vertex_corners_);
+  to_device(open_features_of(mesh, adj), open_features_);
+  to_device(vertices, vertices_);
+  refit(vertices_);
 }
 
 void SurfaceQuery::refit(DeviceSpan<const Vec4> vertices) {
@@ -303,7 +296,7 @@ void SurfaceQuery::classify_cells() {
   }
   for (std::size_t c = 0; c < cells; ++c)
     if (side[c] == 0 && start[c + 1] == start[c]) side[c] = SurfaceView::kInside;
-  upload(side, cell_side_);
+  to_device(side, cell_side_);
 }
 
 void SurfaceQuery::closest(DeviceSpan<const Vec4> points, DeviceSpan<SurfaceHit> out) const {

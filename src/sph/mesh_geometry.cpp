@@ -26,13 +26,13 @@ std::unique_ptr<surface::SurfaceQuery> service_of(const MeshShape& shape, double
   return query;
 }
 
-// Calls visit(chunk) for consecutive chunks of the points, on the device.
+// Calls visit(begin, chunk) for consecutive chunks of the points from `first` on, on the device.
 template <class F>
-void for_each_chunk(const std::vector<Vec4>& points, F visit) {
-  for (std::size_t first = 0; first < points.size(); first += kChunk) {
-    const std::size_t n = std::min(kChunk, points.size() - first);
-    DeviceVector<Vec4> chunk(points.begin() + first, points.begin() + first + n);
-    visit(first, chunk);
+void for_each_chunk(const std::vector<Vec4>& points, std::size_t first, F visit) {
+  for (std::size_t begin = first; begin < points.size(); begin += kChunk) {
+    const std::size_t n = std::min(kChunk, points.size() - begin);
+    const DeviceVector<Vec4> chunk(points.begin() + begin, points.begin() + begin + n);
+    visit(begin, chunk);
   }
 }
 
@@ -78,6 +78,17 @@ void warn_if_thinner_than(const MeshShape& shape, const surface::SurfaceQuery& q
       "%s mesh '%s' is %.3g m thick near (%.6g, %.6g, %.6g), less than sph.spacing = %g: "
       "its particles cannot resolve it; lower sph.spacing or thicken the mesh there",
       what.c_str(), shape.file.c_str(), host[thinnest].t, at.x, at.y, at.z, dx);
+}
+
+// keep[i] = 0 for the points from `first` on that are not `clearance` on the wall's fluid side
+// (clear_unless_fluid_side, chunk by chunk).
+void keep_fluid_side(const std::vector<Vec4>& points, std::size_t first, const MeshWall& wall,
+                     float clearance, std::vector<std::uint8_t>& keep) {
+  for_each_chunk(points, first, [&](std::size_t begin, const DeviceVector<Vec4>& chunk) {
+    DeviceVector<std::uint8_t> mark(keep.begin() + begin, keep.begin() + begin + chunk.size());
+    clear_unless_fluid_side(chunk, wall, clearance, mark);
+    apron::copy(mark.begin(), mark.end(), keep.begin() + begin);
+  });
 }
 
 }  // namespace
@@ -134,7 +145,7 @@ std::vector<Vec4> MeshGeometry::wall_band(const Wall& wall) const {
   std::vector<Vec4> band;
   const MeshWall device_wall{wall.query->view(), wall.fluid_side};
   DeviceVector<std::uint8_t> mark;
-  for_each_chunk(lattice.pos, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
+  for_each_chunk(lattice.pos, 0, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
     mark_wall_band(chunk, device_wall, static_cast<float>(thickness), mark);
     const std::vector<std::uint8_t> keep = to_host(mark);
     for (std::size_t i = 0; i < keep.size(); ++i)
@@ -177,37 +188,21 @@ void MeshGeometry::move_walls(double t) {
 
 HostParticles MeshGeometry::fluid_particles(const Box& filter) const {
   const double dx = case_.sph.spacing;
+  const auto clearance = static_cast<float>(0.5 * dx * (1 - kClearanceSlack));
   HostParticles candidates = generate_fluid(case_, filter);
-  std::vector<std::uint8_t> inside_fluid_mesh(candidates.pos.size(), 1);
   std::int64_t first_id = block_lattice_size(case_);
+  std::vector<std::uint8_t> keep(candidates.pos.size(), 1);
   for (std::size_t k = 0; k < fluid_meshes_.size(); ++k) {
     const Box& bounds = case_.fluid_meshes[k].bounds;
     const std::size_t before = candidates.pos.size();
     append_lattice(bounds, dx, filter, first_id, candidates);
     first_id += lattice_size(bounds, dx);
-    inside_fluid_mesh.resize(candidates.pos.size(), 1);
+    keep.resize(candidates.pos.size(), 1);
     // Inside the mesh by dx/2 at least: its outside is a wall of clearance dx/2 for these points.
-    const MeshWall volume{fluid_meshes_[k]->view(), -1.0f};
-    const std::vector<Vec4> mine(candidates.pos.begin() + before, candidates.pos.end());
-    for_each_chunk(mine, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
-      DeviceVector<std::uint8_t> mark(chunk.size(), 1);
-      clear_unless_fluid_side(chunk, volume, static_cast<float>(0.5 * dx * (1 - kClearanceSlack)),
-                              mark);
-      const std::vector<std::uint8_t> keep = to_host(mark);
-      for (std::size_t i = 0; i < keep.size(); ++i) inside_fluid_mesh[before + first + i] = keep[i];
-    });
+    keep_fluid_side(candidates.pos, before, {fluid_meshes_[k]->view(), -1.0f}, clearance, keep);
   }
-  std::vector<std::uint8_t> keep = inside_fluid_mesh;
-  const float clearance = static_cast<float>(0.5 * dx * (1 - kClearanceSlack));
-  for (const Wall& wall : walls_) {
-    const MeshWall device_wall{wall.query->view(), wall.fluid_side};
-    for_each_chunk(candidates.pos, [&](std::size_t first, const DeviceVector<Vec4>& chunk) {
-      DeviceVector<std::uint8_t> mark(chunk.size(), 1);
-      clear_unless_fluid_side(chunk, device_wall, clearance, mark);
-      const std::vector<std::uint8_t> ok = to_host(mark);
-      for (std::size_t i = 0; i < ok.size(); ++i) keep[first + i] &= ok[i];
-    });
-  }
+  for (const Wall& wall : walls_)
+    keep_fluid_side(candidates.pos, 0, {wall.query->view(), wall.fluid_side}, clearance, keep);
   HostParticles out;
   for (std::size_t i = 0; i < keep.size(); ++i)
     if (keep[i]) {

@@ -53,12 +53,6 @@ Params make_params(const SphCase& c) {
   return p;
 }
 
-// device = host (Thrust's range assignment binds a null reference for an empty range).
-void upload(const std::vector<Vec4>& host, DeviceVector<Vec4>& device) {
-  device.resize(host.size());
-  if (!host.empty()) apron::copy(host.begin(), host.end(), device.begin());
-}
-
 std::string gib(double bytes) {
   std::ostringstream s;
   s.precision(3);
@@ -151,7 +145,7 @@ void SphSolver::collect_moving_solids() {
   for (std::size_t k = 0; k < b.solid_meshes.size(); ++k)
     if (b.mesh_motions[k].moves())
       add_moving(b.mesh_motions[k], meshes_->moving_boundary_particles(k));
-  upload(moving, moving_rest_);
+  to_device(moving, moving_rest_);
   wall_forces_.assign(3 * motions_.size(), 0.0);
 }
 
@@ -304,13 +298,15 @@ void SphSolver::rebuild_boundary() {
   if (meshes_)
     for (const Vec4& p : meshes_->boundary_particles())
       if (near.contains(p)) walls.push_back(p);
-  upload(walls, static_walls_);
+  to_device(walls, unsorted_walls_);
+  resting_walls_ = walls.size();
   place_walls();
 }
 
 void SphSolver::place_walls() {
-  DeviceVector<Vec4> unsorted = static_walls_;
+  DeviceVector<Vec4>& unsorted = unsorted_walls_;
   if (!motions_.empty()) {
+    unsorted.resize(resting_walls_);  // the moving ones of the last step go
     WallPoses poses{};
     for (std::size_t k = 0; k < motions_.size(); ++k) {
       const RigidPose pose = motions_[k]->at(clock_.time);

@@ -106,7 +106,10 @@ class SphSolver final : public SteppingWorkload {
   std::vector<const PrescribedMotion*> motions_;  // of moving solid k (boxes, then meshes)
   DeviceVector<Vec4> moving_rest_;                // their boundary particles at rest, w = k + 1
   DeviceVector<Vec4> moving_placed_;              // the same at the clock's time
-  DeviceVector<Vec4> static_walls_;  // this rank's resting boundary particles, unsorted
+  // This rank's boundary particles, unsorted: the resting ones first, then the moving ones near
+  // it at the clock's time.
+  DeviceVector<Vec4> unsorted_walls_;
+  std::size_t resting_walls_ = 0;
   std::vector<double> wall_forces_;  // on moving solid k: [3k, 3k + 3), the last step's [N]
 
   ParticleStore store_;
