@@ -39,7 +39,7 @@ if [[ ${APRON_FUZZ_SECONDS:-60} != 0 ]]; then
   # (tests/fuzz/findings/README.md), which apron cannot fix; fuzz it with tests/fuzz/run.sh.
   # shellcheck disable=SC2086
   tests/fuzz/run.sh "${APRON_FUZZ_SECONDS:-60}" \
-    ${APRON_FUZZ_TARGETS:-fuzz_case_yaml fuzz_mesh_reader fuzz_point_cloud_reader fuzz_checkpoint=0}
+    ${APRON_FUZZ_TARGETS:-fuzz_case_yaml fuzz_mesh_reader fuzz_point_cloud_reader fuzz_motion_table=20 fuzz_checkpoint=0}
   echo "apron: fuzz stage took $((SECONDS - stage_start)) s"
 fi
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}

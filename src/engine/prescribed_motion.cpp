@@ -49,6 +49,11 @@ std::vector<std::array<double, 4>> read_table(config::MapReader& r, const std::s
       r.fail("file", place + ": time " + std::to_string(row[0]) +
                          " does not increase (the row before is at " +
                          std::to_string(rows.back()[0]) + "); sort the rows by time");
+    // Interpolation takes differences of neighbouring rows: they must be finite too.
+    if (!rows.empty())
+      for (int k = 0; k < 4; ++k)
+        if (!std::isfinite(row[k] - rows.back()[k]))
+          r.fail("file", place + ": the step from the row before overflows a double");
     rows.push_back(row);
   }
   if (rows.size() < 2) r.fail("file", file + ": a motion table needs at least 2 rows");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh [SECONDS] [TARGET[=SECONDS]...]: builds the `fuzz` preset (clang-14,
-# libFuzzer, ASan + UBSan) and runs each fuzz target (default: all four) for SECONDS (default 60)
+# libFuzzer, ASan + UBSan) and runs each fuzz target (default: all five) for SECONDS (default 60)
 # from its seed corpus (tests/fuzz/corpus/<target>/); TARGET=0 only replays the seeds. Prints the
 # executions per target; exits non-zero when any target found something: a crash, a sanitizer
 # report, an unexpected exception type, a leak, an input slower than 10 s or using more than
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_case_yaml fuzz_mesh_reader fuzz_checkpoint fuzz_point_cloud_reader)
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_case_yaml fuzz_mesh_reader fuzz_checkpoint fuzz_point_cloud_reader fuzz_motion_table)
 
 cmake --preset fuzz >/dev/null || exit 1
 cmake --build --preset fuzz -j "${APRON_JOBS:-2}" >&2 || exit 1
