@@ -4,6 +4,8 @@
   boundary.tank of inputs/dam_break.yaml, lo TANK_LO, hi TANK_HI;
 - dam_break_large_tank_open.stl (binary, no lid): the tank of inputs/dam_break_large.yaml;
 - hydrostatic_tank.stl (ascii): a closed 0.06 x 0.06 x 0.1 m box about its own origin;
+- table_top.stl (ascii): a closed 1 x 1 x 0.05 m slab, its top face at z = 0 centred on the
+  origin (tests/cloth's moving table);
 - l_block.stl (ascii): a closed L-shaped block (non-convex) on that tank's floor, 0.1 m in x and
   z, spanning the tank's y, its foot upstream and its upright downstream, so the surge meets a
   re-entrant corner.
@@ -16,6 +18,8 @@ import struct
 # place (tests/sph/hydrostatic_rotated.yaml tilts it 30 degrees about x and y).
 HYDROSTATIC_LO = (-0.03, -0.03, -0.05)
 HYDROSTATIC_HI = (0.03, 0.03, 0.05)
+TABLE_LO = (-0.5, -0.5, -0.05)
+TABLE_HI = (0.5, 0.5, 0.0)
 TANK_LO = (0.0, 0.0, 0.0)  # inputs/dam_break.yaml, boundary.tank
 TANK_HI = (0.584, 0.0438, 0.365)
 LARGE_TANK_HI = (0.584, 0.292, 0.365)  # inputs/dam_break_large.yaml, boundary.tank
@@ -125,6 +129,9 @@ def main():
     hydro = box(HYDROSTATIC_LO, HYDROSTATIC_HI)
     check(hydro, True, 0.06 * 0.06 * 0.1)
     write_ascii("hydrostatic_tank.stl", "hydrostatic_tank", hydro)
+    table = box(TABLE_LO, TABLE_HI)
+    check(table, True, 1.0 * 1.0 * 0.05)
+    write_ascii("table_top.stl", "table_top", table)
     print("dam_break_tank.stl: %d triangles; dam_break_tank_open.stl: %d; l_block.stl: %d"
           % (len(tank), len(open_tank), len(block)))
 

@@ -15,7 +15,7 @@ struct AdvanceKernel {
   const V3* gradient;
   const double* mass;
   const std::uint8_t* pinned;
-  std::uint32_t* not_finite;
+  std::uint64_t* first_bad_step;
   const Collider* colliders;
   int collider_count;
   MotionParams p;
@@ -30,18 +30,12 @@ struct AdvanceKernel {
     V3 xi = x[i] + p.dt * vi;
     for (int c = 0; c < collider_count; ++c) {
       const Contact k = contact(colliders[c], xi, p.thickness);
-      if (k.depth <= 0) continue;
-      xi += k.depth * k.normal;
-      const double into = dot(vi, k.normal);
-      if (into >= 0) continue;
-      const V3 slide = vi - into * k.normal;
-      const double speed = norm(slide), loss = -p.friction * into;
-      vi = speed > loss ? (1.0 - loss / speed) * slide : V3{0, 0, 0};
+      if (k.depth > 0) respond_to_contact(k, V3{0, 0, 0}, colliders[c].friction, xi, vi);
     }
     x[i] = xi;
     v[i] = vi;
-    // Every writer stores the same 1: the flag needs no atomic.
-    if (!(is_finite(xi) && is_finite(vi))) *not_finite = 1;
+    // Every writer of one step stores the same value, and a later step sees it set: no atomic.
+    if (!(is_finite(xi) && is_finite(vi)) && *first_bad_step == 0) *first_bad_step = p.step;
   }
 };
 
@@ -81,7 +75,7 @@ struct ExtremesKernel {
 void advance_vertices(const MotionState& s, std::size_t count, const MotionParams& p,
                       const DeviceVector<Collider>& colliders) {
   for_each_index(count, AdvanceKernel{raw(*s.position), raw(*s.velocity), raw(*s.gradient),
-                                      raw(*s.mass), raw(*s.pinned), raw(*s.not_finite),
+                                      raw(*s.mass), raw(*s.pinned), raw(*s.first_bad_step),
                                       raw(colliders), static_cast<int>(colliders.size()), p});
 }
 

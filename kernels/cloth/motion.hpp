@@ -14,12 +14,13 @@
 namespace apron::cloth {
 
 // A rigid obstacle: a sphere (centre, radius), an axis-aligned box (lo, hi) or the floor
-// z = height. Vertices are kept `thickness` outside it.
+// z = height. Vertices are kept `thickness` outside it; `friction` is its Coulomb coefficient.
 struct Collider {
   enum Kind : int { sphere, box, floor };
   Kind kind = floor;
   Vector3<double> centre{0, 0, 0}, lo{0, 0, 0}, hi{0, 0, 0};
   double radius = 0, height = 0;
+  double friction = 0;
 };
 
 // The outward normal and depth of a point inside a collider grown by `thickness` (depth > 0),
@@ -60,12 +61,26 @@ APRON_HD inline Contact contact(const Collider& c, Vector3<double> x, double thi
   return k;
 }
 
+// A vertex found `k.depth` inside a collider moving at `wall_velocity`: it is put back on the
+// collider's offset surface, its velocity into the collider (relative to the collider's) removed,
+// and up to `friction` x that taken from its sliding velocity (Coulomb, never reversing it).
+APRON_HD inline void respond_to_contact(const Contact& k, Vector3<double> wall_velocity,
+                                        double friction, Vector3<double>& x, Vector3<double>& v) {
+  x += k.depth * k.normal;
+  const Vector3<double> relative = v - wall_velocity;
+  const double into = dot(relative, k.normal);
+  if (into >= 0) return;
+  const Vector3<double> slide = relative - into * k.normal;
+  const double speed = norm(slide), loss = -friction * into;
+  v = wall_velocity + (speed > loss ? (1.0 - loss / speed) * slide : Vector3<double>{0, 0, 0});
+}
+
 struct MotionParams {
   double dt = 0;
   Vector3<double> gravity{0, 0, 0};
   double damping_rate = 0;  // gamma / mu [1/s]
-  double friction = 0;      // Coulomb coefficient at colliders
   double thickness = 0;     // contact offset [m]
+  std::uint64_t step = 0;   // the step being taken, counted from 1 (what first_bad_step records)
 };
 
 // What one step reads and writes; rows [0, count).
@@ -75,9 +90,9 @@ struct MotionState {
   const DeviceVector<Vector3<double>>* gradient;  // dE/dx (the internal force is its negative)
   const DeviceVector<double>* mass;               // mu |V_v|
   const DeviceVector<std::uint8_t>* pinned;       // 1: held at its position
-  // One flag, set to 1 when a vertex's new position or velocity is not finite (the per-step
-  // blow-up check reads it; the kernel never clears it).
-  DeviceVector<std::uint32_t>* not_finite;
+  // The first step that left a vertex's position or velocity not finite, 0 while none has (the
+  // kernel sets it once and never clears it; the core reads it now and then).
+  DeviceVector<std::uint64_t>* first_bad_step;
 };
 
 // One step of every free vertex: v <- (v + dt (g - grad / m)) / (1 + dt gamma / mu), x <- x + dt v,

@@ -68,10 +68,14 @@ MaterialConfig read_material(MapReader r) {
   return m;
 }
 
-ColliderConfig read_collider(MapReader r) {
+ColliderConfig read_collider(MapReader r, double default_friction) {
   ColliderConfig c;
-  c.kind = r.choice("kind", {"sphere", "box", "floor"});
-  if (c.kind == "sphere") {
+  c.kind = r.choice("kind", {"sphere", "box", "floor", "mesh"});
+  c.friction = r.in_range("friction", 0, 10, default_friction);
+  if (c.kind == "mesh") {
+    c.mesh = config::read_mesh_shape(r, false);  // inside and outside need a closed surface
+    c.motion = read_motion(r);
+  } else if (c.kind == "sphere") {
     c.centre = r.vec3("centre");
     c.radius = r.positive("radius");
   } else if (c.kind == "box") {
@@ -120,8 +124,9 @@ std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapR
     c->pinned.push_back(config::read_box(box));
     box.finish();
   }
-  for (auto& collider : cloth.list("colliders")) c->colliders.push_back(read_collider(collider));
   c->friction = cloth.in_range("friction", 0, 10, c->friction);
+  for (auto& collider : cloth.list("colliders"))
+    c->colliders.push_back(read_collider(collider, c->friction));
   c->thickness = cloth.in_range("thickness", 0, 1e3, c->thickness);
   c->precision =
       cloth.choice("precision", {"mixed", "float64"}, c->integrator.implicit ? "float64" : "mixed");

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "config/case_config.hpp"
+#include "config/mesh_shape.hpp"
+#include "engine/prescribed_motion.hpp"
 #include "kernels/cloth/mesh.hpp"
 #include "kernels/common/box.hpp"
 
@@ -35,10 +37,15 @@ struct MaterialConfig {
   double damping = 0;      // gamma [kg/(m^2 s)]
 };
 
+// A collider: an analytic sphere, box or floor, or a closed triangle mesh (a body, a table) placed
+// by the case and moved rigidly by `motion` (the kinds SPH's moving solids take).
 struct ColliderConfig {
-  std::string kind;  // sphere | box | floor
+  std::string kind;  // sphere | box | floor | mesh
   std::array<double, 3> centre{}, lo{}, hi{};
   double radius = 0, height = 0;
+  config::MeshShape mesh;   // kind mesh
+  PrescribedMotion motion;  // kind mesh
+  double friction = 0;      // Coulomb coefficient (cloth.friction unless the collider sets one)
 };
 
 // The time integrator. "explicit": symplectic Euler at cfl x the stability limit of the sheet's
@@ -60,7 +67,7 @@ struct ClothCase : config::WorkloadSettings {
   IntegratorConfig integrator;
   std::vector<Box> pinned;  // vertices whose rest position lies inside one are held there
   std::vector<ColliderConfig> colliders;
-  double friction = 0.3;  // Coulomb coefficient at colliders
+  double friction = 0.3;  // Coulomb coefficient at colliders that set none
   double thickness = 0;   // contact offset from collider surfaces [m]
   // The internal forces' arithmetic past the strains (energy.hpp's GradientPrecision): "mixed"
   // (float32 where relative accuracy is enough, 1.6x faster on a GPU; the explicit default) or

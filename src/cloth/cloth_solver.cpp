@@ -33,7 +33,16 @@ Collider device_collider(const ColliderConfig& c) {
   k.hi = {c.hi[0], c.hi[1], c.hi[2]};
   k.radius = c.radius;
   k.height = c.height;
+  k.friction = c.friction;
   return k;
+}
+
+BodyPose body_pose(const RigidPose& p) {
+  BodyPose b;
+  std::copy(p.rotation.begin(), p.rotation.end(), b.rotation);
+  std::copy(p.pivot.begin(), p.pivot.end(), b.pivot);
+  std::copy(p.translation.begin(), p.translation.end(), b.translation);
+  return b;
 }
 
 // The vertices within `depth` rings of the owned ones that other ranks own, ascending.
@@ -122,6 +131,7 @@ HostMesh ClothSolver::sheet() {
 void ClothSolver::build(bool at_rest) {
   const HostMesh mesh = sheet();
   check_memory(mesh.positions.size());
+  build_mesh_colliders();
   if (at_rest) refuse_start_inside_colliders(mesh);
   Rings rings;
   // The same check on every rank: a bad mesh is refused by all of them together.
@@ -243,7 +253,7 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   }
   upload_rings(rest, local, mesh_);
   pinned_ = DeviceVector<std::uint8_t>(pinned.begin(), pinned.end());
-  not_finite_ = DeviceVector<std::uint32_t>(1, 0u);
+  first_bad_step_ = DeviceVector<std::uint64_t>(1, 0u);
 
   reference_ = make_reference(mesh_, mesh_.positions);
   const MaterialConfig& m = case_.material;
@@ -261,8 +271,37 @@ void ClothSolver::build_local_mesh(const HostMesh& mesh, const Rings& rings) {
   *position_ = mesh_.positions;
   apron::fill(velocity_->begin(), velocity_->end(), V3{0, 0, 0});
   std::vector<Collider> colliders;
-  for (const auto& c : case_.colliders) colliders.push_back(device_collider(c));
+  for (const auto& c : case_.colliders)
+    if (c.kind != "mesh") colliders.push_back(device_collider(c));
   colliders_ = DeviceVector<Collider>(colliders.begin(), colliders.end());
+}
+
+// Each mesh collider's surface at rest in the case's frame, with its empty cells classified so
+// that vertices away from it are answered without a search. Replicated on every rank.
+void ClothSolver::build_mesh_colliders() {
+  mesh_colliders_.clear();
+  for (std::size_t c = 0; c < case_.colliders.size(); ++c) {
+    const ColliderConfig& config = case_.colliders[c];
+    if (config.kind != "mesh") continue;
+    auto collider = std::make_unique<MeshCollider>();
+    collider->surface.build(*config.mesh.surface);
+    collider->surface.classify_cells();
+    collider->config = &config;
+    mesh_colliders_.push_back(std::move(collider));
+  }
+}
+
+void ClothSolver::collide_with_meshes(double start, double dt) {
+  for (const auto& collider : mesh_colliders_) {
+    const PrescribedMotion& motion = collider->config->motion;
+    MeshColliderStep step{collider->surface.view(),
+                          body_pose(motion.at(start)),
+                          body_pose(motion.at(start + dt)),
+                          collider->config->friction,
+                          case_.thickness,
+                          dt};
+    collide_with_mesh(step, *position_, *velocity_, pinned_, owned_);
+  }
 }
 
 void ClothSolver::build_output_triangles(const HostMesh& mesh) {
@@ -351,7 +390,6 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
   clock_.dt = dt_;
   motion_.gravity = {case_.gravity[0], case_.gravity[1], case_.gravity[2]};
   motion_.damping_rate = m.damping / m.density;
-  motion_.friction = case_.friction;
   motion_.thickness = case_.thickness;
 }
 
@@ -369,13 +407,30 @@ StepLimit ClothSolver::largest_step() const {
 // A sheet that starts inside a collider (grown by the thickness) would be thrown onto its
 // surface in the first step, with energy from nowhere: refused, naming the collider.
 void ClothSolver::refuse_start_inside_colliders(const HostMesh& mesh) const {
+  std::vector<V3> rest(mesh.positions.size());
+  for (std::size_t v = 0; v < rest.size(); ++v)
+    rest[v] = {mesh.positions[v][0], mesh.positions[v][1], mesh.positions[v][2]};
+  std::size_t next_mesh = 0;
   for (std::size_t c = 0; c < case_.colliders.size(); ++c) {
-    const Collider collider = device_collider(case_.colliders[c]);
-    for (std::size_t v = 0; v < mesh.positions.size(); ++v) {
-      const V3 x{mesh.positions[v][0], mesh.positions[v][1], mesh.positions[v][2]};
+    std::vector<double> depth(rest.size());
+    if (case_.colliders[c].kind == "mesh") {
+      DeviceVector<V3> positions;
+      DeviceVector<double> on_device;
+      to_device(rest, positions);
+      mesh_contact_depths(mesh_colliders_[next_mesh++]->surface.view(),
+                          body_pose(case_.colliders[c].motion.at(0)), case_.thickness, positions,
+                          on_device);
+      depth = to_host(on_device, rest.size());
+    } else {
+      const Collider collider = device_collider(case_.colliders[c]);
+      for (std::size_t v = 0; v < rest.size(); ++v)
+        depth[v] = contact(collider, rest[v], case_.thickness).depth;
+    }
+    for (std::size_t v = 0; v < rest.size(); ++v) {
+      const V3 x = rest[v];
       const bool held = std::any_of(case_.pinned.begin(), case_.pinned.end(),
                                     [&](const Box& box) { return box.contains(x); });
-      if (held || contact(collider, x, case_.thickness).depth <= 0) continue;
+      if (held || depth[v] <= 0) continue;
       char text[320];
       std::snprintf(text, sizeof text,
                     ": cloth.colliders[%zu] (a %s, grown by cloth.thickness %.3g m) holds vertex "
@@ -391,6 +446,7 @@ void ClothSolver::refuse_start_inside_colliders(const HostMesh& mesh) const {
 
 double ClothSolver::take_step() {
   motion_.dt = std::min(dt_, config_.time.end - clock_.time);
+  motion_.step = static_cast<std::uint64_t>(clock_.step + 1);
   {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
@@ -401,18 +457,23 @@ double ClothSolver::take_step() {
   }
   {
     auto t = timers_.scope("integrate");
-    advance_vertices({&*position_, &*velocity_, &gradient_, &mass_, &pinned_, &not_finite_}, owned_,
-                     motion_, colliders_);
+    advance_vertices({&*position_, &*velocity_, &gradient_, &mass_, &pinned_, &first_bad_step_},
+                     owned_, motion_, colliders_);
+  }
+  if (!mesh_colliders_.empty()) {
+    auto t = timers_.scope("mesh colliders");
+    collide_with_meshes(clock_.time, motion_.dt);
   }
   {
     auto t = timers_.scope("halo");
     const FieldRef fields[] = {position_, velocity_};
     halo_.gather(store_, fields);
   }
-  // The flag the integration kernel set: one word read back (the phase timers have already
-  // waited for the device), one flag reduced over the ranks.
-  require_finite(read_element(not_finite_, 0) == 0, clock_.step + 1);
   return motion_.dt;
+}
+
+long ClothSolver::first_unfinite_step() const {
+  return static_cast<long>(read_element(first_bad_step_, 0));
 }
 
 ClothSolver::Diagnostics ClothSolver::diagnostics() {

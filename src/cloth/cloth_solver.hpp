@@ -18,6 +18,7 @@
 #include "engine/stepping_workload.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/implicit.hpp"
+#include "kernels/cloth/mesh_colliders.hpp"
 #include "kernels/cloth/motion.hpp"
 #include "kernels/cloth/tensors.hpp"
 #include "kernels/common/particle_store.hpp"
@@ -66,6 +67,7 @@ class ClothSolver final : public SteppingWorkload {
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
   StepLimit largest_step() const override;
+  long first_unfinite_step() const override;
   struct Edge {
     double length;
     std::uint32_t a, b;  // vertices, in the sheet's numbering
@@ -74,6 +76,9 @@ class ClothSolver final : public SteppingWorkload {
   std::string edge_source(const Edge& edge) const;
   void refuse_unresolved_edge(const HostMesh& mesh, const Edge& edge) const;
   void refuse_start_inside_colliders(const HostMesh& mesh) const;
+  void build_mesh_colliders();
+  // Every owned vertex against each mesh collider, over the step [start, start + dt].
+  void collide_with_meshes(double start, double dt);
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
@@ -104,8 +109,13 @@ class ClothSolver final : public SteppingWorkload {
   DeviceVector<double> mass_, scratch_;
   DeviceVector<VertexMeasures> measures_;  // for diagnostics and outputs
   DeviceVector<std::uint8_t> pinned_;
-  DeviceVector<std::uint32_t> not_finite_;  // set by the integration kernel (motion.hpp)
-  DeviceVector<Collider> colliders_;
+  DeviceVector<std::uint64_t> first_bad_step_;  // set by the integration kernel (motion.hpp)
+  DeviceVector<Collider> colliders_;            // the analytic ones
+  struct MeshCollider {
+    surface::SurfaceQuery surface;  // the mesh at rest, in the case's frame
+    const ColliderConfig* config;
+  };
+  std::vector<std::unique_ptr<MeshCollider>> mesh_colliders_;
   MotionParams motion_;
   Edge shortest_{};
   // The implicit step's vectors over the local rows (the search direction is the store's

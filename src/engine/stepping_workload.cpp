@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "config/yaml_reader.hpp"
 #include "decomposition/reductions.hpp"
@@ -54,6 +55,13 @@ void SteppingWorkload::require_finite(bool finite, long step) const {
   fail_not_finite(step);
 }
 
+void SteppingWorkload::require_recorded_finite() const {
+  const long bad = first_unfinite_step();
+  const double none = std::numeric_limits<double>::infinity();
+  const double first = global_min(ranks_.comm, bad > 0 ? static_cast<double>(bad) : none);
+  if (first < none) fail_not_finite(static_cast<long>(first));
+}
+
 void SteppingWorkload::fail_not_finite(long step) const {
   throw io::AgreedError("the run became unstable at step " + std::to_string(step) + ": the " +
                             state_name_ + " are no longer finite numbers; " + unstable_hint_,
@@ -84,6 +92,7 @@ void SteppingWorkload::advance() {
   clock_.dt = take_step();
   clock_.time += clock_.dt;
   ++clock_.step;
+  if (clock_.step % kFiniteCheckEvery == 0) require_recorded_finite();
 }
 
 // The series and the diagnostics table; on restart each continues the earlier run's (the
@@ -101,7 +110,10 @@ void SteppingWorkload::open_outputs(std::optional<long> resume_step) {
 }
 
 void SteppingWorkload::write_outputs(bool final) {
-  if (final || clock_.step % config_.output.diagnostics_every == 0) {
+  const bool diagnostics_due = final || clock_.step % config_.output.diagnostics_every == 0;
+  const bool series_due = outputs_.enabled() && (final || outputs_.due(clock_.time));
+  if (diagnostics_due || series_due) require_recorded_finite();
+  if (diagnostics_due) {
     auto t = timers_.scope("diagnostics");
     last_row_ = {static_cast<double>(clock_.step), clock_.time, clock_.dt};
     const std::vector<double> values = diagnostics_row();
@@ -109,7 +121,7 @@ void SteppingWorkload::write_outputs(bool final) {
     require_finite_row(last_row_);
     if (table_) table_->append(columns_.row(last_row_));
   }
-  if (outputs_.enabled() && (final || outputs_.due(clock_.time))) {
+  if (series_due) {
     auto t = timers_.scope("output");
     write_series();
     outputs_.passed(clock_.time);
@@ -129,6 +141,7 @@ void SteppingWorkload::report(Json& json) const {
 }
 
 io::PendingCheckpoint SteppingWorkload::save(const std::filesystem::path& file) const {
+  require_recorded_finite();
   SavedState state(tables_);
   save_state(state);
   state.scalar("next_output_time", outputs_.next());

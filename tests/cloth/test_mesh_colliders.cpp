@@ -1,0 +1,212 @@
+// Cloth's mesh colliders against the analytic ones: a box mesh at a rotated and moved pose gives
+// the analytic box's depth and normal wherever the nearest feature is a face (to float round-off),
+// an icosphere the sphere's within its faces' sagitta, and a vertex met by a moving collider
+// leaves with the collider's normal velocity and no velocity into it.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <map>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "kernels/cloth/mesh_colliders.hpp"
+#include "kernels/common/algorithms.hpp"
+
+namespace apron::cloth {
+namespace {
+
+using V3 = Vector3<double>;
+constexpr double kPi = 3.14159265358979323846;
+
+surface::HostSurface box_mesh(V3 lo, V3 hi) {
+  surface::HostSurface m;
+  for (int i = 0; i < 8; ++i)
+    m.vertices.push_back({i & 1 ? hi.x : lo.x, i & 2 ? hi.y : lo.y, i & 4 ? hi.z : lo.z});
+  m.triangles = {{0, 2, 3}, {0, 3, 1}, {0, 1, 5}, {0, 5, 4}, {2, 6, 7}, {2, 7, 3},
+                 {0, 4, 6}, {0, 6, 2}, {1, 3, 7}, {1, 7, 5}, {4, 5, 7}, {4, 7, 6}};
+  return m;
+}
+
+// The unit icosphere subdivided `levels` times, scaled by `radius` (outward normals).
+surface::HostSurface icosphere(int levels, double radius) {
+  const double t = (1 + std::sqrt(5.0)) / 2;
+  std::vector<std::array<double, 3>> v = {{-1, t, 0}, {1, t, 0}, {-1, -t, 0}, {1, -t, 0},
+                                          {0, -1, t}, {0, 1, t}, {0, -1, -t}, {0, 1, -t},
+                                          {t, 0, -1}, {t, 0, 1}, {-t, 0, -1}, {-t, 0, 1}};
+  std::vector<std::array<std::uint32_t, 3>> f = {
+      {0, 11, 5},  {0, 5, 1},  {0, 1, 7},  {0, 7, 10}, {0, 10, 11}, {1, 5, 9}, {5, 11, 4},
+      {11, 10, 2}, {10, 7, 6}, {7, 1, 8},  {3, 9, 4},  {3, 4, 2},   {3, 2, 6}, {3, 6, 8},
+      {3, 8, 9},   {4, 9, 5},  {2, 4, 11}, {6, 2, 10}, {8, 6, 7},   {9, 8, 1}};
+  const auto unit = [](std::array<double, 3> p) {
+    const double n = std::sqrt(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+    return std::array<double, 3>{p[0] / n, p[1] / n, p[2] / n};
+  };
+  for (auto& p : v) p = unit(p);
+  for (int level = 0; level < levels; ++level) {
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> middle;
+    const auto mid = [&](std::uint32_t a, std::uint32_t b) {
+      const auto key = std::minmax(a, b);
+      auto [it, added] = middle.try_emplace(key, static_cast<std::uint32_t>(v.size()));
+      if (added) v.push_back(unit({v[a][0] + v[b][0], v[a][1] + v[b][1], v[a][2] + v[b][2]}));
+      return it->second;
+    };
+    std::vector<std::array<std::uint32_t, 3>> finer;
+    for (const auto& [a, b, c] : f) {
+      const std::uint32_t ab = mid(a, b), bc = mid(b, c), ca = mid(c, a);
+      finer.insert(finer.end(), {{a, ab, ca}, {b, bc, ab}, {c, ca, bc}, {ab, bc, ca}});
+    }
+    f = std::move(finer);
+  }
+  surface::HostSurface m;
+  for (const auto& p : v) m.vertices.push_back({radius * p[0], radius * p[1], radius * p[2]});
+  m.triangles = f;
+  return m;
+}
+
+// 35 degrees about a skew axis through `pivot`, then moved by `translation`.
+BodyPose skew_pose(V3 pivot, V3 translation) {
+  const V3 axis = normalized(V3{1, 2, 3});
+  const double c = std::cos(35 * kPi / 180), s = std::sin(35 * kPi / 180), k = 1 - c;
+  const double x = axis.x, y = axis.y, z = axis.z;
+  BodyPose p;
+  const double r[9] = {k * x * x + c,     k * x * y - s * z, k * x * z + s * y,
+                       k * x * y + s * z, k * y * y + c,     k * y * z - s * x,
+                       k * x * z - s * y, k * y * z + s * x, k * z * z + c};
+  std::copy(r, r + 9, p.rotation);
+  p.pivot[0] = pivot.x, p.pivot[1] = pivot.y, p.pivot[2] = pivot.z;
+  p.translation[0] = translation.x, p.translation[1] = translation.y,
+  p.translation[2] = translation.z;
+  return p;
+}
+
+std::vector<MeshContact> contacts(const surface::SurfaceQuery& q, const BodyPose& pose,
+                                  const std::vector<V3>& points, double thickness) {
+  // The kernel's own path: depths on the device, then the same function for the normals.
+  DeviceVector<V3> on_device;
+  to_device(points, on_device);
+  DeviceVector<double> depth;
+  mesh_contact_depths(q.view(), pose, thickness, on_device, depth);
+  const std::vector<double> depths = to_host(depth, points.size());
+  std::vector<MeshContact> out;
+  const surface::SurfaceView view = q.view();
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    out.push_back(mesh_contact(view, pose, points[i], thickness));
+    EXPECT_EQ(out.back().contact.depth, depths[i]) << "device and host disagree at point " << i;
+  }
+  return out;
+}
+
+TEST(MeshColliders, BoxMeshEqualsAnalyticBoxOffFaces) {
+  const V3 lo{-0.3, -0.2, -0.1}, hi{0.4, 0.25, 0.15};
+  surface::SurfaceQuery q;
+  q.build(box_mesh(lo, hi));
+  q.classify_cells();
+  const BodyPose pose = skew_pose({0.1, 0, 0}, {0.5, -0.2, 1.0});
+  Collider box;
+  box.kind = Collider::box, box.lo = lo, box.hi = hi;
+  const double thickness = 0.02;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  std::vector<V3> body, world;
+  for (int i = 0; i < 20000; ++i) {
+    const V3 b{u(rng), u(rng), u(rng)};
+    body.push_back(b);
+    world.push_back(pose.apply(b));
+  }
+  const std::vector<MeshContact> got = contacts(q, pose, world, thickness);
+  int compared = 0, touching = 0;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    const V3 b = body[i];
+    // Points over a face (every coordinate but one inside the box): the grown box and the offset
+    // surface agree there; beyond edges and corners the offset surface is rounded, the box not.
+    int outside = 0;
+    for (double d : {b.x < lo.x || b.x > hi.x, b.y < lo.y || b.y > hi.y, b.z < lo.z || b.z > hi.z})
+      outside += d;
+    const Contact want = contact(box, b, thickness);
+    if (outside > 1) {  // the rounded offset lies inside the grown box
+      EXPECT_LE(std::max(got[i].contact.depth, 0.0), std::max(want.depth, 0.0) + 1e-6) << i;
+      continue;
+    }
+    ++compared;
+    if (want.depth <= 0 && got[i].contact.depth <= 0) continue;
+    ++touching;
+    ASSERT_NEAR(got[i].contact.depth, want.depth, 1e-6) << "point " << i;
+    const V3 normal = pose.rotate(want.normal);
+    EXPECT_NEAR(dot(got[i].contact.normal, normal), 1.0, 1e-9) << "point " << i;
+  }
+  EXPECT_GT(compared, 5000);
+  EXPECT_GT(touching, 2000);
+}
+
+TEST(MeshColliders, IcosphereWithinItsSagittaOfTheSphere) {
+  const double radius = 0.25, thickness = 0.01;
+  surface::SurfaceQuery q;
+  q.build(icosphere(4, radius));
+  q.classify_cells();
+  // The faces' planes lie at most 2.85e-4 inside the sphere (their corners are on it).
+  const double sagitta = 2.9e-4;
+  const BodyPose pose = skew_pose({0, 0, 0}, {0, 0, 0.2});
+  const V3 centre = pose.apply({0, 0, 0});
+  std::mt19937 rng(5);
+  std::normal_distribution<double> g;
+  std::uniform_real_distribution<double> shell(radius - 0.05, radius + 0.05);
+  std::vector<V3> points;
+  for (int i = 0; i < 20000; ++i)
+    points.push_back(centre + shell(rng) * normalized(V3{g(rng), g(rng), g(rng)}));
+  const std::vector<MeshContact> got = contacts(q, pose, points, thickness);
+  int touching = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double want = radius + thickness - norm(points[i] - centre);
+    const double depth = std::max(got[i].contact.depth, 0.0);
+    ASSERT_LE(depth, std::max(want, 0.0) + 1e-6) << "point " << i;
+    ASSERT_GE(depth, std::max(want - sagitta, 0.0) - 1e-6) << "point " << i;
+    if (got[i].contact.depth <= 0) continue;
+    ++touching;
+    // A facet's normal is within its angular radius (about 2.3 degrees at 5120 faces) of the
+    // radial direction.
+    EXPECT_GT(dot(got[i].contact.normal, normalized(points[i] - centre)), std::cos(3 * kPi / 180));
+  }
+  EXPECT_GT(touching, 5000);
+}
+
+TEST(MeshColliders, MovingColliderLeavesNoVelocityIntoIt) {
+  const double thickness = 0.01, dt = 1e-3;
+  surface::SurfaceQuery q;
+  q.build(box_mesh({-0.5, -0.5, -0.05}, {0.5, 0.5, 0}));  // a table top at z = 0
+  q.classify_cells();
+  const V3 wall{0.3, -0.2, 0.5};  // the table's velocity: rising and sliding
+  MeshColliderStep step;
+  step.surface = q.view();
+  step.thickness = thickness;
+  step.dt = dt;
+  step.after.translation[0] = wall.x * dt, step.after.translation[1] = wall.y * dt,
+  step.after.translation[2] = wall.z * dt;
+  for (double friction : {0.0, 0.5, 100.0}) {
+    step.friction = friction;
+    std::vector<V3> x = {{0.1, 0.1, 0.004}, {-0.2, 0.3, 0.2}}, v = {{1, 0, -0.2}, {0, 0, -1}};
+    DeviceVector<V3> position, velocity;
+    to_device(x, position);
+    to_device(v, velocity);
+    DeviceVector<std::uint8_t> pinned(2, 0);
+    collide_with_mesh(step, position, velocity, pinned, 2);
+    x = to_host(position, 2), v = to_host(velocity, 2);
+    // The first vertex is put back on the moved table's offset surface, leaving with the table's
+    // normal velocity; its sliding velocity (1, 0) relative to the table's (0.3, -0.2) is kept
+    // (friction 0), slowed by friction x the normal speed (0.5 + 0.2), or stopped.
+    // The surface service answers in float: normals to about 1e-7.
+    EXPECT_NEAR(x[0].z, wall.z * dt + thickness, 1e-8);
+    EXPECT_NEAR(v[0].z, wall.z, 1e-6);
+    const V3 slide{1 - wall.x, 0 - wall.y, 0};
+    const double keep = std::max(0.0, 1 - friction * 0.7 / norm(slide));
+    EXPECT_NEAR(v[0].x, wall.x + keep * slide.x, 1e-6) << "friction " << friction;
+    EXPECT_NEAR(v[0].y, wall.y + keep * slide.y, 1e-6) << "friction " << friction;
+    // The second, far above it, is untouched.
+    EXPECT_EQ(x[1].z, 0.2);
+    EXPECT_EQ(v[1].z, -1.0);
+  }
+}
+
+}  // namespace
+}  // namespace apron::cloth
