@@ -6,6 +6,9 @@
 - hydrostatic_tank.stl (ascii): a closed 0.06 x 0.06 x 0.1 m box about its own origin;
 - table_top.stl (ascii): a closed 1 x 1 x 0.05 m slab, its top face at z = 0 centred on the
   origin (tests/cloth's moving table);
+- dress_form.stl (binary): a closed tailor's dummy, hips to neck (0.76 m tall, its base at z = 0):
+  elliptical cross-sections through the profile DRESS_FORM, smoothly interpolated, capped at
+  both ends (inputs/cloth_drape_body.yaml drapes a sheet over it);
 - l_block.stl (ascii): a closed L-shaped block (non-convex) on that tank's floor, 0.1 m in x and
   z, spanning the tank's y, its foot upstream and its upright downstream, so the surge meets a
   re-entrant corner.
@@ -66,6 +69,40 @@ def l_block(y0, y1):
     return tris
 
 
+# (z, half-width in x, half-depth in y) of the dummy's cross-sections, hips to neck [m].
+DRESS_FORM = [(0.0, 0.15, 0.11), (0.12, 0.18, 0.13), (0.34, 0.14, 0.10), (0.48, 0.17, 0.12),
+              (0.58, 0.20, 0.11), (0.63, 0.15, 0.09), (0.67, 0.065, 0.06), (0.76, 0.055, 0.055)]
+
+
+def dress_form(rings_per_span=6, segments=48):
+    """The DRESS_FORM profile swept as ellipses (Catmull-Rom between its rows), fans at both
+    ends; counter-clockwise seen from outside."""
+    import math
+    rows = [DRESS_FORM[0]] + DRESS_FORM + [DRESS_FORM[-1]]
+    sections = []
+    for i in range(1, len(rows) - 2):
+        for k in range(rings_per_span if i < len(rows) - 3 else rings_per_span + 1):
+            t = k / rings_per_span
+            p0, p1, p2, p3 = rows[i - 1], rows[i], rows[i + 1], rows[i + 2]
+            sections.append(tuple(0.5 * (2 * b + (c - a) * t + (2 * a - 5 * b + 4 * c - d) * t * t
+                                         + (3 * b - a - 3 * c + d) * t ** 3)
+                                  for a, b, c, d in zip(p0, p1, p2, p3)))
+    ring = [[(a * math.cos(2 * math.pi * j / segments), b * math.sin(2 * math.pi * j / segments), z)
+             for j in range(segments)] for z, a, b in sections]
+    tris = []
+    for lower, upper in zip(ring, ring[1:]):
+        for j in range(segments):
+            k = (j + 1) % segments
+            tris.append((lower[j], lower[k], upper[k]))
+            tris.append((lower[j], upper[k], upper[j]))
+    bottom, top = (0.0, 0.0, sections[0][0]), (0.0, 0.0, sections[-1][0])
+    for j in range(segments):
+        k = (j + 1) % segments
+        tris.append((bottom, ring[0][k], ring[0][j]))
+        tris.append((top, ring[-1][j], ring[-1][k]))
+    return tris
+
+
 def check(tris, closed, volume=None):
     """Consistent winding (each directed edge once; closed: its reverse once too), no zero-area
     triangle, and for a closed mesh the signed volume (positive: normals point outward)."""
@@ -80,7 +117,9 @@ def check(tris, closed, volume=None):
     if closed:
         assert all((b, a) in edges for a, b in edges), "an edge without its twin: not closed"
         v = sum(sum(a * c for a, c in zip(t[0], cross(t[1], t[2]))) for t in tris) / 6
-        assert abs(v - volume) < 1e-12 * max(1, volume), "volume %g, expected %g" % (v, volume)
+        assert v > 0, "normals point inwards (volume %g)" % v
+        if volume is not None:
+            assert abs(v - volume) < 1e-12 * max(1, volume), "volume %g, expected %g" % (v, volume)
 
 
 def normal(t):
@@ -132,6 +171,9 @@ def main():
     table = box(TABLE_LO, TABLE_HI)
     check(table, True, 1.0 * 1.0 * 0.05)
     write_ascii("table_top.stl", "table_top", table)
+    dummy = dress_form()
+    check(dummy, True)
+    write_binary("dress_form.stl", "dress_form: a tailor's dummy, hips to neck (apron)", dummy)
     print("dam_break_tank.stl: %d triangles; dam_break_tank_open.stl: %d; l_block.stl: %d"
           % (len(tank), len(open_tank), len(block)))
 

@@ -94,6 +94,15 @@ struct MassDot {
   }
 };
 
+struct MassPrecondition {
+  Rows rows;
+  const V3* r;
+  V3* z;
+  APRON_HD void operator()(std::size_t i) const {
+    z[i] = rows.pinned[i] ? V3{0, 0, 0} : (1.0 / rows.damped_mass(i)) * r[i];
+  }
+};
+
 struct Rhs {
   Rows rows;
   const V3* v;
@@ -163,6 +172,10 @@ void xpby(const Vectors& x, double b, Vectors& y, std::size_t count) {
 void displaced(const Vectors& x, double h, const Vectors& q, Vectors& out) {
   out.resize(x.size());
   for_each_index(x.size(), Displaced{raw(x), h, raw(q), raw(out)});
+}
+
+void mass_precondition(const ImplicitSystem& s, const Vectors& r, std::size_t count, Vectors& z) {
+  for_each_index(count, MassPrecondition{Rows(s), raw(r), raw(z)});
 }
 
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,

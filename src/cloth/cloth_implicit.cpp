@@ -5,11 +5,13 @@
 // owned rows summed over ranks in fixed point, so N ranks give 1 rank's result bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
 #include "decomposition/conjugate_gradient.hpp"
 #include "decomposition/reductions.hpp"
+#include "io/hdf5_file.hpp"
 #include "kernels/common/algorithms.hpp"
 
 namespace apron::cloth {
@@ -57,8 +59,10 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
 }
 
-// Conjugate gradients (decomposition/conjugate_gradient.hpp, no preconditioner) on A v1 = b from
-// v1 = v0, to |b - A v1| <= tolerance |b - A v0|. H is indefinite under compression (the energy
+// Conjugate gradients (decomposition/conjugate_gradient.hpp) preconditioned by the masses
+// (mass_precondition) on A v1 = b from v1 = v0, until r.z falls to tolerance^2 of its first value
+// (|b - A v1| to about tolerance |b - A v0|); a solve that does not get there within
+// max_iterations ends the run (refuse_unconverged). H is indefinite under compression (the energy
 // is not convex where the sheet buckles), but A = M' + dt^2 H stays positive definite unless the
 // step is longer than the buckling's time scale. Where a direction has d . A d <= 0 all the same
 // (the CG's breakdown), the step along it uses the mass part of A alone and the solve stops
@@ -66,7 +70,8 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
 void ClothSolver::solve_implicit() {
   ImplicitWork& w = implicit_;
   const std::size_t rows = store_.size();
-  for (Vectors* v : {&w.rhs, &w.residual, &w.product, &w.velocity}) v->resize(rows);
+  for (Vectors* v : {&w.rhs, &w.residual, &w.preconditioned, &w.product, &w.velocity})
+    v->resize(rows);
   const ImplicitSystem system = implicit_system();
   const auto global_dot = [&](const Vectors& a, const Vectors& b) {
     return reproducible_sum(dot_largest(a, b, owned_),
@@ -82,13 +87,16 @@ void ClothSolver::solve_implicit() {
     axpy(alpha, d, v, owned_);
     axpy(-alpha, q, r, owned_);
   };
-  // d = r + beta d; the first, d = r, on every row (ghosts included: the halo refreshes them).
+  const auto precondition = [&](const Vectors& r, Vectors& z) {
+    mass_precondition(system, r, owned_, z);
+  };
+  // d = z + beta d; the first, d = z, on every row (ghosts included: the halo refreshes them).
   // (beta = 0 later means r = 0, and the solve stops before d is used again.)
-  const auto next_direction = [&](double beta, const Vectors& r, Vectors& d) {
+  const auto next_direction = [&](double beta, const Vectors& z, Vectors& d) {
     if (beta == 0)
-      apron::copy(r.begin(), r.end(), d.begin());
+      apron::copy(z.begin(), z.end(), d.begin());
     else
-      xpby(r, beta, d, owned_);
+      xpby(z, beta, d, owned_);
   };
 
   implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);
@@ -99,10 +107,13 @@ void ClothSolver::solve_implicit() {
   // Relative to the first residual, b - A v0: the step's change of momentum. (Relative to b,
   // which the momentum M v0 dominates in motion, the solve would stop long before the forces
   // are resolved.)
+  RelativeResidual rule{case_.integrator.tolerance};
   const CgResult cg = conjugate_gradient(
-      CgVectors<Vectors>{w.velocity, w.residual, w.residual, *w.direction, w.product}, product,
-      IdentityPreconditioner{}, global_dot, update, next_direction,
-      RelativeResidual{case_.integrator.tolerance}, case_.integrator.max_iterations);
+      CgVectors<Vectors>{w.velocity, w.residual, w.preconditioned, *w.direction, w.product},
+      product, precondition, global_dot, update, next_direction, rule,
+      case_.integrator.max_iterations);
+  if (cg.stop == CgStop::iteration_limit)
+    refuse_unconverged(cg, rule.target / (rule.tolerance * rule.tolerance));
   if (cg.stop == CgStop::breakdown) {  // A itself is not positive along d: dt^2 d.Hd < -d.M'd
     const double inertia = reproducible_sum(
         mass_dot_largest(system, *w.direction, owned_),
@@ -115,6 +126,26 @@ void ClothSolver::solve_implicit() {
   w.iterations += iterations;
   w.most_iterations = std::max(w.most_iterations, iterations);
   implicit_gradient(system, w.rhs, w.velocity, owned_, gradient_);
+}
+
+// Collective (every rank has the same CgResult). A step whose solve stopped short is not taken:
+// its velocities would be wrong by an unknown amount (a free fall at 1/240 s was 15x too slow).
+// Krylov iterations grow about in proportion to dt on a stiff sheet, so the dt suggested is the
+// one at which this solve's rate of convergence would have reached the tolerance in time, with a
+// margin.
+void ClothSolver::refuse_unconverged(const CgResult& cg, double first_rz) const {
+  const double reached = std::sqrt(cg.rz / first_rz);
+  const double tolerance = case_.integrator.tolerance;
+  const double fraction = reached < 1 ? std::log(reached) / std::log(tolerance) : 0.1;
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "cloth: the implicit solve did not converge at step %ld: after %ld iterations "
+                "(cloth.implicit.max_iterations) its residual is %.3g of the first, above "
+                "cloth.implicit.tolerance %.3g; lower cloth.implicit.dt from %.4g s to about "
+                "%.3g s, or raise cloth.implicit.max_iterations",
+                clock_.step + 1, cg.iterations, reached, tolerance, motion_.dt,
+                motion_.dt * std::clamp(0.9 * fraction, 0.01, 0.9));
+  throw io::AgreedError(text, true);
 }
 
 }  // namespace apron::cloth

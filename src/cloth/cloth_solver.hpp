@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cloth/cloth_config.hpp"
+#include "decomposition/conjugate_gradient.hpp"
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/transport.hpp"
 #include "engine/stepping_workload.hpp"
@@ -82,6 +83,7 @@ class ClothSolver final : public SteppingWorkload {
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
+  [[noreturn]] void refuse_unconverged(const CgResult& cg, double first_rz) const;
   ImplicitSystem implicit_system() const;                 // at this step's dt
   void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
   template <class Fixed>
@@ -121,7 +123,8 @@ class ClothSolver final : public SteppingWorkload {
   // The implicit step's vectors over the local rows (the search direction is the store's
   // "direction", which the halo refreshes) and its counts for the run report.
   struct ImplicitWork {
-    Vectors rhs, residual, product, velocity, shifted, gradient_plus, gradient_minus;
+    Vectors rhs, residual, preconditioned, product, velocity, shifted, gradient_plus,
+        gradient_minus;
     Field<Vector3<double>> direction;
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
   } implicit_;
