@@ -337,4 +337,25 @@ Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
                           Totals{}, SumTotals{});
 }
 
+namespace {
+constexpr float kNoHeight = -__builtin_huge_valf();  // no particle near the gauge
+
+struct HeightNear {
+  const Vec4* pos;
+  const std::uint8_t* flags;
+  float x, y, radius2;
+  APRON_HD float operator()(std::size_t i) const {
+    const float dx = pos[i].x - x, dy = pos[i].y - y;
+    const bool near = is_owned(flags[i]) && dx * dx + dy * dy <= radius2;
+    return near ? pos[i].z : kNoHeight;
+  }
+};
+}  // namespace
+
+float highest_near(const DeviceVector<Vec4>& pos, const DeviceVector<std::uint8_t>& flags, float x,
+                   float y, float radius) {
+  return transform_reduce(pos.size(), HeightNear{raw(pos), raw(flags), x, y, radius * radius},
+                          kNoHeight, Maximum{});
+}
+
 }  // namespace apron::sph

@@ -172,6 +172,11 @@ Totals owned_totals(const Params& params, const DeviceVector<Vec4>& pos,
                     const DeviceVector<Vec4>& vel, const DeviceVector<std::uint8_t>& flags,
                     const Box& container);
 
+// The z of the highest owned fluid particle within `radius` of the vertical line through (x, y),
+// or -infinity where there is none (a wave gauge's reading, before the particle's half spacing).
+float highest_near(const DeviceVector<Vec4>& pos, const DeviceVector<std::uint8_t>& flags, float x,
+                   float y, float radius);
+
 // ---- Moving walls ----------------------------------------------------------------------------
 // Boundary particles of a moving solid carry its number k + 1 in pos.w (static ones 0).
 

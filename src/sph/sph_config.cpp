@@ -234,6 +234,14 @@ std::shared_ptr<const SphCase> read_sph_case(const config::CaseConfig& shared, M
   if (c->fluid_blocks.empty() && c->fluid_meshes.empty())
     root.fail("fluid", "at least one fluid block {lo, hi} or {mesh: file} is required");
   c->boundary = read_boundary(root.child("boundary"));
+  for (auto& g : root.list("gauges")) {
+    c->gauges.push_back({g.get<double>("x"), g.get<double>("y")});
+    const Box& d = shared.domain;
+    if (!(c->gauges.back().x >= d.lo[0] && c->gauges.back().x <= d.hi[0] &&
+          c->gauges.back().y >= d.lo[1] && c->gauges.back().y <= d.hi[1]))
+      g.fail("x", "the gauge (x, y) must lie over the domain");
+    g.finish();
+  }
   check_geometry(shared, *c, root);
   return c;
 }

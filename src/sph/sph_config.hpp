@@ -57,12 +57,20 @@ struct BoundaryConfig {
 // At most this many solids move in one case (their forces are summed per solid in one pass).
 inline constexpr int kMaxMovingSolids = 8;
 
+// A wave gauge: the free surface's height over the point (x, y), sampled at every diagnostics
+// row (the highest fluid particle within one spacing of the vertical through it, plus half a
+// spacing), as a resistance-type gauge in a flume measures it.
+struct Gauge {
+  double x = 0, y = 0;
+};
+
 // Everything of a `workload: sph` case beyond the shared sections.
 struct SphCase : config::WorkloadSettings {
   SphConfig sph;
   std::vector<Box> fluid_blocks;
   std::vector<MeshShape> fluid_meshes;  // closed meshes filled with fluid
   BoundaryConfig boundary;
+  std::vector<Gauge> gauges;
 };
 
 // Reads `sph`, `fluid` and `boundary` and checks them against the domain.

@@ -80,6 +80,9 @@ SteppingDeclaration sph_declaration(const SphCase& c) {
   for (int k = 0; k < c.boundary.moving_solids(); ++k)
     for (const char* axis : {"x", "y", "z"})
       d.columns.push_back({"solid" + std::to_string(k) + "_force_" + axis, 9});
+  // The free surface's height at each wave gauge [m] (the domain's floor where it is dry).
+  for (std::size_t k = 0; k < c.gauges.size(); ++k)
+    d.columns.push_back({"gauge" + std::to_string(k) + "_elevation", 9});
   d.series = {"particles"};
   d.tables = {{"particles",
                {{"position", io::Dtype::f32, 4, ValueCheck::finite},
@@ -472,7 +475,21 @@ std::vector<double> SphSolver::diagnostics_row() {
                              d.surge_front,
                              static_cast<double>(d.outside_tank)};
   row.insert(row.end(), wall_forces_.begin(), wall_forces_.end());
+  const std::vector<double> heights = gauge_heights();
+  row.insert(row.end(), heights.begin(), heights.end());
   return row;
+}
+
+// Collective: the free surface over each gauge, the highest particle near it plus half a spacing.
+std::vector<double> SphSolver::gauge_heights() const {
+  const double spacing = case_.sph.spacing;
+  std::vector<double> heights;
+  for (const Gauge& g : case_.gauges)
+    heights.push_back(highest_near(pos_, flags_, static_cast<float>(g.x), static_cast<float>(g.y),
+                                   static_cast<float>(spacing)));
+  global_max(ranks_.comm, std::span<double>(heights));
+  for (double& h : heights) h = std::isfinite(h) ? h + 0.5 * spacing : config_.domain.lo[2];
+  return heights;
 }
 
 // The force on each moving solid in this step's pressure field, summed over ranks (collective).

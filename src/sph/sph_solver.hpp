@@ -61,6 +61,7 @@ class SphSolver final : public SteppingWorkload {
   void start() override;
   double take_step() override;
   std::vector<double> diagnostics_row() override;
+  std::vector<double> gauge_heights() const;
   void write_series() override;
   void save_state(SavedState& state) const override;
   void restore(const LoadedState& state) override;
