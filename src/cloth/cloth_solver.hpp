@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cloth/cloth_config.hpp"
+#include "cloth/cloth_self_contact.hpp"
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/transport.hpp"
 #include "engine/stepping_workload.hpp"
@@ -39,6 +40,7 @@ class ClothSolver final : public SteppingWorkload {
   struct Diagnostics {
     double kinetic = 0, potential = 0, stretch = 0, bend = 0, coupling = 0, hourglass = 0;
     double max_speed = 0, max_strain = 0;  // max_strain: the largest principal strain
+    double contact = 0;                    // the self-contact's energy (0 without it)
     double elastic() const { return stretch + bend + coupling + hourglass; }
   };
   Diagnostics diagnostics();  // collective
@@ -65,6 +67,7 @@ class ClothSolver final : public SteppingWorkload {
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
+  void setup_self_contact(const HostMesh& mesh, bool at_rest);
   StepLimit largest_step() const override;
   struct Edge {
     double length;
@@ -107,6 +110,7 @@ class ClothSolver final : public SteppingWorkload {
   DeviceVector<std::uint32_t> not_finite_;  // set by the integration kernel (motion.hpp)
   DeviceVector<Collider> colliders_;
   MotionParams motion_;
+  std::unique_ptr<SheetSelfContact> self_contact_;  // with cloth.self_collision.enabled
   Edge shortest_{};
   // The implicit step's vectors over the local rows (the search direction is the store's
   // "direction", which the halo refreshes) and its counts for the run report.
