@@ -256,7 +256,7 @@ struct GatherRows {
       nearest = s.distance < nearest ? s.distance : nearest;
     }
     gradient[r] += sum;
-    bound[r] = p.bound * nearest;
+    bound[r] = nearest > p.gap ? p.bound * (nearest - p.gap) : 0.0;
   }
 };
 

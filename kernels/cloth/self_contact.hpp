@@ -8,15 +8,18 @@
 //   coordinates, so its gradient with respect to the four vertices is w_k n at the minimiser
 //   (n the unit vector between the closest points, w_k their weights): the force is exactly the
 //   negative gradient of an energy, and adds none of its own.
-// - The bound: in each step no vertex moves farther than gamma min(t, d_v), gamma < 1/2, d_v the
-//   distance from v to the nearest primitive pair it is part of. Take any non-adjacent pair at
-//   distance d > 0 at the start of a step. If d < t every corner of both primitives has d_v <= d;
-//   otherwise each moves at most gamma t <= gamma d. A point of a primitive is a fixed convex
-//   combination of its corners, so it moves at most as far as the farthest corner; along the
-//   straight path of the step the pair's distance therefore stays at least d - 2 gamma d > 0.
-//   A sheet that starts without intersections never gets one, and no continuous collision
-//   detection is needed. The clamp scales the step's displacement and velocity of a vertex by the
-//   same factor below 1, so it only removes kinetic energy.
+// - The bound: in each step no vertex moves farther than gamma (min(t, d_v) - delta), gamma < 1/2,
+//   d_v the distance of the nearest pair v is part of, delta < t the gap no pair may close
+//   (0: none but zero). Take any non-adjacent pair at distance d >= delta at the start of a step.
+//   If d < t every corner of both primitives has d_v <= d, so moves at most gamma (d - delta);
+//   otherwise each moves at most gamma (t - delta) <= gamma (d - delta). A point of a primitive
+//   is a fixed convex combination of its corners, so it moves at most as far as the farthest
+//   corner; along the straight path of the step the pair's distance therefore stays at least
+//   d - 2 gamma (d - delta) = delta + (1 - 2 gamma)(d - delta) >= delta. A sheet that starts with
+//   its non-adjacent parts delta apart never comes closer than that, nor intersects, and no
+//   continuous collision detection is needed. The clamp scales the step's displacement and
+//   velocity of a vertex by the same factor below 1, so it only removes kinetic energy. The
+//   repulsion does the work; the clamp is the guarantee when it is not enough (a fast impact).
 // - The broad phase: a Verlet list. Every pair within R = t + skin is listed (a uniform grid of
 //   the primitives' bounding boxes, built by one sort through the common cell list); the list
 //   stays valid (holds every pair closer than t) until some vertex has moved skin / 2 since the
@@ -157,6 +160,7 @@ struct SelfContactParams {
   double skin = 0;       // the list holds pairs within t + skin
   double stiffness = 0;  // k [N/m] of k/2 (t - d)^2
   double bound = 0.4;    // gamma < 1/2 of the displacement bound
+  double gap = 0;        // delta < t: no pair comes closer
 };
 
 // One rank's self-contact: the pairs that touch one of its vertices (`row_of`: the local row of
@@ -174,7 +178,7 @@ class SelfContact {
   bool stale(const DeviceVector<Point>& x, const SelfContactParams& p) const;
 
   // Each pair's closest points at x, then per local row: gradient[row] += d(contact energy)/dx,
-  // bound[row] = gamma min(t, nearest pair's distance).
+  // bound[row] = gamma (min(t, nearest pair's distance) - delta), at least 0.
   void forces(const DeviceVector<Point>& x, const SelfContactParams& p,
               DeviceVector<Point>& gradient, DeviceVector<double>& bound);
   // Per local row, its share of the pairs' energies (a quarter of each pair's) at x.

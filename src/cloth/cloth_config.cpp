@@ -115,6 +115,7 @@ SelfCollisionConfig read_self_collision(MapReader& cloth, const ClothCase& c) {
   s.skin = r.in_range("skin", 0, 1e3, s.skin);
   s.stiffness = r.in_range("stiffness", 1e-4, 0.5, s.stiffness);
   s.bound = r.in_range("bound", 0.01, 0.49, s.bound);
+  s.hard_gap = r.in_range("hard_gap", 0, 0.9, s.hard_gap);
   r.finish();
   if (!s.enabled) return s;
   if (!(c.thickness > 0))

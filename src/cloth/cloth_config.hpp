@@ -55,13 +55,15 @@ struct IntegratorConfig {
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than
 // cloth.thickness repel with k/2 (t - d)^2, k = stiffness x the mean vertex mass / dt^2 (so that
 // the contact's frequency stays well inside the explicit step's limit), and no vertex moves more
-// than `bound` x its distance to the nearest primitive in a step. The pair list holds pairs
+// than `bound` x (its distance to the nearest primitive - the hard gap) in a step, so that no two
+// non-adjacent parts ever come closer than hard_gap x thickness. The pair list holds pairs
 // within thickness + skin and is rebuilt when a vertex has moved skin / 2.
 struct SelfCollisionConfig {
   bool enabled = false;
   double skin = 0;  // [m]; 0: cloth.thickness
   double stiffness = 0.05;
   double bound = 0.4;
+  double hard_gap = 0.5;  // relative to the thickness
 };
 
 struct ClothCase : config::WorkloadSettings {

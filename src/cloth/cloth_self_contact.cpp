@@ -31,12 +31,14 @@ double mean_vertex_mass(const HostMesh& sheet, double density) {
 void SheetSelfContact::setup(const Setup& s, const DeviceVector<Point>& position) {
   MPI_Comm_size(comm_, &ranks_);
   const HostMesh& sheet = *s.sheet;
+  file_index_ = s.file_index;
   refuse_unresolved(sheet, s.file);
   const SelfCollisionConfig& c = case_.self_collision;
   params_.thickness = case_.thickness;
   params_.skin = c.skin > 0 ? c.skin : case_.thickness;
   params_.stiffness = c.stiffness * mean_vertex_mass(sheet, s.density) / (s.dt * s.dt);
   params_.bound = c.bound;
+  params_.gap = c.hard_gap * case_.thickness;
   sheet_ = sheet_primitives(sheet);
 
   owned_ = s.owned_ids.size();
@@ -92,14 +94,19 @@ void SheetSelfContact::refuse_touching_at_rest(const std::string& file) const {
   ContactPair pair{};
   const double nearest = whole.closest(all_, pair);
   if (nearest < 0 || nearest >= case_.thickness) return;
-  char text[400];
+  std::uint32_t v[4];
+  for (int k = 0; k < 4; ++k)
+    v[k] = file_index_.empty() ? pair.vertex[k] : file_index_[pair.vertex[k]];
+  char what[160], text[480];
+  if (pair.edge_edge)
+    std::snprintf(what, sizeof what, "the edges (%u, %u) and (%u, %u)", v[0], v[1], v[2], v[3]);
+  else
+    std::snprintf(what, sizeof what, "vertex %u and triangle (%u, %u, %u)", v[0], v[1], v[2], v[3]);
   std::snprintf(text, sizeof text,
                 ": key 'cloth.thickness' (%.3g m) is larger than the gap between non-adjacent "
-                "parts of the sheet at rest: %s %u, %u and %s%u, %u (the sheet's numbering) are "
-                "%.3g m apart; use a thickness below that, or coarser cells",
-                case_.thickness, pair.edge_edge ? "the edges" : "vertex", pair.vertex[0],
-                pair.vertex[1], pair.edge_edge ? "" : "triangle ", pair.vertex[2], pair.vertex[3],
-                nearest);
+                "parts of the sheet at rest: %s are %.3g m apart; use a thickness below that, or "
+                "coarser cells",
+                case_.thickness, what, nearest);
   throw config::ConfigError(file + text);
 }
 

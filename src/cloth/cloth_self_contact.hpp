@@ -25,8 +25,9 @@ class SheetSelfContact {
     const HostMesh* sheet;
     std::vector<std::int64_t> owned_ids;  // the sheet's vertex of each owned row
     double dt, density;
-    bool at_rest;      // refuse pairs already closer than the thickness
-    std::string file;  // the case, for messages
+    bool at_rest;                           // refuse pairs already closer than the thickness
+    std::string file;                       // the case, for messages
+    std::vector<std::uint32_t> file_index;  // a mesh file's vertex of each sheet vertex, or empty
   };
   SheetSelfContact(const ClothCase& c, MPI_Comm comm) : case_(c), comm_(comm) {}
 
@@ -65,6 +66,7 @@ class SheetSelfContact {
   std::vector<std::int64_t> gathered_ids_;
   std::vector<double> send_, receive_;
   std::vector<Point> all_host_;
+  std::vector<std::uint32_t> file_index_;
   long long clamped_ = 0;
   std::size_t most_pairs_ = 0;
 };

@@ -395,7 +395,7 @@ void ClothSolver::setup_self_contact(const HostMesh& mesh, bool at_rest) {
   self_contact_ = std::make_unique<SheetSelfContact>(case_, ranks_.comm);
   const auto& ids = halo_.global_ids();
   self_contact_->setup({&mesh, std::vector<std::int64_t>(ids.begin(), ids.begin() + owned_), dt_,
-                        case_.material.density, at_rest, config_.file},
+                        case_.material.density, at_rest, config_.file, file_index_},
                        *position_);
 }
 

@@ -9,7 +9,10 @@ usage: self_fold.py SCENARIO --apron EXE --case CASE.yaml --work DIR [--mpiexec 
            edge-edge pair is at least 0.9 x cloth.thickness apart, the layers do meet (pairs within
            1.5 x the thickness), and the total energy (diagnostics.csv, the contact's included)
            never rises by more than 1% of its start from one output to the next. Then the control:
-           the same case with self-collision off does intersect (so the checks can fail).
+           the same case with self-collision off does intersect (so the checks can fail). And the
+           guarantee alone: with a repulsion 500x too soft to stop the halves, the displacement
+           bound still keeps every pair at least cloth.self_collision.hard_gap x the thickness
+           apart, without an intersection.
   ranks    the sheet at 12 x 6 cells on 1, 2 and 4 ranks, into its first contacts: the same
            positions and velocities bit for bit (the checkpoints' float64); and a run checkpointed
            on 4 ranks while in contact and continued on 1 and on 2 ends on the same bits.
@@ -209,6 +212,19 @@ def scenario_fold(args, work):
     most = max(len(intersecting_triangle_pairs(x, t, sheet_edges(t))) for _, x, t in outputs(off))
     print(f"      without self-collision: up to {most} intersecting triangle pairs at an output")
     check(most > 0, "the control without self-collision intersects itself")
+
+    soft = run(args, 2, f"{work}/soft", "--set", "cloth.self_collision.stiffness=1e-4")
+    with open(f"{soft}/run_report.json") as f:
+        clamped = json.load(f)["cloth"]["self_collision"]["clamped_vertex_steps"]
+    most, closest = 0, thickness
+    for _, x, triangles in outputs(soft):
+        edges = sheet_edges(triangles)
+        most = max(most, len(intersecting_triangle_pairs(x, triangles, edges)))
+        closest = min(closest, closest_non_adjacent(x, triangles, edges, thickness)[0])
+    print(f"      repulsion 500x softer: {clamped} vertex-steps clamped, up to {most} intersecting "
+          f"pairs, closest non-adjacent pair {closest / thickness:.3f} x thickness")
+    check(clamped > 0 and most == 0 and closest >= 0.5 * thickness * (1 - 1e-4),
+          "the bound alone keeps the soft sheet's parts hard_gap (0.5) x thickness apart")
 
 
 def final_state(out_dir):

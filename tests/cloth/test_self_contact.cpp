@@ -149,6 +149,7 @@ SelfContactParams params() {
   p.skin = kThickness;
   p.stiffness = 100;
   p.bound = 0.4;
+  p.gap = 0.2 * kThickness;
   return p;
 }
 
@@ -219,7 +220,7 @@ TEST(SelfContact, BoundIsTheNearestPrimitiveDistance) {
   double worst = 0;
   std::size_t touching = 0;
   for (std::size_t v = 0; v < x.size(); ++v) {
-    worst = std::max(worst, std::fabs(bounds[v] / p.bound - nearest[v]));
+    worst = std::max(worst, std::fabs(bounds[v] / p.bound + p.gap - std::max(nearest[v], p.gap)));
     touching += nearest[v] < p.thickness;
   }
   std::printf(
@@ -304,8 +305,9 @@ TEST(SelfContact, OneRanksRowsMatchTheWholeSheetBitForBit) {
   EXPECT_EQ(differ, 0u);
 }
 
-// Any displacement clamped to the bounds keeps every non-adjacent pair apart along the whole
-// straight path of the step (checked at 21 points of it), however large the displacement asked.
+// Any displacement clamped to the bounds keeps every non-adjacent pair the gap apart along the
+// whole straight path of the step (checked at 21 points of it), however large the displacement
+// asked: at least delta + (1 - 2 gamma)(d - delta) for a pair d apart (d capped at t).
 TEST(SelfContact, ClampedStepsNeverIntersect) {
   const HostMesh mesh = folded_sheet(0.02);
   const std::vector<P> start = points(mesh);
@@ -323,7 +325,9 @@ TEST(SelfContact, ClampedStepsNeverIntersect) {
   std::mt19937_64 random(5);
   std::normal_distribution<double> normal(0, 0.05);
   std::vector<P> moved = start;
-  for (P& q : moved) q += P{normal(random), normal(random), normal(random)};
+  // The two layers driven through each other (0.1 m each, twice the thickness), and shaken.
+  for (P& q : moved)
+    q += P{normal(random), normal(random), (q.z > 0.02 ? -0.1 : 0.1) + normal(random)};
   DeviceVector<P> x, v(start.size(), P{1, 0, 0});
   to_device(moved, x);
   std::vector<std::uint32_t> ids = all_rows(start.size());
@@ -335,25 +339,31 @@ TEST(SelfContact, ClampedStepsNeverIntersect) {
   EXPECT_GT(clamped, start.size() / 2);
   for (std::size_t i = 0; i < start.size(); ++i) EXPECT_LE(norm(velocity[i]), 1.0);
 
-  const double before = [&] {
-    double d = 1e300;
-    for (const auto& [key, distance] : all_pairs(mesh, start, p.thickness))
-      d = std::min(d, distance);
-    return d;
-  }();
-  double closest = 1e300;
+  // Per pair: its distance d0 at the start (the thickness when farther) sets the least it may
+  // come to, delta + (1 - 2 gamma)(d0 - delta).
+  const std::map<PairKey, double> initial = all_pairs(mesh, start, p.thickness);
+  const auto least = [&](const PairKey& key) {
+    const auto found = initial.find(key);
+    const double d0 = found == initial.end() ? p.thickness : found->second;
+    return p.gap + (1 - 2 * p.bound) * (d0 - p.gap);
+  };
+  double closest = 1e300, tightest = 1e300;  // tightest: distance / its least, over the step
   for (int k = 0; k <= 20; ++k) {
     std::vector<P> at(start.size());
     for (std::size_t i = 0; i < start.size(); ++i)
       at[i] = start[i] + (k / 20.0) * (end[i] - start[i]);
-    for (const auto& [key, distance] : all_pairs(mesh, at, p.thickness))
+    for (const auto& [key, distance] : all_pairs(mesh, at, p.thickness)) {
       closest = std::min(closest, distance);
+      tightest = std::min(tightest, distance / least(key));
+    }
   }
   std::printf(
-      "      %zu of %zu vertices clamped; closest pair %.4g m before, %.4g m along the "
-      "step (at least %.4g m by the bound)\n",
-      clamped, start.size(), before, closest, (1 - 2 * p.bound) * before);
-  EXPECT_GE(closest, (1 - 2 * p.bound) * std::min(before, p.thickness) * (1 - 1e-9));
+      "      %zu of %zu vertices clamped; closest pair %.4g m along the step (the gap "
+      "%.4g m); smallest distance / its guaranteed least %.4f\n",
+      clamped, start.size(), closest, p.gap, tightest);
+  EXPECT_GE(tightest, 1 - 1e-9);
+  EXPECT_LT(tightest, 1.5);  // the layers were driven up to their bound
+  EXPECT_GT(closest, p.gap);
 }
 
 }  // namespace
