@@ -155,7 +155,7 @@ SelfContactParams params() {
 
 // ---- the tests ----------------------------------------------------------------------------------
 
-TEST(SelfContact, ListsTheBruteForcePairsWithTheirDistances) {
+TEST(ClothSelfContact, ListsTheBruteForcePairsWithTheirDistances) {
   const HostMesh mesh = folded_sheet(0.06);
   const std::vector<P> x = points(mesh);
   DeviceVector<P> positions;
@@ -200,7 +200,7 @@ TEST(SelfContact, ListsTheBruteForcePairsWithTheirDistances) {
   EXPECT_LT(worst, 1e-13);
 }
 
-TEST(SelfContact, BoundIsTheNearestPrimitiveDistance) {
+TEST(ClothSelfContact, BoundIsTheNearestPrimitiveDistance) {
   const HostMesh mesh = folded_sheet(0.03);
   const std::vector<P> x = points(mesh);
   DeviceVector<P> positions;
@@ -232,7 +232,7 @@ TEST(SelfContact, BoundIsTheNearestPrimitiveDistance) {
 }
 
 // The force is the negative gradient of the energy the diagnostics sum: central differences.
-TEST(SelfContact, ForceIsTheEnergysGradient) {
+TEST(ClothSelfContact, ForceIsTheEnergysGradient) {
   const HostMesh mesh = folded_sheet(0.03);
   std::vector<P> x = points(mesh);
   const SheetPrimitives sheet = sheet_primitives(mesh);
@@ -273,7 +273,7 @@ TEST(SelfContact, ForceIsTheEnergysGradient) {
 }
 
 // One rank's rows (the vertices with x < -0.5) get the same bits as the whole sheet's.
-TEST(SelfContact, OneRanksRowsMatchTheWholeSheetBitForBit) {
+TEST(ClothSelfContact, OneRanksRowsMatchTheWholeSheetBitForBit) {
   const HostMesh mesh = folded_sheet(0.03);
   const std::vector<P> x = points(mesh);
   DeviceVector<P> positions;
@@ -308,7 +308,7 @@ TEST(SelfContact, OneRanksRowsMatchTheWholeSheetBitForBit) {
 // Any displacement clamped to the bounds keeps every non-adjacent pair the gap apart along the
 // whole straight path of the step (checked at 21 points of it), however large the displacement
 // asked: at least delta + (1 - 2 gamma)(d - delta) for a pair d apart (d capped at t).
-TEST(SelfContact, ClampedStepsNeverIntersect) {
+TEST(ClothSelfContact, ClampedStepsNeverIntersect) {
   const HostMesh mesh = folded_sheet(0.02);
   const std::vector<P> start = points(mesh);
   DeviceVector<P> x0;
