@@ -110,6 +110,29 @@ IntegratorConfig read_integrator(MapReader& cloth) {
   return c;
 }
 
+// Needs the thickness (the distance the sheet keeps from itself) and the explicit integrator
+// (its contact forces and bound are taken per explicit step).
+SelfCollisionConfig read_self_collision(MapReader& cloth, const ClothCase& c) {
+  SelfCollisionConfig s;
+  MapReader r = cloth.child("self_collision");
+  s.enabled = r.get<bool>("enabled", false);
+  s.skin = r.in_range("skin", 0, 1e3, s.skin);
+  s.stiffness = r.in_range("stiffness", 1e-4, 0.5, s.stiffness);
+  s.bound = r.in_range("bound", 0.01, 0.49, s.bound);
+  s.hard_gap = r.in_range("hard_gap", 0, 0.9, s.hard_gap);
+  r.finish();
+  if (!s.enabled) return s;
+  if (!(c.thickness > 0))
+    cloth.fail("thickness",
+               "must be above 0 with cloth.self_collision.enabled: it is the distance the sheet "
+               "keeps from itself (e.g. a third of the sheet's edge length)");
+  if (c.integrator.implicit)
+    cloth.fail("integrator",
+               "must be explicit with cloth.self_collision.enabled (self-contact is taken per "
+               "explicit step)");
+  return s;
+}
+
 }  // namespace
 
 std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapReader& root) {
@@ -128,6 +151,7 @@ std::shared_ptr<const ClothCase> read_cloth_case(const config::CaseConfig&, MapR
   for (auto& collider : cloth.list("colliders"))
     c->colliders.push_back(read_collider(collider, c->friction));
   c->thickness = cloth.in_range("thickness", 0, 1e3, c->thickness);
+  c->self_collision = read_self_collision(cloth, *c);
   c->precision =
       cloth.choice("precision", {"mixed", "float64"}, c->integrator.implicit ? "float64" : "mixed");
   if (c->integrator.implicit && c->precision == "mixed")

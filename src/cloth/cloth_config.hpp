@@ -59,6 +59,20 @@ struct IntegratorConfig {
   long max_iterations = 100;
 };
 
+// The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than
+// cloth.thickness repel with k/2 (t - d)^2, k = stiffness x the mean vertex mass / dt^2 (so that
+// the contact's frequency stays well inside the explicit step's limit), and no vertex moves more
+// than `bound` x (its distance to the nearest primitive - the hard gap) in a step, so that no two
+// non-adjacent parts ever come closer than hard_gap x thickness. The pair list holds pairs
+// within thickness + skin and is rebuilt when a vertex has moved skin / 2.
+struct SelfCollisionConfig {
+  bool enabled = false;
+  double skin = 0;  // [m]; 0: cloth.thickness
+  double stiffness = 0.05;
+  double bound = 0.4;
+  double hard_gap = 0.5;  // relative to the thickness
+};
+
 struct ClothCase : config::WorkloadSettings {
   SheetConfig sheet;
   MaterialConfig material;
@@ -69,6 +83,7 @@ struct ClothCase : config::WorkloadSettings {
   std::vector<ColliderConfig> colliders;
   double friction = 0.3;  // Coulomb coefficient at colliders that set none
   double thickness = 0;   // contact offset from collider surfaces [m]
+  SelfCollisionConfig self_collision;
   // The internal forces' arithmetic past the strains (energy.hpp's GradientPrecision): "mixed"
   // (float32 where relative accuracy is enough, 1.6x faster on a GPU; the explicit default) or
   // "float64" (the implicit integrator's only choice).

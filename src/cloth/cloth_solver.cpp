@@ -76,7 +76,7 @@ SteppingDeclaration cloth_declaration() {
   d.description = {"vertex", "cloth.xmf opens in ParaView; diagnostics.csv; run_report.json"};
   d.columns = {{"kinetic", 12},   {"potential", 12}, {"elastic", 12}, {"total", 12},
                {"max_speed", 6},  {"stretch", 12},   {"bend", 12},    {"coupling", 12},
-               {"hourglass", 12}, {"max_strain", 6}};
+               {"hourglass", 12}, {"max_strain", 6}, {"contact", 12}};
   d.series = {"cloth"};
   d.tables = {{"vertices",
                {{"position", io::Dtype::f64, 3, ValueCheck::finite},
@@ -146,6 +146,7 @@ void ClothSolver::build(bool at_rest) {
   build_local_mesh(mesh, rings);
   build_output_triangles(mesh);
   choose_dt(mesh);
+  setup_self_contact(mesh, at_rest);
   Log::info(
       "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
       "ghosts)",
@@ -444,12 +445,25 @@ void ClothSolver::refuse_start_inside_colliders(const HostMesh& mesh) const {
   }
 }
 
+void ClothSolver::setup_self_contact(const HostMesh& mesh, bool at_rest) {
+  if (!case_.self_collision.enabled) return;
+  self_contact_ = std::make_unique<SheetSelfContact>(case_, ranks_.comm);
+  const auto& ids = halo_.global_ids();
+  self_contact_->setup({&mesh, std::vector<std::int64_t>(ids.begin(), ids.begin() + owned_), dt_,
+                        case_.material.density, at_rest, config_.file, file_index_},
+                       *position_);
+}
+
 double ClothSolver::take_step() {
   motion_.dt = std::min(dt_, config_.time.end - clock_.time);
   motion_.step = static_cast<std::uint64_t>(clock_.step + 1);
   {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
+  }
+  if (self_contact_) {
+    auto t = timers_.scope("self contact");
+    self_contact_->add_gradient(gradient_);
   }
   if (case_.integrator.implicit) {
     auto t = timers_.scope("implicit solve");
@@ -464,10 +478,18 @@ double ClothSolver::take_step() {
     auto t = timers_.scope("mesh colliders");
     collide_with_meshes(clock_.time, motion_.dt);
   }
+  if (self_contact_) {  // last of the motion: no vertex passes its bound
+    auto t = timers_.scope("self contact");
+    self_contact_->clamp(*position_, *velocity_);
+  }
   {
     auto t = timers_.scope("halo");
     const FieldRef fields[] = {position_, velocity_};
     halo_.gather(store_, fields);
+  }
+  if (self_contact_) {
+    auto t = timers_.scope("contact gather");
+    self_contact_->refresh(*position_);
   }
   return motion_.dt;
 }
@@ -498,14 +520,15 @@ ClothSolver::Diagnostics ClothSolver::diagnostics() {
   d.stretch = totals[2], d.bend = totals[3], d.coupling = totals[4], d.hourglass = totals[5];
   d.max_speed = global_max(ranks_.comm, extremes[0]);
   d.max_strain = global_max(ranks_.comm, extremes[1]);
+  if (self_contact_) d.contact = global_sum(ranks_.comm, self_contact_->energy());
   return d;
 }
 
 std::vector<double> ClothSolver::diagnostics_row() {
   const Diagnostics d = diagnostics();
-  return {d.kinetic,   d.potential, d.elastic(), d.kinetic + d.potential + d.elastic(),
-          d.max_speed, d.stretch,   d.bend,      d.coupling,
-          d.hourglass, d.max_strain};
+  const double total = d.kinetic + d.potential + d.elastic() + d.contact;
+  return {d.kinetic, d.potential, d.elastic(), total,        d.max_speed, d.stretch,
+          d.bend,    d.coupling,  d.hourglass, d.max_strain, d.contact};
 }
 
 std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
@@ -574,7 +597,7 @@ std::size_t ClothSolver::device_bytes() const {
          store_.device_bytes() + bytes_of(gradient_, mass_, measures_, scratch_, pinned_) +
          bytes_of(implicit_.rhs, implicit_.residual, implicit_.product, implicit_.velocity,
                   implicit_.shifted, implicit_.gradient_plus, implicit_.gradient_minus) +
-         halo_.halo_plan().device_bytes();
+         halo_.halo_plan().device_bytes() + (self_contact_ ? self_contact_->device_bytes() : 0);
 }
 
 void ClothSolver::report_fields(Json& json) const {
@@ -594,6 +617,7 @@ void ClothSolver::report_fields(Json& json) const {
     json.value("cg_iterations_most", static_cast<long long>(implicit_.most_iterations));
     json.value("cg_negative_curvature_stops", static_cast<long long>(implicit_.curvature_stops));
   }
+  if (self_contact_) self_contact_->report(json);
 }
 
 void ClothSolver::save_state(SavedState& state) const {
@@ -640,6 +664,7 @@ void ClothSolver::restore(const LoadedState& state) {
   }
   apron::copy(position.begin(), position.end(), position_->begin());
   apron::copy(velocity.begin(), velocity.end(), velocity_->begin());
+  if (self_contact_) self_contact_->refresh(*position_);
 }
 
 // Collective: the rows every rank read, as the whole sheet's state by vertex index. Every index

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cloth/cloth_config.hpp"
+#include "cloth/cloth_self_contact.hpp"
 #include "decomposition/conjugate_gradient.hpp"
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/transport.hpp"
@@ -41,6 +42,7 @@ class ClothSolver final : public SteppingWorkload {
   struct Diagnostics {
     double kinetic = 0, potential = 0, stretch = 0, bend = 0, coupling = 0, hourglass = 0;
     double max_speed = 0, max_strain = 0;  // max_strain: the largest principal strain
+    double contact = 0;                    // the self-contact's energy (0 without it)
     double elastic() const { return stretch + bend + coupling + hourglass; }
   };
   Diagnostics diagnostics();  // collective
@@ -67,6 +69,7 @@ class ClothSolver final : public SteppingWorkload {
   void build_local_mesh(const HostMesh& mesh, const Rings& rings);
   void build_output_triangles(const HostMesh& mesh);
   void choose_dt(const HostMesh& mesh);
+  void setup_self_contact(const HostMesh& mesh, bool at_rest);
   StepLimit largest_step() const override;
   long first_unfinite_step() const override;
   struct Edge {
@@ -119,6 +122,7 @@ class ClothSolver final : public SteppingWorkload {
   };
   std::vector<std::unique_ptr<MeshCollider>> mesh_colliders_;
   MotionParams motion_;
+  std::unique_ptr<SheetSelfContact> self_contact_;  // with cloth.self_collision.enabled
   Edge shortest_{};
   // The implicit step's vectors over the local rows (the search direction is the store's
   // "direction", which the halo refreshes) and its counts for the run report.

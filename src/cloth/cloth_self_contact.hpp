@@ -1,0 +1,74 @@
+// The cloth's self-contact across ranks (kernels/cloth/self_contact.hpp does the geometry). A
+// pair may join vertices of any ranks, so every rank holds the positions of the whole sheet,
+// refreshed after each step by one all-gather of the owned rows (24 bytes per vertex of the
+// sheet, to every rank: simple and exact; a halo of the vertices within reach of a rank's box
+// would send only those). Each rank lists only the pairs that touch its own vertices and sums
+// their forces in the list's key order, so its vertices move as on one rank, bit for bit.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cloth/cloth_config.hpp"
+#include "kernels/cloth/self_contact.hpp"
+#include "runtime/json.hpp"
+
+namespace apron::cloth {
+
+class SheetSelfContact {
+ public:
+  struct Setup {
+    const HostMesh* sheet;
+    std::vector<std::int64_t> owned_ids;  // the sheet's vertex of each owned row
+    double dt, density;
+    bool at_rest;                           // refuse pairs already closer than the thickness
+    std::string file;                       // the case, for messages
+    std::vector<std::uint32_t> file_index;  // a mesh file's vertex of each sheet vertex, or empty
+  };
+  SheetSelfContact(const ClothCase& c, MPI_Comm comm) : case_(c), comm_(comm) {}
+
+  // Collective. The primitives, this rank's rows, the stiffness; the positions from `position`.
+  void setup(const Setup& s, const DeviceVector<Point>& position);
+  // Collective: the whole sheet's positions from every rank's owned rows.
+  void refresh(const DeviceVector<Point>& position);
+  // Adds the contact forces' gradient to the owned rows and fixes this step's bounds (the pair
+  // list is rebuilt first when it no longer holds every pair within the thickness).
+  void add_gradient(DeviceVector<Point>& gradient);
+  // After the step's motion, before the halo: each owned vertex's displacement since the start
+  // of the step (the positions refresh() last took) within its bound.
+  void clamp(DeviceVector<Point>& position, DeviceVector<Point>& velocity);
+  // This rank's share of the contact energy at the refreshed positions.
+  double energy();
+  void report(Json& json) const;  // collective
+  std::size_t device_bytes() const;
+
+ private:
+  void refuse_unresolved(const HostMesh& sheet, const std::string& file) const;
+  void refuse_touching_at_rest(const std::string& file) const;
+  void rebuild_if_stale();
+
+  const ClothCase& case_;
+  MPI_Comm comm_;
+  int ranks_ = 1;
+  SelfContactParams params_;
+  SheetPrimitives sheet_;
+  SelfContact contact_;
+  std::size_t owned_ = 0;
+  DeviceVector<Point> all_;  // the whole sheet, by vertex
+  DeviceVector<std::uint32_t> owned_ids_;
+  DeviceVector<double> bound_, energy_;
+  // The all-gather: each rank's row count and the sheet's vertex of every row, in rank order.
+  std::vector<int> counts_, displacements_;
+  std::vector<std::int64_t> gathered_ids_;
+  std::vector<double> send_, receive_;
+  std::vector<Point> all_host_;
+  std::vector<std::uint32_t> file_index_;
+  long long clamped_ = 0;
+  std::size_t most_pairs_ = 0;
+};
+
+}  // namespace apron::cloth
