@@ -254,13 +254,13 @@ BENCHMARKS = {
         cloth("cloth-1M-on-sphere", "1M vertices touching the analytic sphere", sets=ON_SPHERE),
         cloth("cloth-1M-on-mesh-sphere", "1M vertices touching the sphere as a 5120-triangle mesh",
               sets=ON_SPHERE + MESH_SPHERE),
-        # Self-collision: the thickness below the 1 mm cells (non-adjacent parts of the sheet must
-        # start farther apart than it); 0.6 mm above the analytic sphere.
-        cloth("cloth-1M-self", "1M vertices, self-collision on (thickness 0.5 mm)",
-              sets=["cloth.self_collision.enabled=true", "cloth.thickness=5e-4"]),
+        # Self-collision: the thickness below the gap of the jittered 1 mm cells (non-adjacent parts
+        # of the sheet start 0.32 mm apart at least); 0.1 mm above the analytic sphere's offset.
+        cloth("cloth-1M-self", "1M vertices, self-collision on (thickness 0.2 mm)",
+              sets=["cloth.self_collision.enabled=true", "cloth.thickness=2e-4"]),
         cloth("cloth-1M-self-on-sphere", "1M vertices touching the sphere, self-collision on",
-              sets=["cloth.self_collision.enabled=true", "cloth.thickness=5e-4",
-                    "cloth.grid.centre=[0, 0, 0.4506]"]),
+              sets=["cloth.self_collision.enabled=true", "cloth.thickness=2e-4",
+                    "cloth.grid.centre=[0, 0, 0.4503]"]),
         cloth("cloth-1M-explicit-200us", "1M vertices to t = 0.2 ms, explicit (cfl 0.5)",
               sets=TO_200US, metric=CLOTH_LOOP),
         cloth("cloth-1M-implicit-10us", "1M vertices to t = 0.2 ms, implicit, dt 10 us",
