@@ -6,7 +6,8 @@
 #
 # Each library, in this order:
 # 1. a user's installed copy (find_package): LASzip through cmake/FindLASzip.cmake (LASzip installs
-#    no CMake package), libE57Format through its own E57FormatConfig.cmake. Pass
+#    no CMake package), libE57Format through its own E57FormatConfig.cmake (an installed LASzip
+#    3.5.0 lacks cmake/patches' fixes: forged files can crash it). Pass
 #    -DCMAKE_DISABLE_FIND_PACKAGE_LASzip=ON (or _E57Format) to build the pinned release instead;
 # 2. the pinned release source, from the local tarball (APRON_LASZIP_TARBALL /
 #    APRON_E57_TARBALL; default: ../shared/vendor next to the checkout) or its release URL, its
@@ -45,8 +46,10 @@ foreach(_lib LASZIP E57)
     "Local ${_file} to build instead of downloading it (empty: download)")
 endforeach()
 
-# _apron_fetch_source(NAME PREFIX): extracts the pinned source of NAME (its tarball checked
-# against APRON_<PREFIX>_SHA256) and sets <name>_SOURCE_DIR in the caller.
+# _apron_fetch_source(NAME PREFIX [PATCH]): extracts the pinned source of NAME (its tarball
+# checked against APRON_<PREFIX>_SHA256), applies cmake/patches/PATCH if given, and sets
+# <name>_SOURCE_DIR in the caller.
+set(_apron_lidar_cmake_dir "${CMAKE_CURRENT_LIST_DIR}")
 function(_apron_fetch_source name prefix)
   set(tarball "${APRON_${prefix}_TARBALL}")
   if(tarball)
@@ -64,8 +67,14 @@ function(_apron_fetch_source name prefix)
     set(url "${APRON_${prefix}_URL}")
   endif()
   message(STATUS "apron: building ${name} ${APRON_${prefix}_VERSION} from ${url}")
+  set(patch "")
+  if(ARGC GREATER 2)
+    set(patch PATCH_COMMAND "${CMAKE_COMMAND}"
+      -DPATCH_FILE=${_apron_lidar_cmake_dir}/patches/${ARGV2}
+      -P "${_apron_lidar_cmake_dir}/apply-patch.cmake")
+  endif()
   FetchContent_Declare(${name} URL "${url}" URL_HASH SHA256=${APRON_${prefix}_SHA256}
-                       DOWNLOAD_EXTRACT_TIMESTAMP FALSE)
+                       DOWNLOAD_EXTRACT_TIMESTAMP FALSE ${patch})
   # Populate only: the library is defined below from its sources, not by the project's CMake.
   FetchContent_GetProperties(${name})
   string(TOLOWER ${name} lname)
@@ -90,7 +99,8 @@ function(_apron_laszip out)
     set(${out} LASzip::LASzip PARENT_SCOPE)
     return()
   endif()
-  _apron_fetch_source(LASzip LASZIP)
+  # The patch: forged VLRs and layer sizes crashed LASzip or sized huge allocations (fuzzing).
+  _apron_fetch_source(LASzip LASZIP laszip-${APRON_LASZIP_VERSION}-forged-files.patch)
   set(src "${laszip_SOURCE_DIR}/src")
   # The library's own source list (src/CMakeLists.txt), without its dlopen wrapper (dll/).
   _apron_vendored_library(apron_laszip

@@ -29,8 +29,13 @@ namespace fs = std::filesystem;
 
 #ifdef APRON_HAVE_LASZIP
 
+// LASzip frees nothing while a reader is open (laszip_clean refuses): close it first, also when
+// opening failed half-way (closing a reader never opened is a harmless error).
 struct LaszipDeleter {
-  void operator()(void* p) const { laszip_destroy(p); }
+  void operator()(void* p) const {
+    laszip_close_reader(p);
+    laszip_destroy(p);
+  }
 };
 
 std::uint64_t read_le(std::ifstream& in, std::uint64_t at, int bytes) {
@@ -136,7 +141,6 @@ PointCloud read_laz(const fs::path& file, std::size_t available_bytes) {
     if (!las_point_ok(p, h)) check_las_point(file, position(in, file_bytes), i, p, h);
     cloud.points.push_back({p[0], p[1], p[2]});
   }
-  laszip_close_reader(raw);
   return cloud;
 }
 
