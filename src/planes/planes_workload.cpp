@@ -14,6 +14,7 @@
 #include "io/atomic_file.hpp"
 #include "io/point_cloud_reader.hpp"
 #include "io/series_output.hpp"
+#include "planes/split_cost.hpp"
 #include "runtime/json.hpp"
 
 namespace apron::planes {
@@ -32,6 +33,12 @@ double aligned_offset(const std::array<double, 3>& na, const std::array<double, 
 }
 
 void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
+  j.begin_array(key);
+  for (double x : v) j.value("", x);
+  j.end_array();
+}
+
+void write_array(Json& j, const std::string& key, const std::vector<double>& v) {
   j.begin_array(key);
   for (double x : v) j.value("", x);
   j.end_array();
@@ -162,13 +169,43 @@ void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
   }
 }
 
+namespace {
+
+// The face of the cut grid (cells [0, faces) along the axis) where the cost on the low side
+// comes nearest to `share` of the total; `fallback` when no face lies between the points.
+template <class CellOf>
+double cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost* cost, CellOf cell_of,
+                double share, double fallback) {
+  std::vector<double> per_cell;
+  double lowest = 1e300, total = 0;
+  for (std::uint32_t i : pts) {
+    const double c = cell_of(i);
+    lowest = std::min(lowest, c);
+    const auto at = static_cast<std::size_t>(c);
+    if (at >= per_cell.size()) per_cell.resize(at + 1, 0.0);
+    per_cell[at] += cost->of(i);
+    total += cost->of(i);
+  }
+  double best = fallback, best_gap = 1e300, below = 0;
+  for (std::size_t face = static_cast<std::size_t>(lowest) + 1; face < per_cell.size(); ++face) {
+    below += per_cell[face - 1];
+    const double gap = std::fabs(below - share * total);
+    if (gap < best_gap) best = static_cast<double>(face), best_gap = gap;
+  }
+  return best;
+}
+
+}  // namespace
+
 // Recursive coordinate bisection of the cloud (every rank holds all of it and computes the same
 // split): each cut across the longest side of its points' box at the count-weighted position,
 // moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
 // that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
-// rank would; only the coarsest tested nodes can be cut. Returns the owner of every point.
-std::vector<int> PlaneDetection::rcb_on_octree_grid(
-    const std::vector<std::array<double, 3>>& cloud) const {
+// rank would; only the coarsest tested nodes can be cut. With a cost per point (balance: cost),
+// the cut is the face of those cells where the two sides' costs come nearest to the ranks' shares.
+// Returns the owner of every point.
+std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud,
+                                                    const SplitCost* cost) const {
   const int level = std::min(pc_.octree.first_level + 1, pc_.octree.max_depth);
   const double size = 2 * half_extent_ * (1 + 1e-6) + 1e-30;
   std::vector<int> owner(cloud.size(), 0);
@@ -201,7 +238,8 @@ std::vector<int> PlaneDetection::rcb_on_octree_grid(
       const auto c = static_cast<float>(cloud[i][axis] - centre_[axis]);
       return std::floor((static_cast<double>(c) + size / 2) / size * (1 << level));
     };
-    const double cut = std::round(cell_of(pts[k]) + 0.5);
+    double cut = std::round(cell_of(pts[k]) + 0.5);
+    if (cost) cut = cost_cut(pts, cost, cell_of, static_cast<double>(left) / count, cut);
     std::vector<std::uint32_t> a, b;
     for (std::uint32_t i : pts) (cell_of(i) < cut ? a : b).push_back(i);
     work.emplace_back(std::move(a), first, left);
@@ -279,7 +317,20 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                 static_cast<float>(cloud[i][1] - centre_[1]),
                 static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
   };
-  const std::vector<int> owner = rcb_on_octree_grid(cloud);
+  // The octree's cube, as PlaneDetector::detect builds it.
+  // Estimated on several ranks with either balance: the report then shows what each achieves.
+  if (ranks_.size > 1)
+    split_cost_ =
+        estimate_octree_cost(cloud, centre_, 2 * half_extent_ * (1 + 1e-6) + 1e-30, pc_.octree);
+  const std::vector<int> owner =
+      rcb_on_octree_grid(cloud, pc_.balance == "cost" && ranks_.size > 1 ? &split_cost_ : nullptr);
+  // Each rank's estimated work, for the report (and the tests: the cost split's balance).
+  if (!split_cost_.cell_cost.empty()) {
+    estimated_work_.assign(static_cast<std::size_t>(ranks_.size), 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      estimated_work_[static_cast<std::size_t>(owner[i])] += split_cost_.of(i);
+    split_cost_ = SplitCost{};  // its point cells are as large as the cloud: not kept
+  }
   local_index_.clear();
   local_truth_.clear();
   for (std::size_t i = 0; i < n; ++i) {
@@ -551,6 +602,10 @@ void PlaneDetection::report(Json& j) const {
   j.value("recover_orphans", pc_.recover_orphans);
   j.value("slab_kurtosis", pc_.octree.slab_kurtosis);
   j.value("grown", static_cast<std::size_t>(detection_.grown));
+  // The split: per rank its octree's work and (balance: cost) the estimate the cuts balanced.
+  j.value("balance", pc_.balance);
+  write_array(j, "octree_work", detection_.octree_work);
+  write_array(j, "estimated_work", estimated_work_);
   j.begin_array("octree_levels");
   for (std::size_t l = 0; l < detection_.nodes_per_level.size(); ++l) {
     j.begin_object();
