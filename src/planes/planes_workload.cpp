@@ -171,11 +171,19 @@ void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
 
 namespace {
 
-// The face of the cut grid (cells [0, faces) along the axis) where the cost on the low side
-// comes nearest to `share` of the total; `fallback` when no face lies between the points.
+// The cut along one axis with a cost per point: the face of the cut grid where the cost on the
+// low side comes nearest to `share` of the total, and how far from it (a fraction of the total;
+// 2 where no face fits). Only every other face: those are also faces of the coarsest tested
+// level's cells, so the cut splits no tested node (a node cut in two is tested as two halves,
+// and half of a node that fails the test, the envelope of a staircase, can pass it: a phantom
+// plane on one rank count and not on another).
+struct Cut {
+  double face = 0, gap = 2;
+};
+
 template <class CellOf>
-double cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost* cost, CellOf cell_of,
-                double share, double fallback) {
+Cut cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost& cost, CellOf cell_of,
+             double share) {
   std::vector<double> per_cell;
   double lowest = 1e300, total = 0;
   for (std::uint32_t i : pts) {
@@ -183,14 +191,15 @@ double cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost* cost, Ce
     lowest = std::min(lowest, c);
     const auto at = static_cast<std::size_t>(c);
     if (at >= per_cell.size()) per_cell.resize(at + 1, 0.0);
-    per_cell[at] += cost->of(i);
-    total += cost->of(i);
+    per_cell[at] += cost.of(i);
+    total += cost.of(i);
   }
-  double best = fallback, best_gap = 1e300, below = 0;
+  Cut best;
+  double below = 0;
   for (std::size_t face = static_cast<std::size_t>(lowest) + 1; face < per_cell.size(); ++face) {
     below += per_cell[face - 1];
-    const double gap = std::fabs(below - share * total);
-    if (gap < best_gap) best = static_cast<double>(face), best_gap = gap;
+    const double gap = std::fabs(below - share * total) / total;
+    if (face % 2 == 0 && gap < best.gap) best = {static_cast<double>(face), gap};
   }
   return best;
 }
@@ -202,7 +211,8 @@ double cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost* cost, Ce
 // moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
 // that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
 // rank would; only the coarsest tested nodes can be cut. With a cost per point (balance: cost),
-// the cut is the face of those cells where the two sides' costs come nearest to the ranks' shares.
+// the cut is, over the three axes, the face of the coarsest tested level's cells (none of them
+// cut) where the two sides' costs come nearest to the ranks' shares.
 // Returns the owner of every point.
 std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud,
                                                     const SplitCost* cost) const {
@@ -229,17 +239,34 @@ std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array
     for (int d = 1; d < 3; ++d)
       if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
     const int left = count / 2;
-    const std::size_t k = pts.size() * left / count;
-    std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
-                     [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
-    // The cell face nearest to the median, by cell index computed as the octree computes it
-    // (from the centred float coordinate), so that no cell's points fall on both sides.
-    auto cell_of = [&](std::uint32_t i) {
-      const auto c = static_cast<float>(cloud[i][axis] - centre_[axis]);
+    // The cell index along an axis as the octree computes it (from the centred float coordinate),
+    // so that no cell's points fall on both sides.
+    auto cell_on = [&](std::uint32_t i, int d) {
+      const auto c = static_cast<float>(cloud[i][d] - centre_[d]);
       return std::floor((static_cast<double>(c) + size / 2) / size * (1 << level));
     };
-    double cut = std::round(cell_of(pts[k]) + 0.5);
-    if (cost) cut = cost_cut(pts, cost, cell_of, static_cast<double>(left) / count, cut);
+    double cut = 0;
+    Cut by_cost;
+    if (cost) {
+      // Every axis, the longest first: a grid of four cells per axis fits a share such as a
+      // third better across one side than another.
+      int best_axis = axis;
+      for (int turn = 0; turn < 3; ++turn) {
+        const int d = (axis + turn) % 3;
+        const Cut c = cost_cut(
+            pts, *cost, [&](std::uint32_t i) { return cell_on(i, d); },
+            static_cast<double>(left) / count);
+        if (c.gap < by_cost.gap - 1e-9) by_cost = c, cut = c.face, best_axis = d;
+      }
+      axis = best_axis;
+    }
+    if (by_cost.gap > 1) {  // by count (or no face fits): the face nearest to the median
+      const std::size_t k = pts.size() * left / count;
+      std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
+                       [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
+      cut = std::round(cell_on(pts[k], axis) + 0.5);
+    }
+    auto cell_of = [&](std::uint32_t i) { return cell_on(i, axis); };
     std::vector<std::uint32_t> a, b;
     for (std::uint32_t i : pts) (cell_of(i) < cut ? a : b).push_back(i);
     work.emplace_back(std::move(a), first, left);
