@@ -22,7 +22,7 @@ constexpr std::size_t kHeader12 = 227, kHeader13 = 235, kHeader14 = 375;
 // Byte offsets of the public header's fields.
 constexpr std::size_t kVersionAt = 24, kHeaderSizeAt = 94, kPointOffsetAt = 96, kFormatAt = 104,
                       kRecordLengthAt = 105, kLegacyCountAt = 107, kScaleAt = 131, kOffsetAt = 155,
-                      kBoundsAt = 179, kCount14At = 247;
+                      kBoundsAt = 179, kCount14At = 247, kVlrCountAt = 100, kMinVlrBytes = 54;
 
 [[noreturn]] void fail(const fs::path& file, std::uint64_t offset, const std::string& reason) {
   throw MeshReadError(file.string() + ": byte offset " + std::to_string(offset) + ": " + reason);
@@ -91,12 +91,19 @@ void check_version_and_sizes(const fs::path& file, std::uintmax_t file_bytes,
              ")");
 }
 
-void check_format(const fs::path& file, const std::vector<unsigned char>& b, LasHeader& h) {
-  const int format = b[kFormatAt];
-  if (format & 0xC0)  // LASzip marks compressed point data by setting bit 7 (or 6)
+void check_format(const fs::path& file, const std::vector<unsigned char>& b, LasData data,
+                  LasHeader& h) {
+  int format = b[kFormatAt];
+  h.compressed = (format & 0xC0) != 0;  // LASzip marks compressed point data by bit 7 (or 6)
+  if (h.compressed && data == LasData::raw)
     fail(file, kFormatAt,
          "the point data are compressed (LAZ, format byte " + std::to_string(format) +
              "); name the file .laz, or decompress it: laszip -i in.laz -o out.las");
+  if (!h.compressed && data == LasData::compressed)
+    fail(file, kFormatAt,
+         "the point data are not compressed (format byte " + std::to_string(format) +
+             ", LASzip's bit 7 unset): this is a LAS file; name it .las");
+  format &= 0x3F;
   if (format > 10)
     fail(file, kFormatAt,
          "point data format " + std::to_string(format) + " is not defined (0 to 10)");
@@ -147,8 +154,22 @@ void read_frame(const fs::path& file, const std::vector<unsigned char>& b, LasHe
   }
 }
 
+// The variable-length records (54 bytes each at least) must fit between the header and the
+// points: a reader allocates them by this count.
+void read_vlr_count(const fs::path& file, const std::vector<unsigned char>& b, LasHeader& h) {
+  h.vlr_count = static_cast<std::uint32_t>(unsigned_le(&b[kVlrCountAt], 4));
+  const std::uint64_t room = h.point_offset - h.header_size;
+  if (std::uint64_t{h.vlr_count} * kMinVlrBytes > room)
+    fail(file, kVlrCountAt,
+         std::to_string(h.vlr_count) +
+             " variable-length records (54 bytes each at least) do "
+             "not fit in the " +
+             std::to_string(room) + " bytes between the header and the points");
+}
+
 // The announced points must lie within the file.
 void check_points_fit(const fs::path& file, std::uintmax_t file_bytes, const LasHeader& h) {
+  if (h.compressed) return;  // their size is known only once decompressed
   const std::uintmax_t room = file_bytes - h.point_offset;
   const std::uintmax_t whole = room / h.record_length;
   if (h.points > whole)
@@ -169,12 +190,16 @@ void check_float_range(const fs::path& file, std::uint64_t at, std::uint64_t i, 
 
 // A point outside the header's bounds by more than a scale step (writers round the bounds or
 // take them before quantising) means a header that does not describe its points.
+bool within_bounds(const double p[3], const LasHeader& h, int d) {
+  const double slack =
+      std::fabs(h.scale[d]) + 1e-12 * std::max(std::fabs(h.min[d]), std::fabs(h.max[d]));
+  return p[d] >= h.min[d] - slack && p[d] <= h.max[d] + slack;
+}
+
 void check_bounds(const fs::path& file, std::uint64_t at, std::uint64_t i, const double p[3],
                   const LasHeader& h) {
   for (int d = 0; d < 3; ++d) {
-    const double slack =
-        std::fabs(h.scale[d]) + 1e-12 * std::max(std::fabs(h.min[d]), std::fabs(h.max[d]));
-    if (p[d] >= h.min[d] - slack && p[d] <= h.max[d] + slack) continue;
+    if (within_bounds(p, h, d)) continue;
     char text[768];
     std::snprintf(text, sizeof text,
                   "point %llu at (%.17g, %.17g, %.17g) lies outside the header's bounds "
@@ -188,7 +213,20 @@ void check_bounds(const fs::path& file, std::uint64_t at, std::uint64_t i, const
 
 }  // namespace
 
-LasHeader read_las_header(const fs::path& file, std::uintmax_t file_bytes) {
+bool las_point_ok(const double p[3], const LasHeader& h) {
+  for (int d = 0; d < 3; ++d)
+    if (!(std::fabs(p[d]) <= std::numeric_limits<float>::max() && within_bounds(p, h, d)))
+      return false;
+  return true;
+}
+
+void check_las_point(const fs::path& file, std::uint64_t at, std::uint64_t i, const double p[3],
+                     const LasHeader& h) {
+  check_float_range(file, at, i, p);
+  check_bounds(file, at, i, p, h);
+}
+
+LasHeader read_las_header(const fs::path& file, std::uintmax_t file_bytes, LasData data) {
   const std::vector<unsigned char> b = header_bytes(file, file_bytes);
   if (b.size() < 4 || std::memcmp(b.data(), "LASF", 4) != 0)
     fail(file, 0, "not a LAS file: it does not start with 'LASF'");
@@ -196,7 +234,8 @@ LasHeader read_las_header(const fs::path& file, std::uintmax_t file_bytes) {
     fail(file, file_bytes, "the file ends inside the LAS header (227 bytes at least)");
   LasHeader h;
   check_version_and_sizes(file, file_bytes, b, h);
-  check_format(file, b, h);
+  check_format(file, b, data, h);
+  read_vlr_count(file, b, h);
   read_count(file, b, h);
   read_frame(file, b, h);
   check_points_fit(file, file_bytes, h);
@@ -235,28 +274,11 @@ PointCloud read_las(const fs::path& file, std::size_t available_bytes) {
       double p[3];
       for (int d = 0; d < 3; ++d) p[d] = int32_le(r + 4 * d) * h.scale[d] + h.offset[d];
       const std::uint64_t i = first + k, record_at = at + k * h.record_length;
-      check_float_range(file, record_at, i, p);
-      check_bounds(file, record_at, i, p, h);
+      check_las_point(file, record_at, i, p, h);
       cloud.points.push_back({p[0], p[1], p[2]});
     }
   }
   return cloud;
-}
-
-PointCloud read_laz(const fs::path& file) {
-  throw MeshReadError(file.string() +
-                      ": LAZ (compressed LAS) needs LASzip, which this build does not link; "
-                      "decompress it (laszip -i " +
-                      file.filename().string() +
-                      " -o points.las, or in Python: laspy.read(...).write('points.las') with "
-                      "lazrs installed) and give the .las file");
-}
-
-PointCloud read_e57(const fs::path& file) {
-  throw MeshReadError(file.string() +
-                      ": E57 needs libE57Format (with Xerces-C), which this build does not link; "
-                      "convert the scan to LAS or PLY (CloudCompare, PDAL: pdal translate " +
-                      file.filename().string() + " points.las) and give that file");
 }
 
 }  // namespace apron::io

@@ -489,8 +489,8 @@ PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
                  [](unsigned char c) { return std::tolower(c); });
   // Lidar formats (io/las_reader.hpp): the LAS header says how many points there are.
   if (ext == ".las") return read_las(file, available_bytes);
-  if (ext == ".laz") return read_laz(file);
-  if (ext == ".e57") return read_e57(file);
+  if (ext == ".laz") return read_laz(file, available_bytes);
+  if (ext == ".e57") return read_e57(file, available_bytes);
   // The most points the file can hold: 12 bytes per binary point (3 floats), 6 per text line.
   const bool binary_capable = ext == ".ply" || ext == ".pcd";
   check_read_memory(file, bytes, static_cast<double>(bytes) / (binary_capable ? 12.0 : 6.0),
@@ -504,7 +504,7 @@ PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
   if (ext == ".pts") return read_pts(file);
   if (ext == ".pcd") return read_pcd(file);
   throw MeshReadError(file.string() + ": unknown point-cloud format '" + ext +
-                      "' (accepted: .ply, .xyz, .csv, .txt, .pts, .pcd, .las)");
+                      "' (accepted: .ply, .xyz, .csv, .txt, .pts, .pcd, .las, .laz, .e57)");
 }
 
 }  // namespace apron::io

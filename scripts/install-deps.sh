@@ -7,7 +7,8 @@ packages=(build-essential cmake git pkg-config python3
           libgtest-dev libbenchmark-dev libthrust-dev
           python3-h5py python3-numpy python3-paraview  # checkpoint and ParaView tests
           python3-yaml        # the conformance suite's specs (tests/conformance)
-          python3-pip         # laspy, which Debian does not package (below)
+          python3-pip         # laspy, lazrs and pye57, which Debian does not package (below)
+          libxerces-c-dev     # libE57Format's XML parser (E57 point clouds, cmake/Lidar.cmake)
           python3-matplotlib  # jobs/scaling draws its plots with it
           clang-14 libclang-rt-14-dev libomp-14-dev  # the fuzz targets (tests/fuzz, libFuzzer)
           slurm-wlm munge     # the jobs/ tests start a one-node SLURM cluster
@@ -30,9 +31,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The tests' Python (the first python3 on PATH, which CMake also finds) reads HDF5 with h5py,
-# the conformance specs with PyYAML and writes the LAS test files with laspy (the reference writer).
-if ! python3 -c "import h5py, numpy, yaml, laspy" 2>/dev/null; then
-  echo "apron: installing h5py, numpy, PyYAML and laspy for $(command -v python3)"
-  # Debian's own Python refuses pip installs unless told (PEP 668); laspy is pure Python on numpy.
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet h5py numpy pyyaml laspy
+# the conformance specs with PyYAML, writes the LAS and LAZ test files with laspy (the reference
+# writer; lazrs is its LAZ backend) and the E57 ones with pye57 (libE57Format's binding).
+if ! python3 -c "import h5py, numpy, yaml, laspy, lazrs, pye57" 2>/dev/null; then
+  echo "apron: installing h5py, numpy, PyYAML, laspy, lazrs and pye57 for $(command -v python3)"
+  # Debian's own Python refuses pip installs unless told (PEP 668); laspy is pure Python on numpy,
+  # lazrs and pye57 come as binary wheels.
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet h5py numpy pyyaml laspy lazrs pye57
 fi

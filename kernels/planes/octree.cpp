@@ -418,6 +418,7 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
   stats.clusters.push_back(found);
+  stats.active.push_back(m);
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
@@ -427,6 +428,7 @@ void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const Octre
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
   stats.clusters.push_back(0);
+  stats.active.push_back(m);
 }
 
 }  // namespace apron::planes

@@ -110,6 +110,7 @@ class NodeMoments {
 struct OctreeStats {
   std::vector<std::size_t> nodes;     // per level 1..max_depth: nodes tested
   std::vector<std::size_t> clusters;  // per level: of them clusters
+  std::vector<std::size_t> active;    // per level: the points in its nodes (the level's work)
 };
 
 // Builds the clusters of n points (positions in `points`, xyz used). The result: `clusters` in

@@ -11,6 +11,7 @@
 #include "decomposition/reductions.hpp"
 #include "kernels/common/algorithms.hpp"
 #include "kernels/common/primitives.hpp"
+#include "planes/split_cost.hpp"
 #include "runtime/runtime.hpp"
 
 namespace apron::planes {
@@ -298,6 +299,14 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
     out.nodes_per_level.push_back(static_cast<std::uint64_t>(counts[2 + 2 * l]));
     out.clusters_per_level.push_back(static_cast<std::uint64_t>(counts[3 + 2 * l]));
   }
+  double work = 0;
+  for (std::size_t l = 0; l < octree_.stats.active.size(); ++l)
+    work += (static_cast<int>(l) + 1 >= params_.octree.first_level ? 1.0 : kUntestedLevelWork) *
+            static_cast<double>(octree_.stats.active[l]);
+  int ranks = 1;
+  MPI_Comm_size(comm_, &ranks);
+  out.octree_work.resize(static_cast<std::size_t>(ranks));
+  MPI_Allgather(&work, 1, MPI_DOUBLE, out.octree_work.data(), 1, MPI_DOUBLE, comm_);
   if (want_labels) {
     out.labels.resize(points.size());
     apron::copy(labels_.begin(), labels_.end(), out.labels.begin());

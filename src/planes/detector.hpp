@@ -73,6 +73,9 @@ struct Detection {
   std::uint64_t grown = 0;     // points that joined a plane by growing (over all ranks)
   std::size_t peaks = 0;       // before merging and the inlier minimum
   std::vector<std::uint64_t> nodes_per_level, clusters_per_level;  // over all ranks
+  // Per rank: its octree's work, the points active at each tested level summed (the levels
+  // above first_level, untested, at a fifth), the quantity the split's cost estimate predicts.
+  std::vector<double> octree_work;
 };
 
 class PlaneDetector {

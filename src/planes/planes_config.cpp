@@ -82,6 +82,7 @@ std::shared_ptr<const PlanesConfig> read_planes_config(MapReader& root) {
   c->grow_band = m.in_range("grow_band", 0, 100, c->grow_band);
   c->recover_orphans = m.get<bool>("recover_orphans", c->recover_orphans);
   c->verify_planes = m.get<bool>("verify_planes", c->verify_planes);
+  c->balance = m.choice("balance", {"cost", "count"}, c->balance);
   c->point_output = m.get<bool>("point_output", c->point_output);
   c->repeat = int_in_range(m, "repeat", 1, 1000, c->repeat);
   m.finish();

@@ -36,6 +36,9 @@ struct PlanesConfig : config::WorkloadSettings {
   // Clusters join the plane their centroid lies on, and a plane whose fit leans off its clusters'
   // common normal keeps the clusters on its larger surface; false: the paper's.
   bool verify_planes = true;
+  // The split over ranks: "cost", cuts where the ranks' estimated octree work is equal
+  // (src/planes/split_cost.hpp); "count", where their point counts are.
+  std::string balance = "cost";
   bool point_output = true;  // per-point labels: HDF5 + XDMF and a PLY coloured by plane
   int repeat = 1;            // analyses run (benchmarks: the first includes warm-up)
 };

@@ -14,6 +14,7 @@
 #include "io/atomic_file.hpp"
 #include "io/point_cloud_reader.hpp"
 #include "io/series_output.hpp"
+#include "planes/split_cost.hpp"
 #include "runtime/json.hpp"
 
 namespace apron::planes {
@@ -32,6 +33,12 @@ double aligned_offset(const std::array<double, 3>& na, const std::array<double, 
 }
 
 void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
+  j.begin_array(key);
+  for (double x : v) j.value("", x);
+  j.end_array();
+}
+
+void write_array(Json& j, const std::string& key, const std::vector<double>& v) {
   j.begin_array(key);
   for (double x : v) j.value("", x);
   j.end_array();
@@ -162,13 +169,53 @@ void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
   }
 }
 
+namespace {
+
+// The cut along one axis with a cost per point: the face of the cut grid where the cost on the
+// low side comes nearest to `share` of the total, and how far from it (a fraction of the total;
+// 2 where no face fits). Only every other face: those are also faces of the coarsest tested
+// level's cells, so the cut splits no tested node (a node cut in two is tested as two halves,
+// and half of a node that fails the test, the envelope of a staircase, can pass it: a phantom
+// plane on one rank count and not on another).
+struct Cut {
+  double face = 0, gap = 2;
+};
+
+template <class CellOf>
+Cut cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost& cost, CellOf cell_of,
+             double share) {
+  std::vector<double> per_cell;
+  double lowest = 1e300, total = 0;
+  for (std::uint32_t i : pts) {
+    const double c = cell_of(i);
+    lowest = std::min(lowest, c);
+    const auto at = static_cast<std::size_t>(c);
+    if (at >= per_cell.size()) per_cell.resize(at + 1, 0.0);
+    per_cell[at] += cost.of(i);
+    total += cost.of(i);
+  }
+  Cut best;
+  double below = 0;
+  for (std::size_t face = static_cast<std::size_t>(lowest) + 1; face < per_cell.size(); ++face) {
+    below += per_cell[face - 1];
+    const double gap = std::fabs(below - share * total) / total;
+    if (face % 2 == 0 && gap < best.gap) best = {static_cast<double>(face), gap};
+  }
+  return best;
+}
+
+}  // namespace
+
 // Recursive coordinate bisection of the cloud (every rank holds all of it and computes the same
 // split): each cut across the longest side of its points' box at the count-weighted position,
 // moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
 // that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
-// rank would; only the coarsest tested nodes can be cut. Returns the owner of every point.
-std::vector<int> PlaneDetection::rcb_on_octree_grid(
-    const std::vector<std::array<double, 3>>& cloud) const {
+// rank would; only the coarsest tested nodes can be cut. With a cost per point (balance: cost),
+// the cut is, over the three axes, the face of the coarsest tested level's cells (none of them
+// cut) where the two sides' costs come nearest to the ranks' shares.
+// Returns the owner of every point.
+std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud,
+                                                    const SplitCost* cost) const {
   const int level = std::min(pc_.octree.first_level + 1, pc_.octree.max_depth);
   const double size = 2 * half_extent_ * (1 + 1e-6) + 1e-30;
   std::vector<int> owner(cloud.size(), 0);
@@ -192,16 +239,34 @@ std::vector<int> PlaneDetection::rcb_on_octree_grid(
     for (int d = 1; d < 3; ++d)
       if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
     const int left = count / 2;
-    const std::size_t k = pts.size() * left / count;
-    std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
-                     [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
-    // The cell face nearest to the median, by cell index computed as the octree computes it
-    // (from the centred float coordinate), so that no cell's points fall on both sides.
-    auto cell_of = [&](std::uint32_t i) {
-      const auto c = static_cast<float>(cloud[i][axis] - centre_[axis]);
+    // The cell index along an axis as the octree computes it (from the centred float coordinate),
+    // so that no cell's points fall on both sides.
+    auto cell_on = [&](std::uint32_t i, int d) {
+      const auto c = static_cast<float>(cloud[i][d] - centre_[d]);
       return std::floor((static_cast<double>(c) + size / 2) / size * (1 << level));
     };
-    const double cut = std::round(cell_of(pts[k]) + 0.5);
+    double cut = 0;
+    Cut by_cost;
+    if (cost) {
+      // Every axis, the longest first: a grid of four cells per axis fits a share such as a
+      // third better across one side than another.
+      int best_axis = axis;
+      for (int turn = 0; turn < 3; ++turn) {
+        const int d = (axis + turn) % 3;
+        const Cut c = cost_cut(
+            pts, *cost, [&](std::uint32_t i) { return cell_on(i, d); },
+            static_cast<double>(left) / count);
+        if (c.gap < by_cost.gap - 1e-9) by_cost = c, cut = c.face, best_axis = d;
+      }
+      axis = best_axis;
+    }
+    if (by_cost.gap > 1) {  // by count (or no face fits): the face nearest to the median
+      const std::size_t k = pts.size() * left / count;
+      std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
+                       [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
+      cut = std::round(cell_on(pts[k], axis) + 0.5);
+    }
+    auto cell_of = [&](std::uint32_t i) { return cell_on(i, axis); };
     std::vector<std::uint32_t> a, b;
     for (std::uint32_t i : pts) (cell_of(i) < cut ? a : b).push_back(i);
     work.emplace_back(std::move(a), first, left);
@@ -279,7 +344,20 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                 static_cast<float>(cloud[i][1] - centre_[1]),
                 static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
   };
-  const std::vector<int> owner = rcb_on_octree_grid(cloud);
+  // The octree's cube, as PlaneDetector::detect builds it.
+  // Estimated on several ranks with either balance: the report then shows what each achieves.
+  if (ranks_.size > 1)
+    split_cost_ =
+        estimate_octree_cost(cloud, centre_, 2 * half_extent_ * (1 + 1e-6) + 1e-30, pc_.octree);
+  const std::vector<int> owner =
+      rcb_on_octree_grid(cloud, pc_.balance == "cost" && ranks_.size > 1 ? &split_cost_ : nullptr);
+  // Each rank's estimated work, for the report (and the tests: the cost split's balance).
+  if (!split_cost_.cell_cost.empty()) {
+    estimated_work_.assign(static_cast<std::size_t>(ranks_.size), 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      estimated_work_[static_cast<std::size_t>(owner[i])] += split_cost_.of(i);
+    split_cost_ = SplitCost{};  // its point cells are as large as the cloud: not kept
+  }
   local_index_.clear();
   local_truth_.clear();
   for (std::size_t i = 0; i < n; ++i) {
@@ -551,6 +629,10 @@ void PlaneDetection::report(Json& j) const {
   j.value("recover_orphans", pc_.recover_orphans);
   j.value("slab_kurtosis", pc_.octree.slab_kurtosis);
   j.value("grown", static_cast<std::size_t>(detection_.grown));
+  // The split: per rank its octree's work and (balance: cost) the estimate the cuts balanced.
+  j.value("balance", pc_.balance);
+  write_array(j, "octree_work", detection_.octree_work);
+  write_array(j, "estimated_work", estimated_work_);
   j.begin_array("octree_levels");
   for (std::size_t l = 0; l < detection_.nodes_per_level.size(); ++l) {
     j.begin_object();

@@ -16,6 +16,7 @@
 #include "planes/detector.hpp"
 #include "planes/planes_config.hpp"
 #include "planes/scenes.hpp"
+#include "planes/split_cost.hpp"
 #include "runtime/runtime.hpp"
 #include "workload.hpp"
 #include "workload_registry.hpp"
@@ -58,13 +59,16 @@ class PlaneDetection final : public Workload {
   const Detection& detection() const { return detection_; }
   const std::vector<std::uint64_t>& local_index() const { return local_index_; }
   const GroundTruthScore* score() const { return has_truth_ ? &score_ : nullptr; }
+  // Per rank: the split's estimate of its octree work (on several ranks; else empty).
+  const std::vector<double>& estimated_work() const { return estimated_work_; }
 
  private:
   void load_points(std::vector<std::array<double, 3>>& cloud, std::vector<std::int32_t>& truth);
   void refuse_far_outliers(const std::vector<std::array<double, 3>>& cloud) const;
   void split(const std::vector<std::array<double, 3>>& cloud,
              const std::vector<std::int32_t>& truth);
-  std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud) const;
+  std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud,
+                                      const SplitCost* cost) const;
   void check_memory() const;
   std::uint64_t min_plane_points() const;
   void print_table() const;
@@ -79,6 +83,8 @@ class PlaneDetection final : public Workload {
   std::uint64_t total_points_ = 0;
   std::array<double, 3> centre_{}, lo_{}, hi_{};
   double half_extent_ = 0, rho_max_ = 0;
+  SplitCost split_cost_;                // during the split only
+  std::vector<double> estimated_work_;  // per rank
   // This rank's points, centred, float: in page-locked host memory (filled at setup), so that
   // each analysis uploads them by DMA at the link's speed.
   PinnedBuffer local_points_;

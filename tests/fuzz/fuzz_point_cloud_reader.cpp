@@ -1,8 +1,9 @@
 // libFuzzer target: the point-cloud readers (io::read_point_file: PLY, XYZ/CSV, PTS, PCD,
-// LAS). Each input is written under every extension and read as that format (a file
-// of one format read as another must be refused cleanly too), with a memory budget small enough
-// that the reader's pre-allocation check is exercised. MeshReadError is the expected failure for
-// bad input; any other exception, a crash, a sanitizer report or a hang is a finding.
+// LAS, and LAZ and E57 where the build links LASzip and libE57Format). Each input is written under
+// every extension and read as that format (a file of one format read as another must be refused
+// cleanly too), with a memory budget small enough that the reader's pre-allocation check is
+// exercised. MeshReadError is the expected failure for bad input; any other exception, a crash, a
+// sanitizer report or a hang is a finding.
 #include <unistd.h>
 
 #include <cmath>
@@ -83,7 +84,7 @@ void read_one(const fs::path& path, const std::uint8_t* data, std::size_t size) 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  for (const char* ext : {".ply", ".xyz", ".pts", ".pcd", ".las"})
+  for (const char* ext : {".ply", ".xyz", ".pts", ".pcd", ".las", ".laz", ".e57"})
     read_one(work_dir() / (std::string("input") + ext), data, size);
   return 0;
 }

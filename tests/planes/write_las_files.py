@@ -7,11 +7,14 @@ usage: write_las_files.py DIR
     1.4), 2000 points each with scale 0.001 and offsets far from the origin, and beside each
     DIR/v1.<m>_f<k>.xyz: the coordinates laspy reads back (X * scale + offset), %.17g;
     DIR/bad_<what>.las: malformed files (one fault each; the reader's message is checked);
-    DIR/large.las: 100000 points, for the memory check.
+    DIR/large.las: 100000 points, for the memory check;
+    with a LAZ backend (lazrs), the same as LAZ: DIR/v1.<m>_f<k>.laz (points as in the .xyz),
+    DIR/bad_<what>.laz (one fault each) and DIR/large.laz.
 usage: write_las_files.py --from-ply IN.ply OUT.las
     the points of a binary little-endian PLY written by the planes workload (float x y z, three
     uchar colours, int plane) as LAS 1.4, point format 6, scale 1e-6 (finer than the PLY's
-    floats), for the planes of a scene read as LAS against the same scene read as PLY."""
+    floats), for the planes of a scene read as LAS against the same scene read as PLY; OUT.laz
+    writes it compressed (LAZ, through lazrs)."""
 import os
 import struct
 import sys
@@ -36,13 +39,15 @@ def write_points(path, xyz, version, point_format, scale, offset):
     return laspy.read(path)
 
 
-def good_files(folder):
+def good_files(folder, laz):
     rng = np.random.default_rng(31)
     for minor, formats in FORMATS.items():
         for k in formats:
             xyz = rng.uniform([-50, -20, 0], [50, 20, 10], size=(2000, 3)) + [512000.0, 5.4e6, 300.0]
             back = write_points(f"{folder}/v1.{minor}_f{k}.las", xyz, f"1.{minor}", k, 0.001,
                                 [512000.0, 5.4e6, 300.0])
+            if laz:  # the same points compressed; laspy reads back the same coordinates
+                back.write(f"{folder}/v1.{minor}_f{k}.laz")
             with open(f"{folder}/v1.{minor}_f{k}.xyz", "w") as f:
                 for p in zip(back.x, back.y, back.z):
                     f.write("%.17g %.17g %.17g\n" % p)
@@ -73,10 +78,31 @@ def bad_files(folder):
     patched(folder, "bad_bounds.las", v12, 179, "<d", float(header.maxs[0]) - 1.0)
 
 
-def large_file(folder):
+def bad_laz_files(folder):
+    v12, v14 = f"{folder}/v1.2_f0.laz", f"{folder}/v1.4_f6.laz"
+    data = open(v14, "rb").read()
+    point_offset = struct.unpack_from("<I", data, 96)[0]
+    table = struct.unpack_from("<q", data, point_offset)[0]
+    # the chunk table cut off, and the points too
+    open(f"{folder}/bad_truncated.laz", "wb").write(data[: (point_offset + table) // 2])
+    # a chunk table announcing four billion chunks for 2000 points
+    patched(folder, "bad_chunks.laz", v14, table + 4, "<I", 0xFFFFFFF0)
+    # the compressed bytes of the first chunk overwritten: the decoder reads nonsense
+    bad = bytearray(data)
+    bad[point_offset + 8 + 40: point_offset + 8 + 440] = bytes(range(256)) + bytes(range(144))
+    open(f"{folder}/bad_payload.laz", "wb").write(bad)
+    # LASzip's bit cleared: an uncompressed LAS named .laz
+    patched(folder, "bad_not_compressed.laz", v12, 104, "B", 0)
+    # the header's point count doubled: the points end before it is reached
+    patched(folder, "bad_count.laz", v12, 107, "<I", 4000)
+
+
+def large_file(folder, laz):
     rng = np.random.default_rng(7)
-    write_points(f"{folder}/large.las", rng.uniform(0, 10, size=(100000, 3)), "1.2", 0, 0.001,
-                 [0.0, 0.0, 0.0])
+    las = write_points(f"{folder}/large.las", rng.uniform(0, 10, size=(100000, 3)), "1.2", 0, 0.001,
+                       [0.0, 0.0, 0.0])
+    if laz:
+        las.write(f"{folder}/large.laz")
 
 
 def from_ply(ply, out):
@@ -93,16 +119,29 @@ def from_ply(ply, out):
     write_points(out, xyz, "1.4", 6, 1e-6, list(np.floor(xyz.min(axis=0))))
 
 
+def laz_backend():
+    """Whether laspy can write LAZ here (lazrs or laszip installed)."""
+    return bool(laspy.LazBackend.detect_available())
+
+
 def main(args):
     if len(args) == 3 and args[0] == "--from-ply":
+        if args[2].endswith(".laz") and not laz_backend():
+            sys.exit("write_las_files.py: no LAZ backend for laspy; install lazrs")
         from_ply(args[1], args[2])
         return 0
     if len(args) != 1:
         sys.exit(__doc__)
     os.makedirs(args[0], exist_ok=True)
-    good_files(args[0])
+    laz = laz_backend()
+    if not laz:
+        print("write_las_files.py: no LAZ backend for laspy: no .laz files (install lazrs: "
+              "scripts/install-deps.sh does)")
+    good_files(args[0], laz)
     bad_files(args[0])
-    large_file(args[0])
+    if laz:
+        bad_laz_files(args[0])
+    large_file(args[0], laz)
     return 0
 
 
