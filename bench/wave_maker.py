@@ -10,7 +10,8 @@ relation omega^2 = g k tanh(kd). A wave gauge at x = GAUGE m (over two depths fr
 where the evanescent modes have died out) reads the free surface; H is twice the amplitude of the
 fitted sinusoid at the piston's frequency over a window that starts two periods after the wave
 front (moving at the group velocity) passes the gauge and ends before the wave reflected from the
-far wall comes back. The error |H/S - Biesel| / Biesel should fall as the spacing does.
+far wall comes back. The error |H/S - Biesel| / Biesel should fall as the spacing does; it does
+not yet (see --alpha below).
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
                      [--alpha 0.02] [--wall-alpha 0] [--mpirun "mpirun -n 2"]"""
@@ -87,10 +88,12 @@ def main():
     p.add_argument("--periods", type=float, nargs="+", default=[0.8, 1.2])
     p.add_argument("--out", default="wave-maker-out")
     p.add_argument("--mpirun", default="", help="launcher prefix, e.g. 'mpirun -n 2'")
-    # The flume case's alpha = wall_alpha = 0.1 (for a quick settle in CI) damped the waves to 5%
-    # of Biesel's height within a metre: a slab 3-6 particles wide is all wall boundary layer.
-    p.add_argument("--alpha", type=float, default=0.02)
-    p.add_argument("--wall-alpha", type=float, default=0.0, help="0: free-slip walls")
+    # Not yet a validation (bench/NOTES.md, "The wave maker against Biesel"): at the flume case's
+    # alpha = wall_alpha = 0.1 the waves are damped to 2-6% of Biesel's height within a metre (a
+    # slab 3-6 particles wide is all wall boundary layer); at 0.05 and below, the lattice start
+    # (no hydrostatic initial density) keeps splashing at 4-8 m/s and the gauge reads spray.
+    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--wall-alpha", type=float, default=0.1)
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     results = []
