@@ -218,15 +218,14 @@ struct RowStart {
   }
 };
 
-template <class State>
 struct EvaluatePairs {
   const ContactPair* pairs;
   const Point* x;
   SelfContactParams p;
-  State* state;
+  SelfContactPairState* state;
   APRON_HD void operator()(std::size_t i) const {
     const PairGeometry g = pair_geometry(pairs[i], x);
-    State s;
+    SelfContactPairState s;
     s.distance = g.distance;
     for (int k = 0; k < 4; ++k) s.weight[k] = g.weight[k];
     const double depth = p.thickness - g.distance;
@@ -239,11 +238,10 @@ struct EvaluatePairs {
 
 // A row's pairs in the list's (key) order: the force sum and the bound, the same bits on any
 // rank that holds the row.
-template <class State>
 struct GatherRows {
   const std::uint32_t* start;
   const std::uint32_t* entries;
-  const State* state;
+  const SelfContactPairState* state;
   SelfContactParams p;
   Point* gradient;
   double* bound;
@@ -251,7 +249,7 @@ struct GatherRows {
     Point sum{0, 0, 0};
     double nearest = p.thickness;
     for (std::uint32_t e = start[r]; e < start[r + 1]; ++e) {
-      const State& s = state[entries[e] >> 2];
+      const SelfContactPairState& s = state[entries[e] >> 2];
       sum += (-s.weight[entries[e] & 3u]) * s.force;
       nearest = s.distance < nearest ? s.distance : nearest;
     }
@@ -260,11 +258,10 @@ struct GatherRows {
   }
 };
 
-template <class State>
 struct GatherEnergies {
   const std::uint32_t* start;
   const std::uint32_t* entries;
-  const State* state;
+  const SelfContactPairState* state;
   double* energy;
   APRON_HD void operator()(std::size_t r) const {
     double sum = 0;
@@ -456,23 +453,22 @@ bool SelfContact::stale(const DeviceVector<Point>& x, const SelfContactParams& p
 
 void SelfContact::evaluate(const DeviceVector<Point>& x, const SelfContactParams& p) {
   state_.resize(pairs_.size());
-  for_each_index(pairs_.size(), EvaluatePairs<PairState>{raw(pairs_), raw(x), p, raw(state_)});
+  for_each_index(pairs_.size(), EvaluatePairs{raw(pairs_), raw(x), p, raw(state_)});
 }
 
 void SelfContact::forces(const DeviceVector<Point>& x, const SelfContactParams& p,
                          DeviceVector<Point>& gradient, DeviceVector<double>& bound) {
   evaluate(x, p);
   bound.resize(rows_);
-  for_each_index(rows_, GatherRows<PairState>{raw(row_start_), raw(entries_), raw(state_), p,
-                                              raw(gradient), raw(bound)});
+  for_each_index(
+      rows_, GatherRows{raw(row_start_), raw(entries_), raw(state_), p, raw(gradient), raw(bound)});
 }
 
 void SelfContact::energies(const DeviceVector<Point>& x, const SelfContactParams& p,
                            DeviceVector<double>& energy) {
   evaluate(x, p);
   energy.resize(rows_);
-  for_each_index(
-      rows_, GatherEnergies<PairState>{raw(row_start_), raw(entries_), raw(state_), raw(energy)});
+  for_each_index(rows_, GatherEnergies{raw(row_start_), raw(entries_), raw(state_), raw(energy)});
 }
 
 double SelfContact::closest(const DeviceVector<Point>& x, ContactPair& pair) const {
@@ -491,7 +487,7 @@ std::size_t SelfContact::device_bytes() const {
          4 * (row_of_.capacity() + counts_.capacity() + entries_.capacity() +
               entry_rows_.capacity() + row_start_.capacity() + order_.capacity()) +
          8 * keys_.capacity() + sizeof(ContactPair) * pairs_.capacity() +
-         sizeof(Point) * built_at_.capacity() + sizeof(PairState) * state_.capacity();
+         sizeof(Point) * built_at_.capacity() + sizeof(SelfContactPairState) * state_.capacity();
 }
 
 std::size_t clamp_displacements(DeviceVector<Point>& x, DeviceVector<Point>& v,

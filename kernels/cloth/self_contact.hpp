@@ -165,6 +165,15 @@ struct SelfContactParams {
 
 // One rank's self-contact: the pairs that touch one of its vertices (`row_of`: the local row of
 // each vertex of the sheet, or kNotHere), from the positions of the whole sheet.
+// What evaluating one listed pair gives (a namespace-scope type: CUDA's kernels cannot take a
+// class's private one).
+struct SelfContactPairState {
+  double distance;
+  double weight[4];
+  Point force;  // k (t - d) n: the pair's push on its first primitive
+  double energy;
+};
+
 class SelfContact {
  public:
   static constexpr std::uint32_t kNotHere = 0xffffffffu;
@@ -211,13 +220,7 @@ class SelfContact {
   // Per (row, pair, corner) entry, sorted by row: pair * 4 + corner; the entries of local row r
   // are entries_[row_start_[r] .. row_start_[r + 1]).
   DeviceVector<std::uint32_t> entries_, entry_rows_, row_start_;
-  struct PairState {
-    double distance;
-    double weight[4];
-    Point force;  // k (t - d) n: the pair's push on its first primitive
-    double energy;
-  };
-  DeviceVector<PairState> state_;
+  DeviceVector<SelfContactPairState> state_;
   std::size_t builds_ = 0;
 };
 
