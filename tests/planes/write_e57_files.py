@@ -21,6 +21,7 @@ import sys
 
 try:
     import numpy as np
+    from planes_ply import read_planes_ply
     import pye57
 except ImportError as e:  # CI installs it (scripts/install-deps.sh)
     sys.exit(f"write_e57_files.py: {e}; install it: python3 -m pip install pye57 numpy "
@@ -95,16 +96,7 @@ def large_file(folder):
 
 
 def from_ply(ply, out):
-    data = open(ply, "rb").read()
-    end = data.index(b"end_header\n") + len(b"end_header\n")
-    header = data[:end].decode()
-    count = int(header.split("element vertex ")[1].split()[0])
-    if "format binary_little_endian" not in header or "property int plane" not in header:
-        sys.exit(f"{ply}: not a planes_points.ply of the planes workload")
-    rows = np.frombuffer(data, dtype=np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"),
-                                              ("rgb", "u1", 3), ("plane", "<i4")]),
-                         count=count, offset=end)
-    xyz = np.stack([rows["x"], rows["y"], rows["z"]], axis=1).astype(np.float64)
+    xyz = read_planes_ply(ply)
     write_scans(out, [(xyz, None, None, None)])
 
 

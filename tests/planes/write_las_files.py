@@ -22,6 +22,7 @@ import sys
 try:
     import laspy
     import numpy as np
+    from planes_ply import read_planes_ply
 except ImportError as e:  # CI installs it (scripts/install-deps.sh)
     sys.exit(f"write_las_files.py: {e}; install it: python3 -m pip install laspy numpy "
              "(scripts/install-deps.sh does)")
@@ -106,16 +107,7 @@ def large_file(folder, laz):
 
 
 def from_ply(ply, out):
-    data = open(ply, "rb").read()
-    end = data.index(b"end_header\n") + len(b"end_header\n")
-    header = data[:end].decode()
-    count = int(header.split("element vertex ")[1].split()[0])
-    if "format binary_little_endian" not in header or "property int plane" not in header:
-        sys.exit(f"{ply}: not a planes_points.ply of the planes workload")
-    rows = np.frombuffer(data, dtype=np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"),
-                                              ("rgb", "u1", 3), ("plane", "<i4")]),
-                         count=count, offset=end)
-    xyz = np.stack([rows["x"], rows["y"], rows["z"]], axis=1).astype(np.float64)
+    xyz = read_planes_ply(ply)
     write_points(out, xyz, "1.4", 6, 1e-6, list(np.floor(xyz.min(axis=0))))
 
 
