@@ -16,24 +16,6 @@ struct RankKey {
   APRON_HD void operator()(std::size_t i) const { key[i] = static_cast<std::uint32_t>(rank[i]); }
 };
 
-// bound[r] = the first slot of sorted whose value is >= r.
-struct LowerBound {
-  const std::uint32_t* sorted;
-  std::size_t n;
-  std::uint32_t* bound;
-  APRON_HD void operator()(std::size_t r) const {
-    std::size_t lo = 0, hi = n;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (sorted[mid] < r)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    bound[r] = static_cast<std::uint32_t>(lo);
-  }
-};
-
 // inverse[order[i]] = i.
 struct Invert {
   const std::uint32_t* order;
@@ -101,8 +83,7 @@ void HaloPlan::group_by_destination(const IndexVector& exports,
   for_each_index(n, RankKey{raw(destinations), raw(sorted_ranks_)});
   sort_pairs(sorted_ranks_, export_rows_, n, 32);
   // Where each rank's exports begin in the sorted list: nranks + 1 bounds to the host.
-  bounds_.resize(nranks + 1);
-  for_each_index(nranks + 1, LowerBound{raw(sorted_ranks_), n, raw(bounds_)});
+  lower_bounds(sorted_ranks_, n, nranks + 1, bounds_);
   const std::vector<std::uint32_t> host_bounds = to_host(bounds_);
   if (host_bounds[nranks] != n || (n > 0 && host_bounds[0] != 0))
     throw std::invalid_argument("HaloPlan: destination rank outside the communicator");

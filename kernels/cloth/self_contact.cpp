@@ -200,24 +200,6 @@ struct WriteEntries {
   }
 };
 
-// start[r] = the first sorted entry of row r or later (a binary search per row).
-struct RowStart {
-  const std::uint32_t* rows;
-  std::size_t n;
-  std::uint32_t* start;
-  APRON_HD void operator()(std::size_t r) const {
-    std::size_t lo = 0, hi = n;
-    while (lo < hi) {
-      const std::size_t mid = (lo + hi) / 2;
-      if (rows[mid] < r)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    start[r] = static_cast<std::uint32_t>(lo);
-  }
-};
-
 struct EvaluatePairs {
   const ContactPair* pairs;
   const Point* x;
@@ -440,8 +422,7 @@ void SelfContact::index_rows() {
       n, WriteEntries{raw(pairs_), raw(row_of_), raw(counts_), raw(entry_rows_), raw(entries_)});
   // Stable: within a row the entries keep the list's key order.
   if (total > 0) sort_pairs(entry_rows_, entries_, total, key_bits(rows_ + 1));
-  row_start_.resize(rows_ + 1);
-  for_each_index(rows_ + 1, RowStart{raw(entry_rows_), total, raw(row_start_)});
+  lower_bounds(entry_rows_, total, rows_ + 1, row_start_);
 }
 
 bool SelfContact::stale(const DeviceVector<Point>& x, const SelfContactParams& p) const {

@@ -405,4 +405,29 @@ std::size_t run_length_encode(const DeviceVector<std::uint64_t>& sorted_keys, st
   return run_length_impl(sorted_keys, n, unique, counts, starts);
 }
 
+namespace {
+struct LowerBound {
+  const std::uint32_t* sorted;
+  std::size_t n;
+  std::uint32_t* bound;
+  APRON_HD void operator()(std::size_t k) const {
+    std::size_t lo = 0, hi = n;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < k)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    bound[k] = static_cast<std::uint32_t>(lo);
+  }
+};
+}  // namespace
+
+void lower_bounds(const DeviceVector<std::uint32_t>& sorted, std::size_t n, std::size_t count,
+                  DeviceVector<std::uint32_t>& bounds) {
+  bounds.resize(count);
+  for_each_index(count, LowerBound{raw(sorted), n, raw(bounds)});
+}
+
 }  // namespace apron

@@ -123,4 +123,12 @@ std::size_t run_length_encode(const DeviceVector<std::uint64_t>& sorted_keys, st
                               DeviceVector<std::uint32_t>& counts,
                               DeviceVector<std::uint32_t>& starts);
 
+// ---- Group starts ---------------------------------------------------------------------------
+
+// bounds[k] = the first index i < n with sorted[i] >= k (n where there is none), k < count: where
+// each key's group begins in a sorted key column, empty groups included (a binary search per
+// key). bounds is resized to count. Which slots go to each rank; which entries belong to each row.
+void lower_bounds(const DeviceVector<std::uint32_t>& sorted, std::size_t n, std::size_t count,
+                  DeviceVector<std::uint32_t>& bounds);
+
 }  // namespace apron

@@ -64,7 +64,6 @@ class SheetSelfContact {
   // The all-gather: each rank's row count and the sheet's vertex of every row, in rank order.
   std::vector<int> counts_, displacements_;
   std::vector<std::int64_t> gathered_ids_;
-  std::vector<double> send_, receive_;
   std::vector<Point> all_host_;
   std::vector<std::uint32_t> file_index_;
   long long clamped_ = 0;

@@ -344,6 +344,26 @@ TEST(RunLengthEncode, UniqueCountsStartsAgainstLoop) {
   check_run_length<std::uint64_t>(std::uint64_t{5} << 60);
 }
 
+TEST(LowerBounds, GroupStartsAgainstStdLowerBound) {
+  std::mt19937_64 rng(11);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}}) {
+    std::vector<std::uint32_t> keys(n + 5, 0u);  // 5 slots past n that must be ignored
+    std::uniform_int_distribution<std::uint32_t> key(0, 40);
+    for (std::size_t i = 0; i < n; ++i) keys[i] = key(rng);
+    const auto end = keys.begin() + static_cast<std::ptrdiff_t>(n);
+    std::sort(keys.begin(), end);
+    const std::size_t count = 45;  // keys 41-44 have no group: their bounds are n
+    DeviceVector<std::uint32_t> bounds;
+    lower_bounds(DeviceVector<std::uint32_t>(keys.begin(), keys.end()), n, count, bounds);
+    const std::vector<std::uint32_t> got = to_host(bounds);
+    ASSERT_EQ(got.size(), count);
+    for (std::uint32_t k = 0; k < count; ++k)
+      EXPECT_EQ(got[k],
+                static_cast<std::uint32_t>(std::lower_bound(keys.begin(), end, k) - keys.begin()))
+          << "n " << n << ", key " << k;
+  }
+}
+
 // ---- Uniform grid and cell lists --------------------------------------------------------------
 
 GridSpec unit_grid() {
