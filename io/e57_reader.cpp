@@ -163,9 +163,7 @@ bool e57_supported() {
 }
 
 PointCloud read_e57(const fs::path& file, std::size_t available_bytes) {
-  std::error_code ec;
-  const auto file_bytes = fs::file_size(file, ec);
-  if (ec) throw MeshReadError(file.string() + ": cannot open the E57 file (does it exist?)");
+  const auto file_bytes = readable_file_bytes(file, "E57");
   check_file_header(file, file_bytes);
   if (available_bytes == 0) available_bytes = available_memory_bytes();
   // The library holds the XML tree in memory as it opens the file: the file must fit first.

@@ -243,9 +243,7 @@ LasHeader read_las_header(const fs::path& file, std::uintmax_t file_bytes, LasDa
 }
 
 PointCloud read_las(const fs::path& file, std::size_t available_bytes) {
-  std::error_code ec;
-  const auto file_bytes = fs::file_size(file, ec);
-  if (ec) throw MeshReadError(file.string() + ": cannot open the LAS file (does it exist?)");
+  const auto file_bytes = readable_file_bytes(file, "LAS");
   const LasHeader h = read_las_header(file, file_bytes);
   if (h.points == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
   // Records are read a block of about 8 MiB at a time: the memory is the points' (checked before

@@ -90,9 +90,7 @@ bool laz_supported() {
 }
 
 PointCloud read_laz(const fs::path& file, std::size_t available_bytes) {
-  std::error_code ec;
-  const auto file_bytes = fs::file_size(file, ec);
-  if (ec) throw MeshReadError(file.string() + ": cannot open the LAZ file (does it exist?)");
+  const auto file_bytes = readable_file_bytes(file, "LAZ");
   const LasHeader h = read_las_header(file, file_bytes, LasData::compressed);
   if (h.points == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
   // Before LASzip allocates anything: the points (and LASzip's chunk table, at most 16 bytes a

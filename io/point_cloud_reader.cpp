@@ -340,6 +340,14 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
 
 }  // namespace
 
+std::uintmax_t readable_file_bytes(const fs::path& file, const std::string& kind) {
+  std::error_code ec;
+  const auto bytes = fs::file_size(file, ec);
+  if (ec)
+    throw MeshReadError(file.string() + ": cannot open the " + kind + " file (does it exist?)");
+  return bytes;
+}
+
 std::size_t available_memory_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -479,10 +487,7 @@ PointCloud read_pcd(const fs::path& file) {
 }
 
 PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
-  std::error_code ec;
-  const auto bytes = fs::file_size(file, ec);
-  if (ec)
-    throw MeshReadError(file.string() + ": cannot open the point-cloud file (does it exist?)");
+  const auto bytes = readable_file_bytes(file, "point-cloud");
   if (available_bytes == 0) available_bytes = available_memory_bytes();
   std::string ext = file.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),

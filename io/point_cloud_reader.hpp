@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "io/mesh_reader.hpp"
 
@@ -22,6 +24,10 @@ PointCloud read_point_file(const std::filesystem::path& file, std::size_t availa
 
 PointCloud read_pts(const std::filesystem::path& file);
 PointCloud read_pcd(const std::filesystem::path& file);
+
+// The size of `file` in bytes; throws MeshReadError naming it as a `kind` file ("LAS",
+// "point-cloud") when it cannot be opened.
+std::uintmax_t readable_file_bytes(const std::filesystem::path& file, const std::string& kind);
 
 // The memory the operating system reports as available (MemAvailable), in bytes.
 std::size_t available_memory_bytes();
