@@ -30,8 +30,6 @@ const fs::path& work_dir() {
 }
 
 void finish() {
-  std::error_code ec;
-  fs::remove_all(work_dir(), ec);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

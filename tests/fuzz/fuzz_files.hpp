@@ -15,18 +15,26 @@
 
 namespace apron::fuzz {
 
-// The folder of this process (one target per process: `target` names it on the first call).
+// The folder of this process (one target per process: `target` names it on the first call),
+// removed with everything in it when the process exits.
 inline const std::filesystem::path& work_dir(const char* target) {
   namespace fs = std::filesystem;
-  static const fs::path dir = [target] {
+  struct Folder {
+    fs::path path;
+    ~Folder() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Folder folder{[target] {
     std::error_code ec;
     const fs::path base =
         fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
     fs::path d = base / ("apron_" + std::string(target) + "_" + std::to_string(::getpid()));
     fs::create_directories(d);
     return d;
-  }();
-  return dir;
+  }()};
+  return folder.path;
 }
 
 // Writes the input bytes to `path`; a file that cannot be written is the harness's failure.

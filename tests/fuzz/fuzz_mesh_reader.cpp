@@ -8,9 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <system_error>
 #include <typeinfo>
 
 #include "fuzz_files.hpp"
@@ -23,13 +21,6 @@ namespace {
 const fs::path& work_dir() {
   return apron::fuzz::work_dir("fuzz_mesh_reader");
 }
-
-struct RemoveWorkDir {
-  ~RemoveWorkDir() {
-    std::error_code ec;
-    fs::remove_all(work_dir(), ec);
-  }
-} remove_work_dir;
 
 template <class Read>
 void read_one(const char* format, const fs::path& path, Read read) {

@@ -12,7 +12,6 @@
 #include <exception>
 #include <filesystem>
 #include <string>
-#include <system_error>
 #include <typeinfo>
 
 #include "config/case_config.hpp"
@@ -28,20 +27,14 @@ const fs::path& work_dir() {
   return apron::fuzz::work_dir("fuzz_motion_table");
 }
 
-struct RemoveWorkDir {
-  ~RemoveWorkDir() {
-    std::error_code ec;
-    fs::remove_all(work_dir(), ec);
-  }
-} remove_work_dir;
-
 [[noreturn]] void finding(const char* what, double value) {
   std::fprintf(stderr, "fuzz_motion_table: %s (%g)\n", what, value);
   std::abort();
 }
 
 void check_usable(const apron::PrescribedMotion& m) {
-  if (m.rows.size() < 2) finding("a table of fewer than 2 rows was accepted", double(m.rows.size()));
+  if (m.rows.size() < 2)
+    finding("a table of fewer than 2 rows was accepted", double(m.rows.size()));
   for (std::size_t i = 1; i < m.rows.size(); ++i)
     if (!(m.rows[i][0] > m.rows[i - 1][0])) finding("time does not increase at row", double(i));
   const double t0 = m.rows.front()[0], t1 = m.rows.back()[0];

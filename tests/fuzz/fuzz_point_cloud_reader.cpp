@@ -4,8 +4,6 @@
 // cleanly too), with a memory budget small enough that the reader's pre-allocation check is
 // exercised. MeshReadError is the expected failure for bad input; any other exception, a crash, a
 // sanitizer report or a hang is a finding.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,12 +11,11 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
-#include <system_error>
 #include <typeinfo>
 
+#include "fuzz_files.hpp"
 #include "io/point_cloud_reader.hpp"
 
 namespace fs = std::filesystem;
@@ -26,33 +23,11 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    std::error_code ec;
-    const fs::path base =
-        fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
-    fs::path d = base / ("apron_fuzz_cloud_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  return apron::fuzz::work_dir("fuzz_point_cloud_reader");
 }
 
-struct RemoveWorkDir {
-  ~RemoveWorkDir() {
-    std::error_code ec;
-    fs::remove_all(work_dir(), ec);
-  }
-} remove_work_dir;
-
 void read_one(const fs::path& path, const std::uint8_t* data, std::size_t size) {
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    if (!out) {
-      std::fprintf(stderr, "fuzz_point_cloud_reader: cannot write %s\n", path.c_str());
-      std::abort();
-    }
-  }
+  apron::fuzz::write_input(path, data, size);
   try {
     // 256 MiB: the check refuses what could not be read within it.
     const apron::io::PointCloud cloud = apron::io::read_point_file(path, std::size_t{256} << 20);
