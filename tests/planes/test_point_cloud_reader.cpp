@@ -18,6 +18,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The read fails with a message matching `pattern` (which names the file and the place).
+void expect_refused(const fs::path& file, const std::string& pattern, std::size_t memory = 0) {
+  try {
+    read_point_file(file, memory);
+    ADD_FAILURE() << file << ": no error, expected " << pattern;
+  } catch (const MeshReadError& e) {
+    EXPECT_TRUE(std::regex_search(e.what(), std::regex(pattern))) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file.filename().string()), std::string::npos) << e.what();
+  }
+}
+
 class PointCloudReader : public ::testing::Test {
  protected:
   // One directory per test: ctest runs the discovered tests in parallel, and a shared directory
@@ -32,16 +43,8 @@ class PointCloudReader : public ::testing::Test {
     std::ofstream(p, std::ios::binary) << bytes;
     return p;
   }
-  // The read fails with a message matching `pattern` (which names the file and the place).
   void expect_error(const fs::path& file, const std::string& pattern, std::size_t memory = 0) {
-    try {
-      read_point_file(file, memory);
-      ADD_FAILURE() << file << ": no error, expected " << pattern;
-    } catch (const MeshReadError& e) {
-      EXPECT_TRUE(std::regex_search(e.what(), std::regex(pattern))) << e.what();
-      EXPECT_NE(std::string(e.what()).find(file.filename().string()), std::string::npos)
-          << e.what();
-    }
+    expect_refused(file, pattern, memory);
   }
 };
 
@@ -278,16 +281,6 @@ std::size_t compare_points(const fs::path& file, const fs::path& expected, doubl
   EXPECT_EQ(i, count) << expected;
   EXPECT_EQ(cloud.points.size(), i) << file;
   return wrong;
-}
-
-void expect_refused(const fs::path& file, const std::string& pattern, std::size_t memory = 0) {
-  try {
-    read_point_file(file, memory);
-    ADD_FAILURE() << file << ": no error, expected " << pattern;
-  } catch (const MeshReadError& e) {
-    EXPECT_TRUE(std::regex_search(e.what(), std::regex(pattern))) << e.what();
-    EXPECT_NE(std::string(e.what()).find(file.filename().string()), std::string::npos) << e.what();
-  }
 }
 
 // ---- LAZ: the LAS files above compressed by laspy's LAZ backend (lazrs) ---------------------
