@@ -411,16 +411,16 @@ void ClothSolver::refuse_start_inside_colliders(const HostMesh& mesh) const {
   std::vector<V3> rest(mesh.positions.size());
   for (std::size_t v = 0; v < rest.size(); ++v)
     rest[v] = {mesh.positions[v][0], mesh.positions[v][1], mesh.positions[v][2]};
+  DeviceVector<V3> rest_on_device;  // for the mesh colliders: uploaded once for all of them
+  if (!mesh_colliders_.empty()) to_device(rest, rest_on_device);
   std::size_t next_mesh = 0;
   for (std::size_t c = 0; c < case_.colliders.size(); ++c) {
     std::vector<double> depth(rest.size());
     if (case_.colliders[c].kind == "mesh") {
-      DeviceVector<V3> positions;
       DeviceVector<double> on_device;
-      to_device(rest, positions);
       mesh_contact_depths(mesh_colliders_[next_mesh++]->surface.view(),
-                          body_pose(case_.colliders[c].motion.at(0)), case_.thickness, positions,
-                          on_device);
+                          body_pose(case_.colliders[c].motion.at(0)), case_.thickness,
+                          rest_on_device, on_device);
       depth = to_host(on_device, rest.size());
     } else {
       const Collider collider = device_collider(case_.colliders[c]);
