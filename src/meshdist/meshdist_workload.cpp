@@ -29,12 +29,6 @@ std::pair<std::uint64_t, std::uint64_t> rank_range(std::uint64_t total, int rank
   return {share_end(total, rank, size), share_end(total, rank + 1, size)};
 }
 
-void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
-  j.begin_array(key);
-  for (double x : v) j.value("", x);
-  j.end_array();
-}
-
 }  // namespace
 
 MeshDistance::MeshDistance(const WorkloadContext& context)
@@ -373,7 +367,7 @@ void MeshDistance::report(Json& j) const {
   // The analysis frame: coordinates (x - centre) / scale, in float (the distances' precision
   // is float's relative to the scale).
   j.begin_object("frame");
-  json_vec3(j, "centre", frame_.centre);
+  j.values("centre", frame_.centre);
   j.value("scale", frame_.scale);
   j.end_object();
   j.value("search", md.search);
@@ -392,20 +386,16 @@ void MeshDistance::report(Json& j) const {
     j.value("sum", r.sum);
     j.value("sum_squares", r.sum_squares);
     j.value("max_sample_index", static_cast<long long>(r.argmax));
-    json_vec3(j, "max_sample", r.max_sample);
-    json_vec3(j, "closest_point", r.closest_point);
+    j.values("max_sample", r.max_sample);
+    j.values("closest_point", r.closest_point);
     j.value("closest_triangle", r.closest_triangle);
     j.begin_object("histogram");
     j.value("bin_width", r.bin_width);
-    j.begin_array("counts");
-    for (long long c : r.histogram) j.value("", c);
-    j.end_array();
+    j.values("counts", r.histogram);
     j.end_object();
     if (md.search == "grid") {
       j.begin_object("grid");
-      j.begin_array("dims");
-      for (int d : r.grid.dims) j.value("", d);
-      j.end_array();
+      j.values("dims", r.grid.dims);
       j.value("cell_size", static_cast<double>(r.grid.cell) * frame_.scale);
       j.value("pairs", r.grid_pairs);
       j.end_object();
@@ -425,9 +415,8 @@ void MeshDistance::report(Json& j) const {
   j.value("mean", mean);
   j.value("rms", rms);
   j.end_object();
-  j.begin_array("analysis_seconds");  // per repetition, max over ranks, file parsing excluded
-  for (double s : analysis_seconds_) j.value("", s);
-  j.end_array();
+  // per repetition, max over ranks, file parsing excluded
+  j.values("analysis_seconds", analysis_seconds_);
   // What a one-shot user sees (the first analysis of a process: first allocations, first uses of
   // the device) apart from a warmed-up analysis (the median of the others; meshdist.repeat >= 2).
   if (!analysis_seconds_.empty()) j.value("cold_analysis_seconds", analysis_seconds_.front());

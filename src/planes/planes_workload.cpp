@@ -32,18 +32,6 @@ double aligned_offset(const std::array<double, 3>& na, const std::array<double, 
   return na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2] < 0 ? -b : b;
 }
 
-void json_vec3(Json& j, const std::string& key, const std::array<double, 3>& v) {
-  j.begin_array(key);
-  for (double x : v) j.value("", x);
-  j.end_array();
-}
-
-void write_array(Json& j, const std::string& key, const std::vector<double>& v) {
-  j.begin_array(key);
-  for (double x : v) j.value("", x);
-  j.end_array();
-}
-
 // A colour per plane (golden-ratio hues); grey for points on no plane.
 std::array<std::uint8_t, 3> plane_colour(int plane) {
   if (plane < 0) return {128, 128, 128};
@@ -631,8 +619,8 @@ void PlaneDetection::report(Json& j) const {
   j.value("grown", static_cast<std::size_t>(detection_.grown));
   // The split: per rank its octree's work and (balance: cost) the estimate the cuts balanced.
   j.value("balance", pc_.balance);
-  write_array(j, "octree_work", detection_.octree_work);
-  write_array(j, "estimated_work", estimated_work_);
+  j.values("octree_work", detection_.octree_work);
+  j.values("estimated_work", estimated_work_);
   j.begin_array("octree_levels");
   for (std::size_t l = 0; l < detection_.nodes_per_level.size(); ++l) {
     j.begin_object();
@@ -645,20 +633,20 @@ void PlaneDetection::report(Json& j) const {
   j.begin_array("detected");
   for (const Plane& p : detection_.planes) {
     j.begin_object();
-    json_vec3(j, "normal", p.normal);
+    j.values("normal", p.normal);
     j.value("offset", p.offset);
     j.value("inliers", static_cast<std::size_t>(p.inliers));
     j.value("clusters", static_cast<std::size_t>(p.clusters));
-    json_vec3(j, "centroid", p.centroid);
+    j.values("centroid", p.centroid);
     j.begin_object("rectangle");
-    json_vec3(j, "axis_u", p.axis_u);
-    json_vec3(j, "axis_v", p.axis_v);
+    j.values("axis_u", p.axis_u);
+    j.values("axis_v", p.axis_v);
     j.value("u_min", p.u_min)
         .value("u_max", p.u_max)
         .value("v_min", p.v_min)
         .value("v_max", p.v_max);
     j.begin_array("corners");
-    for (const auto& c : p.corners()) json_vec3(j, "", c);
+    for (const auto& c : p.corners()) j.values("", c);
     j.end_array();
     j.end_object();
     j.value("rms", p.rms);
@@ -672,9 +660,7 @@ void PlaneDetection::report(Json& j) const {
   j.value("labels", t.labels).value("extent", t.extent).value("grow", t.grow);
   j.value("total", t.total);
   j.end_object();
-  j.begin_array("analysis_seconds");
-  for (double s : analysis_seconds_) j.value("", s);
-  j.end_array();
+  j.values("analysis_seconds", analysis_seconds_);
   j.begin_array("stage_seconds_per_repetition");
   for (const StageTimes& r : stage_history_) {
     j.begin_object();
@@ -697,14 +683,12 @@ void PlaneDetection::report(Json& j) const {
     j.value("precision", score_.precision);
     j.value("recall", score_.recall);
     j.value("f1", score_.f1);
-    j.begin_array("match");
-    for (int m : score_.match) j.value("", m);
-    j.end_array();
+    j.values("match", score_.match);
     j.begin_array("truth");
     for (std::size_t g = 0; g < scene_.planes.size(); ++g) {
       j.begin_object();
       j.value("name", scene_.planes[g].name);
-      json_vec3(j, "normal", scene_.planes[g].normal);
+      j.values("normal", scene_.planes[g].normal);
       j.value("offset", scene_.planes[g].offset);
       j.value("points", static_cast<long long>(score_.truth_points[g]));
       j.end_object();

@@ -38,6 +38,13 @@ class Json {
     return *this;
   }
   Json& value(const std::string& key, const char* v) { return value(key, std::string(v)); }
+  // An array of the values of a range, each written as value() writes its type.
+  template <class Range>
+  Json& values(const std::string& key, const Range& items) {
+    begin_array(key);
+    for (const auto& item : items) value("", item);
+    return end_array();
+  }
   std::string str() const { return out_.str() + "\n"; }
 
  private:
