@@ -42,12 +42,13 @@ void SheetSelfContact::setup(const Setup& s, const DeviceVector<Point>& position
   sheet_ = sheet_primitives(sheet);
 
   owned_ = s.owned_ids.size();
-  std::vector<std::uint32_t> row_of(sheet.positions.size(), SelfContact::kNotHere), ids(owned_);
+  row_of_.assign(sheet.positions.size(), SelfContact::kNotHere);
+  std::vector<std::uint32_t> ids(owned_);
   for (std::size_t r = 0; r < owned_; ++r) {
     ids[r] = static_cast<std::uint32_t>(s.owned_ids[r]);
-    row_of[ids[r]] = static_cast<std::uint32_t>(r);
+    row_of_[ids[r]] = static_cast<std::uint32_t>(r);
   }
-  contact_.set_rows(row_of, owned_);
+  contact_.set_rows(row_of_, owned_);
   to_device(ids, owned_ids_);
 
   const int mine = static_cast<int>(owned_);
@@ -58,6 +59,9 @@ void SheetSelfContact::setup(const Setup& s, const DeviceVector<Point>& position
   gathered_ids_.resize(sheet.positions.size());
   MPI_Allgatherv(s.owned_ids.data(), mine, MPI_INT64_T, gathered_ids_.data(), counts_.data(),
                  displacements_.data(), MPI_INT64_T, comm_);
+  owner_.resize(sheet.positions.size());
+  for (int rank = 0; rank < ranks_; ++rank)
+    for (int k = 0; k < counts_[rank]; ++k) owner_[gathered_ids_[displacements_[rank] + k]] = rank;
   for (int& n : counts_) n *= 3;  // from here on in doubles
   for (int& d : displacements_) d *= 3;
   all_host_.resize(sheet.positions.size());
@@ -111,25 +115,94 @@ void SheetSelfContact::refuse_touching_at_rest(const std::string& file) const {
 }
 
 void SheetSelfContact::refresh(const DeviceVector<Point>& position) {
-  if (ranks_ == 1) {
-    apron::scatter(position.begin(), position.begin() + static_cast<std::ptrdiff_t>(owned_),
-                   owned_ids_.begin(), all_.begin());
-    return;
-  }
-  const std::vector<Point> mine = to_host(position, owned_);
+  apron::scatter(position.begin(), position.begin() + static_cast<std::ptrdiff_t>(owned_),
+                 owned_ids_.begin(), all_.begin());
+  if (ranks_ == 1) return;
+  if (halo_planned_)
+    exchange_halo();
+  else
+    gather_whole_sheet();
+}
+
+// Every rank's owned rows (already in all_) to every rank.
+void SheetSelfContact::gather_whole_sheet() {
+  DeviceVector<Point> mine(owned_);
+  apron::gather(owned_ids_.begin(), owned_ids_.end(), all_.begin(), mine.begin());
+  const std::vector<Point> mine_host = to_host(mine, owned_);
   std::vector<Point> gathered(all_host_.size());
-  MPI_Allgatherv(mine.data(), static_cast<int>(3 * owned_), MPI_DOUBLE, gathered.data(),
+  MPI_Allgatherv(mine_host.data(), static_cast<int>(3 * owned_), MPI_DOUBLE, gathered.data(),
                  counts_.data(), displacements_.data(), MPI_DOUBLE, comm_);
   for (std::size_t i = 0; i < gathered.size(); ++i) all_host_[gathered_ids_[i]] = gathered[i];
   to_device(all_host_, all_);
+  ++whole_gathers_;
+}
+
+// After a build: the other ranks' vertices that this rank's pairs name, asked of their owners.
+// Until the next build no other vertex can come within reach of this rank's (the list holds
+// every pair within the thickness), so those are all it needs.
+void SheetSelfContact::plan_halo() {
+  const std::vector<ContactPair> pairs = to_host(contact_.pairs(), contact_.pairs().size());
+  std::vector<std::vector<std::uint32_t>> wanted(ranks_);
+  for (const ContactPair& pair : pairs)
+    for (const std::uint32_t v : pair.vertex)
+      if (row_of_[v] == SelfContact::kNotHere) wanted[owner_[v]].push_back(v);
+  std::vector<std::uint32_t> receive_ids;
+  receive_counts_.assign(ranks_, 0);
+  for (int rank = 0; rank < ranks_; ++rank) {
+    std::vector<std::uint32_t>& ids = wanted[rank];
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    receive_ids.insert(receive_ids.end(), ids.begin(), ids.end());
+    receive_counts_[rank] = static_cast<int>(ids.size());
+  }
+  send_counts_.assign(ranks_, 0);
+  MPI_Alltoall(receive_counts_.data(), 1, MPI_INT, send_counts_.data(), 1, MPI_INT, comm_);
+  const auto offsets = [](const std::vector<int>& counts) {
+    std::vector<int> at(counts.size(), 0);
+    std::exclusive_scan(counts.begin(), counts.end(), at.begin(), 0);
+    return at;
+  };
+  receive_offsets_ = offsets(receive_counts_);
+  send_offsets_ = offsets(send_counts_);
+  std::vector<std::uint32_t> send_ids(
+      static_cast<std::size_t>(std::accumulate(send_counts_.begin(), send_counts_.end(), 0)));
+  MPI_Alltoallv(receive_ids.data(), receive_counts_.data(), receive_offsets_.data(), MPI_UINT32_T,
+                send_ids.data(), send_counts_.data(), send_offsets_.data(), MPI_UINT32_T, comm_);
+  to_device(send_ids, send_ids_);
+  to_device(receive_ids, receive_ids_);
+  send_buffer_.resize(send_ids.size());
+  receive_buffer_.resize(receive_ids.size());
+  for (auto* counts : {&send_counts_, &send_offsets_, &receive_counts_, &receive_offsets_})
+    for (int& n : *counts) n *= 3;  // in doubles
+  halo_planned_ = true;
+}
+
+// Each rank's asked-for owned vertices (already in all_) to the ranks that asked.
+void SheetSelfContact::exchange_halo() {
+  apron::gather(send_ids_.begin(), send_ids_.end(), all_.begin(), send_buffer_.begin());
+  const std::vector<Point> send = to_host(send_buffer_, send_buffer_.size());
+  std::vector<Point> received(receive_buffer_.size());
+  MPI_Alltoallv(send.data(), send_counts_.data(), send_offsets_.data(), MPI_DOUBLE, received.data(),
+                receive_counts_.data(), receive_offsets_.data(), MPI_DOUBLE, comm_);
+  to_device(received, receive_buffer_);
+  apron::scatter(receive_buffer_.begin(), receive_buffer_.end(), receive_ids_.begin(),
+                 all_.begin());
+  ++halo_exchanges_;
+  halo_vertices_ += static_cast<long long>(received.size());
 }
 
 // A list built at any positions since which no vertex has moved skin / 2 holds every pair
-// closer than the thickness; and the forces do not depend on which such list it is.
+// closer than the thickness; and the forces do not depend on which such list it is. A rank sees
+// its own vertices and its halo move (the rest it holds stand still at their build positions),
+// so the ranks decide together, as one rank seeing the whole sheet would.
 void SheetSelfContact::rebuild_if_stale() {
-  if (!contact_.stale(all_, params_)) return;
+  bool stale = contact_.stale(all_, params_);
+  if (ranks_ > 1) stale = global_max(comm_, stale ? 1.0 : 0.0) > 0;
+  if (!stale) return;
+  if (halo_planned_) gather_whole_sheet();  // the broad phase looks at every vertex
   contact_.build(sheet_, all_, params_);
   most_pairs_ = std::max(most_pairs_, contact_.pairs().size());
+  if (ranks_ > 1) plan_halo();
 }
 
 void SheetSelfContact::add_gradient(DeviceVector<Point>& gradient) {
@@ -154,6 +227,12 @@ void SheetSelfContact::report(Json& json) const {
   json.value("stiffness", params_.stiffness);
   json.value("pair_list_builds", static_cast<long long>(contact_.builds()));
   json.value("pairs_listed_most", global_max(comm_, static_cast<double>(most_pairs_)));
+  // Per rank: how often it took the whole sheet, and the largest mean halo it received a step.
+  json.value("whole_sheet_gathers", whole_gathers_);
+  json.value("halo_vertices_per_step_most",
+             global_max(comm_, halo_exchanges_ > 0 ? static_cast<double>(halo_vertices_) /
+                                                         static_cast<double>(halo_exchanges_)
+                                                   : 0.0));
   json.value("clamped_vertex_steps",
              static_cast<long long>(global_sum(comm_, static_cast<std::int64_t>(clamped_))));
   json.end_object();
@@ -161,8 +240,10 @@ void SheetSelfContact::report(Json& json) const {
 
 std::size_t SheetSelfContact::device_bytes() const {
   return contact_.device_bytes() +
-         4 * (sheet_.triangles.capacity() + sheet_.edges.capacity() + owned_ids_.capacity()) +
-         sizeof(Point) * all_.capacity() + 8 * (bound_.capacity() + energy_.capacity());
+         4 * (sheet_.triangles.capacity() + sheet_.edges.capacity() + owned_ids_.capacity() +
+              send_ids_.capacity() + receive_ids_.capacity()) +
+         sizeof(Point) * (all_.capacity() + send_buffer_.capacity() + receive_buffer_.capacity()) +
+         8 * (bound_.capacity() + energy_.capacity());
 }
 
 }  // namespace apron::cloth

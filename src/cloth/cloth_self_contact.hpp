@@ -1,9 +1,10 @@
 // The cloth's self-contact across ranks (kernels/cloth/self_contact.hpp does the geometry). A
-// pair may join vertices of any ranks, so every rank holds the positions of the whole sheet,
-// refreshed after each step by one all-gather of the owned rows (24 bytes per vertex of the
-// sheet, to every rank: simple and exact; a halo of the vertices within reach of a rank's box
-// would send only those). Each rank lists only the pairs that touch its own vertices and sums
-// their forces in the list's key order, so its vertices move as on one rank, bit for bit.
+// pair may join vertices of any ranks. When the pair list is (re)built, every rank takes the
+// positions of the whole sheet (one all-gather of the owned rows) and lists the pairs that touch
+// its own vertices; until the next build, each step brings only the other ranks' vertices those
+// pairs name (a halo planned at the build: usually the few near the rank's boundary that are in
+// contact). Each rank sums its pairs' forces in the list's key order, so its vertices move as on
+// one rank, bit for bit.
 #pragma once
 
 #include <mpi.h>
@@ -33,7 +34,8 @@ class SheetSelfContact {
 
   // Collective. The primitives, this rank's rows, the stiffness; the positions from `position`.
   void setup(const Setup& s, const DeviceVector<Point>& position);
-  // Collective: the whole sheet's positions from every rank's owned rows.
+  // Collective: the positions of this rank's rows and of the other ranks' vertices its pairs
+  // name (before the first build: of the whole sheet).
   void refresh(const DeviceVector<Point>& position);
   // Adds the contact forces' gradient to the owned rows and fixes this step's bounds (the pair
   // list is rebuilt first when it no longer holds every pair within the thickness).
@@ -50,6 +52,9 @@ class SheetSelfContact {
   void refuse_unresolved(const HostMesh& sheet, const std::string& file) const;
   void refuse_touching_at_rest(const std::string& file) const;
   void rebuild_if_stale();
+  void gather_whole_sheet();
+  void plan_halo();
+  void exchange_halo();
 
   const ClothCase& case_;
   MPI_Comm comm_;
@@ -60,11 +65,20 @@ class SheetSelfContact {
   std::size_t owned_ = 0;
   DeviceVector<Point> all_;  // the whole sheet, by vertex
   DeviceVector<std::uint32_t> owned_ids_;
+  std::vector<std::uint32_t> row_of_;  // each sheet vertex's owned row, or kNotHere
+  std::vector<int> owner_;             // each sheet vertex's rank
   DeviceVector<double> bound_, energy_;
   // The all-gather: each rank's row count and the sheet's vertex of every row, in rank order.
   std::vector<int> counts_, displacements_;
   std::vector<std::int64_t> gathered_ids_;
   std::vector<Point> all_host_;
+  // The halo until the next build: the owned vertices each rank asked for, and the vertices
+  // asked of each rank, both grouped by rank; counts and offsets in doubles.
+  bool halo_planned_ = false;
+  DeviceVector<std::uint32_t> send_ids_, receive_ids_;
+  DeviceVector<Point> send_buffer_, receive_buffer_;
+  std::vector<int> send_counts_, send_offsets_, receive_counts_, receive_offsets_;
+  long long whole_gathers_ = 0, halo_exchanges_ = 0, halo_vertices_ = 0;
   std::vector<std::uint32_t> file_index_;
   long long clamped_ = 0;
   std::size_t most_pairs_ = 0;

@@ -207,6 +207,13 @@ def scenario_fold(args, work):
           f"{report['pairs_listed_most']:.0f} pairs on a rank; {report['clamped_vertex_steps']} "
           "vertex-steps clamped")
     check(rise <= 0.01 * start, "total energy never rises by more than 1% between outputs")
+    vertices = len(next(outputs(on))[1])
+    halo = report["halo_vertices_per_step_most"]
+    print(f"      each rank took the whole sheet {report['whole_sheet_gathers']} times (once per "
+          f"list build); between builds it received {halo:.1f} of the {vertices} vertices a step")
+    check(report["whole_sheet_gathers"] == report["pair_list_builds"] and 0 < halo < 0.2 * vertices,
+          "ranks exchange the whole sheet only to build the pair list, then only the vertices "
+          "their pairs name (under a fifth of the sheet)")
 
     off = run(args, 2, f"{work}/off", "--set", "cloth.self_collision.enabled=false")
     most = max(len(intersecting_triangle_pairs(x, t, sheet_edges(t))) for _, x, t in outputs(off))
