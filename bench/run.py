@@ -227,6 +227,8 @@ TO_200US = ["time.end=2e-4", "time.max_steps=0"]  # the same simulated time for 
 # The sheet lowered onto its sphere (1 mm above the offset surface), so that the colliders work
 # from the first step; and that sphere as a mesh (5120 triangles): the mesh colliders' cost.
 ON_SPHERE = ["cloth.grid.centre=[0, 0, 0.461]"]
+# Self-collision on the 0.5 mm cells of 2000 x 2000: a thickness below their jittered gap.
+SELF_4M = ["cloth.self_collision.enabled=true", "cloth.thickness=1e-4"]
 MESH_SPHERE = ["cloth.colliders=[{kind: mesh, mesh: inputs/meshes/sphere_fine.ply, scale: 0.25, "
                "offset: [0, 0, 0.2]}, {kind: floor, height: 0}]"]
 
@@ -261,6 +263,8 @@ BENCHMARKS = {
         cloth("cloth-1M-self-on-sphere", "1M vertices touching the sphere, self-collision on",
               sets=["cloth.self_collision.enabled=true", "cloth.thickness=2e-4",
                     "cloth.grid.centre=[0, 0, 0.4503]"]),
+        cloth("cloth-4M-self", "2000 x 2000 cells, self-collision on (thickness 0.1 mm)", cells=2000,
+              sets=SELF_4M),
         cloth("cloth-1M-explicit-200us", "1M vertices to t = 0.2 ms, explicit (cfl 0.5)",
               sets=TO_200US, metric=CLOTH_LOOP),
         cloth("cloth-1M-implicit-10us", "1M vertices to t = 0.2 ms, implicit, dt 10 us",
@@ -304,6 +308,9 @@ BENCHMARKS["scaling"] = [BY_NAME[n] for n in ("sph-10M", "sph-50M")] + [
     cloth("cloth-weak-4M-x2", "weak: 4000 x 2000 cells of the same size on 2 GPUs", cells=2000,
           width=2, ranks=2),
     cloth("cloth-strong-4M-x2", "strong: 2000 x 2000 cells on 2 GPUs", cells=2000, ranks=2),
+    BY_NAME["cloth-4M-self"],
+    cloth("cloth-weak-4M-self-x2", "weak: 4000 x 2000 cells on 2 GPUs, self-collision on",
+          cells=2000, width=2, ranks=2, sets=SELF_4M),
     BY_NAME["planes-20M"],
     planes("planes-20M-x2", 20e6, ranks=2),
     planes("planes-100M", 100e6, repeat=4),
@@ -332,6 +339,7 @@ DERIVED = [("weak_scaling_efficiency", "sph-weak-10M-x2", "sph-10M", 2),
            ("speed_up", "flip-strong-27M-x2", "flip-27M", 1),
            ("weak_scaling_efficiency", "cloth-weak-4M-x2", "cloth-4M", 2),
            ("speed_up", "cloth-strong-4M-x2", "cloth-4M", 1),
+           ("weak_scaling_efficiency", "cloth-weak-4M-self-x2", "cloth-4M-self", 2),
            ("speed_up", "planes-20M-x2", "planes-20M", 1),
            ("speed_up", "planes-100M-x2", "planes-100M", 1),
            ("speed_up", "bunny-x2", "bunny", 1),
