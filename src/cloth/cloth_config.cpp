@@ -126,10 +126,6 @@ SelfCollisionConfig read_self_collision(MapReader& cloth, const ClothCase& c) {
     cloth.fail("thickness",
                "must be above 0 with cloth.self_collision.enabled: it is the distance the sheet "
                "keeps from itself (e.g. a third of the sheet's edge length)");
-  if (c.integrator.implicit)
-    cloth.fail("integrator",
-               "must be explicit with cloth.self_collision.enabled (self-contact is taken per "
-               "explicit step)");
   return s;
 }
 

@@ -52,10 +52,14 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
     return;
   }
   const double h = kProbe * shortest_.length / largest;
-  displaced(*position_, h, q, w.shifted);
-  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
-  displaced(*position_, -h, q, w.shifted);
-  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
+  // The contact's stiffness is in the product as the sheet's is: its gradient at the probes.
+  const auto gradient_at = [&](double step, Vectors& gradient) {
+    displaced(*position_, step, q, w.shifted);
+    energy_gradient(mesh_, w.shifted, reference_, model_, gradient);
+    if (self_contact_) self_contact_->add_gradient_at(w.shifted, gradient);
+  };
+  gradient_at(h, w.gradient_plus);
+  gradient_at(-h, w.gradient_minus);
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
 }
 

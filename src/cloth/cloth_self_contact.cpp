@@ -119,7 +119,7 @@ void SheetSelfContact::refresh(const DeviceVector<Point>& position) {
                  owned_ids_.begin(), all_.begin());
   if (ranks_ == 1) return;
   if (halo_planned_)
-    exchange_halo();
+    exchange_halo(all_);
   else
     gather_whole_sheet();
 }
@@ -177,16 +177,16 @@ void SheetSelfContact::plan_halo() {
   halo_planned_ = true;
 }
 
-// Each rank's asked-for owned vertices (already in all_) to the ranks that asked.
-void SheetSelfContact::exchange_halo() {
-  apron::gather(send_ids_.begin(), send_ids_.end(), all_.begin(), send_buffer_.begin());
+// Each rank's asked-for owned vertices (already in `sheet`) to the ranks that asked, into theirs.
+void SheetSelfContact::exchange_halo(DeviceVector<Point>& sheet) {
+  apron::gather(send_ids_.begin(), send_ids_.end(), sheet.begin(), send_buffer_.begin());
   const std::vector<Point> send = to_host(send_buffer_, send_buffer_.size());
   std::vector<Point> received(receive_buffer_.size());
   MPI_Alltoallv(send.data(), send_counts_.data(), send_offsets_.data(), MPI_DOUBLE, received.data(),
                 receive_counts_.data(), receive_offsets_.data(), MPI_DOUBLE, comm_);
   to_device(received, receive_buffer_);
   apron::scatter(receive_buffer_.begin(), receive_buffer_.end(), receive_ids_.begin(),
-                 all_.begin());
+                 sheet.begin());
   ++halo_exchanges_;
   halo_vertices_ += static_cast<long long>(received.size());
 }
@@ -208,6 +208,16 @@ void SheetSelfContact::rebuild_if_stale() {
 void SheetSelfContact::add_gradient(DeviceVector<Point>& gradient) {
   rebuild_if_stale();
   contact_.forces(all_, params_, gradient, bound_);
+}
+
+void SheetSelfContact::add_gradient_at(const DeviceVector<Point>& rows,
+                                       DeviceVector<Point>& gradient) {
+  probe_.resize(all_.size());
+  apron::copy(all_.begin(), all_.end(), probe_.begin());
+  apron::scatter(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(owned_),
+                 owned_ids_.begin(), probe_.begin());
+  if (halo_planned_) exchange_halo(probe_);
+  contact_.forces(probe_, params_, gradient, probe_bound_);
 }
 
 void SheetSelfContact::clamp(DeviceVector<Point>& position, DeviceVector<Point>& velocity) {
@@ -242,8 +252,9 @@ std::size_t SheetSelfContact::device_bytes() const {
   return contact_.device_bytes() +
          4 * (sheet_.triangles.capacity() + sheet_.edges.capacity() + owned_ids_.capacity() +
               send_ids_.capacity() + receive_ids_.capacity()) +
-         sizeof(Point) * (all_.capacity() + send_buffer_.capacity() + receive_buffer_.capacity()) +
-         8 * (bound_.capacity() + energy_.capacity());
+         sizeof(Point) * (all_.capacity() + probe_.capacity() + send_buffer_.capacity() +
+                          receive_buffer_.capacity()) +
+         8 * (bound_.capacity() + energy_.capacity() + probe_bound_.capacity());
 }
 
 }  // namespace apron::cloth

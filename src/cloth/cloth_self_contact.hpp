@@ -25,9 +25,9 @@ class SheetSelfContact {
   struct Setup {
     const HostMesh* sheet;
     std::vector<std::int64_t> owned_ids;  // the sheet's vertex of each owned row
-    double dt, density;
-    bool at_rest;                           // refuse pairs already closer than the thickness
-    std::string file;                       // the case, for messages
+    double dt, density;  // dt: the step the repulsion is made as stiff as can be for
+    bool at_rest;        // refuse pairs already closer than the thickness
+    std::string file;    // the case, for messages
     std::vector<std::uint32_t> file_index;  // a mesh file's vertex of each sheet vertex, or empty
   };
   SheetSelfContact(const ClothCase& c, MPI_Comm comm) : case_(c), comm_(comm) {}
@@ -40,6 +40,10 @@ class SheetSelfContact {
   // Adds the contact forces' gradient to the owned rows and fixes this step's bounds (the pair
   // list is rebuilt first when it no longer holds every pair within the thickness).
   void add_gradient(DeviceVector<Point>& gradient);
+  // Collective. Adds the contact forces' gradient at other positions of this rank's rows (the
+  // implicit step's probes x +- h q), with the same pair list, the other ranks' vertices its
+  // pairs name at theirs.
+  void add_gradient_at(const DeviceVector<Point>& rows, DeviceVector<Point>& gradient);
   // After the step's motion, before the halo: each owned vertex's displacement since the start
   // of the step (the positions refresh() last took) within its bound.
   void clamp(DeviceVector<Point>& position, DeviceVector<Point>& velocity);
@@ -54,7 +58,7 @@ class SheetSelfContact {
   void rebuild_if_stale();
   void gather_whole_sheet();
   void plan_halo();
-  void exchange_halo();
+  void exchange_halo(DeviceVector<Point>& sheet);
 
   const ClothCase& case_;
   MPI_Comm comm_;
@@ -68,6 +72,8 @@ class SheetSelfContact {
   std::vector<std::uint32_t> row_of_;  // each sheet vertex's owned row, or kNotHere
   std::vector<int> owner_;             // each sheet vertex's rank
   DeviceVector<double> bound_, energy_;
+  DeviceVector<Point> probe_;         // the whole sheet at a probe of the implicit step
+  DeviceVector<double> probe_bound_;  // the bounds a probe's forces give, not used
   // The all-gather: each rank's row count and the sheet's vertex of every row, in rank order.
   std::vector<int> counts_, displacements_;
   std::vector<std::int64_t> gathered_ids_;

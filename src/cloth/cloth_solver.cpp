@@ -383,7 +383,8 @@ void ClothSolver::choose_dt(const HostMesh& mesh) {
     limit = std::min(
         limit,
         2 * h * h / (std::numbers::pi * std::numbers::pi * std::sqrt(6 * m.bend / m.density)));
-  dt_ = case_.integrator.implicit ? case_.integrator.dt : case_.cfl * limit;
+  explicit_dt_ = case_.cfl * limit;
+  dt_ = case_.integrator.implicit ? case_.integrator.dt : explicit_dt_;
   if (case_.integrator.implicit)
     Log::info("cloth: implicit step %.4g s, %.3g x the explicit stability limit (%.4g s)", dt_,
               dt_ / limit, limit);
@@ -449,9 +450,12 @@ void ClothSolver::setup_self_contact(const HostMesh& mesh, bool at_rest) {
   if (!case_.self_collision.enabled) return;
   self_contact_ = std::make_unique<SheetSelfContact>(case_, ranks_.comm);
   const auto& ids = halo_.global_ids();
-  self_contact_->setup({&mesh, std::vector<std::int64_t>(ids.begin(), ids.begin() + owned_), dt_,
-                        case_.material.density, at_rest, config_.file, file_index_},
-                       *position_);
+  // The repulsion as stiff as an explicit step can take, whichever integrator steps: an implicit
+  // step's longer dt would make it softer, and the clamps would do its work.
+  self_contact_->setup(
+      {&mesh, std::vector<std::int64_t>(ids.begin(), ids.begin() + owned_),
+       std::min(dt_, explicit_dt_), case_.material.density, at_rest, config_.file, file_index_},
+      *position_);
 }
 
 double ClothSolver::take_step() {

@@ -133,7 +133,8 @@ class ClothSolver final : public SteppingWorkload {
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
   } implicit_;
 
-  double dt_ = 0;  // the sheet's step; the last one of a run may be shorter
+  double dt_ = 0;           // the sheet's step; the last one of a run may be shorter
+  double explicit_dt_ = 0;  // cfl x the stability limit, whichever integrator steps
   // Output: this rank's triangles (those whose lowest-id corner it owns) over the local rows
   // they use, renumbered from 0.
   std::vector<std::uint32_t> output_rows_, output_triangles_;
