@@ -3,7 +3,7 @@
 resolutions (a GPU run: minutes; bench/NOTES.md has the figures).
 
 A flume LENGTH m long holds water of depth D = 0.1 m in a slab 0.03 m wide (quasi-2-D). The water
-rests for START s (the lattice start settles), then a piston at the left end moves by
+rests for START s (the start settles), then a piston at the left end moves by
 S/2 sin(2 pi t / T). First-order wave-maker theory (Biesel 1951) gives the height of the
 progressive wave it makes, H/S = 2 (cosh 2kd - 1) / (sinh 2kd + 2kd), with k from the dispersion
 relation omega^2 = g k tanh(kd). A wave gauge at x = GAUGE m (over two depths from the piston,
@@ -90,8 +90,9 @@ def main():
     p.add_argument("--mpirun", default="", help="launcher prefix, e.g. 'mpirun -n 2'")
     # Not yet a validation (bench/NOTES.md, "The wave maker against Biesel"): at the flume case's
     # alpha = wall_alpha = 0.1 the waves are damped to 2-6% of Biesel's height within a metre (a
-    # slab 3-6 particles wide is all wall boundary layer); at 0.05 and below, the lattice start
-    # (no hydrostatic initial density) keeps splashing at 4-8 m/s and the gauge reads spray.
+    # slab 3-6 particles wide is all wall boundary layer); at 0.05 and below the slab goes unstable
+    # at rest, hydrostatic start or not (bottom particles dive at zero pressure), and the gauge
+    # reads spray.
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--wall-alpha", type=float, default=0.1)
     a = p.parse_args()

@@ -42,12 +42,13 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
 
 // The pair term of boundary particle b for fluid particle a, to be multiplied by r_ab and the
 // constant -m_b * gradient_norm: the pressure of a (pa_term = p_a / rho_a^2), of b as seen from a
-// (Params::wall_pressure), and the wall's viscosity, times the kernel gradient's shape.
+// (Params::wall_pressure), and the wall's viscosity on the velocity of a relative to the wall's
+// there (v_ab), times the kernel gradient's shape.
 APRON_HD inline float wall_pair_term(const Params& params, float p_a, float rho_a, float inv_rho_a2,
-                                     float pa_term, Vec3 va, Vec3 r_ab, float r2) {
+                                     float pa_term, Vec3 v_ab, Vec3 r_ab, float r2) {
   const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
   const float pi_ab =
-      viscosity(params.wall_alpha, params.kernel.h, params.sound_speed, rho_a, va, r_ab, r2);
+      viscosity(params.wall_alpha, params.kernel.h, params.sound_speed, rho_a, v_ab, r_ab, r2);
   return (pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2);
 }
 
@@ -100,8 +101,8 @@ struct AccelerationKernel {
     const float fluid_scale = -params.fluid_mass * params.kernel.gradient_norm;
     // Boundary particles take the fluid particle's density and its pressure extrapolated
     // hydrostatically to their position, p_b = p_a + rho_a g.(x_b - x_a) (a pairwise form of
-    // Adami et al. 2012), and are at rest. Without the hydrostatic term a wall would carry no
-    // pressure gradient and the fluid beside it would sag.
+    // Adami et al. 2012), and their wall's velocity (a moving solid's drags the fluid). Without the
+    // hydrostatic term a wall would carry no pressure gradient and the fluid beside it would sag.
     if (!params.ghost_boundary) {
       const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_repulsion(params, wall, pa);
       fluid.acc[a] = with_w(acc, 0);
@@ -109,9 +110,10 @@ struct AccelerationKernel {
     }
     const float p_a = fluid.pressure[a], inv_rho_a2 = fast_divide(1.0f, rho_a * rho_a);
     wall.cells.for_each_neighbour(pa, near(wall.pos), [&](std::uint32_t b) {
-      const Vec3 r_ab = xyz(pa) - xyz(load(wall.pos + b));
+      const Vec4 pb = load(wall.pos + b);
+      const Vec3 r_ab = xyz(pa) - xyz(pb), v_ab = va - wall.velocity.of(pb);
       const float r2 = norm2(r_ab);
-      wall_sum += wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, va, r_ab, r2) * r_ab;
+      wall_sum += wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2) * r_ab;
     });
     const float wall_scale = -params.boundary_mass * params.kernel.gradient_norm;
     const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
@@ -169,7 +171,9 @@ struct ForceOnMovingWalls {
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);
       if (pb.w < 0.5f || r2 >= support2) return;
-      const float s = scale * wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, va, r_ab, r2);
+      const Vec3 v_ab = va - wall.velocity.of(pb);
+      const float s =
+          scale * wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2);
       double* f = out.force[static_cast<int>(pb.w) - 1];
       f[0] += s * r_ab.x;
       f[1] += s * r_ab.y;

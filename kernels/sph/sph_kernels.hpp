@@ -125,10 +125,28 @@ struct FluidArrays {
   NeighbourRecord record;
 };
 
+// Boundary particles of a moving solid carry its number k + 1 in pos.w (static ones 0).
+inline constexpr int kMaxMovingWalls = 8;
+
+// Each moving wall's rigid velocity field, v(x) = linear + angular x (x - centre).
+struct WallVelocities {
+  Vec3 linear[kMaxMovingWalls];
+  Vec3 angular[kMaxMovingWalls];
+  Vec3 centre[kMaxMovingWalls];
+
+  // The velocity of boundary particle b (at rest unless it belongs to a moving wall).
+  APRON_HD Vec3 of(const Vec4& b) const {
+    if (b.w < 0.5f) return {0, 0, 0};
+    const int k = static_cast<int>(b.w) - 1;
+    return linear[k] + cross(angular[k], xyz(b) - centre[k]);
+  }
+};
+
 struct BoundaryArrays {
   const Vec4* pos;
   std::size_t n;
   CellListView cells;
+  WallVelocities velocity{};  // the moving walls' (all zero when none moves)
 };
 
 // rho_a = sum_b m_b W_ab over fluid and boundary neighbours, then p_a from the Tait equation.
@@ -178,9 +196,6 @@ float highest_near(const DeviceVector<Vec4>& pos, const DeviceVector<std::uint8_
                    float y, float radius);
 
 // ---- Moving walls ----------------------------------------------------------------------------
-// Boundary particles of a moving solid carry its number k + 1 in pos.w (static ones 0).
-
-inline constexpr int kMaxMovingWalls = 8;
 
 // Each moving wall's rigid pose in float for the device: x = R (x0 - pivot) + pivot + t, as R
 // (row-major, 9), pivot (3) and t (3).

@@ -27,6 +27,15 @@ std::array<double, 3> table_translation(const std::vector<std::array<double, 4>>
   return {a[1] + w * (b[1] - a[1]), a[2] + w * (b[2] - a[2]), a[3] + w * (b[3] - a[3])};
 }
 
+std::array<double, 3> table_velocity(const std::vector<std::array<double, 4>>& rows, double t) {
+  if (t < rows.front()[0] || t >= rows.back()[0]) return {0, 0, 0};
+  std::size_t i = 1;
+  while (rows[i][0] <= t) ++i;
+  const auto &a = rows[i - 1], &b = rows[i];
+  const double dt = b[0] - a[0];
+  return {(b[1] - a[1]) / dt, (b[2] - a[2]) / dt, (b[3] - a[3]) / dt};
+}
+
 std::vector<std::array<double, 4>> read_table(config::MapReader& r, const std::string& file) {
   std::ifstream in(file);
   if (!in) r.fail("file", "cannot open the motion table '" + file + "'");
@@ -94,6 +103,33 @@ RigidPose PrescribedMotion::at(double t) const {
     }
   }
   return pose;
+}
+
+RigidVelocity PrescribedMotion::velocity_at(double t) const {
+  RigidVelocity v;
+  if (t < start) return v;
+  const double since = t - start;
+  switch (kind) {
+    case Kind::none:
+      break;
+    case Kind::sinusoid: {
+      const double omega = 2 * kPi / period, rate_of_s = omega * std::cos(omega * since + phase);
+      for (int d = 0; d < 3; ++d) v.linear[d] = amplitude[d] * rate_of_s;
+      break;
+    }
+    case Kind::table:
+      v.linear = table_velocity(rows, t);
+      break;
+    case Kind::rotation: {
+      const double omega = 2 * kPi / period;
+      const double angle_rate =
+          period > 0 ? angle_amplitude * omega * std::cos(omega * since) : rate;
+      for (int d = 0; d < 3; ++d) v.angular[d] = angle_rate * axis[d];
+      v.centre = pivot;
+      break;
+    }
+  }
+  return v;
 }
 
 PrescribedMotion read_motion(config::MapReader& solid) {

@@ -21,6 +21,14 @@ struct RigidPose {
   std::array<double, 3> apply(const std::array<double, 3>& x0) const;
 };
 
+// The velocity field of a rigid motion at one time: v(x) = linear + angular x (x - centre) at a
+// point x of the solid where it is then.
+struct RigidVelocity {
+  std::array<double, 3> linear{0, 0, 0};
+  std::array<double, 3> angular{0, 0, 0};  // [rad/s]
+  std::array<double, 3> centre{0, 0, 0};
+};
+
 struct PrescribedMotion {
   enum class Kind { none, sinusoid, table, rotation };
   Kind kind = Kind::none;
@@ -38,6 +46,8 @@ struct PrescribedMotion {
 
   bool moves() const { return kind != Kind::none; }
   RigidPose at(double t) const;
+  // The time derivative of at(t) (a table's: its segment's slope; zero before the start).
+  RigidVelocity velocity_at(double t) const;
 };
 
 // Reads `motion` of a solid's mapping, if present: {type: sinusoid, amplitude: [x, y, z],

@@ -120,17 +120,96 @@ void append_box_solid(const SphCase& c, const Box& solid, const Box& filter,
   });
 }
 
-double lattice_mass(double rest_density, double spacing, double smoothing_ratio) {
-  const Wendland w(static_cast<float>(smoothing_ratio * spacing));
+namespace {
+
+// A fluid region's lattice ids [first, end) and its lowest and highest points along `up`.
+struct Column {
+  std::int64_t first, end;
+  double bottom, top;
+};
+
+std::vector<Column> fluid_columns(const SphCase& c, const Vec3& up) {
+  std::vector<Column> columns;
+  std::int64_t first = 0;
+  auto add = [&](const Box& b) {
+    Column col{first, first + lattice_size(b, c.sph.spacing), 1e300, -1e300};
+    for (int corner = 0; corner < 8; ++corner) {
+      const double x = corner & 1 ? b.hi[0] : b.lo[0], y = corner & 2 ? b.hi[1] : b.lo[1],
+                   z = corner & 4 ? b.hi[2] : b.lo[2];
+      const double height = up.x * x + up.y * y + up.z * z;
+      col.bottom = std::min(col.bottom, height);
+      col.top = std::max(col.top, height);
+    }
+    columns.push_back(col);
+    first = col.end;
+  };
+  for (const Box& b : c.fluid_blocks) add(b);
+  for (const auto& m : c.fluid_meshes) add(m.bounds);
+  return columns;
+}
+
+}  // namespace
+
+void compress_hydrostatically(const SphCase& c, const Params& params, HostParticles& fluid) {
+  const double g = std::sqrt(static_cast<double>(norm2(params.gravity)));
+  if (g == 0 || fluid.pos.empty()) return;
+  const Vec3 up = (-1.0f / static_cast<float>(g)) * params.gravity;
+  const std::vector<Column> columns = fluid_columns(c, up);
+  // At rest the pressure force balances gravity where dp/dz = -rho0 g / M (M: the lattice's
+  // density response); the lattice's mass above a point fixes the depth d it stands for. The
+  // density there, rho0 (1 + a d)^(1/7) with a = rho0 g / (M B), is reached by compressing the
+  // lattice along gravity by the strain ((1 + a d)^(1/7) - 1) / M, so a layer at height s above
+  // the bottom of an uncompressed column of height H goes to
+  // Z(s) = s - (integral_0^s (1 + a (H - u))^(1/7) du - s) / M.
+  const double response = lattice_compression_response(c.sph.spacing, c.sph.smoothing_ratio);
+  const double a = params.rest_density * g / (response * params.tait_b);
+  for (std::size_t i = 0; i < fluid.pos.size(); ++i) {
+    const auto col = std::find_if(columns.begin(), columns.end(), [&](const Column& k) {
+      return fluid.id[i] >= k.first && fluid.id[i] < k.end;
+    });
+    if (col == columns.end()) continue;
+    Vec4& p = fluid.pos[i];
+    const double height = col->top - col->bottom;
+    const double s = up.x * p.x + up.y * p.y + up.z * p.z - col->bottom;
+    const double column_integral =
+        7 / (8 * a) * (std::pow(1 + a * height, 8.0 / 7) - std::pow(1 + a * (height - s), 8.0 / 7));
+    const auto shift = static_cast<float>(-(column_integral - s) / response);
+    p.x += shift * up.x, p.y += shift * up.y, p.z += shift * up.z;
+  }
+}
+
+namespace {
+
+// sum over the interior lattice points b of f(r_ab^2, z_ab) around a point a of it.
+template <class F>
+double lattice_sum(double spacing, double smoothing_ratio, F f) {
   const int reach = static_cast<int>(std::ceil(2 * smoothing_ratio)) + 1;
   double sum = 0;
   for (int i = -reach; i <= reach; ++i)
     for (int j = -reach; j <= reach; ++j)
-      for (int k = -reach; k <= reach; ++k) {
-        const double r2 = (i * i + j * j + k * k) * spacing * spacing;
-        sum += w.value(static_cast<float>(r2));
-      }
-  return rest_density / sum;
+      for (int k = -reach; k <= reach; ++k)
+        sum += f((i * i + j * j + k * k) * spacing * spacing, k * spacing);
+  return sum;
+}
+
+}  // namespace
+
+double lattice_mass(double rest_density, double spacing, double smoothing_ratio) {
+  const Wendland w(static_cast<float>(smoothing_ratio * spacing));
+  return rest_density / lattice_sum(spacing, smoothing_ratio, [&](double r2, double) {
+           return w.value(static_cast<float>(r2));
+         });
+}
+
+double lattice_compression_response(double spacing, double smoothing_ratio) {
+  const Wendland w(static_cast<float>(smoothing_ratio * spacing));
+  const double sum = lattice_sum(
+      spacing, smoothing_ratio, [&](double r2, double) { return w.value(static_cast<float>(r2)); });
+  // d/d(strain) of sum_b W(|r_ab|) with z_ab scaled by (1 - strain): sum_b -W'(r)/r z_ab^2.
+  const double moment = lattice_sum(spacing, smoothing_ratio, [&](double r2, double z) {
+    return -w.gradient_factor(static_cast<float>(r2)) * z * z;
+  });
+  return moment / sum;
 }
 
 }  // namespace apron::sph

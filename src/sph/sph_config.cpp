@@ -39,6 +39,8 @@ SphConfig read_sph(MapReader r) {
   c.clamp_negative_pressure = r.get<bool>("clamp_negative_pressure", true);
   c.cell_divisions = r.get<int>("cell_divisions", c.cell_divisions);
   if (c.cell_divisions < 1 || c.cell_divisions > 3) r.fail("cell_divisions", "must be 1, 2 or 3");
+  c.hydrostatic_start =
+      r.choice("initial_state", {"hydrostatic", "lattice"}, "hydrostatic") == "hydrostatic";
   r.finish();
   return c;
 }

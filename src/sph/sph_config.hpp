@@ -32,6 +32,9 @@ struct SphConfig {
   double force_factor = 0.25;  // dt <= force_factor sqrt(h / a_max)
   bool clamp_negative_pressure = true;
   int cell_divisions = 2;  // cells per interaction radius: 1 is the paper's 27-cell search
+  // true: fluid starts in hydrostatic equilibrium (compressed along gravity to the density of
+  // p = rho0 g depth); false: on the uniform lattice at rho0, which collapses and rings at first.
+  bool hydrostatic_start = true;
 };
 
 // A triangle mesh the case places ({mesh: file, scale, rotation, offset}), read and placed when

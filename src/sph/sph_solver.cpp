@@ -153,7 +153,9 @@ void SphSolver::collect_moving_solids() {
 }
 
 HostParticles SphSolver::fluid_particles(const Box& filter) const {
-  return meshes_ ? meshes_->fluid_particles(filter) : generate_fluid(case_, filter);
+  HostParticles out = meshes_ ? meshes_->fluid_particles(filter) : generate_fluid(case_, filter);
+  if (case_.sph.hydrostatic_start) compress_hydrostatically(case_, params_, out);
+  return out;
 }
 
 // Fluid candidates per particle in the interior: (2d + 1)^3 cells of edge 2h/d, at one particle
@@ -318,6 +320,13 @@ void SphSolver::place_walls() {
         poses.pose[k][9 + d] = static_cast<float>(pose.pivot[d]);
         poses.pose[k][12 + d] = static_cast<float>(pose.translation[d]);
       }
+      const RigidVelocity v = motions_[k]->velocity_at(clock_.time);
+      const auto vec3 = [](const std::array<double, 3>& a) {
+        return Vec3{static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])};
+      };
+      wall_velocities_.linear[k] = vec3(v.linear);
+      wall_velocities_.angular[k] = vec3(v.angular);
+      wall_velocities_.centre[k] = vec3(v.centre);
     }
     place_moving_walls(moving_rest_, poses, moving_placed_);
     const double support = params_.kernel.support();
@@ -355,7 +364,7 @@ FluidArrays SphSolver::fluid_arrays() {
 }
 
 BoundaryArrays SphSolver::wall_arrays() const {
-  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view()};
+  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view(), wall_velocities_};
 }
 
 void SphSolver::build_neighbour_tables() {

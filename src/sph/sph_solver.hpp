@@ -107,6 +107,7 @@ class SphSolver final : public SteppingWorkload {
   std::vector<const PrescribedMotion*> motions_;  // of moving solid k (boxes, then meshes)
   DeviceVector<Vec4> moving_rest_;                // their boundary particles at rest, w = k + 1
   DeviceVector<Vec4> moving_placed_;              // the same at the clock's time
+  WallVelocities wall_velocities_{};              // theirs at the clock's time
   // This rank's boundary particles, unsorted: the resting ones first, then the moving ones near
   // it at the clock's time.
   DeviceVector<Vec4> unsorted_walls_;

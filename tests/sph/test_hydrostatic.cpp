@@ -9,8 +9,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "config/case_config.hpp"
+#include "sph/case_setup.hpp"
 #include "sph/sph_solver.hpp"
 
 namespace apron::sph {
@@ -28,23 +32,31 @@ std::string folder(const char* variable, const char* built_in) {
   return value ? value : built_in;
 }
 
-Settled run_to_rest(bool ghost_particles) {
+// Calls inspect(solver, config) on a set-up solver of inputs/hydrostatic.yaml with `overrides`.
+template <class F>
+void with_tank(std::vector<std::string> overrides, F inspect) {
   const std::string out = folder("APRON_BINARY_DIR", APRON_BINARY_DIR) + "/out/hydrostatic_test";
   std::filesystem::create_directories(out);  // the driver's work, which this test goes round
+  overrides.insert(overrides.begin(), {"output.every=0", "output.dir=" + out});
   const auto config = config::parse_case(
-      folder("APRON_SOURCE_DIR", APRON_SOURCE_DIR) + "/inputs/hydrostatic.yaml",
-      {"output.every=0", "output.dir=" + out,
-       std::string("boundary.ghost_particles=") + (ghost_particles ? "true" : "false")});
+      folder("APRON_SOURCE_DIR", APRON_SOURCE_DIR) + "/inputs/hydrostatic.yaml", overrides);
   const auto ranks = RankInfo::world();
   PhaseTimers timers;
   SphSolver solver(WorkloadContext{config, ranks, DeviceInfo::select(ranks), timers});
   solver.setup();
+  inspect(solver, config);
+}
+
+Settled run_to_rest(bool ghost_particles) {
   Settled s;
-  s.config = config;
-  s.initial = solver.diagnostics();
-  while (!solver.done()) solver.advance();
-  s.final = solver.diagnostics();
-  s.particles = solver.snapshot();
+  with_tank({std::string("boundary.ghost_particles=") + (ghost_particles ? "true" : "false")},
+            [&](SphSolver& solver, const config::CaseConfig& config) {
+              s.config = config;
+              s.initial = solver.diagnostics();
+              while (!solver.done()) solver.advance();
+              s.final = solver.diagnostics();
+              s.particles = solver.snapshot();
+            });
   return s;
 }
 
@@ -132,6 +144,70 @@ TEST(Hydrostatic, PressureMassAndWallDensity) {
                 wall == Wall::floor ? "floor" : "side-wall", layer.deficit, layer.count);
     EXPECT_LT(std::abs(layer.deficit), 0.02);
   }
+}
+
+// The hydrostatic start: right after set-up, the pressure of the particles whose kernels reach
+// no wall particle and lie a kernel support below the free surface is rho0 g d / M, the SPH
+// equilibrium on the compressed lattice (M = lattice_compression_response: SPH's pressure gradient
+// on the lattice is M times the true one, so the lattice at rest carries 1/M = 3.1% more than rho0
+// g d at h / dx = 1.3), within 1%.
+TEST(HydrostaticStart, PressureAtRestIsTheLatticeEquilibrium) {
+  with_tank({"time.max_steps=1"}, [](SphSolver& solver, const config::CaseConfig& config) {
+    solver.advance();  // the densities and pressures of the positions set up
+    const SphCase& c = sph_case(config);
+    const SphSolver::Snapshot s = solver.snapshot();
+    // The free surface: half a spacing over the top layer (which the compression lowered).
+    double top = -1e300;
+    for (const Vec4& p : s.pos) top = std::max(top, p.z + 0.5 * c.sph.spacing);
+    const double g = -c.sph.gravity[2], rho0 = c.sph.rest_density;
+    const double support = 2 * c.sph.smoothing_ratio * c.sph.spacing;
+    const double m = lattice_compression_response(c.sph.spacing, c.sph.smoothing_ratio);
+    // The walls' first layer lies dx/2 behind their faces: out of reach from here.
+    const Box interior = c.boundary.tank.expanded(0.5 * c.sph.spacing - support);
+    double worst = 0, worst_of_equilibrium = 0;
+    int checked = 0;
+    for (std::size_t i = 0; i < s.id.size(); ++i) {
+      const Vec4& p = s.pos[i];
+      const double depth = top - p.z;
+      if (!interior.contains(p) || depth < support) continue;
+      const double ratio = s.pressure[i] / (rho0 * g * depth);
+      worst = std::max(worst, std::abs(ratio - 1));
+      worst_of_equilibrium = std::max(worst_of_equilibrium, std::abs(ratio * m - 1));
+      ++checked;
+    }
+    std::printf("%d particles: p / (rho0 g d) within %.4f of 1, p M / (rho0 g d) within %.4f\n",
+                checked, worst, worst_of_equilibrium);
+    EXPECT_GT(checked, 200);
+    EXPECT_LT(worst_of_equilibrium, 0.01);
+    EXPECT_LT(worst, 0.05);
+  });
+}
+
+// A tank at rest stays at rest: over its first 0.02 s (about 200 steps, more than the time sound
+// takes to cross the column four times) no particle is faster than 0.4 g H / c0. The lattice start,
+// at rho0 everywhere, falls freely while sound crosses the column and reaches about g H / c0.
+TEST(HydrostaticStart, TheTankAtRestStaysAtRest) {
+  const auto fastest_in = [](const char* initial_state) {
+    double fastest = 0, bound = 0;
+    with_tank({std::string("sph.initial_state=") + initial_state, "time.end=0.02"},
+              [&](SphSolver& solver, const config::CaseConfig& config) {
+                const SphCase& c = sph_case(config);
+                const double g = -c.sph.gravity[2];
+                const double height = c.fluid_blocks[0].hi[2] - c.boundary.tank.lo[2];
+                const double c0 = 10 * std::sqrt(2 * g * height);  // the case's default
+                bound = 0.4 * g * height / c0;
+                while (!solver.done()) {
+                  solver.advance();
+                  fastest = std::max(fastest, solver.diagnostics().max_speed);
+                }
+              });
+    std::printf("%s start: fastest particle %.4f m/s in 0.02 s (bound %.4f)\n", initial_state,
+                fastest, bound);
+    return std::pair{fastest, bound};
+  };
+  const auto [hydrostatic, bound] = fastest_in("hydrostatic");
+  EXPECT_LT(hydrostatic, bound);
+  EXPECT_GT(fastest_in("lattice").first, bound);  // the bound is one the old start fails
 }
 
 // Without ghost particles (walls only repel) the kernel sums next to a wall miss their far

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "engine/prescribed_motion.hpp"
 #include "kernels/common/algorithms.hpp"
 #include "kernels/common/cell_list.hpp"
 #include "kernels/common/particle_store.hpp"
@@ -141,7 +142,9 @@ TEST_P(CellListTest, CandidatesAndNeighboursContainEveryNeighbourExactlyOnce) {
 
 INSTANTIATE_TEST_SUITE_P(CellsPerRadius, CellListTest, ::testing::Values(1, 2, 3));
 
-// The density and acceleration passes against an O(N^2) loop over all fluid and wall particles.
+// The density and acceleration passes against an O(N^2) loop over all fluid and wall particles,
+// some of which belong to two moving walls (one sliding, one turning): their viscosity acts on the
+// fluid's velocity relative to the wall particle's.
 TEST(SphPasses, MatchBruteForce) {
   Params p;
   p.kernel = Wendland(0.013f);
@@ -157,6 +160,11 @@ TEST(SphPasses, MatchBruteForce) {
 
   auto fluid_host = random_points(1500, 2, 0.2f);
   auto wall_host = random_points(800, 3, 0.2f);
+  for (std::size_t i = 0; i < wall_host.size(); i += 3) wall_host[i].w = 1 + (i / 3) % 2;
+  WallVelocities wall_velocity{};
+  wall_velocity.linear[0] = {0.7f, -0.3f, 0.2f};
+  wall_velocity.angular[1] = {1.0f, 2.0f, -4.0f};
+  wall_velocity.centre[1] = {0.1f, 0.05f, 0.12f};
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> uv(-1, 1);
   std::vector<Vec4> vel_host(fluid_host.size());
@@ -190,7 +198,7 @@ TEST(SphPasses, MatchBruteForce) {
   const NeighbourRecord record{raw(d_words), raw(d_overflow), fs.size()};
   FluidArrays f{raw(d_pos),   raw(d_vel), raw(d_rho),         raw(d_p), raw(d_acc),
                 raw(d_flags), fs.size(),  fluid_cells.view(), record};
-  BoundaryArrays w{raw(d_wall), ws.size(), wall_cells.view()};
+  BoundaryArrays w{raw(d_wall), ws.size(), wall_cells.view(), wall_velocity};
   compute_density(p, f, w);
   // Every third particle as if its record had overflowed: the force pass tests its candidates
   // again, and must agree all the same.
@@ -239,7 +247,10 @@ TEST(SphPasses, MatchBruteForce) {
     for (const auto& b : ws) {
       // Wall pressure: p_a extrapolated hydrostatically to the wall particle.
       const double pb = pr[a] + rho[a] * dot(p.gravity, xyz(b) - xyz(fs[a]));
-      add(xyz(fs[a]) - xyz(b), xyz(vs[a]), p.boundary_mass, ta + pb / (rho[a] * rho[a]),
+      Vec3 vb{0, 0, 0};
+      if (b.w == 1) vb = wall_velocity.linear[0];
+      if (b.w == 2) vb = cross(wall_velocity.angular[1], xyz(b) - wall_velocity.centre[1]);
+      add(xyz(fs[a]) - xyz(b), xyz(vs[a]) - vb, p.boundary_mass, ta + pb / (rho[a] * rho[a]),
           p.wall_alpha, rho[a]);
     }
     const double scale = std::sqrt(ax * ax + ay * ay + az * az) + 1;
@@ -247,6 +258,38 @@ TEST(SphPasses, MatchBruteForce) {
     ASSERT_NEAR(acc[a].y, ay, 2e-4 * scale) << a;
     ASSERT_NEAR(acc[a].z, az, 2e-4 * scale) << a;
   }
+}
+
+// A moving wall's velocity (what its boundary particles carry into the viscous term) is the
+// derivative of its pose: central differences of at(t) at points of the solid, for each kind.
+TEST(PrescribedMotion, VelocityIsTheDerivativeOfThePose) {
+  using Kind = PrescribedMotion::Kind;
+  std::vector<PrescribedMotion> motions(4);
+  motions[0].kind = Kind::sinusoid;
+  motions[0].amplitude = {0.01, -0.02, 0.005};
+  motions[0].period = 0.8, motions[0].phase = 0.6, motions[0].start = 0.1;
+  motions[1].kind = Kind::table;
+  motions[1].rows = {{0.0, 0, 0, 0}, {0.5, 0.1, 0, -0.05}, {1.0, 0.1, 0.2, 0}};
+  motions[2].kind = Kind::rotation;
+  motions[2].axis = {0.6, 0, 0.8}, motions[2].pivot = {0.3, -0.1, 0.2};
+  motions[2].angle_amplitude = 0.4, motions[2].period = 1.3, motions[2].start = 0.05;
+  motions[3] = motions[2];
+  motions[3].period = 0, motions[3].rate = 1.5;
+  const std::array<double, 3> x0{0.7, 0.2, -0.4};
+  const double step = 1e-6;
+  for (const PrescribedMotion& m : motions)
+    for (double t : {0.03, 0.27, 0.74, 1.2}) {
+      const std::array<double, 3> before = m.at(t - step).apply(x0), x = m.at(t).apply(x0),
+                                  after = m.at(t + step).apply(x0);
+      const RigidVelocity v = m.velocity_at(t);
+      for (int d = 0; d < 3; ++d) {
+        const int e = (d + 1) % 3, f = (d + 2) % 3;
+        const double at_x =
+            v.linear[d] + v.angular[e] * (x[f] - v.centre[f]) - v.angular[f] * (x[e] - v.centre[e]);
+        EXPECT_NEAR(at_x, (after[d] - before[d]) / (2 * step), 1e-7)
+            << "motion " << static_cast<int>(m.kind) << ", t = " << t << ", axis " << d;
+      }
+    }
 }
 
 TEST(Integrate, SymplecticEulerAndContainerClamp) {
