@@ -22,6 +22,7 @@
 #include "kernels/planes/octree.hpp"
 #include "planes/detector.hpp"
 #include "planes/planes_workload.hpp"
+#include "planes/split_cost.hpp"
 #include "runtime/runtime.hpp"
 
 namespace apron::planes {
@@ -576,6 +577,53 @@ TEST(Accumulator, ParallelPeaksEqualSequentialPeaks) {
     if (peak && votes[c] > 0 && device_smooth[c] >= min_value) expected.push_back(c);
   }
   EXPECT_EQ(peaks, expected);
+}
+
+// ---- the split over ranks --------------------------------------------------------------------
+
+// The grid against a per-point reference: a floor (one plane: its cells pass the node test) and
+// a block of uniform points (its cells fail), 2.2M points, so that the sums run in several chunks.
+TEST(Split, GridEqualsPerPointReferenceAndCutsBalance) {
+  Cloud cloud(2200000);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::size_t i = 0; i < cloud.size(); ++i)
+    cloud[i] = i % 2 == 0 ? std::array<double, 3>{8 * u(rng), 8 * u(rng), 0.001 * u(rng)}
+                          : std::array<double, 3>{4 + 4 * u(rng), 8 * u(rng), 8 * u(rng)};
+  const OctreeParams params;
+  const double size = 8 * (1 + 1e-6);
+  const SplitGrid grid = bin_cloud(cloud, {4, 4, 4}, size, params);
+  ASSERT_EQ(grid.level, params.first_level + 2);
+  std::vector<std::uint32_t> count(grid.count.size(), 0);
+  for (std::size_t i = 0; i < cloud.size(); ++i) {
+    const std::uint32_t c = grid.cell_of(cloud[i]);
+    ASSERT_EQ(grid.point_cell[i], c);
+    ++count[c];
+    for (int d = 0; d < 3; ++d)
+      ASSERT_TRUE(grid.box[c][d] <= cloud[i][d] && cloud[i][d] <= grid.box[c][3 + d]);
+  }
+  EXPECT_EQ(grid.count, count);
+  // Per point: the levels down to the grid's on the floor (first_level - 1 of them untested), more
+  // in the block, whose cells fail the test.
+  const double base = kUntestedLevelWork * (params.first_level - 1) + 3;
+  const std::uint32_t floor_cell = grid.cell_of({1, 1, 0.0005});
+  const std::uint32_t block_cell = grid.cell_of({5, 5, 5});
+  EXPECT_NEAR(grid.cost[floor_cell] / grid.count[floor_cell], base, 1e-12);
+  EXPECT_GT(grid.cost[block_cell] / grid.count[block_cell], base + 0.5);
+  // By count, two ranks get halves to within a slice of the cut level; by cost, the estimated
+  // work is more equal than by count.
+  auto shares = [&](bool by_cost, bool work) {
+    const std::vector<int> owner = rcb_cells(grid, 2, by_cost);
+    std::array<double, 2> s{0, 0};
+    for (std::size_t c = 0; c < owner.size(); ++c)
+      s[static_cast<std::size_t>(owner[c])] += work ? grid.cost[c] : grid.count[c];
+    return s;
+  };
+  const auto by_count = shares(false, false);
+  EXPECT_NEAR(by_count[0] / cloud.size(), 0.5, 1.0 / (1 << grid.cut_level));
+  const auto cost_of_count = shares(false, true), cost_of_cost = shares(true, true);
+  auto imbalance = [](std::array<double, 2> s) { return std::max(s[0], s[1]) / (s[0] + s[1]); };
+  EXPECT_LT(imbalance(cost_of_cost), imbalance(cost_of_count));
 }
 
 // ---- whole scenes against the ground truth ------------------------------------------------------
