@@ -58,6 +58,15 @@ struct CostCells {
         centre[c][d] = -grid.size / 2 + (index + 0.5) * edge;
       }
   }
+  // The cell holding a finer level's cell c.
+  std::uint32_t of_finer(const CostCells& finer, std::uint32_t c) const {
+    const int shift = finer.level - level;
+    std::uint32_t out = 0;
+    for (int d = 0; d < 3; ++d)
+      out =
+          (out << level) | (((c >> (finer.level * (2 - d))) & ((1u << finer.level) - 1)) >> shift);
+    return out;
+  }
   // A point relative to its estimate cell's centre (from the centred float coordinates).
   void local(const SplitGrid& grid, const std::array<double, 3>& p, std::uint32_t c,
              double x[3]) const {
@@ -110,61 +119,120 @@ void count_and_sum(const Cloud& cloud, SplitGrid& grid, const CostCells& cost_ce
   }
 }
 
-// Pass 2 (one trimming pass): per estimate cell the sums of the points within `band` of the
-// plane of its plain sums.
-std::vector<Moments> trimmed_sums(const Cloud& cloud, const SplitGrid& grid,
-                                  const CostCells& cost_cells,
-                                  const std::vector<std::uint32_t>& point_cell,
-                                  const std::vector<Moments>& plain, double band, int min_points) {
-  const std::size_t cells = plain.size();
-  std::vector<std::array<double, 4>> plane(cells, {0, 0, 0, 0});  // normal, offset (cell frame)
-  for (std::size_t c = 0; c < cells; ++c) {
-    if (plain[c].count < min_points) continue;
-    double mean[3];
-    const Eigen3 e = eigen_symmetric(plain[c].covariance(mean));
-    for (int d = 0; d < 3; ++d) plane[c][d] = e.vec[d][0];
-    plane[c][3] = e.vec[0][0] * mean[0] + e.vec[1][0] * mean[1] + e.vec[2][0] * mean[2];
+// The sums of a point set moved to another reference point: delta = old reference - new one.
+Moments moved(const Moments& m, const double delta[3]) {
+  Moments out = m;
+  const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+  for (int k = 0; k < 6; ++k) {
+    const int i = ij[k][0], j = ij[k][1];
+    out.ss[k] += delta[i] * m.s[j] + delta[j] * m.s[i] + m.count * delta[i] * delta[j];
   }
-  const Chunks chunks = chunks_for(cloud.size(), cells * sizeof(Moments));
-  std::vector<std::vector<Moments>> sums(chunks.count);
+  for (int d = 0; d < 3; ++d) out.s[d] += m.count * delta[d];
+  return out;
+}
+
+// The plain sums of a coarser level's cells from the estimate cells' sums.
+std::vector<Moments> coarser_sums(const CostCells& fine, const CostCells& coarse,
+                                  const std::vector<Moments>& plain) {
+  std::vector<Moments> out(coarse.centre.size());
+  for (std::uint32_t c = 0; c < plain.size(); ++c) {
+    if (plain[c].count == 0) continue;
+    const std::uint32_t parent = coarse.of_finer(fine, c);
+    double delta[3];
+    for (int d = 0; d < 3; ++d) delta[d] = fine.centre[c][d] - coarse.centre[parent][d];
+    out[parent].merge(moved(plain[c], delta));
+  }
+  return out;
+}
+
+// One tested level of the estimate: its cells, their plain sums and the plane of each.
+struct EstimateLevel {
+  CostCells cells;
+  std::vector<Moments> plain, inliers;
+  std::vector<std::array<double, 4>> plane;  // normal, offset (cell frame)
+  double band = 0;
+  std::uint32_t stride = 1;  // the trimming pass takes every stride-th point
+};
+
+void fit_planes(EstimateLevel& l, int min_points) {
+  l.plane.assign(l.plain.size(), {0, 0, 0, 0});
+  for (std::size_t c = 0; c < l.plain.size(); ++c) {
+    if (l.plain[c].count < min_points) continue;
+    double mean[3];
+    const Eigen3 e = eigen_symmetric(l.plain[c].covariance(mean));
+    for (int d = 0; d < 3; ++d) l.plane[c][d] = e.vec[d][0];
+    l.plane[c][3] = e.vec[0][0] * mean[0] + e.vec[1][0] * mean[1] + e.vec[2][0] * mean[2];
+  }
+}
+
+// Pass 2 (one trimming pass per level): per cell the sums of the points within its band of
+// the plane of its plain sums.
+void trimmed_sums(const Cloud& cloud, const SplitGrid& grid, std::vector<EstimateLevel>& levels,
+                  int min_points) {
+  std::size_t bytes = 0;
+  for (const auto& l : levels) bytes += l.plain.size() * sizeof(Moments);
+  const Chunks chunks = chunks_for(cloud.size(), bytes);
+  std::vector<std::vector<std::vector<Moments>>> sums(chunks.count);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t k = 0; k < static_cast<std::int64_t>(chunks.count); ++k) {
     auto& my_sums = sums[k];
-    my_sums.assign(cells, Moments{});
-    for (std::size_t i = chunks.begin(k); i < chunks.end(k); ++i) {
-      const std::uint32_t c = cost_cells.of[point_cell[i]];
-      if (plain[c].count < min_points) continue;
-      double x[3];
-      cost_cells.local(grid, cloud[i], c, x);
-      const auto& f = plane[c];
-      if (std::fabs(f[0] * x[0] + f[1] * x[1] + f[2] * x[2] - f[3]) <= band)
-        my_sums[c].add(x[0], x[1], x[2]);
-    }
+    for (const auto& l : levels) my_sums.emplace_back(l.plain.size());
+    for (std::size_t i = chunks.begin(k); i < chunks.end(k); ++i)
+      for (std::size_t t = 0; t < levels.size(); ++t) {
+        const EstimateLevel& l = levels[t];
+        if (i % l.stride != 0) continue;
+        const std::uint32_t c = l.cells.of[grid.point_cell[i]];
+        if (l.plain[c].count < min_points) continue;
+        double x[3];
+        l.cells.local(grid, cloud[i], c, x);
+        const auto& f = l.plane[c];
+        if (std::fabs(f[0] * x[0] + f[1] * x[1] + f[2] * x[2] - f[3]) <= l.band)
+          my_sums[t][c].add(x[0], x[1], x[2]);
+      }
   }
-  std::vector<Moments> inliers(cells);
-  for (std::size_t k = 0; k < chunks.count; ++k)
-    for (std::size_t c = 0; c < cells; ++c) inliers[c].merge(sums[k][c]);
-  return inliers;
+  for (std::size_t t = 0; t < levels.size(); ++t) {
+    levels[t].inliers.assign(levels[t].plain.size(), Moments{});
+    for (std::size_t k = 0; k < chunks.count; ++k)
+      for (std::size_t c = 0; c < levels[t].plain.size(); ++c)
+        levels[t].inliers[c].merge(sums[k][t][c]);
+  }
 }
 
-// The work of each point of an estimate cell, from the node test on its sums.
-std::vector<double> work_per_point(const std::vector<Moments>& plain,
-                                   const std::vector<Moments>& inliers, int level,
-                                   const OctreeParams& params) {
-  // Levels 1 .. first_level - 1 are not tested; first_level .. level are.
+// The node test of a level's cell on its sums (trimmed ones scaled by the level's stride).
+NodeState test_cell(const EstimateLevel& l, std::size_t c, int level, bool trim,
+                    const OctreeParams& params) {
+  const Moments& m = trim ? l.inliers[c] : l.plain[c];
+  if (l.plain[c].count < params.min_points) return kDrop;
+  if (m.count < 3) return kSubdivide;
+  double mean[3];
+  const Eigen3 e = eigen_symmetric(m.covariance(mean));
+  return classify_node(params, level, l.plain[c].count, m.count * (trim ? l.stride : 1), e);
+}
+
+// The work of each point of an estimate cell: the levels down to the first where its node
+// passes the test (or is dropped); past the estimate's level, as many more as its points take to
+// fall below min_points per node when spread over a surface (a quarter of them per level).
+std::vector<double> work_per_point(const std::vector<EstimateLevel>& levels, int first_tested,
+                                   bool trim, const OctreeParams& params) {
+  const EstimateLevel& finest = levels.back();
+  const int level = finest.cells.level;
   const int untested = std::clamp(params.first_level - 1, 0, level);
-  const double base = kUntestedLevelWork * untested + (level - untested);
-  std::vector<double> work(plain.size(), base);
-  for (std::size_t c = 0; c < plain.size(); ++c) {
-    const Moments& m = inliers.empty() ? plain[c] : inliers[c];
-    if (plain[c].count < params.min_points || m.count < 3) continue;
-    double mean[3];
-    const Eigen3 e = eigen_symmetric(m.covariance(mean));
-    if (classify_node(params, level, plain[c].count, m.count, e) != kSubdivide) continue;
-    const double deeper = std::log(plain[c].count / params.min_points) / std::log(4.0);
+  auto down_to = [&](int l) { return kUntestedLevelWork * untested + (l - untested); };
+  std::vector<double> work(finest.plain.size(), down_to(level));
+  for (std::uint32_t c = 0; c < finest.plain.size(); ++c) {
+    if (finest.plain[c].count == 0) continue;
+    bool decided = false;
+    for (std::size_t t = 0; t + 1 < levels.size() && !decided; ++t) {
+      const int l = first_tested + static_cast<int>(t);
+      const std::uint32_t ancestor = levels[t].cells.of_finer(finest.cells, c);
+      if (test_cell(levels[t], ancestor, l, trim, params) != kSubdivide)
+        work[c] = down_to(l), decided = true;
+    }
+    if (decided || test_cell(finest, c, level, trim, params) != kSubdivide) continue;
+    const double deeper = std::log(finest.plain[c].count / params.min_points) / std::log(4.0);
     const double extra = std::clamp(std::ceil(deeper), 1.0,
                                     static_cast<double>(std::max(1, params.max_depth - level)));
-    work[c] = base + extra;
+    work[c] += extra;
   }
   return work;
 }
@@ -184,18 +252,27 @@ SplitGrid bin_cloud(const Cloud& cloud, const std::array<double, 3>& centre, dou
   grid.size = size;
   const std::size_t cells = std::size_t{1} << (3 * grid.level);
   grid.count.assign(cells, 0);
-  const CostCells cost_cells(grid, grid.cost_level);
-  std::vector<Moments> plain(cost_cells.centre.size());
+  // Tested levels down to the estimate's: the finest from every point, the coarser ones' planes
+  // from its sums, their trimming pass from a sample (their cells hold hundreds of points).
+  constexpr std::uint32_t kCoarseStride = 8;
+  const int first_tested = std::clamp(params.first_level, 1, grid.cost_level);
+  std::vector<EstimateLevel> levels;
+  for (int l = first_tested; l <= grid.cost_level; ++l)
+    levels.push_back({CostCells(grid, l), {}, {}, {}, 0, l < grid.cost_level ? kCoarseStride : 1});
+  EstimateLevel& finest = levels.back();
+  finest.plain.resize(finest.cells.centre.size());
   grid.point_cell.resize(cloud.size());
-  count_and_sum(cloud, grid, cost_cells, grid.point_cell, plain);
+  count_and_sum(cloud, grid, finest.cells, grid.point_cell, finest.plain);
   const bool trim = params.trim_passes > 0 && params.trim_divisor > 0;
-  const std::vector<Moments> inliers =
-      trim ? trimmed_sums(cloud, grid, cost_cells, grid.point_cell, plain,
-                          cost_cells.edge / params.trim_divisor, params.min_points)
-           : std::vector<Moments>{};
-  const std::vector<double> work = work_per_point(plain, inliers, grid.cost_level, params);
+  for (auto& l : levels) {
+    if (&l != &finest) l.plain = coarser_sums(finest.cells, l.cells, finest.plain);
+    l.band = trim ? l.cells.edge / params.trim_divisor : 0;
+    fit_planes(l, params.min_points);
+  }
+  if (trim) trimmed_sums(cloud, grid, levels, params.min_points);
+  const std::vector<double> work = work_per_point(levels, first_tested, trim, params);
   grid.cost.resize(cells);
-  for (std::uint32_t h = 0; h < cells; ++h) grid.cost[h] = grid.count[h] * work[cost_cells.of[h]];
+  for (std::uint32_t h = 0; h < cells; ++h) grid.cost[h] = grid.count[h] * work[finest.cells.of[h]];
   return grid;
 }
 

@@ -603,12 +603,13 @@ TEST(Split, GridEqualsPerPointReferenceAndCutsBalance) {
       ASSERT_TRUE(grid.box[c][d] <= cloud[i][d] && cloud[i][d] <= grid.box[c][3 + d]);
   }
   EXPECT_EQ(grid.count, count);
-  // Per point: the levels down to the grid's on the floor (first_level - 1 of them untested), more
-  // in the block, whose cells fail the test.
-  const double base = kUntestedLevelWork * (params.first_level - 1) + 3;
+  // Per point: on the floor, the untested levels and the first tested one, where its node passes;
+  // in the block, whose cells fail the test, more than the levels down to the estimate's.
+  const double untested = kUntestedLevelWork * (params.first_level - 1);
+  const double base = untested + (grid.cost_level - params.first_level + 1);
   const std::uint32_t floor_cell = grid.cell_of({1, 1, 0.0005});
   const std::uint32_t block_cell = grid.cell_of({5, 5, 5});
-  EXPECT_NEAR(grid.cost[floor_cell] / grid.count[floor_cell], base, 1e-12);
+  EXPECT_NEAR(grid.cost[floor_cell] / grid.count[floor_cell], untested + 1, 1e-12);
   EXPECT_GT(grid.cost[block_cell] / grid.count[block_cell], base + 0.5);
   // By count, two ranks get halves to within a slice of the cut level; by cost, the estimated
   // work is more equal than by count.
