@@ -5,11 +5,12 @@
 //
 // The estimate: a rank's octree work is the points it keeps active level after level: points on
 // large planes leave as clusters at coarse levels, points on clutter, edges and outliers stay
-// until their nodes grow too small. Per cell of the estimate's level (the octree's cells,
-// first_level + 2, at most 6) the node test is run as the octree runs it (one trimming pass
-// instead of several): a cell that passes costs its points the tested levels down to it; one that
-// fails costs more levels, as many as its points take to fall below min_points per node when
-// spread over a surface (a quarter of them per level).
+// until their nodes grow too small. The node test is run as the octree runs it (one trimming
+// pass instead of several) on the cells of each tested level down to the estimate's (first_level
+// + 2, at most 6): a point costs the levels down to the first where its node passes (or is
+// dropped); where none passes, as many more as its points take to fall below min_points per node
+// when spread over a surface (a quarter of them per level). Without the coarser levels the walls
+// and floors, which leave at first_level, were charged as much as a staircase's clutter.
 #pragma once
 
 #include <array>

@@ -307,8 +307,9 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
   auto near = [](double a, double b, double scale) {
     return std::fabs(a - b) <= 1e-12 * scale + 1e-300;
   };
-  for (const std::uint32_t tile : {1u, 7u, 32u, 512u, NodeMoments::default_tile_points()}) {
-    NodeMoments moments(tile);
+  // Each tile size, and the nodes' totals by a warp per node and by a thread per node (GPU).
+  for (const std::uint32_t tile : {1u, 7u, 32u, 512u, NodeMoments::default_tile_points(), 0u}) {
+    NodeMoments moments(tile == 0 ? 512u : tile, tile == 0 ? 0 : NodeMoments::kWarpNodeLimit);
     moments.plan(d_starts, nodes, m);
     DeviceVector<Moments> d_sums;
     DeviceVector<std::uint8_t> d_inlier(m, 2);
