@@ -137,8 +137,9 @@ struct NodeTotals {
   }
 };
 
+// The portable forms: one index per tile (node), its points in order; on the GPU, the totals of
+// a level with many nodes (NodeMoments' warp_node_limit).
 #if !defined(__CUDACC__)
-// The portable forms: one index per tile (node), its points in order.
 struct TileMomentsSerial {
   TileMoments tiles;
   Moments* partial;
@@ -149,6 +150,7 @@ struct TileMomentsSerial {
     partial[t] = m;
   }
 };
+#endif
 
 struct NodeTotalsSerial {
   NodeTotals totals;
@@ -158,7 +160,6 @@ struct NodeTotalsSerial {
     totals.finish(static_cast<std::uint32_t>(s), m);
   }
 };
-#endif
 
 struct TileCounts {
   const std::uint32_t* starts;
@@ -355,8 +356,12 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
 #if defined(__CUDACC__)
   tile_moments_kernel<<<warp_blocks(max_tiles_), kBlockThreads>>>(max_tiles_, tiles, raw(partial_));
   check_launch("tile_moments_kernel");
-  node_totals_kernel<<<warp_blocks(nodes_), kBlockThreads>>>(nodes_, totals);
-  check_launch("node_totals_kernel");
+  if (nodes_ < warp_node_limit_) {
+    node_totals_kernel<<<warp_blocks(nodes_), kBlockThreads>>>(nodes_, totals);
+    check_launch("node_totals_kernel");
+  } else {
+    for_each_index(nodes_, NodeTotalsSerial{totals});
+  }
 #else
   for_each_index(max_tiles_, TileMomentsSerial{tiles, raw(partial_)});
   for_each_index(nodes_, NodeTotalsSerial{totals});

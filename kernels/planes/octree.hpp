@@ -80,8 +80,14 @@ class NodeMoments {
   // that the sums add in the points' order.
   static std::uint32_t default_tile_points();
 
-  explicit NodeMoments(std::uint32_t tile_points = default_tile_points())
-      : tile_points_(tile_points) {}
+  // On the GPU the nodes' totals take a warp per node while the nodes are fewer than
+  // warp_node_limit (about the warps the GPU holds at once), beyond it a thread per node: a warp
+  // per node there leaves 31 lanes idle while one computes the node's fit (a float64
+  // eigen-decomposition), for a million nodes.
+  static constexpr std::size_t kWarpNodeLimit = 16384;
+  explicit NodeMoments(std::uint32_t tile_points = default_tile_points(),
+                       std::size_t warp_node_limit = kWarpNodeLimit)
+      : tile_points_(tile_points), warp_node_limit_(warp_node_limit) {}
 
   // The tiles of a level's nodes (starts: nodes + 1 offsets into the m active points).
   void plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes, std::size_t m);
@@ -102,6 +108,7 @@ class NodeMoments {
 
  private:
   std::uint32_t tile_points_;
+  std::size_t warp_node_limit_;
   std::size_t nodes_ = 0, max_tiles_ = 0;
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;

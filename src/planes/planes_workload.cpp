@@ -157,112 +157,6 @@ void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
   }
 }
 
-namespace {
-
-// The cut along one axis with a cost per point: the face of the cut grid where the cost on the
-// low side comes nearest to `share` of the total, and how far from it (a fraction of the total;
-// 2 where no face fits). Only every other face: those are also faces of the coarsest tested
-// level's cells, so the cut splits no tested node (a node cut in two is tested as two halves,
-// and half of a node that fails the test, the envelope of a staircase, can pass it: a phantom
-// plane on one rank count and not on another).
-struct Cut {
-  double face = 0, gap = 2;
-};
-
-template <class CellOf>
-Cut cost_cut(const std::vector<std::uint32_t>& pts, const SplitCost& cost, CellOf cell_of,
-             double share) {
-  std::vector<double> per_cell;
-  double lowest = 1e300, total = 0;
-  for (std::uint32_t i : pts) {
-    const double c = cell_of(i);
-    lowest = std::min(lowest, c);
-    const auto at = static_cast<std::size_t>(c);
-    if (at >= per_cell.size()) per_cell.resize(at + 1, 0.0);
-    per_cell[at] += cost.of(i);
-    total += cost.of(i);
-  }
-  Cut best;
-  double below = 0;
-  for (std::size_t face = static_cast<std::size_t>(lowest) + 1; face < per_cell.size(); ++face) {
-    below += per_cell[face - 1];
-    const double gap = std::fabs(below - share * total) / total;
-    if (face % 2 == 0 && gap < best.gap) best = {static_cast<double>(face), gap};
-  }
-  return best;
-}
-
-}  // namespace
-
-// Recursive coordinate bisection of the cloud (every rank holds all of it and computes the same
-// split): each cut across the longest side of its points' box at the count-weighted position,
-// moved to the nearest face of the octree's cells at level first_level + 1. Octree nodes from
-// that level down then lie wholly on one rank, so a rank's octree tests the same nodes as one
-// rank would; only the coarsest tested nodes can be cut. With a cost per point (balance: cost),
-// the cut is, over the three axes, the face of the coarsest tested level's cells (none of them
-// cut) where the two sides' costs come nearest to the ranks' shares.
-// Returns the owner of every point.
-std::vector<int> PlaneDetection::rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud,
-                                                    const SplitCost* cost) const {
-  const int level = std::min(pc_.octree.first_level + 1, pc_.octree.max_depth);
-  const double size = 2 * half_extent_ * (1 + 1e-6) + 1e-30;
-  std::vector<int> owner(cloud.size(), 0);
-  std::vector<std::uint32_t> all(cloud.size());
-  std::iota(all.begin(), all.end(), 0u);
-  // (points, first rank, ranks)
-  std::vector<std::tuple<std::vector<std::uint32_t>, int, int>> work;
-  work.emplace_back(std::move(all), 0, ranks_.size);
-  while (!work.empty()) {
-    auto [pts, first, count] = std::move(work.back());
-    work.pop_back();
-    if (count == 1 || pts.empty()) {
-      for (std::uint32_t i : pts) owner[i] = first;
-      continue;
-    }
-    std::array<double, 3> lo{1e300, 1e300, 1e300}, hi{-1e300, -1e300, -1e300};
-    for (std::uint32_t i : pts)
-      for (int d = 0; d < 3; ++d)
-        lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
-    int axis = 0;
-    for (int d = 1; d < 3; ++d)
-      if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
-    const int left = count / 2;
-    // The cell index along an axis as the octree computes it (from the centred float coordinate),
-    // so that no cell's points fall on both sides.
-    auto cell_on = [&](std::uint32_t i, int d) {
-      const auto c = static_cast<float>(cloud[i][d] - centre_[d]);
-      return std::floor((static_cast<double>(c) + size / 2) / size * (1 << level));
-    };
-    double cut = 0;
-    Cut by_cost;
-    if (cost) {
-      // Every axis, the longest first: a grid of four cells per axis fits a share such as a
-      // third better across one side than another.
-      int best_axis = axis;
-      for (int turn = 0; turn < 3; ++turn) {
-        const int d = (axis + turn) % 3;
-        const Cut c = cost_cut(
-            pts, *cost, [&](std::uint32_t i) { return cell_on(i, d); },
-            static_cast<double>(left) / count);
-        if (c.gap < by_cost.gap - 1e-9) by_cost = c, cut = c.face, best_axis = d;
-      }
-      axis = best_axis;
-    }
-    if (by_cost.gap > 1) {  // by count (or no face fits): the face nearest to the median
-      const std::size_t k = pts.size() * left / count;
-      std::nth_element(pts.begin(), pts.begin() + k, pts.end(),
-                       [&](auto a, auto b) { return cloud[a][axis] < cloud[b][axis]; });
-      cut = std::round(cell_on(pts[k], axis) + 0.5);
-    }
-    auto cell_of = [&](std::uint32_t i) { return cell_on(i, axis); };
-    std::vector<std::uint32_t> a, b;
-    for (std::uint32_t i : pts) (cell_of(i) < cut ? a : b).push_back(i);
-    work.emplace_back(std::move(a), first, left);
-    work.emplace_back(std::move(b), first + left, count - left);
-  }
-  return owner;
-}
-
 // The box of the cloud without its farthest 1% per side along each axis, from a sample of at most
 // 100k points (every rank samples the same ones).
 namespace {
@@ -291,17 +185,25 @@ void PlaneDetection::refuse_far_outliers(const std::vector<std::array<double, 3>
   double extent = 0;
   for (const auto& side : box) extent = std::max(extent, side[1] - side[0]);
   if (!(extent > 0)) return;  // the central points coincide: split() says so if all do
-  for (std::size_t i = 0; i < cloud.size(); ++i) {
-    double outside = 0;
+  auto outside = [&](std::size_t i) {
+    double most = 0;
     for (int d = 0; d < 3; ++d)
-      outside = std::max({outside, box[d][0] - cloud[i][d], cloud[i][d] - box[d][1]});
-    if (outside <= kFar * extent) continue;
+      most = std::max({most, box[d][0] - cloud[i][d], cloud[i][d] - box[d][1]});
+    return most;
+  };
+  const auto n = static_cast<std::int64_t>(cloud.size());
+  std::int64_t first = n;  // the first point that far out
+#pragma omp parallel for schedule(static) reduction(min : first)
+  for (std::int64_t i = 0; i < n; ++i)
+    if (outside(static_cast<std::size_t>(i)) > kFar * extent) first = std::min(first, i);
+  if (first < n) {
+    const auto i = static_cast<std::size_t>(first);
     char text[320];
     std::snprintf(text, sizeof text,
                   ": key 'planes.input': point %zu at (%.6g, %.6g, %.6g) lies %.3g from the "
                   "box of the other points, over %.0f times its size (%.3g): an outlier that far "
                   "would set the scale of the whole scene; remove it from the cloud",
-                  i, cloud[i][0], cloud[i][1], cloud[i][2], outside, kFar, extent);
+                  i, cloud[i][0], cloud[i][1], cloud[i][2], outside(i), kFar, extent);
     throw config::ConfigError(config_.file + text);
   }
 }
@@ -313,10 +215,13 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
   refuse_far_outliers(cloud);
   const std::size_t n = cloud.size();
   total_points_ = n;
-  lo_ = {1e300, 1e300, 1e300};
-  hi_ = {-1e300, -1e300, -1e300};
-  for (const auto& p : cloud)
-    for (int d = 0; d < 3; ++d) lo_[d] = std::min(lo_[d], p[d]), hi_[d] = std::max(hi_[d], p[d]);
+  double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {-1e300, -1e300, -1e300};
+#pragma omp parallel for schedule(static) reduction(min : lo[:3]) reduction(max : hi[:3])
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i)
+    for (int d = 0; d < 3; ++d)
+      lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
+  lo_ = {lo[0], lo[1], lo[2]};
+  hi_ = {hi[0], hi[1], hi[2]};
   double diag2 = 0;
   for (int d = 0; d < 3; ++d) {
     centre_[d] = (lo_[d] + hi_[d]) / 2;
@@ -327,39 +232,48 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
   if (!(half_extent_ > 0))
     throw config::ConfigError(config_.file + ": key 'planes.input': all " + std::to_string(n) +
                               " points coincide; there is no plane to detect");
-  auto centred = [&](std::size_t i) {
-    return Vec4{static_cast<float>(cloud[i][0] - centre_[0]),
-                static_cast<float>(cloud[i][1] - centre_[1]),
-                static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
-  };
-  // The octree's cube, as PlaneDetector::detect builds it.
-  // Estimated on several ranks with either balance: the report then shows what each achieves.
-  if (ranks_.size > 1)
-    split_cost_ =
-        estimate_octree_cost(cloud, centre_, 2 * half_extent_ * (1 + 1e-6) + 1e-30, pc_.octree);
-  const std::vector<int> owner =
-      rcb_on_octree_grid(cloud, pc_.balance == "cost" && ranks_.size > 1 ? &split_cost_ : nullptr);
-  // Each rank's estimated work, for the report (and the tests: the cost split's balance).
-  if (!split_cost_.cell_cost.empty()) {
+  // The octree's cube, as PlaneDetector::detect builds it. The estimate is made on several
+  // ranks with either balance: the report then shows what each achieves.
+  if (ranks_.size > 1) {
+    const SplitGrid grid =
+        bin_cloud(cloud, centre_, 2 * half_extent_ * (1 + 1e-6) + 1e-30, pc_.octree);
+    const std::vector<int> owner = rcb_cells(grid, ranks_.size, pc_.balance == "cost");
     estimated_work_.assign(static_cast<std::size_t>(ranks_.size), 0.0);
-    for (std::size_t i = 0; i < n; ++i)
-      estimated_work_[static_cast<std::size_t>(owner[i])] += split_cost_.of(i);
-    split_cost_ = SplitCost{};  // its point cells are as large as the cloud: not kept
+    for (std::size_t c = 0; c < owner.size(); ++c)
+      estimated_work_[static_cast<std::size_t>(owner[c])] += grid.cost[c];
+    keep_own_points(cloud, truth, &grid, owner);
+  } else {
+    keep_own_points(cloud, truth, nullptr, {});
   }
+}
+
+// This rank's points (those of its cells in the grid; without a grid, all), in the cloud's
+// order, centred, into page-locked memory.
+void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& cloud,
+                                     const std::vector<std::int32_t>& truth, const SplitGrid* grid,
+                                     const std::vector<int>& cell_owner) {
+  constexpr std::int64_t kChunks = 64;  // filled in parallel, joined in order
+  const std::size_t n = cloud.size();
+  std::vector<std::vector<std::uint64_t>> chunk(kChunks);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t k = 0; k < kChunks; ++k)
+    for (std::size_t i = n * k / kChunks; i < n * (k + 1) / kChunks; ++i)
+      if (grid == nullptr || cell_owner[grid->point_cell[i]] == ranks_.rank) chunk[k].push_back(i);
   local_index_.clear();
-  local_truth_.clear();
-  for (std::size_t i = 0; i < n; ++i) {
-    if (owner[i] != ranks_.rank) continue;
-    local_index_.push_back(i);
-    if (has_truth_) local_truth_.push_back(truth[i]);
-  }
-  const std::size_t mine = local_index_.size();
-  local_points_.reserve(std::max<std::size_t>(1, mine) * sizeof(Vec4));
+  for (const auto& c : chunk) local_index_.insert(local_index_.end(), c.begin(), c.end());
+  const std::size_t count = local_index_.size();
+  local_truth_.resize(has_truth_ ? count : 0);
+  local_points_.reserve(std::max<std::size_t>(1, count) * sizeof(Vec4));
   auto* points = reinterpret_cast<Vec4*>(local_points_.data());
 #pragma omp parallel for schedule(static)
-  for (std::int64_t k = 0; k < static_cast<std::int64_t>(mine); ++k)
-    points[k] = centred(local_index_[static_cast<std::size_t>(k)]);
-  local_ = std::span<const Vec4>(points, mine);
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(count); ++k) {
+    const std::uint64_t i = local_index_[static_cast<std::size_t>(k)];
+    points[k] = Vec4{static_cast<float>(cloud[i][0] - centre_[0]),
+                     static_cast<float>(cloud[i][1] - centre_[1]),
+                     static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
+    if (has_truth_) local_truth_[static_cast<std::size_t>(k)] = truth[i];
+  }
+  local_ = std::span<const Vec4>(points, count);
 }
 
 // Octree, accumulator and scratch: about 200 bytes per point on the device (keys and their sort

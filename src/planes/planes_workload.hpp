@@ -67,8 +67,9 @@ class PlaneDetection final : public Workload {
   void refuse_far_outliers(const std::vector<std::array<double, 3>>& cloud) const;
   void split(const std::vector<std::array<double, 3>>& cloud,
              const std::vector<std::int32_t>& truth);
-  std::vector<int> rcb_on_octree_grid(const std::vector<std::array<double, 3>>& cloud,
-                                      const SplitCost* cost) const;
+  void keep_own_points(const std::vector<std::array<double, 3>>& cloud,
+                       const std::vector<std::int32_t>& truth, const SplitGrid* grid,
+                       const std::vector<int>& cell_owner);
   void check_memory() const;
   std::uint64_t min_plane_points() const;
   void print_table() const;
@@ -83,7 +84,6 @@ class PlaneDetection final : public Workload {
   std::uint64_t total_points_ = 0;
   std::array<double, 3> centre_{}, lo_{}, hi_{};
   double half_extent_ = 0, rho_max_ = 0;
-  SplitCost split_cost_;                // during the split only
   std::vector<double> estimated_work_;  // per rank
   // This rank's points, centred, float: in page-locked host memory (filled at setup), so that
   // each analysis uploads them by DMA at the link's speed.
