@@ -138,6 +138,55 @@ struct EffectiveGradient {
   }
 };
 
+struct FindConstraint {
+  Rows rows;
+  const V3* x;
+  const V3* gradient;
+  const Collider* colliders;
+  int collider_count;
+  double thickness, tolerance;
+  ContactConstraint* out;
+  APRON_HD void operator()(std::size_t i) const {
+    ContactConstraint held;
+    if (!rows.pinned[i]) {
+      const V3 force = rows.mass[i] * rows.gravity - gradient[i];
+      double deepest = -tolerance;
+      for (int k = 0; k < collider_count; ++k) {
+        const Contact c = contact(colliders[k], x[i], thickness);
+        if (c.depth > deepest && dot(force, c.normal) < 0) {
+          deepest = c.depth;
+          held = {c.normal, colliders[k].friction};
+        }
+      }
+    }
+    out[i] = held;
+  }
+};
+
+struct Filter {
+  const ContactConstraint* c;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    v[i] = v[i] - dot(v[i], c[i].normal) * c[i].normal;
+  }
+};
+
+struct ConstraintFriction {
+  Rows rows;
+  const ContactConstraint* c;
+  const V3* r;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    const V3 n = c[i].normal;
+    const double impulse = -dot(r[i], n);
+    if (rows.pinned[i] || !(impulse > 0)) return;
+    const double along = dot(v[i], n);
+    const V3 slide = v[i] - along * n;
+    const double speed = norm(slide), loss = c[i].friction * impulse / rows.mass[i];
+    v[i] = along * n + (speed > loss ? (1.0 - loss / speed) * slide : V3{0, 0, 0});
+  }
+};
+
 }  // namespace
 
 double dot_largest(const Vectors& a, const Vectors& b, std::size_t count) {
@@ -192,6 +241,25 @@ void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& 
 void implicit_gradient(const ImplicitSystem& s, const Vectors& rhs, const Vectors& velocity,
                        std::size_t count, Vectors& gradient) {
   for_each_index(count, EffectiveGradient{Rows(s), raw(rhs), raw(velocity), raw(gradient)});
+}
+
+void contact_constraints(const ImplicitSystem& s, const Vectors& position, const Vectors& gradient,
+                         const DeviceVector<Collider>& colliders, double thickness,
+                         double tolerance, std::size_t count,
+                         DeviceVector<ContactConstraint>& out) {
+  out.resize(count);
+  for_each_index(
+      count, FindConstraint{Rows(s), raw(position), raw(gradient), raw(colliders),
+                            static_cast<int>(colliders.size()), thickness, tolerance, raw(out)});
+}
+
+void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v) {
+  for_each_index(count, Filter{raw(c), raw(v)});
+}
+
+void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
+                         const Vectors& residual, std::size_t count, Vectors& velocity) {
+  for_each_index(count, ConstraintFriction{Rows(s), raw(c), raw(residual), raw(velocity)});
 }
 
 }  // namespace apron::cloth

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cloth/cloth_math.hpp"
+#include "kernels/cloth/motion.hpp"
 #include "kernels/common/backend.hpp"
 
 namespace apron::cloth {
@@ -63,6 +64,27 @@ void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vector
 void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,
                       const Vectors& gradient_minus, double h, std::size_t count, Vectors& out);
 
+// Colliders inside the solve (conjugate gradients filtered as in Baraff and Witkin's): a free
+// vertex on a collider's offset surface (within `tolerance` of it, or inside) that the forces at
+// x0 push into it keeps its velocity along the surface's normal at zero through the solve, and
+// friction then takes up to the collider's coefficient x the normal impulse that held it. Without
+// them the solve, blind to the collider, pushes resting vertices in at every step and the
+// projection after it pushes them out along the normal: stretch piles up at steps far above the
+// explicit limit until a solve breaks down.
+struct ContactConstraint {
+  Vector3<double> normal{0, 0, 0};  // zero: a free row
+  double friction = 0;
+};
+void contact_constraints(const ImplicitSystem& s, const Vectors& position, const Vectors& gradient,
+                         const DeviceVector<Collider>& colliders, double thickness,
+                         double tolerance, std::size_t count, DeviceVector<ContactConstraint>& out);
+// v_i less its part along its row's constraint normal: the solve's subspace.
+void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v);
+// From the unfiltered residual r = b - A v1, each constraint's normal impulse p_i = -(r_i . n_i)
+// (> 0: the collider pushed): the sliding velocity loses up to friction x p_i / m_i (Coulomb,
+// never reversed), as the explicit step's projection takes it.
+void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
+                         const Vectors& residual, std::size_t count, Vectors& velocity);
 // The gradient that makes advance_vertices' explicit update give v1 exactly:
 // grad0 + (b - M (1 + dt gamma / mu) v1) / dt (= grad0 + dt H v1 where the solve converged), so
 // that contact, friction and held vertices are applied as in the explicit step.

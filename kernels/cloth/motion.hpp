@@ -24,7 +24,7 @@ struct Collider {
 };
 
 // The outward normal and depth of a point inside a collider grown by `thickness` (depth > 0),
-// or depth <= 0 when outside.
+// or minus its distance from it when outside (with the normal towards the point).
 struct Contact {
   Vector3<double> normal{0, 0, 1};
   double depth = 0;
@@ -47,10 +47,15 @@ APRON_HD inline Contact contact(const Collider& c, Vector3<double> x, double thi
   const double lo[3] = {c.lo.x - thickness, c.lo.y - thickness, c.lo.z - thickness};
   const double hi[3] = {c.hi.x + thickness, c.hi.y + thickness, c.hi.z + thickness};
   const double p[3] = {x.x, x.y, x.z};
+  const double outside[3] = {p[0] < lo[0] ? p[0] - lo[0] : (p[0] > hi[0] ? p[0] - hi[0] : 0),
+                             p[1] < lo[1] ? p[1] - lo[1] : (p[1] > hi[1] ? p[1] - hi[1] : 0),
+                             p[2] < lo[2] ? p[2] - lo[2] : (p[2] > hi[2] ? p[2] - hi[2] : 0)};
+  const Vector3<double> away{outside[0], outside[1], outside[2]};
+  const double distance = norm(away);
+  if (distance > 0) return Contact{(1.0 / distance) * away, -distance};
   k.depth = 1e300;
   for (int d = 0; d < 3; ++d) {
     const double below = p[d] - lo[d], above = hi[d] - p[d];
-    if (below <= 0 || above <= 0) return Contact{{0, 0, 1}, 0};
     const double nearest = below < above ? below : above;
     if (nearest < k.depth) {
       k.depth = nearest;

@@ -213,6 +213,7 @@ struct EvaluatePairs {
     const double depth = p.thickness - g.distance;
     const bool touching = depth > 0 && g.distance > 0;
     s.force = touching ? (p.stiffness * depth) * g.normal : Point{0, 0, 0};
+    s.normal = touching ? g.normal : Point{0, 0, 0};
     s.energy = touching ? 0.5 * p.stiffness * depth * depth : 0.0;
     state[i] = s;
   }
@@ -237,6 +238,39 @@ struct GatherRows {
     }
     gradient[r] += sum;
     bound[r] = nearest > p.gap ? p.bound * (nearest - p.gap) : 0.0;
+  }
+};
+
+// k dd/dx . q of each pair (dd/dx_j = weight_j n; zero where it does not touch).
+struct PairProducts {
+  const ContactPair* pairs;
+  const SelfContactPairState* state;
+  const Point* q;
+  double stiffness;
+  double* out;
+  APRON_HD void operator()(std::size_t i) const {
+    const SelfContactPairState& s = state[i];
+    double along = 0;
+    for (int k = 0; k < 4; ++k) along += s.weight[k] * dot(s.normal, q[pairs[i].vertex[k]]);
+    out[i] = stiffness * along;
+  }
+};
+
+// A row's pairs in the list's (key) order: scale sum weight_row n (k dd/dx . q).
+struct GatherProducts {
+  const std::uint32_t* start;
+  const std::uint32_t* entries;
+  const SelfContactPairState* state;
+  const double* products;
+  double scale;
+  Point* out;
+  APRON_HD void operator()(std::size_t r) const {
+    Point sum{0, 0, 0};
+    for (std::uint32_t e = start[r]; e < start[r + 1]; ++e) {
+      const std::uint32_t pair = entries[e] >> 2;
+      sum += (state[pair].weight[entries[e] & 3u] * products[pair]) * state[pair].normal;
+    }
+    out[r] += scale * sum;
   }
 };
 
@@ -443,6 +477,15 @@ void SelfContact::forces(const DeviceVector<Point>& x, const SelfContactParams& 
   bound.resize(rows_);
   for_each_index(
       rows_, GatherRows{raw(row_start_), raw(entries_), raw(state_), p, raw(gradient), raw(bound)});
+}
+
+void SelfContact::add_product(const DeviceVector<Point>& q, const SelfContactParams& p,
+                              double scale, DeviceVector<Point>& out) const {
+  pair_products_.resize(pairs_.size());
+  for_each_index(pairs_.size(),
+                 PairProducts{raw(pairs_), raw(state_), raw(q), p.stiffness, raw(pair_products_)});
+  for_each_index(rows_, GatherProducts{raw(row_start_), raw(entries_), raw(state_),
+                                       raw(pair_products_), scale, raw(out)});
 }
 
 void SelfContact::energies(const DeviceVector<Point>& x, const SelfContactParams& p,

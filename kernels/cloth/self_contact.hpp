@@ -170,7 +170,8 @@ struct SelfContactParams {
 struct SelfContactPairState {
   double distance;
   double weight[4];
-  Point force;  // k (t - d) n: the pair's push on its first primitive
+  Point force;   // k (t - d) n: the pair's push on its first primitive
+  Point normal;  // n, zero where the pair does not touch
   double energy;
 };
 
@@ -190,6 +191,12 @@ class SelfContact {
   // bound[row] = gamma (min(t, nearest pair's distance) - delta), at least 0.
   void forces(const DeviceVector<Point>& x, const SelfContactParams& p,
               DeviceVector<Point>& gradient, DeviceVector<double>& bound);
+  // The product with the repulsion's Gauss-Newton Hessian k sum (dd/dx)(dd/dx)^T over the
+  // touching pairs of the last forces() (positive semidefinite, unlike the whole Hessian, whose
+  // part along the surface is -k (t - d) / d: an implicit step takes that part's negative
+  // curvature as energy): per local row, out[row] += scale (H q)[row], q by vertex of the sheet.
+  void add_product(const DeviceVector<Point>& q, const SelfContactParams& p, double scale,
+                   DeviceVector<Point>& out) const;
   // Per local row, its share of the pairs' energies (a quarter of each pair's) at x.
   void energies(const DeviceVector<Point>& x, const SelfContactParams& p,
                 DeviceVector<double>& energy);
@@ -209,6 +216,7 @@ class SelfContact {
   void sort_pairs_by_key();
   void index_rows();
   void evaluate(const DeviceVector<Point>& x, const SelfContactParams& p);
+  mutable DeviceVector<double> pair_products_;  // k dd/dx . q of each pair, for add_product
 
   DeviceVector<std::uint32_t> row_of_;  // by vertex of the sheet
   std::size_t rows_ = 0;

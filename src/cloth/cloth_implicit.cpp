@@ -24,6 +24,11 @@ namespace {
 // last bits then made 1 and 2 ranks differ by 1e-6 relative after 50 steps; float64: 0.)
 constexpr double kProbe = 1e-5;
 
+// A vertex this near its collider's offset surface (a fraction of the thickness) counts as on it:
+// the projection after each step leaves resting vertices on it to round-off, and a constrained
+// step moving along a curved collider leaves it by its sagitta.
+constexpr double kOnSurface = 1e-2;
+
 }  // namespace
 
 // The sum over ranks of terms whose largest magnitude on this rank is `largest`, from
@@ -52,15 +57,12 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
     return;
   }
   const double h = kProbe * shortest_.length / largest;
-  // The contact's stiffness is in the product as the sheet's is: its gradient at the probes.
-  const auto gradient_at = [&](double step, Vectors& gradient) {
-    displaced(*position_, step, q, w.shifted);
-    energy_gradient(mesh_, w.shifted, reference_, model_, gradient);
-    if (self_contact_) self_contact_->add_gradient_at(w.shifted, gradient);
-  };
-  gradient_at(h, w.gradient_plus);
-  gradient_at(-h, w.gradient_minus);
+  displaced(*position_, h, q, w.shifted);
+  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
+  displaced(*position_, -h, q, w.shifted);
+  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
+  if (self_contact_) self_contact_->add_product(q, motion_.dt * motion_.dt, out);
 }
 
 // Conjugate gradients (decomposition/conjugate_gradient.hpp) preconditioned by the masses
@@ -91,8 +93,12 @@ void ClothSolver::solve_implicit() {
     axpy(alpha, d, v, owned_);
     axpy(-alpha, q, r, owned_);
   };
+  // The residual stays unfiltered (its normal parts, at the end, are the constraints' impulses);
+  // the preconditioned residual, and so every direction, lies in the free subspace.
+  const bool constrained = !colliders_.empty();
   const auto precondition = [&](const Vectors& r, Vectors& z) {
     mass_precondition(system, r, owned_, z);
+    if (constrained) filter(w.constraints, owned_, z);
   };
   // d = z + beta d; the first, d = z, on every row (ghosts included: the halo refreshes them).
   // (beta = 0 later means r = 0, and the solve stops before d is used again.)
@@ -105,6 +111,16 @@ void ClothSolver::solve_implicit() {
 
   implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);
   apron::copy(velocity_->begin(), velocity_->end(), w.velocity.begin());  // ghosts included
+  if (constrained) {
+    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness,
+                        kOnSurface * motion_.thickness, owned_, w.constraints);
+    // The first guess held on the colliders; its ghost rows from their owners, through the
+    // direction's field (which the first direction overwrites).
+    filter(w.constraints, owned_, w.velocity);
+    apron::copy(w.velocity.begin(), w.velocity.end(), w.direction->begin());
+    halo_.gather(store_, direction);
+    apron::copy(w.direction->begin(), w.direction->end(), w.velocity.begin());
+  }
   implicit_product(w.velocity, w.product);
   apron::copy(w.rhs.begin(), w.rhs.end(), w.residual.begin());
   axpy(-1, w.product, w.residual, owned_);
@@ -125,6 +141,7 @@ void ClothSolver::solve_implicit() {
     axpy(cg.rz / inertia, *w.direction, w.velocity, owned_);
     ++w.curvature_stops;
   }
+  if (constrained) constraint_friction(system, w.constraints, w.residual, owned_, w.velocity);
   const long iterations = cg.iterations;
   ++w.steps;
   w.iterations += iterations;

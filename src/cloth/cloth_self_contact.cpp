@@ -210,14 +210,13 @@ void SheetSelfContact::add_gradient(DeviceVector<Point>& gradient) {
   contact_.forces(all_, params_, gradient, bound_);
 }
 
-void SheetSelfContact::add_gradient_at(const DeviceVector<Point>& rows,
-                                       DeviceVector<Point>& gradient) {
-  probe_.resize(all_.size());
-  apron::copy(all_.begin(), all_.end(), probe_.begin());
-  apron::scatter(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(owned_),
-                 owned_ids_.begin(), probe_.begin());
-  if (halo_planned_) exchange_halo(probe_);
-  contact_.forces(probe_, params_, gradient, probe_bound_);
+void SheetSelfContact::add_product(const DeviceVector<Point>& q, double scale,
+                                   DeviceVector<Point>& out) {
+  sheet_q_.resize(all_.size());  // only the pairs' vertices are read
+  apron::scatter(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(owned_), owned_ids_.begin(),
+                 sheet_q_.begin());
+  if (halo_planned_) exchange_halo(sheet_q_);
+  contact_.add_product(sheet_q_, params_, scale, out);
 }
 
 void SheetSelfContact::clamp(DeviceVector<Point>& position, DeviceVector<Point>& velocity) {
@@ -252,9 +251,9 @@ std::size_t SheetSelfContact::device_bytes() const {
   return contact_.device_bytes() +
          4 * (sheet_.triangles.capacity() + sheet_.edges.capacity() + owned_ids_.capacity() +
               send_ids_.capacity() + receive_ids_.capacity()) +
-         sizeof(Point) * (all_.capacity() + probe_.capacity() + send_buffer_.capacity() +
+         sizeof(Point) * (all_.capacity() + sheet_q_.capacity() + send_buffer_.capacity() +
                           receive_buffer_.capacity()) +
-         8 * (bound_.capacity() + energy_.capacity() + probe_bound_.capacity());
+         8 * (bound_.capacity() + energy_.capacity());
 }
 
 }  // namespace apron::cloth

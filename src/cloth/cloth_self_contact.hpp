@@ -40,10 +40,10 @@ class SheetSelfContact {
   // Adds the contact forces' gradient to the owned rows and fixes this step's bounds (the pair
   // list is rebuilt first when it no longer holds every pair within the thickness).
   void add_gradient(DeviceVector<Point>& gradient);
-  // Collective. Adds the contact forces' gradient at other positions of this rank's rows (the
-  // implicit step's probes x +- h q), with the same pair list, the other ranks' vertices its
-  // pairs name at theirs.
-  void add_gradient_at(const DeviceVector<Point>& rows, DeviceVector<Point>& gradient);
+  // Collective. The implicit step's product with the repulsion's Hessian (its positive part, at
+  // the positions of the last add_gradient): out[row] += scale (H q)[row] for the owned rows, the
+  // other ranks' vertices its pairs name taking q from their owners.
+  void add_product(const DeviceVector<Point>& q, double scale, DeviceVector<Point>& out);
   // After the step's motion, before the halo: each owned vertex's displacement since the start
   // of the step (the positions refresh() last took) within its bound.
   void clamp(DeviceVector<Point>& position, DeviceVector<Point>& velocity);
@@ -72,8 +72,7 @@ class SheetSelfContact {
   std::vector<std::uint32_t> row_of_;  // each sheet vertex's owned row, or kNotHere
   std::vector<int> owner_;             // each sheet vertex's rank
   DeviceVector<double> bound_, energy_;
-  DeviceVector<Point> probe_;         // the whole sheet at a probe of the implicit step
-  DeviceVector<double> probe_bound_;  // the bounds a probe's forces give, not used
+  DeviceVector<Point> sheet_q_;  // the implicit step's q by vertex of the sheet
   // The all-gather: each rank's row count and the sheet's vertex of every row, in rank order.
   std::vector<int> counts_, displacements_;
   std::vector<std::int64_t> gathered_ids_;

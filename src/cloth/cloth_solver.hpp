@@ -129,6 +129,7 @@ class ClothSolver final : public SteppingWorkload {
   struct ImplicitWork {
     Vectors rhs, residual, preconditioned, product, velocity, shifted, gradient_plus,
         gradient_minus;
+    DeviceVector<ContactConstraint> constraints;  // the colliders' rows this step
     Field<Vector3<double>> direction;
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
   } implicit_;

@@ -13,8 +13,9 @@ usage: self_fold.py SCENARIO --apron EXE --case CASE.yaml --work DIR [--mpiexec 
            guarantee alone: with a repulsion 500x too soft to stop the halves, the displacement
            bound still keeps every pair at least cloth.self_collision.hard_gap x the thickness
            apart, without an intersection.
-  implicit the fold stepped implicitly (1 ms, 4.3 x the explicit limit; the repulsion inside each
-           solve) passes the fold's checks on 2 ranks, and ends on 1 rank on the same bits.
+  implicit the fold stepped implicitly (1 ms, 4.3 x the explicit limit; the repulsion and the rod
+           inside each solve) passes the fold's checks on 2 ranks, and ends on 1 rank on the same
+           bits.
   ranks    the sheet at 12 x 6 cells on 1, 2 and 4 ranks, into its first contacts: the same
            positions and velocities bit for bit (the checkpoints' float64); and a run checkpointed
            on 4 ranks while in contact and continued on 1 and on 2 ends on the same bits.

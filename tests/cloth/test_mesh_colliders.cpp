@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/mesh_colliders.hpp"
 #include "kernels/common/algorithms.hpp"
 
@@ -206,6 +207,97 @@ TEST(MeshColliders, MovingColliderLeavesNoVelocityIntoIt) {
     EXPECT_EQ(x[1].z, 0.2);
     EXPECT_EQ(v[1].z, -1.0);
   }
+}
+
+// ---- the analytic colliders inside the implicit step ---------------------------------------
+
+// Outside a box, the signed depth is minus the distance to the grown box, along its nearest point.
+TEST(ImplicitContact, BoxDepthOutsideIsMinusTheDistance) {
+  Collider box;
+  box.kind = Collider::box;
+  box.lo = {-1, -1, -1};
+  box.hi = {1, 1, 1};
+  const double t = 0.1;
+  const Contact face = contact(box, {1.4, 0.2, -0.3}, t);
+  EXPECT_NEAR(face.depth, -0.3, 1e-15);
+  EXPECT_NEAR(face.normal.x, 1, 1e-15);
+  const Contact corner = contact(box, {1.4, 1.5, 0}, t);
+  EXPECT_NEAR(corner.depth, -0.5, 1e-15);
+  EXPECT_NEAR(corner.normal.x, 0.6, 1e-15);
+  EXPECT_NEAR(corner.normal.y, 0.8, 1e-15);
+  const Contact on = contact(box, {0.3, -1.1, 0}, t);  // on the grown box's -y face
+  EXPECT_EQ(on.depth, 0);
+  EXPECT_EQ(on.normal.y, -1);
+}
+
+struct ImplicitRows {
+  DeviceVector<double> mass;
+  DeviceVector<std::uint8_t> pinned;
+  ImplicitSystem system() const { return {&mass, &pinned, 0.01, 0, {0, 0, -9.81}}; }
+};
+
+// A vertex resting on a collider's offset surface that gravity pushes in is held along its
+// normal; one above it, one that the sheet pulls off it, and a held vertex are free.
+TEST(ImplicitContact, RestingVerticesPushedInAreConstrained) {
+  const double t = 0.01;
+  Collider floor, sphere;
+  floor.kind = Collider::floor;
+  floor.friction = 0.3;
+  sphere.kind = Collider::sphere;
+  sphere.centre = {5, 0, 1};
+  sphere.radius = 0.5;
+  sphere.friction = 0.7;
+  const std::vector<Collider> colliders{floor, sphere};
+  const std::vector<V3> x{{0, 0, t},                    // on the floor
+                          {1, 0, t + 0.5 * t},          // above it
+                          {2, 0, t},                    // on it, pulled up
+                          {3, 0, t},                    // on it, held
+                          {5, 0, 1 + 0.5 + t + 1e-5}};  // on the sphere's top
+  const std::vector<V3> gradient{{0, 0, 0}, {0, 0, 0}, {0, 0, -20}, {0, 0, 0}, {0.1, 0, 0}};
+  ImplicitRows rows;
+  to_device(std::vector<double>(x.size(), 1.0), rows.mass);
+  to_device(std::vector<std::uint8_t>{0, 0, 0, 1, 0}, rows.pinned);
+  DeviceVector<V3> x_device, gradient_device;
+  DeviceVector<Collider> colliders_device;
+  to_device(x, x_device);
+  to_device(gradient, gradient_device);
+  to_device(colliders, colliders_device);
+  DeviceVector<ContactConstraint> held;
+  contact_constraints(rows.system(), x_device, gradient_device, colliders_device, t, 0.01 * t,
+                      x.size(), held);
+  const std::vector<ContactConstraint> got = to_host(held);
+  EXPECT_EQ(got[0].normal.z, 1);
+  EXPECT_EQ(got[0].friction, 0.3);
+  for (const int free : {1, 2, 3}) EXPECT_EQ(dot(got[free].normal, got[free].normal), 0) << free;
+  EXPECT_NEAR(got[4].normal.z, 1, 1e-15);
+  EXPECT_EQ(got[4].friction, 0.7);
+}
+
+// The filter leaves the tangent part; friction takes friction x the impulse / m from the slide,
+// never reversing it, and nothing where the collider would have to pull.
+TEST(ImplicitContact, FilterAndFrictionFromTheConstraintImpulse) {
+  ImplicitRows rows;
+  to_device(std::vector<double>{2.0, 2.0, 2.0}, rows.mass);
+  to_device(std::vector<std::uint8_t>{0, 0, 0}, rows.pinned);
+  DeviceVector<ContactConstraint> held;
+  to_device(std::vector<ContactConstraint>{{{0, 0, 1}, 0.5}, {{0, 0, 1}, 0.5}, {{0, 0, 1}, 0.5}},
+            held);
+  DeviceVector<V3> v;
+  to_device(std::vector<V3>{{1, 0, -3}, {0.1, 0, 2}, {0, 1, 0}}, v);
+  filter(held, 3, v);
+  std::vector<V3> filtered = to_host(v);
+  EXPECT_EQ(filtered[0].z, 0);
+  EXPECT_EQ(filtered[0].x, 1);
+  EXPECT_EQ(filtered[1].z, 0);
+  // Impulses 2 (pushing: 0.5 x 2 / 2 = 0.5 m/s taken), 2 (more than the 0.1 m/s slide: it
+  // stops) and -1 (the collider would pull: no friction).
+  DeviceVector<V3> residual;
+  to_device(std::vector<V3>{{0, 0, -2}, {0, 0, -2}, {0, 0, 1}}, residual);
+  constraint_friction(rows.system(), held, residual, 3, v);
+  const std::vector<V3> after = to_host(v);
+  EXPECT_NEAR(after[0].x, 0.5, 1e-15);
+  EXPECT_EQ(after[1].x, 0);
+  EXPECT_EQ(after[2].y, 1);
 }
 
 }  // namespace

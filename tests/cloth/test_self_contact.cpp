@@ -272,6 +272,76 @@ TEST(ClothSelfContact, ForceIsTheEnergysGradient) {
   EXPECT_LT(worst, 1e-5 * largest);
 }
 
+// The implicit step's product with the repulsion's Gauss-Newton Hessian, k sum g (g . q) over the
+// touching pairs with g = dd/dx by central differences of the reference distances here; and
+// q . H q >= 0 for every q (the whole Hessian's part along the surface is negative).
+TEST(ClothSelfContact, ProductIsTheGaussNewtonHessians) {
+  const HostMesh mesh = folded_sheet(0.03);
+  const std::vector<P> x = points(mesh);
+  const SheetPrimitives sheet = sheet_primitives(mesh);
+  SelfContact contact;
+  contact.set_rows(all_rows(x.size()), x.size());
+  const SelfContactParams p = params();
+  DeviceVector<P> positions, gradient(x.size(), P{0, 0, 0});
+  DeviceVector<double> bound;
+  to_device(x, positions);
+  contact.build(sheet, positions, p);
+  contact.forces(positions, p, gradient, bound);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<P> q(x.size());
+  for (P& v : q) v = {u(rng), u(rng), u(rng)};
+  DeviceVector<P> q_device, product(x.size(), P{0, 0, 0});
+  to_device(q, q_device);
+  const double scale = 0.5;
+  contact.add_product(q_device, p, scale, product);
+  const std::vector<P> got = to_host(product);
+
+  const auto distance = [](const ContactPair& pair, const std::vector<P>& at) {
+    const P a = at[pair.vertex[0]], b = at[pair.vertex[1]], c = at[pair.vertex[2]],
+            d = at[pair.vertex[3]];
+    return pair.edge_edge ? reference_segment_segment(a, b, c, d)
+                          : reference_point_triangle(a, b, c, d);
+  };
+  std::vector<P> want(x.size(), P{0, 0, 0});
+  int touching = 0;
+  const double h = 1e-7;
+  for (const ContactPair& pair : to_host(contact.pairs())) {
+    if (distance(pair, x) >= kThickness) continue;
+    ++touching;
+    P g[4];
+    double along = 0;
+    for (int k = 0; k < 4; ++k) {
+      for (int axis = 0; axis < 3; ++axis) {
+        std::vector<P> plus = x, minus = x;
+        double* up = axis == 0   ? &plus[pair.vertex[k]].x
+                     : axis == 1 ? &plus[pair.vertex[k]].y
+                                 : &plus[pair.vertex[k]].z;
+        double* down = axis == 0   ? &minus[pair.vertex[k]].x
+                       : axis == 1 ? &minus[pair.vertex[k]].y
+                                   : &minus[pair.vertex[k]].z;
+        *up += h;
+        *down -= h;
+        const double slope = (distance(pair, plus) - distance(pair, minus)) / (2 * h);
+        (axis == 0 ? g[k].x : axis == 1 ? g[k].y : g[k].z) = slope;
+      }
+      along += dot(g[k], q[pair.vertex[k]]);
+    }
+    for (int k = 0; k < 4; ++k) want[pair.vertex[k]] += (scale * p.stiffness * along) * g[k];
+  }
+  double worst = 0, largest = 0, curvature = 0;
+  for (std::size_t v = 0; v < x.size(); ++v) {
+    worst = std::max(worst, norm(got[v] - want[v]));
+    largest = std::max(largest, norm(want[v]));
+    curvature += dot(q[v], got[v]);
+  }
+  std::printf("      %d touching pairs, largest |H q| %.4g, largest difference %.3g, q.Hq %.4g\n",
+              touching, largest, worst, curvature);
+  EXPECT_GT(touching, 10);
+  EXPECT_LT(worst, 1e-5 * largest);
+  EXPECT_GT(curvature, 0);
+}
+
 // One rank's rows (the vertices with x < -0.5) get the same bits as the whole sheet's.
 TEST(ClothSelfContact, OneRanksRowsMatchTheWholeSheetBitForBit) {
   const HostMesh mesh = folded_sheet(0.03);
