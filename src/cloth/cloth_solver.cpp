@@ -85,9 +85,8 @@ SteppingDeclaration cloth_declaration() {
                "vertices"}};
   d.state_name = "vertex positions or velocities";
   d.unstable_hint =
-      "lower cloth.cfl (explicit) or cloth.implicit.dt (implicit: colliders act after its solve, "
-      "so steps far above the explicit limit can pile stretch into a sheet lying on one), or "
-      "check that the material (stretch, bend, density) is physical";
+      "lower cloth.cfl (explicit) or cloth.implicit.dt (implicit), or check that the material "
+      "(stretch, bend, density) is physical";
   return d;
 }
 
