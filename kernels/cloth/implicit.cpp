@@ -181,9 +181,7 @@ struct ConstraintFriction {
     const double impulse = -dot(r[i], n);
     if (rows.pinned[i] || !(impulse > 0)) return;
     const double along = dot(v[i], n);
-    const V3 slide = v[i] - along * n;
-    const double speed = norm(slide), loss = c[i].friction * impulse / rows.mass[i];
-    v[i] = along * n + (speed > loss ? (1.0 - loss / speed) * slide : V3{0, 0, 0});
+    v[i] = along * n + coulomb_slide(v[i] - along * n, c[i].friction * impulse / rows.mass[i]);
   }
 };
 

@@ -66,6 +66,13 @@ APRON_HD inline Contact contact(const Collider& c, Vector3<double> x, double thi
   return k;
 }
 
+// What Coulomb friction leaves of a sliding velocity when it may take `loss` from its speed:
+// never a reversal.
+APRON_HD inline Vector3<double> coulomb_slide(Vector3<double> slide, double loss) {
+  const double speed = norm(slide);
+  return speed > loss ? (1.0 - loss / speed) * slide : Vector3<double>{0, 0, 0};
+}
+
 // A vertex found `k.depth` inside a collider moving at `wall_velocity`: it is put back on the
 // collider's offset surface, its velocity into the collider (relative to the collider's) removed,
 // and up to `friction` x that taken from its sliding velocity (Coulomb, never reversing it).
@@ -75,9 +82,7 @@ APRON_HD inline void respond_to_contact(const Contact& k, Vector3<double> wall_v
   const Vector3<double> relative = v - wall_velocity;
   const double into = dot(relative, k.normal);
   if (into >= 0) return;
-  const Vector3<double> slide = relative - into * k.normal;
-  const double speed = norm(slide), loss = -friction * into;
-  v = wall_velocity + (speed > loss ? (1.0 - loss / speed) * slide : Vector3<double>{0, 0, 0});
+  v = wall_velocity + coulomb_slide(relative - into * k.normal, -friction * into);
 }
 
 struct MotionParams {
