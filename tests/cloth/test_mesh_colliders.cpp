@@ -82,20 +82,32 @@ BodyPose skew_pose(V3 pivot, V3 translation) {
   return p;
 }
 
+// Each point's whole contact, on the device (the view's arrays live there).
+struct ContactsKernel {
+  surface::SurfaceView view;
+  BodyPose pose;
+  const V3* points;
+  double thickness;
+  MeshContact* out;
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] = mesh_contact(view, pose, points[i], thickness);
+  }
+};
+
 std::vector<MeshContact> contacts(const surface::SurfaceQuery& q, const BodyPose& pose,
                                   const std::vector<V3>& points, double thickness) {
-  // The kernel's own path: depths on the device, then the same function for the normals.
   DeviceVector<V3> on_device;
   to_device(points, on_device);
+  DeviceVector<MeshContact> found(points.size());
+  for_each_index(points.size(),
+                 ContactsKernel{q.view(), pose, raw(on_device), thickness, raw(found)});
+  const std::vector<MeshContact> out = to_host(found, points.size());
+  // The colliders' own depth pass agrees with it.
   DeviceVector<double> depth;
   mesh_contact_depths(q.view(), pose, thickness, on_device, depth);
   const std::vector<double> depths = to_host(depth, points.size());
-  std::vector<MeshContact> out;
-  const surface::SurfaceView view = q.view();
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    out.push_back(mesh_contact(view, pose, points[i], thickness));
-    EXPECT_EQ(out.back().contact.depth, depths[i]) << "device and host disagree at point " << i;
-  }
+  for (std::size_t i = 0; i < points.size(); ++i)
+    EXPECT_EQ(out[i].contact.depth, depths[i]) << "the two device paths disagree at point " << i;
   return out;
 }
 
