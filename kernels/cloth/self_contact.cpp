@@ -480,7 +480,7 @@ void SelfContact::forces(const DeviceVector<Point>& x, const SelfContactParams& 
 }
 
 void SelfContact::add_product(const DeviceVector<Point>& q, const SelfContactParams& p,
-                              double scale, DeviceVector<Point>& out) const {
+                              double scale, DeviceVector<Point>& out) {
   pair_products_.resize(pairs_.size());
   for_each_index(pairs_.size(),
                  PairProducts{raw(pairs_), raw(state_), raw(q), p.stiffness, raw(pair_products_)});

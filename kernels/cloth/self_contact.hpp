@@ -196,7 +196,7 @@ class SelfContact {
   // part along the surface is -k (t - d) / d: an implicit step takes that part's negative
   // curvature as energy): per local row, out[row] += scale (H q)[row], q by vertex of the sheet.
   void add_product(const DeviceVector<Point>& q, const SelfContactParams& p, double scale,
-                   DeviceVector<Point>& out) const;
+                   DeviceVector<Point>& out);
   // Per local row, its share of the pairs' energies (a quarter of each pair's) at x.
   void energies(const DeviceVector<Point>& x, const SelfContactParams& p,
                 DeviceVector<double>& energy);
@@ -216,7 +216,7 @@ class SelfContact {
   void sort_pairs_by_key();
   void index_rows();
   void evaluate(const DeviceVector<Point>& x, const SelfContactParams& p);
-  mutable DeviceVector<double> pair_products_;  // k dd/dx . q of each pair, for add_product
+  DeviceVector<double> pair_products_;  // k dd/dx . q of each pair, for add_product
 
   DeviceVector<std::uint32_t> row_of_;  // by vertex of the sheet
   std::size_t rows_ = 0;
