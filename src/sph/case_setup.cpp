@@ -192,24 +192,26 @@ double lattice_sum(double spacing, double smoothing_ratio, F f) {
   return sum;
 }
 
+// sum_b W(r_ab) over the interior lattice: the summation density of unit masses.
+double kernel_sum(const Wendland& w, double spacing, double smoothing_ratio) {
+  return lattice_sum(spacing, smoothing_ratio,
+                     [&](double r2, double) { return w.value(static_cast<float>(r2)); });
+}
+
 }  // namespace
 
 double lattice_mass(double rest_density, double spacing, double smoothing_ratio) {
   const Wendland w(static_cast<float>(smoothing_ratio * spacing));
-  return rest_density / lattice_sum(spacing, smoothing_ratio, [&](double r2, double) {
-           return w.value(static_cast<float>(r2));
-         });
+  return rest_density / kernel_sum(w, spacing, smoothing_ratio);
 }
 
 double lattice_compression_response(double spacing, double smoothing_ratio) {
   const Wendland w(static_cast<float>(smoothing_ratio * spacing));
-  const double sum = lattice_sum(
-      spacing, smoothing_ratio, [&](double r2, double) { return w.value(static_cast<float>(r2)); });
   // d/d(strain) of sum_b W(|r_ab|) with z_ab scaled by (1 - strain): sum_b -W'(r)/r z_ab^2.
   const double moment = lattice_sum(spacing, smoothing_ratio, [&](double r2, double z) {
     return -w.gradient_factor(static_cast<float>(r2)) * z * z;
   });
-  return moment / sum;
+  return moment / kernel_sum(w, spacing, smoothing_ratio);
 }
 
 }  // namespace apron::sph
