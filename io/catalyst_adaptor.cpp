@@ -42,7 +42,8 @@ MakeCatalystRuntime* load_module(std::string& error) {
     error = failure;
     return make;
   }
-  for (const fs::path& path : module_candidates()) {
+  const std::vector<fs::path> candidates = module_candidates();
+  for (const fs::path& path : candidates) {
     if (!fs::exists(path)) continue;
     void* module = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (module == nullptr) {
@@ -55,8 +56,7 @@ MakeCatalystRuntime* load_module(std::string& error) {
     break;
   }
   if (make == nullptr && failure.empty()) {
-    failure = "catalyst: ParaView's in-situ module is not at " +
-              module_candidates().back().string() +
+    failure = "catalyst: ParaView's in-situ module is not at " + candidates.back().string() +
               " (rebuild apron, or set APRON_CATALYST_MODULE to the file)";
   }
   error = failure;
