@@ -148,18 +148,37 @@ struct FindConstraint {
   ContactConstraint* out;
   APRON_HD void operator()(std::size_t i) const {
     ContactConstraint held;
+    held.depth = -tolerance;
     if (!rows.pinned[i]) {
       const V3 force = rows.mass[i] * rows.gravity - gradient[i];
-      double deepest = -tolerance;
       for (int k = 0; k < collider_count; ++k) {
         const Contact c = contact(colliders[k], x[i], thickness);
-        if (c.depth > deepest && dot(force, c.normal) < 0) {
-          deepest = c.depth;
-          held = {c.normal, colliders[k].friction};
-        }
+        if (c.depth > held.depth && dot(force, c.normal) < 0)
+          held = {c.normal, colliders[k].friction, V3{0, 0, 0}, c.depth};
       }
     }
     out[i] = held;
+  }
+};
+
+struct FindMeshConstraint {
+  Rows rows;
+  const V3* x;
+  const V3* gradient;
+  MeshColliderStep step;
+  double tolerance;
+  ContactConstraint* out;
+  APRON_HD void operator()(std::size_t i) const {
+    if (rows.pinned[i]) return;
+    // Reached within thickness + tolerance: its depth then is the search's less the tolerance.
+    const MeshContact m = mesh_contact(step.surface, step.before, x[i], step.thickness + tolerance);
+    const double depth = m.contact.depth - tolerance;
+    const V3 force = rows.mass[i] * rows.gravity - gradient[i];
+    if (!(m.contact.depth > 0) || depth <= out[i].depth || dot(force, m.contact.normal) >= 0)
+      return;
+    const V3 wall =
+        (1.0 / step.dt) * (step.after.apply(m.body_point) - step.before.apply(m.body_point));
+    out[i] = {m.contact.normal, step.friction, wall, depth};
   }
 };
 
@@ -168,6 +187,14 @@ struct Filter {
   V3* v;
   APRON_HD void operator()(std::size_t i) const {
     v[i] = v[i] - dot(v[i], c[i].normal) * c[i].normal;
+  }
+};
+
+struct Hold {
+  const ContactConstraint* c;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    v[i] = v[i] - dot(v[i] - c[i].wall_velocity, c[i].normal) * c[i].normal;
   }
 };
 
@@ -180,8 +207,10 @@ struct ConstraintFriction {
     const V3 n = c[i].normal;
     const double impulse = -dot(r[i], n);
     if (rows.pinned[i] || !(impulse > 0)) return;
-    const double along = dot(v[i], n);
-    v[i] = along * n + coulomb_slide(v[i] - along * n, c[i].friction * impulse / rows.mass[i]);
+    const V3 relative = v[i] - c[i].wall_velocity;
+    const double along = dot(relative, n);
+    v[i] = c[i].wall_velocity + along * n +
+           coulomb_slide(relative - along * n, c[i].friction * impulse / rows.mass[i]);
   }
 };
 
@@ -251,8 +280,20 @@ void contact_constraints(const ImplicitSystem& s, const Vectors& position, const
                             static_cast<int>(colliders.size()), thickness, tolerance, raw(out)});
 }
 
+void mesh_contact_constraints(const ImplicitSystem& s, const Vectors& position,
+                              const Vectors& gradient, const MeshColliderStep& collider,
+                              double tolerance, std::size_t count,
+                              DeviceVector<ContactConstraint>& out) {
+  for_each_index(count, FindMeshConstraint{Rows(s), raw(position), raw(gradient), collider,
+                                           tolerance, raw(out)});
+}
+
 void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v) {
   for_each_index(count, Filter{raw(c), raw(v)});
+}
+
+void hold(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v) {
+  for_each_index(count, Hold{raw(c), raw(v)});
 }
 
 void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,

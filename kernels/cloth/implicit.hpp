@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cloth/cloth_math.hpp"
+#include "kernels/cloth/mesh_colliders.hpp"
 #include "kernels/cloth/motion.hpp"
 #include "kernels/common/backend.hpp"
 
@@ -66,23 +67,34 @@ void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& 
 
 // Colliders inside the solve (conjugate gradients filtered as in Baraff and Witkin's): a free
 // vertex on a collider's offset surface (within `tolerance` of it, or inside) that the forces at
-// x0 push into it keeps its velocity along the surface's normal at zero through the solve, and
-// friction then takes up to the collider's coefficient x the normal impulse that held it. Without
-// them the solve, blind to the collider, pushes resting vertices in at every step and the
-// projection after it pushes them out along the normal: stretch piles up at steps far above the
-// explicit limit until a solve breaks down.
+// x0 push into it keeps its velocity along the surface's normal at the collider's own through the
+// solve, and friction then takes up to the collider's coefficient x the normal impulse that held
+// it. Without them the solve, blind to the collider, pushes resting vertices in at every step and
+// the projection after it pushes them out along the normal: stretch piles up at steps far above
+// the explicit limit until a solve breaks down.
 struct ContactConstraint {
   Vector3<double> normal{0, 0, 0};  // zero: a free row
   double friction = 0;
+  Vector3<double> wall_velocity{0, 0, 0};  // the collider's at the contact point
+  double depth = 0;  // inside the grown collider (> -tolerance): the deepest collider holds a row
 };
+// Every row's constraint from the analytic colliders (static), replacing what `out` held.
 void contact_constraints(const ImplicitSystem& s, const Vectors& position, const Vectors& gradient,
                          const DeviceVector<Collider>& colliders, double thickness,
                          double tolerance, std::size_t count, DeviceVector<ContactConstraint>& out);
+// Then a mesh collider's over the step (its pose at the step's start; its velocity from the two
+// poses): it takes the rows where it lies deeper than what holds them.
+void mesh_contact_constraints(const ImplicitSystem& s, const Vectors& position,
+                              const Vectors& gradient, const MeshColliderStep& collider,
+                              double tolerance, std::size_t count,
+                              DeviceVector<ContactConstraint>& out);
 // v_i less its part along its row's constraint normal: the solve's subspace.
 void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v);
+// v_i with its normal part set to the collider's: the solve's first guess.
+void hold(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v);
 // From the unfiltered residual r = b - A v1, each constraint's normal impulse p_i = -(r_i . n_i)
-// (> 0: the collider pushed): the sliding velocity loses up to friction x p_i / m_i (Coulomb,
-// never reversed), as the explicit step's projection takes it.
+// (> 0: the collider pushed): the velocity sliding relative to the collider loses up to
+// friction x p_i / m_i (Coulomb, never reversed), as the explicit step's projection takes it.
 void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
                          const Vectors& residual, std::size_t count, Vectors& velocity);
 // The gradient that makes advance_vertices' explicit update give v1 exactly:

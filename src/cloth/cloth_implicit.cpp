@@ -95,7 +95,7 @@ void ClothSolver::solve_implicit() {
   };
   // The residual stays unfiltered (its normal parts, at the end, are the constraints' impulses);
   // the preconditioned residual, and so every direction, lies in the free subspace.
-  const bool constrained = !colliders_.empty();
+  const bool constrained = !colliders_.empty() || !mesh_colliders_.empty();
   const auto precondition = [&](const Vectors& r, Vectors& z) {
     mass_precondition(system, r, owned_, z);
     if (constrained) filter(w.constraints, owned_, z);
@@ -112,11 +112,16 @@ void ClothSolver::solve_implicit() {
   implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);
   apron::copy(velocity_->begin(), velocity_->end(), w.velocity.begin());  // ghosts included
   if (constrained) {
-    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness,
-                        kOnSurface * motion_.thickness, owned_, w.constraints);
+    const double on_surface = kOnSurface * motion_.thickness;
+    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness, on_surface,
+                        owned_, w.constraints);
+    for (const auto& collider : mesh_colliders_)
+      mesh_contact_constraints(system, *position_, gradient_,
+                               mesh_step(*collider, clock_.time, motion_.dt), on_surface, owned_,
+                               w.constraints);
     // The first guess held on the colliders; its ghost rows from their owners, through the
     // direction's field (which the first direction overwrites).
-    filter(w.constraints, owned_, w.velocity);
+    hold(w.constraints, owned_, w.velocity);
     apron::copy(w.velocity.begin(), w.velocity.end(), w.direction->begin());
     halo_.gather(store_, direction);
     apron::copy(w.direction->begin(), w.direction->end(), w.velocity.begin());

@@ -293,17 +293,20 @@ void ClothSolver::build_mesh_colliders() {
   }
 }
 
+MeshColliderStep ClothSolver::mesh_step(const MeshCollider& collider, double start,
+                                        double dt) const {
+  const PrescribedMotion& motion = collider.config->motion;
+  return {collider.surface.view(),
+          body_pose(motion.at(start)),
+          body_pose(motion.at(start + dt)),
+          collider.config->friction,
+          case_.thickness,
+          dt};
+}
+
 void ClothSolver::collide_with_meshes(double start, double dt) {
-  for (const auto& collider : mesh_colliders_) {
-    const PrescribedMotion& motion = collider->config->motion;
-    MeshColliderStep step{collider->surface.view(),
-                          body_pose(motion.at(start)),
-                          body_pose(motion.at(start + dt)),
-                          collider->config->friction,
-                          case_.thickness,
-                          dt};
-    collide_with_mesh(step, *position_, *velocity_, pinned_, owned_);
-  }
+  for (const auto& collider : mesh_colliders_)
+    collide_with_mesh(mesh_step(*collider, start, dt), *position_, *velocity_, pinned_, owned_);
 }
 
 void ClothSolver::build_output_triangles(const HostMesh& mesh) {

@@ -81,6 +81,8 @@ class ClothSolver final : public SteppingWorkload {
   void refuse_unresolved_edge(const HostMesh& mesh, const Edge& edge) const;
   void refuse_start_inside_colliders(const HostMesh& mesh) const;
   void build_mesh_colliders();
+  struct MeshCollider;
+  MeshColliderStep mesh_step(const MeshCollider& collider, double start, double dt) const;
   // Every owned vertex against each mesh collider, over the step [start, start + dt].
   void collide_with_meshes(double start, double dt);
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes

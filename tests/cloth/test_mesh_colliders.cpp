@@ -312,5 +312,72 @@ TEST(ImplicitContact, FilterAndFrictionFromTheConstraintImpulse) {
   EXPECT_EQ(after[2].y, 1);
 }
 
+// A mesh collider takes the rows it holds deeper than the analytic ones, with its velocity at the
+// contact: a table top rising under a resting vertex holds it at the table's normal speed; the
+// first guess and the friction are relative to that velocity.
+TEST(ImplicitContact, MovingMeshHoldsAtItsOwnVelocity) {
+  const double t = 0.01, dt = 0.01;
+  surface::SurfaceQuery q;
+  q.build(box_mesh({-0.5, -0.5, -0.05}, {0.5, 0.5, 0}));  // a table top at z = 0
+  q.classify_cells();
+  const V3 wall{0.3, -0.2, 0.5};
+  MeshColliderStep step;
+  step.surface = q.view();
+  step.thickness = t;
+  step.dt = dt;
+  step.friction = 0.5;
+  step.after.translation[0] = wall.x * dt, step.after.translation[1] = wall.y * dt,
+  step.after.translation[2] = wall.z * dt;
+  Collider floor;  // below the table: shallower there, deeper off it
+  floor.kind = Collider::floor;
+  floor.height = -0.02;
+  floor.friction = 0.1;
+  const std::vector<V3> x{{0.1, 0.1, t},            // on the table
+                          {0.2, 0.1, t + 0.5 * t},  // above it
+                          {0.8, 0, -0.02 + t}};     // off the table, on the floor
+  ImplicitRows rows;
+  to_device(std::vector<double>(x.size(), 1.0), rows.mass);
+  to_device(std::vector<std::uint8_t>(x.size(), 0), rows.pinned);
+  DeviceVector<V3> x_device, gradient;
+  to_device(x, x_device);
+  to_device(std::vector<V3>(x.size(), V3{0, 0, 0}), gradient);
+  DeviceVector<Collider> colliders;
+  to_device(std::vector<Collider>{floor}, colliders);
+  DeviceVector<ContactConstraint> held;
+  contact_constraints(rows.system(), x_device, gradient, colliders, t, 0.01 * t, x.size(), held);
+  mesh_contact_constraints(rows.system(), x_device, gradient, step, 0.01 * t, x.size(), held);
+  const std::vector<ContactConstraint> got = to_host(held);
+  // The service answers in float: its normals tilt by a few 1e-6, which the velocities below
+  // (a few m/s) carry.
+  EXPECT_NEAR(got[0].normal.z, 1, 1e-10);
+  EXPECT_EQ(got[0].friction, 0.5);
+  EXPECT_NEAR(norm(got[0].wall_velocity - wall), 0, 1e-12);
+  EXPECT_EQ(dot(got[1].normal, got[1].normal), 0);
+  EXPECT_EQ(got[2].normal.z, 1);  // the floor's
+  EXPECT_EQ(got[2].friction, 0.1);
+  EXPECT_EQ(norm(got[2].wall_velocity), 0);
+  // The first guess keeps its slide and takes the table's normal speed; the directions lose the
+  // normal part entirely.
+  DeviceVector<V3> v;
+  to_device(std::vector<V3>{{1, 0, -3}, {1, 0, -3}, {1, 0, -3}}, v);
+  hold(held, x.size(), v);
+  std::vector<V3> guess = to_host(v);
+  EXPECT_NEAR(guess[0].z, wall.z, 1e-5);
+  EXPECT_NEAR(guess[0].x, 1, 1e-5);
+  EXPECT_EQ(guess[1].z, -3);
+  EXPECT_EQ(guess[2].z, 0);
+  // Friction against the table's slide: the impulse 0.2 takes 0.5 x 0.2 = 0.1 m/s from the
+  // relative slide (0.7, 0.2).
+  DeviceVector<V3> residual;
+  to_device(std::vector<V3>{{0, 0, -0.2}, {0, 0, 0}, {0, 0, 0}}, residual);
+  constraint_friction(rows.system(), held, residual, x.size(), v);
+  const std::vector<V3> after = to_host(v);
+  const V3 slide{1 - wall.x, 0 - wall.y, 0};
+  const double keep = 1 - 0.1 / norm(slide);
+  EXPECT_NEAR(after[0].x, wall.x + keep * slide.x, 1e-5);
+  EXPECT_NEAR(after[0].y, wall.y + keep * slide.y, 1e-5);
+  EXPECT_NEAR(after[0].z, wall.z, 1e-5);
+}
+
 }  // namespace
 }  // namespace apron::cloth
