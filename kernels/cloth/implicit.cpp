@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/common/algorithms.hpp"
+#include "kernels/common/symmetric3.hpp"
 
 namespace apron::cloth {
 namespace {
@@ -100,6 +101,73 @@ struct MassPrecondition {
   V3* z;
   APRON_HD void operator()(std::size_t i) const {
     z[i] = rows.pinned[i] ? V3{0, 0, 0} : (1.0 / rows.damped_mass(i)) * r[i];
+  }
+};
+
+struct DisplacedColour {
+  const V3* x;
+  double h;
+  int axis;
+  const std::uint8_t* colour;
+  int c;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    V3 y = x[i];
+    if (colour[i] == c) (axis == 0 ? y.x : axis == 1 ? y.y : y.z) += h;
+    out[i] = y;
+  }
+};
+
+struct RecordColumn {
+  const V3* plus;
+  const V3* base;
+  double inverse_h;
+  const std::uint8_t* colour;
+  int c, axis;
+  Block3* blocks;
+  APRON_HD void operator()(std::size_t i) const {
+    if (colour[i] != c) return;
+    const V3 column = inverse_h * (plus[i] - base[i]);
+    double* m = blocks[i].m;
+    m[axis] = column.x, m[3 + axis] = column.y, m[6 + axis] = column.z;
+  }
+};
+
+struct InvertBlock {
+  Rows rows;
+  Block3* blocks;
+  APRON_HD void operator()(std::size_t i) const {
+    double* m = blocks[i].m;
+    if (rows.pinned[i]) {
+      for (int k = 0; k < 9; ++k) m[k] = 0;
+      return;
+    }
+    Sym3 h;
+    h.m[0] = m[0], h.m[1] = 0.5 * (m[1] + m[3]), h.m[2] = 0.5 * (m[2] + m[6]);
+    h.m[3] = m[4], h.m[4] = 0.5 * (m[5] + m[7]), h.m[5] = m[8];
+    const Eigen3 e = eigen_symmetric(h);
+    const double dt2 = rows.dt * rows.dt, inertia = rows.damped_mass(i);
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) {
+        double sum = 0;
+        for (int k = 0; k < 3; ++k) {
+          const double lambda = e.value[k] > 0 ? e.value[k] : 0.0;
+          sum += e.vec[a][k] * e.vec[b][k] / (inertia + dt2 * lambda);
+        }
+        m[3 * a + b] = sum;
+      }
+  }
+};
+
+struct BlockPrecondition {
+  const Block3* inverse;
+  const V3* r;
+  V3* z;
+  APRON_HD void operator()(std::size_t i) const {
+    const double* m = inverse[i].m;
+    const V3 q = r[i];
+    z[i] = {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
+            m[6] * q.x + m[7] * q.y + m[8] * q.z};
   }
 };
 
@@ -252,6 +320,28 @@ void displaced(const Vectors& x, double h, const Vectors& q, Vectors& out) {
 
 void mass_precondition(const ImplicitSystem& s, const Vectors& r, std::size_t count, Vectors& z) {
   for_each_index(count, MassPrecondition{Rows(s), raw(r), raw(z)});
+}
+
+void displaced_colour(const Vectors& x, double h, int axis,
+                      const DeviceVector<std::uint8_t>& colour, int c, Vectors& out) {
+  out.resize(x.size());
+  for_each_index(x.size(), DisplacedColour{raw(x), h, axis, raw(colour), c, raw(out)});
+}
+
+void record_block_column(const Vectors& plus, const Vectors& base, double h,
+                         const DeviceVector<std::uint8_t>& colour, int c, int axis,
+                         std::size_t count, DeviceVector<Block3>& blocks) {
+  for_each_index(count,
+                 RecordColumn{raw(plus), raw(base), 1 / h, raw(colour), c, axis, raw(blocks)});
+}
+
+void invert_blocks(const ImplicitSystem& s, std::size_t count, DeviceVector<Block3>& blocks) {
+  for_each_index(count, InvertBlock{Rows(s), raw(blocks)});
+}
+
+void block_precondition(const DeviceVector<Block3>& inverse, const Vectors& r, std::size_t count,
+                        Vectors& z) {
+  for_each_index(count, BlockPrecondition{raw(inverse), raw(r), raw(z)});
 }
 
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,

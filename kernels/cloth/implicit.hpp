@@ -57,6 +57,29 @@ void displaced(const Vectors& x, double h, const Vectors& q, Vectors& out);
 // short of g t by 15x.
 void mass_precondition(const ImplicitSystem& s, const Vectors& r, std::size_t count, Vectors& z);
 
+// The block-Jacobi preconditioner: per free row, z_i = (M'_i + dt^2 [H_ii]+)^-1 r_i, with H_ii
+// the 3x3 diagonal block of the elastic Hessian at x0 and [.]+ its symmetric part less its
+// negative eigenvalues (where the sheet is compressed H_ii need not be positive; a preconditioner
+// must be). The mass preconditioner treats every row as M', so at steps far above the explicit
+// limit the membrane's stiff rows, dt^2 H_ii >> M', set the conjugate gradients' condition
+// number; these blocks take that scale out. The blocks are probed: every vertex of one colour
+// (mesh.hpp's distance_colours over the gradient's reach) displaced along one axis at once, the
+// gradient's change at each of them its block's column.
+struct Block3 {
+  double m[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};  // row-major
+};
+// out_i = x_i + h e_axis where colour_i = c, x_i elsewhere; every row of x.
+void displaced_colour(const Vectors& x, double h, int axis,
+                      const DeviceVector<std::uint8_t>& colour, int c, Vectors& out);
+// Rows [0, count) of colour c: column `axis` of their block is (plus_i - base_i) / h.
+void record_block_column(const Vectors& plus, const Vectors& base, double h,
+                         const DeviceVector<std::uint8_t>& colour, int c, int axis,
+                         std::size_t count, DeviceVector<Block3>& blocks);
+// In place, rows [0, count): H_ii becomes (M'_i + dt^2 [H_ii]+)^-1, zero where held.
+void invert_blocks(const ImplicitSystem& s, std::size_t count, DeviceVector<Block3>& blocks);
+void block_precondition(const DeviceVector<Block3>& inverse, const Vectors& r, std::size_t count,
+                        Vectors& z);
+
 // The right-hand side b = M v0 + dt (M g - grad), zero where held.
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,
                   std::size_t count, Vectors& out);

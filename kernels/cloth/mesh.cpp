@@ -1,6 +1,7 @@
 #include "kernels/cloth/mesh.hpp"
 
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <sstream>
 
@@ -315,5 +316,37 @@ template void upload_rings<double>(const std::vector<std::array<double, 3>>&, co
                                    DeviceMesh<double>&);
 template DeviceMesh<float> upload_mesh<float>(const HostMesh&);
 template DeviceMesh<double> upload_mesh<double>(const HostMesh&);
+
+std::vector<std::uint8_t> distance_colours(const Rings& rings, int distance) {
+  const std::size_t n = rings.offsets.size() - 1;
+  std::vector<std::uint8_t> colour(n, 0);
+  std::vector<std::uint32_t> seen(n, 0), frontier, next;
+  std::uint32_t stamp = 0;
+  for (std::size_t v = 0; v < n; ++v) {
+    ++stamp;
+    std::bitset<256> taken;
+    frontier.assign(1, static_cast<std::uint32_t>(v));
+    seen[v] = stamp;
+    for (int step = 0; step < distance; ++step) {  // breadth first, `distance` rings out
+      next.clear();
+      for (const std::uint32_t u : frontier)
+        for (std::uint32_t k = rings.offsets[u]; k < rings.offsets[u + 1]; ++k) {
+          const std::uint32_t w = rings.neighbours[k];
+          if (seen[w] == stamp) continue;
+          seen[w] = stamp;
+          next.push_back(w);
+          if (w < v) taken.set(colour[w]);  // coloured already
+        }
+      frontier.swap(next);
+    }
+    std::size_t c = 0;
+    while (c < taken.size() && taken.test(c)) ++c;
+    if (c == taken.size())
+      throw MeshError("vertex " + std::to_string(v) + " has more than 255 vertices within " +
+                      std::to_string(distance) + " rings: the mesh's valence is too high");
+    colour[v] = static_cast<std::uint8_t>(c);
+  }
+  return colour;
+}
 
 }  // namespace apron::cloth

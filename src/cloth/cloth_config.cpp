@@ -103,7 +103,9 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.max_iterations = r.get<long>("max_iterations", c.max_iterations);
     if (c.max_iterations < 1 || c.max_iterations > 100000)
       r.fail("max_iterations", "must be between 1 and 100000");
-  } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations")) {
+    c.block_jacobi = r.choice("preconditioner", {"mass", "block_jacobi"}, "mass") == "block_jacobi";
+  } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
+             r.has("preconditioner")) {
     r.fail("dt", "applies only with 'integrator: implicit' (the explicit step follows cfl)");
   }
   r.finish();

@@ -51,12 +51,14 @@ struct ColliderConfig {
 // The time integrator. "explicit": symplectic Euler at cfl x the stability limit of the sheet's
 // fastest waves on its shortest edge. "implicit": linearised backward Euler (kernels/cloth/
 // implicit.hpp) at a step the user sets from the motion, each solved by conjugate gradients until
-// the residual is `tolerance` times the first one (at most `max_iterations`).
+// the residual is `tolerance` times the first one (at most `max_iterations`), preconditioned by
+// the masses ("mass") or by the Hessian's probed diagonal blocks ("block_jacobi").
 struct IntegratorConfig {
   bool implicit = false;
   double dt = 0;  // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;
+  bool block_jacobi = false;
 };
 
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than

@@ -145,6 +145,7 @@ void ClothSolver::build(bool at_rest) {
   check_pinned(mesh);
   distribute(mesh, rings);
   build_local_mesh(mesh, rings);
+  if (case_.integrator.block_jacobi) colour_rows(rings);
   build_output_triangles(mesh);
   choose_dt(mesh);
   setup_self_contact(mesh, at_rest);
@@ -472,6 +473,10 @@ double ClothSolver::take_step() {
   if (self_contact_) {
     auto t = timers_.scope("self contact");
     self_contact_->add_gradient(gradient_);
+  }
+  if (case_.integrator.block_jacobi) {
+    auto t = timers_.scope("preconditioner");
+    probe_diagonal_blocks();
   }
   if (case_.integrator.implicit) {
     auto t = timers_.scope("implicit solve");

@@ -88,6 +88,8 @@ class ClothSolver final : public SteppingWorkload {
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
+  void colour_rows(const Rings& rings);  // block_jacobi's probing colours
+  void probe_diagonal_blocks();          // block_jacobi's blocks at this step's x0
   [[noreturn]] void refuse_unconverged(const CgResult& cg, double first_rz) const;
   ImplicitSystem implicit_system() const;                 // at this step's dt
   void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
@@ -132,6 +134,12 @@ class ClothSolver final : public SteppingWorkload {
     Vectors rhs, residual, preconditioned, product, velocity, shifted, gradient_plus,
         gradient_minus;
     DeviceVector<ContactConstraint> constraints;  // the colliders' rows this step
+    Vectors filtered;                             // the residual in the free subspace
+    // block_jacobi: each local row's colour (distance_colours over the gradient's reach), how
+    // many there are on the whole sheet, and the owned rows' inverted blocks this step.
+    DeviceVector<std::uint8_t> colour;
+    int colours = 0;
+    DeviceVector<Block3> blocks;
     Field<Vector3<double>> direction;
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
   } implicit_;

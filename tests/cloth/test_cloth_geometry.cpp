@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cloth/energy.hpp"
+#include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/mesh.hpp"
 #include "kernels/cloth/tensors.hpp"
 #include "kernels/common/algorithms.hpp"
@@ -1023,6 +1024,118 @@ TEST(ClothMeasures, TermsMatchCpuReference) {
               worst, worst_sum);
   EXPECT_LT(worst, 1e-12 * largest);
   EXPECT_LT(worst_sum, 1e-13 * largest);
+}
+
+// ---- the implicit step's block-Jacobi preconditioner -------------------------------------------
+
+// The gradient at a vertex reads this many rings (the solver's ghost layers).
+constexpr int kGradientReach = 4;
+
+// The vertices within `distance` ring steps of v, v excluded.
+std::vector<std::uint32_t> within_rings(const Rings& rings, std::uint32_t v, int distance) {
+  std::set<std::uint32_t> seen{v};
+  std::vector<std::uint32_t> frontier{v}, out;
+  for (int step = 0; step < distance; ++step) {
+    std::vector<std::uint32_t> next;
+    for (const std::uint32_t u : frontier)
+      for (std::uint32_t k = rings.offsets[u]; k < rings.offsets[u + 1]; ++k)
+        if (seen.insert(rings.neighbours[k]).second) next.push_back(rings.neighbours[k]);
+    out.insert(out.end(), next.begin(), next.end());
+    frontier = next;
+  }
+  return out;
+}
+
+TEST(ClothPreconditioner, NoTwoVerticesWithinTheGradientsReachShareAColour) {
+  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = 14, .ny = 11, .perturbed = true, .seed = 3};
+  const Rings rings = build_rings(grid_mesh(spec));
+  const std::vector<std::uint8_t> colour = distance_colours(rings, kGradientReach);
+  const int count = 1 + *std::max_element(colour.begin(), colour.end());
+  std::size_t clashes = 0;
+  for (std::uint32_t v = 0; v < colour.size(); ++v)
+    for (const std::uint32_t w : within_rings(rings, v, kGradientReach))
+      clashes += colour[w] == colour[v];
+  std::printf("  %zu vertices in %d colours\n", colour.size(), count);
+  EXPECT_EQ(clashes, 0u);
+  // At least the vertices within two rings of one another, which all lie within four.
+  EXPECT_GE(count, 19);
+  EXPECT_LT(count, 64);
+}
+
+// All of one colour displaced at once give each vertex's 3x3 block of the Hessian, as central
+// differences of the gradient with that vertex alone displaced do (on a deformed irregular
+// saddle, every term of the energy on).
+TEST(ClothPreconditioner, ProbedBlocksAreTheHessiansDiagonalBlocks) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 8, .perturbed = true, .seed = 6};
+  const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
+  const EnergySetup setup(rest, kMaterial);
+  std::vector<Point> x = mapped(rest, [](const Point& p) { return on_cylinder(p, 1.2); }).positions;
+  x = jittered(x, 0.01, 4);
+  const std::size_t n = x.size();
+  const std::vector<std::uint8_t> colour = distance_colours(build_rings(rest), kGradientReach);
+  const int colours = 1 + *std::max_element(colour.begin(), colour.end());
+  const DeviceVector<std::uint8_t> colour_device(colour.begin(), colour.end());
+  const DeviceVector<Vector3<double>> position = upload_positions<double>(x);
+  DeviceVector<Vector3<double>> base, shifted, plus;
+  energy_gradient(setup.mesh, position, setup.reference, setup.model, base);
+  DeviceVector<Block3> blocks(n);
+  const double h = 1e-6;
+  for (int c = 0; c < colours; ++c)
+    for (int axis = 0; axis < 3; ++axis) {
+      displaced_colour(position, h, axis, colour_device, c, shifted);
+      energy_gradient(setup.mesh, shifted, setup.reference, setup.model, plus);
+      record_block_column(plus, base, h, colour_device, c, axis, n, blocks);
+    }
+  const std::vector<Block3> probed = to_host(blocks);
+  double worst = 0, largest = 0;
+  for (std::size_t v = 0; v < n; ++v)
+    for (int axis = 0; axis < 3; ++axis) {
+      std::vector<Point> up = x, down = x;
+      up[v][axis] += h;
+      down[v][axis] -= h;
+      const auto gu = setup.gradient(up), gd = setup.gradient(down);
+      const Vector3<double> column = (0.5 / h) * (gu[v] - gd[v]);
+      const double expected[3] = {column.x, column.y, column.z};
+      for (int row = 0; row < 3; ++row) {
+        worst = std::max(worst, std::abs(probed[v].m[3 * row + axis] - expected[row]));
+        largest = std::max(largest, std::abs(expected[row]));
+      }
+    }
+  std::printf("  %zu vertices, %d colours: largest block entry %.3e, worst difference %.2e\n", n,
+              colours, largest, worst);
+  EXPECT_GT(largest, 1.0);
+  EXPECT_LT(worst, 1e-4 * largest);  // forward against central differences: O(h)
+}
+
+// Inverted: (m (1 + dt gamma / mu) + dt^2 [sym H]+)^-1, negative eigenvalues dropped, zero where
+// held.
+TEST(ClothPreconditioner, BlocksInvertTheirPositivePart) {
+  DeviceVector<double> mass;
+  DeviceVector<std::uint8_t> pinned;
+  to_device(std::vector<double>{2, 2, 2}, mass);
+  to_device(std::vector<std::uint8_t>{0, 0, 1}, pinned);
+  const ImplicitSystem system{&mass, &pinned, 0.1, 0.5, {0, 0, 0}};
+  const double inertia = 2 * (1 + 0.1 * 0.5), dt2 = 0.01;
+  // Row 0: positive definite, its symmetric part [[300, 100, 0], [100, 200, 0], [0, 0, 50]];
+  // row 1: an eigenvalue of -500 along z; row 2: held.
+  const std::vector<Block3> h{{{300, 140, 0, 60, 200, 0, 0, 0, 50}},
+                              {{100, 0, 0, 0, 100, 0, 0, 0, -500}},
+                              {{1, 0, 0, 0, 1, 0, 0, 0, 1}}};
+  DeviceVector<Block3> blocks;
+  to_device(h, blocks);
+  invert_blocks(system, 3, blocks);
+  const std::vector<Block3> inverse = to_host(blocks);
+  const double a[3][3] = {{300, 100, 0}, {100, 200, 0}, {0, 0, 50}};
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) {
+      double product = 0;  // P^-1 (m' I + dt^2 A): the identity
+      for (int k = 0; k < 3; ++k)
+        product += inverse[0].m[3 * r + k] * ((k == c ? inertia : 0) + dt2 * a[k][c]);
+      EXPECT_NEAR(product, r == c ? 1 : 0, 1e-14) << r << " " << c;
+    }
+  EXPECT_NEAR(inverse[1].m[0], 1 / (inertia + dt2 * 100), 1e-15);
+  EXPECT_NEAR(inverse[1].m[8], 1 / inertia, 1e-15);  // -500 dropped: the mass alone
+  for (const double entry : inverse[2].m) EXPECT_EQ(entry, 0);
 }
 
 }  // namespace
