@@ -171,6 +171,16 @@ struct BlockPrecondition {
   }
 };
 
+struct GravityChange {
+  Rows rows;
+  const V3* v;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    const double c = rows.dt * rows.damping_rate;
+    out[i] = rows.pinned[i] ? V3{0, 0, 0} : (1 / (1 + c)) * (rows.dt * rows.gravity - c * v[i]);
+  }
+};
+
 struct Rhs {
   Rows rows;
   const V3* v;
@@ -342,6 +352,11 @@ void invert_blocks(const ImplicitSystem& s, std::size_t count, DeviceVector<Bloc
 void block_precondition(const DeviceVector<Block3>& inverse, const Vectors& r, std::size_t count,
                         Vectors& z) {
   for_each_index(count, BlockPrecondition{raw(inverse), raw(r), raw(z)});
+}
+
+void gravity_change(const ImplicitSystem& s, const Vectors& velocity, std::size_t count,
+                    Vectors& out) {
+  for_each_index(count, GravityChange{Rows(s), raw(velocity), raw(out)});
 }
 
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,

@@ -80,6 +80,12 @@ void invert_blocks(const ImplicitSystem& s, std::size_t count, DeviceVector<Bloc
 void block_precondition(const DeviceVector<Block3>& inverse, const Vectors& r, std::size_t count,
                         Vectors& z);
 
+// out_i = v1_i - v0_i for a sheet moving under gravity and damping alone (no elastic forces),
+// v1 = (v0 + dt g) / (1 + dt gamma / mu); zero where held. The solve's first search direction: a
+// free fall's whole step, none of a sheet at rest's (whose best multiple of it is zero).
+void gravity_change(const ImplicitSystem& s, const Vectors& velocity, std::size_t count,
+                    Vectors& out);
+
 // The right-hand side b = M v0 + dt (M g - grad), zero where held.
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,
                   std::size_t count, Vectors& out);

@@ -90,6 +90,9 @@ class ClothSolver final : public SteppingWorkload {
   void solve_implicit();
   void colour_rows(const Rings& rings);  // block_jacobi's probing colours
   void probe_diagonal_blocks();          // block_jacobi's blocks at this step's x0
+  template <class Product, class Dot, class Update>
+  bool step_along_gravity(const ImplicitSystem& system, Product& product, Dot& global_dot,
+                          Update& update);
   [[noreturn]] void refuse_unconverged(const CgResult& cg, double first_rz) const;
   ImplicitSystem implicit_system() const;                 // at this step's dt
   void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
@@ -135,6 +138,8 @@ class ClothSolver final : public SteppingWorkload {
         gradient_minus;
     DeviceVector<ContactConstraint> constraints;  // the colliders' rows this step
     Vectors filtered;                             // the residual in the free subspace
+    Vectors gravity, gravity_product;  // the deflation: g_d and A g_d (step_along_gravity)
+    double gravity_curvature = 0;      // g_d . A g_d
     // block_jacobi: each local row's colour (distance_colours over the gradient's reach), how
     // many there are on the whole sheet, and the owned rows' inverted blocks this step.
     DeviceVector<std::uint8_t> colour;
