@@ -273,6 +273,10 @@ BENCHMARKS = {
         cloth("cloth-1M-implicit-40us", "1M vertices to t = 0.2 ms, implicit, dt 40 us",
               sets=TO_200US + ["cloth.precision=float64", *IMPLICIT, "cloth.implicit.dt=4e-5"],
               metric=CLOTH_LOOP),
+        # The step for drapes and garments, on the sheet in free fall (no collider reached).
+        cloth("cloth-1M-implicit-fall-240", "1M vertices falling, implicit at 1/240 s", steps=48,
+              sets=["cloth.colliders=[]", "cloth.precision=float64", *IMPLICIT,
+                    f"cloth.implicit.dt={1 / 240!r}"]),
     ],
     "planes": [planes("planes-1M", 1e6), planes("planes-20M", 20e6),
                planes("planes-stairs-1M", 1e6, scene="stairs"),

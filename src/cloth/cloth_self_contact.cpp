@@ -9,6 +9,7 @@
 #include "config/yaml_reader.hpp"
 #include "decomposition/reductions.hpp"
 #include "kernels/common/algorithms.hpp"
+#include "runtime/runtime.hpp"
 
 namespace apron::cloth {
 namespace {
@@ -242,9 +243,22 @@ void SheetSelfContact::report(Json& json) const {
              global_max(comm_, halo_exchanges_ > 0 ? static_cast<double>(halo_vertices_) /
                                                          static_cast<double>(halo_exchanges_)
                                                    : 0.0));
-  json.value("clamped_vertex_steps",
-             static_cast<long long>(global_sum(comm_, static_cast<std::int64_t>(clamped_))));
+  const long long clamped = global_sum(comm_, static_cast<std::int64_t>(clamped_));
+  json.value("clamped_vertex_steps", clamped);
   json.end_object();
+  // The bound guarantees no intersection by slowing what moves too far; at steps far above the
+  // explicit limit that is the motion itself, which must not pass as a result.
+  if (clamped > 0)
+    Log::warn(
+        "cloth: self-collision's displacement bound slowed %lld vertex-steps (no vertex may "
+        "move more than %.3g m a step, %.3g x cloth.thickness): the motion there is not the "
+        "physics'; take shorter steps (cloth.implicit.dt or cloth.cfl) or a thicker "
+        "cloth.thickness",
+        clamped, largest_step(), largest_step() / params_.thickness);
+}
+
+double SheetSelfContact::largest_step() const {
+  return params_.bound * (params_.thickness - params_.gap);
 }
 
 std::size_t SheetSelfContact::device_bytes() const {

@@ -49,8 +49,11 @@ class SheetSelfContact {
   void clamp(DeviceVector<Point>& position, DeviceVector<Point>& velocity);
   // This rank's share of the contact energy at the refreshed positions.
   double energy();
-  void report(Json& json) const;  // collective
+  // Collective; warns when the bound slowed any vertex (the run's motion was then not physical).
+  void report(Json& json) const;
   std::size_t device_bytes() const;
+  // The farthest any vertex may move in a step, where no pair is closer than the thickness.
+  double largest_step() const;
 
  private:
   void refuse_unresolved(const HostMesh& sheet, const std::string& file) const;
