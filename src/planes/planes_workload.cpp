@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -64,7 +65,7 @@ void put_le(std::string& out, T v) {
 GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
                                  const std::vector<Plane>& planes,
                                  const std::vector<std::int32_t>& labels,
-                                 const std::vector<std::int32_t>& truth,
+                                 std::span<const std::int32_t> truth,
                                  std::uint64_t min_plane_points) {
   GroundTruthScore s;
   s.truth_planes = scene.planes.size();
@@ -205,14 +206,16 @@ std::array<std::array<double, 2>, 3> central_box(const std::vector<std::array<do
 }
 }  // namespace
 
-// A point far outside the rest of the cloud (a stray value in a scan: 3e38 is a valid float)
-// would set the octree's box, and every plane would be found at its scale: refused, naming it.
-void PlaneDetection::refuse_far_outliers(const std::vector<std::array<double, 3>>& cloud) const {
+// The cloud's bounding box, in the same pass as the search for a point far outside the rest of
+// the cloud (a stray value in a scan: 3e38 is a valid float), which would set the octree's box so
+// that every plane were found at its scale: refused, naming it.
+void PlaneDetection::find_bounds(const std::vector<std::array<double, 3>>& cloud) {
   constexpr double kFar = 1000;  // times the extent of the central box
   const auto box = central_box(cloud);
   double extent = 0;
   for (const auto& side : box) extent = std::max(extent, side[1] - side[0]);
-  if (!(extent > 0)) return;  // the central points coincide: split() says so if all do
+  // The central points coinciding, none is far out (split() says so if all coincide).
+  const double far = extent > 0 ? kFar * extent : std::numeric_limits<double>::infinity();
   auto outside = [&](std::size_t i) {
     double most = 0;
     for (int d = 0; d < 3; ++d)
@@ -221,9 +224,13 @@ void PlaneDetection::refuse_far_outliers(const std::vector<std::array<double, 3>
   };
   const auto n = static_cast<std::int64_t>(cloud.size());
   std::int64_t first = n;  // the first point that far out
-#pragma omp parallel for schedule(static) reduction(min : first)
-  for (std::int64_t i = 0; i < n; ++i)
-    if (outside(static_cast<std::size_t>(i)) > kFar * extent) first = std::min(first, i);
+  double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {-1e300, -1e300, -1e300};
+#pragma omp parallel for schedule(static) reduction(min : first, lo[:3]) reduction(max : hi[:3])
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto& p = cloud[static_cast<std::size_t>(i)];
+    for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], p[d]), hi[d] = std::max(hi[d], p[d]);
+    if (outside(static_cast<std::size_t>(i)) > far) first = std::min(first, i);
+  }
   if (first < n) {
     const auto i = static_cast<std::size_t>(first);
     char text[320];
@@ -234,6 +241,8 @@ void PlaneDetection::refuse_far_outliers(const std::vector<std::array<double, 3>
                   i, cloud[i][0], cloud[i][1], cloud[i][2], outside(i), kFar, extent);
     throw config::ConfigError(config_.file + text);
   }
+  lo_ = {lo[0], lo[1], lo[2]};
+  hi_ = {hi[0], hi[1], hi[2]};
 }
 
 // The bounding box and its centre (every rank holds the whole cloud: no reduction needed), then
@@ -241,17 +250,9 @@ void PlaneDetection::refuse_far_outliers(const std::vector<std::array<double, 3>
 void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
                            const std::vector<std::int32_t>& truth) {
   double mark = wall_seconds();
-  refuse_far_outliers(cloud);
-  const double outlier_check = lap(mark);
+  find_bounds(cloud);
   const std::size_t n = cloud.size();
   total_points_ = n;
-  double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {-1e300, -1e300, -1e300};
-#pragma omp parallel for schedule(static) reduction(min : lo[:3]) reduction(max : hi[:3])
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i)
-    for (int d = 0; d < 3; ++d)
-      lo[d] = std::min(lo[d], cloud[i][d]), hi[d] = std::max(hi[d], cloud[i][d]);
-  lo_ = {lo[0], lo[1], lo[2]};
-  hi_ = {hi[0], hi[1], hi[2]};
   double diag2 = 0;
   for (int d = 0; d < 3; ++d) {
     centre_[d] = (lo_[d] + hi_[d]) / 2;
@@ -262,7 +263,7 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
   if (!(half_extent_ > 0))
     throw config::ConfigError(config_.file + ": key 'planes.input': all " + std::to_string(n) +
                               " points coincide; there is no plane to detect");
-  const double bounds = lap(mark);
+  const double bounds = lap(mark);  // and the search for far outliers
   // The octree's cube, as PlaneDetector::detect builds it. The estimate is made on several
   // ranks with either balance: the report then shows what each achieves.
   double bin = 0, cuts = 0;
@@ -279,10 +280,8 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
   } else {
     keep_own_points(cloud, truth, nullptr, {});
   }
-  Log::info(
-      "split (s): outlier check %.3f, bounds %.3f, bin and cost estimate %.3f, cuts %.3f, "
-      "keep %.3f",
-      outlier_check, bounds, bin, cuts, lap(mark));
+  Log::info("split (s): bounds %.3f, bin and cost estimate %.3f, cuts %.3f, keep %.3f", bounds, bin,
+            cuts, lap(mark));
 }
 
 // This rank's points (those of its cells in the grid; without a grid, all), in the cloud's
