@@ -306,8 +306,8 @@ void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& c
     local_points_.reserve(std::max<std::size_t>(1, count) * sizeof(Vec4));
   });
   // Each chunk's points counted, then written from the chunk's offset: in parallel and in the
-  // cloud's order, into arrays sized once (growing a vector per chunk made the threads fault
-  // pages in against each other: 0.5 s at 20M).
+  // cloud's order, into arrays sized once (a vector per chunk grown point by point, then joined
+  // by one thread, cost 0.25 s at 20M points).
   constexpr std::int64_t kChunks = 64;
   std::vector<std::size_t> offset(kChunks + 1, 0);
   if (grid == nullptr) {
@@ -315,9 +315,11 @@ void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& c
       offset[static_cast<std::size_t>(k)] = n * static_cast<std::size_t>(k) / kChunks;
   } else {
 #pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t k = 0; k < kChunks; ++k)
-      for (std::size_t i = n * k / kChunks; i < n * (k + 1) / kChunks; ++i)
-        offset[static_cast<std::size_t>(k) + 1] += mine(i);
+    for (std::int64_t k = 0; k < kChunks; ++k) {
+      std::size_t points = 0;  // counted here, not in `offset`: its entries share cache lines
+      for (std::size_t i = n * k / kChunks; i < n * (k + 1) / kChunks; ++i) points += mine(i);
+      offset[static_cast<std::size_t>(k) + 1] = points;
+    }
     std::partial_sum(offset.begin(), offset.end(), offset.begin());
   }
   local_index_.resize(count);
