@@ -311,28 +311,42 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
   cloud.points.resize(n);
   const auto* base = reinterpret_cast<const unsigned char*>(text.data()) + pos;
   const bool swap = big != (std::endian::native == std::endian::big);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto& p = cloud.points[i];
-    for (int d = 0; d < 3; ++d) {
-      const unsigned char* at = base + i * stride + offset[d];
-      if (!swap && type[d] == 'F' && size[d] == 4) {
-        float v;
-        std::memcpy(&v, at, 4);
-        p[d] = v;
-      } else {
-        unsigned char v[8];
-        std::memcpy(v, at, size[d]);
-        if (swap) std::reverse(v, v + size[d]);
-        p[d] = decode_native(v, size[d], type[d]);
-      }
-      if (!std::isfinite(p[d]) || std::fabs(p[d]) > std::numeric_limits<float>::max())
-        throw MeshReadError(
-            file.string() + ": byte offset " + std::to_string(pos + i * stride) + ": point " +
-            std::to_string(i) +
-            (std::isfinite(p[d])
-                 ? " has a coordinate beyond the float32 range; rescale the cloud"
-                 : " has a coordinate that is not a finite number (NaN or infinity)"));
+  auto decode = [&](std::size_t i, int d) {
+    const unsigned char* at = base + i * stride + offset[d];
+    if (!swap && type[d] == 'F' && size[d] == 4) {
+      float v;
+      std::memcpy(&v, at, 4);
+      return static_cast<double>(v);
     }
+    unsigned char v[8];
+    std::memcpy(v, at, size[d]);
+    if (swap) std::reverse(v, v + size[d]);
+    return decode_native(v, size[d], type[d]);
+  };
+  auto usable = [](double x) {
+    return std::isfinite(x) && std::fabs(x) <= std::numeric_limits<float>::max();
+  };
+  // In parallel (decoding, not the disk, bounds a read from the page cache); the first unusable
+  // point, if any, is reported as a serial read would.
+  const auto points = static_cast<std::int64_t>(n);
+  std::int64_t first_bad = points;
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
+  for (std::int64_t i = 0; i < points; ++i) {
+    auto& p = cloud.points[static_cast<std::size_t>(i)];
+    for (int d = 0; d < 3; ++d) {
+      p[d] = decode(static_cast<std::size_t>(i), d);
+      if (!usable(p[d])) first_bad = std::min(first_bad, i);
+    }
+  }
+  if (first_bad < points) {
+    const auto i = static_cast<std::size_t>(first_bad);
+    int d = 0;
+    while (usable(cloud.points[i][d])) ++d;
+    throw MeshReadError(file.string() + ": byte offset " + std::to_string(pos + i * stride) +
+                        ": point " + std::to_string(i) +
+                        (std::isfinite(cloud.points[i][d])
+                             ? " has a coordinate beyond the float32 range; rescale the cloud"
+                             : " has a coordinate that is not a finite number (NaN or infinity)"));
   }
   if (n == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
   return cloud;

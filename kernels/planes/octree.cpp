@@ -174,8 +174,10 @@ struct TileCounts {
 #if defined(__CUDACC__)
 constexpr int kWarp = 32;
 
-__device__ inline void warp_sum(Moments& m) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+// The sums of each aligned group of Lanes lanes, left in every lane of the group (a butterfly).
+template <int Lanes>
+__device__ inline void group_sum(Moments& m) {
+  for (int offset = Lanes / 2; offset > 0; offset /= 2) {
     m.count += __shfl_xor_sync(0xffffffffu, m.count, offset);
     for (int d = 0; d < 3; ++d) m.s[d] += __shfl_xor_sync(0xffffffffu, m.s[d], offset);
     for (int k = 0; k < 6; ++k) m.ss[k] += __shfl_xor_sync(0xffffffffu, m.ss[k], offset);
@@ -184,17 +186,21 @@ __device__ inline void warp_sum(Moments& m) {
   }
 }
 
-// One warp per tile; the grid covers a bound on the tile count (the count itself stays on the
-// device: no wait for the host). Warps past the end leave together.
+// Lanes lanes per tile (Lanes divides the warp); the grid covers a bound on the tile count (the
+// count itself stays on the device: no wait for the host). A warp whose first tile is past the
+// end leaves whole; in the last warp the groups past the end still take part in the butterfly.
+template <int Lanes>
 __global__ void __launch_bounds__(kBlockThreads)
     tile_moments_kernel(std::size_t bound, TileMoments tiles, Moments* partial) {
-  const std::size_t warp = (blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x) / kWarp;
-  const auto lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
-  if (warp >= bound || warp >= tiles.tile_first[tiles.nodes]) return;
+  const std::size_t thread = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
+  const std::size_t tile = thread / Lanes;
+  const std::size_t count = std::min<std::size_t>(bound, tiles.tile_first[tiles.nodes]);
+  if (thread / kWarp * (kWarp / Lanes) >= count) return;
+  const auto lane = static_cast<std::uint32_t>(threadIdx.x % Lanes);
   Moments m;
-  tiles.accumulate(static_cast<std::uint32_t>(warp), lane, kWarp, m);
-  warp_sum(m);
-  if (lane == 0) partial[warp] = m;
+  if (tile < count) tiles.accumulate(static_cast<std::uint32_t>(tile), lane, Lanes, m);
+  group_sum<Lanes>(m);
+  if (lane == 0 && tile < count) partial[tile] = m;
 }
 
 __global__ void __launch_bounds__(kBlockThreads)
@@ -204,8 +210,16 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (warp >= nodes) return;
   Moments m;
   totals.accumulate(static_cast<std::uint32_t>(warp), lane, kWarp, m);
-  warp_sum(m);
+  group_sum<kWarp>(m);
   if (lane == 0) totals.finish(static_cast<std::uint32_t>(warp), m);
+}
+
+template <int Lanes>
+void launch_tile_moments(std::size_t bound, const TileMoments& tiles, Moments* partial) {
+  const std::size_t blocks = (bound * Lanes + kBlockThreads - 1) / kBlockThreads;
+  tile_moments_kernel<Lanes>
+      <<<static_cast<unsigned>(blocks), kBlockThreads>>>(bound, tiles, partial);
+  check_launch("tile_moments_kernel");
 }
 
 unsigned warp_blocks(std::size_t warps) {
@@ -341,6 +355,13 @@ void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t no
                                        raw(tile_first_)});
   exclusive_scan(tile_first_, nodes + 1, tile_first_);
   if (partial_.size() < max_tiles_) partial_.resize(max_tiles_);
+  lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
+}
+
+std::uint32_t NodeMoments::lanes_for(std::size_t tiles) {
+  std::uint32_t lanes = kMinTileLanes;
+  while (lanes < kMaxTileLanes && tiles * lanes < kFillThreads) lanes *= 2;
+  return lanes;
 }
 
 void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
@@ -354,8 +375,20 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
       tile_points_, fit,         inlier};
   const NodeTotals totals{raw(partial_), raw(tile_first_), raw(sums), next};
 #if defined(__CUDACC__)
-  tile_moments_kernel<<<warp_blocks(max_tiles_), kBlockThreads>>>(max_tiles_, tiles, raw(partial_));
-  check_launch("tile_moments_kernel");
+  switch (lanes_) {
+    case 4:
+      launch_tile_moments<4>(max_tiles_, tiles, raw(partial_));
+      break;
+    case 8:
+      launch_tile_moments<8>(max_tiles_, tiles, raw(partial_));
+      break;
+    case 16:
+      launch_tile_moments<16>(max_tiles_, tiles, raw(partial_));
+      break;
+    default:
+      launch_tile_moments<32>(max_tiles_, tiles, raw(partial_));
+      break;
+  }
   if (nodes_ < warp_node_limit_) {
     node_totals_kernel<<<warp_blocks(nodes_), kBlockThreads>>>(nodes_, totals);
     check_launch("node_totals_kernel");

@@ -67,16 +67,16 @@ APRON_HD inline Cluster make_cluster(const Moments& m, const double ref[3], cons
 }
 
 // The moments of every node of a level in one pass over its points, deterministic: each node's
-// run of active points is cut into tiles of `tile_points`; a tile's sums (on the GPU one warp per
-// tile, lanes strided, a butterfly at the end; elsewhere one thread, in order) go to a partial,
-// and each node sums its tiles' partials in order. Two launches per pass instead of a term array
-// per moment and one segmented reduction per term, and no node's size limits the parallelism.
+// run of active points is cut into tiles of `tile_points`; a tile's sums (on the GPU a group of
+// lanes per tile, lanes strided, a butterfly at the end; elsewhere one thread, in order) go to a
+// partial, and each node sums its tiles' partials in order. Two launches per pass instead of a term
+// array per moment and one segmented reduction per term, and no node's size limits the parallelism.
 // The sums are relative to the node's first point (sorted[active[starts[s]]]). With a fit (7
 // doubles per node: normal, mean relative to that point, band) only the points within the band of
 // the node's plane count, and `inlier` (per active point) says which did.
 class NodeMoments {
  public:
-  // Tiles of 512 points on the GPU (a warp, 16 per lane); elsewhere a whole node is one tile, so
+  // Tiles of 512 points on the GPU (16 per lane of a warp); elsewhere a whole node is one tile, so
   // that the sums add in the points' order.
   static std::uint32_t default_tile_points();
 
@@ -85,9 +85,18 @@ class NodeMoments {
   // per node there leaves 31 lanes idle while one computes the node's fit (a float64
   // eigen-decomposition), for a million nodes.
   static constexpr std::size_t kWarpNodeLimit = 16384;
+
+  // On the GPU a tile's points are summed by a group of 4, 8, 16 or 32 lanes, the fewest that
+  // still give the level kFillThreads threads: the butterfly over the group (12 float64 sums)
+  // costs more than the points of a small tile, and at the deep levels most tiles hold a node
+  // of a few dozen points. tile_lanes 0: chosen so per level; else that many.
+  static constexpr std::uint32_t kMinTileLanes = 4, kMaxTileLanes = 32;
+  static constexpr std::size_t kFillThreads = std::size_t{1} << 19;  // an H200 about twice over
+  static std::uint32_t lanes_for(std::size_t tiles);
+
   explicit NodeMoments(std::uint32_t tile_points = default_tile_points(),
-                       std::size_t warp_node_limit = kWarpNodeLimit)
-      : tile_points_(tile_points), warp_node_limit_(warp_node_limit) {}
+                       std::size_t warp_node_limit = kWarpNodeLimit, std::uint32_t tile_lanes = 0)
+      : tile_points_(tile_points), warp_node_limit_(warp_node_limit), tile_lanes_(tile_lanes) {}
 
   // The tiles of a level's nodes (starts: nodes + 1 offsets into the m active points).
   void plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes, std::size_t m);
@@ -109,6 +118,7 @@ class NodeMoments {
  private:
   std::uint32_t tile_points_;
   std::size_t warp_node_limit_;
+  std::uint32_t tile_lanes_, lanes_ = kMaxTileLanes;
   std::size_t nodes_ = 0, max_tiles_ = 0;
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;

@@ -242,10 +242,15 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   accumulator_->vote(octree_.clusters, params_.voting);
   t.vote = elapsed(mark);
 
-  std::vector<double> votes(accumulator_->cells());
-  apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
-  global_sum(comm_, std::span<double>(votes));
-  apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+  // The votes of every rank (on one rank they are all here: no round trip through the host).
+  int ranks = 1;
+  MPI_Comm_size(comm_, &ranks);
+  if (ranks > 1) {
+    std::vector<double> votes(accumulator_->cells());
+    apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
+    global_sum(comm_, std::span<double>(votes));
+    apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+  }
   t.reduce = elapsed(mark);
 
   accumulator_->smooth();
@@ -303,8 +308,6 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   for (std::size_t l = 0; l < octree_.stats.active.size(); ++l)
     work += (static_cast<int>(l) + 1 >= params_.octree.first_level ? 1.0 : kUntestedLevelWork) *
             static_cast<double>(octree_.stats.active[l]);
-  int ranks = 1;
-  MPI_Comm_size(comm_, &ranks);
   out.octree_work.resize(static_cast<std::size_t>(ranks));
   MPI_Allgather(&work, 1, MPI_DOUBLE, out.octree_work.data(), 1, MPI_DOUBLE, comm_);
   if (want_labels) {

@@ -307,9 +307,22 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
   auto near = [](double a, double b, double scale) {
     return std::fabs(a - b) <= 1e-12 * scale + 1e-300;
   };
-  // Each tile size, and the nodes' totals by a warp per node and by a thread per node (GPU).
-  for (const std::uint32_t tile : {1u, 7u, 32u, 512u, NodeMoments::default_tile_points(), 0u}) {
-    NodeMoments moments(tile == 0 ? 512u : tile, tile == 0 ? 0 : NodeMoments::kWarpNodeLimit);
+  // Each tile size, the nodes' totals by a warp per node and by a thread per node, and each
+  // group of lanes per tile (GPU).
+  struct Case {
+    std::uint32_t tile;
+    std::size_t warp_node_limit;
+    std::uint32_t lanes;
+  };
+  const std::size_t limit = NodeMoments::kWarpNodeLimit;
+  for (const Case c :
+       {Case{1, limit, 0}, Case{7, limit, 0}, Case{32, limit, 0}, Case{512, limit, 0},
+        Case{NodeMoments::default_tile_points(), limit, 0}, Case{512, 0, 0}, Case{512, limit, 4},
+        Case{512, limit, 8}, Case{33, limit, 16}, Case{512, limit, 32}}) {
+    const std::uint32_t tile = c.tile;
+    SCOPED_TRACE("thread-per-node above " + std::to_string(c.warp_node_limit) + " nodes, " +
+                 std::to_string(c.lanes) + " lanes per tile");
+    NodeMoments moments(tile, c.warp_node_limit, c.lanes);
     moments.plan(d_starts, nodes, m);
     DeviceVector<Moments> d_sums;
     DeviceVector<std::uint8_t> d_inlier(m, 2);
@@ -333,6 +346,15 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
     }
     EXPECT_EQ(host(d_inlier), inlier) << "tile " << tile;
   }
+}
+
+// The fewest lanes per tile that still give a level enough threads: many small tiles take 4,
+// few take a warp.
+TEST(Octree, TileLanesFillTheDevice) {
+  EXPECT_EQ(NodeMoments::lanes_for(1), NodeMoments::kMaxTileLanes);
+  EXPECT_EQ(NodeMoments::lanes_for(NodeMoments::kFillThreads / 8), 8u);
+  EXPECT_EQ(NodeMoments::lanes_for(NodeMoments::kFillThreads / 8 - 1), 16u);
+  EXPECT_EQ(NodeMoments::lanes_for(NodeMoments::kFillThreads), NodeMoments::kMinTileLanes);
 }
 
 // With the backend's tiles and with tiles of 64 points (many per node on any backend).
