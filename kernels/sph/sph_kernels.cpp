@@ -41,8 +41,8 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
 }
 
 // The pair term of boundary particle b for fluid particle a, to be multiplied by r_ab and the
-// constant -m_b * gradient_norm: the pressure of a (pa_term = p_a / rho_a^2), of b as seen from a
-// (Params::wall_pressure), and the wall's viscosity on the velocity of a relative to the wall's
+// constant Params::pair_scale(m_b): the pressure of a (pa_term = p_a / rho_a^2), of b as seen from
+// a (Params::wall_pressure), and the wall's viscosity on the velocity of a relative to the wall's
 // there (v_ab), times the kernel gradient's shape.
 APRON_HD inline float wall_pair_term(const Params& params, float p_a, float rho_a, float inv_rho_a2,
                                      float pa_term, Vec3 v_ab, Vec3 r_ab, float r2) {
@@ -81,7 +81,7 @@ struct AccelerationKernel {
     const float rho_a = va4.w, pa_term = pa.w;
     const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
-    // Pair terms summed without the constant factors -m_b * gradient_norm, applied once at the end.
+    // Pair terms summed without the constant factors pair_scale(m_b), applied once at the end.
     Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0};
     const auto near = [&](const Vec4* pos) {
       return [&, pos](std::uint32_t b) { return distance2(pa, load(pos + b)) < support2; };
@@ -98,7 +98,7 @@ struct AccelerationKernel {
           viscosity(params.alpha, h, c, 0.5f * (rho_a + vb.w), va - xyz(vb), r_ab, r2);
       fluid_sum += ((pressure_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
     });
-    const float fluid_scale = -params.fluid_mass * params.kernel.gradient_norm;
+    const float fluid_scale = params.pair_scale(params.fluid_mass);
     // Boundary particles take the fluid particle's density and its pressure extrapolated
     // hydrostatically to their position, p_b = p_a + rho_a g.(x_b - x_a) (a pairwise form of
     // Adami et al. 2012), and their wall's velocity (a moving solid's drags the fluid). Without the
@@ -115,7 +115,7 @@ struct AccelerationKernel {
       const float r2 = norm2(r_ab);
       wall_sum += wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2) * r_ab;
     });
-    const float wall_scale = -params.boundary_mass * params.kernel.gradient_norm;
+    const float wall_scale = params.pair_scale(params.boundary_mass);
     const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
     fluid.acc[a] = with_w(acc, 0);
   }
@@ -165,7 +165,7 @@ struct ForceOnMovingWalls {
     const float inv_rho_a2 = 1.0f / (rho_a * rho_a), pa_term = p_a * inv_rho_a2;
     const float support2 = params.kernel.support() * params.kernel.support();
     // -(mass of a) x (the wall part of its acceleration): the force on the wall.
-    const float scale = params.fluid_mass * params.boundary_mass * params.kernel.gradient_norm;
+    const float scale = -params.fluid_mass * params.pair_scale(params.boundary_mass);
     wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
       const Vec4 pb = load(wall.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb);

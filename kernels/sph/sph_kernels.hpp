@@ -95,6 +95,15 @@ struct Params {
   bool ghost_boundary = true;
   float repulsion = 0;
   float spacing = 0;
+  // Divides the kernel gradient in the pair forces: 1 / M, M the SPH gradient of a linear field
+  // on the particle lattice over the true gradient, makes that gradient exact there (1: none).
+  float gradient_correction = 1;
+
+  // The constant factor of a neighbour of mass m's pair term (its sum times r_ab is the
+  // acceleration): -m times the kernel gradient's norm, corrected.
+  APRON_HD float pair_scale(float mass) const {
+    return -mass * kernel.gradient_norm * gradient_correction;
+  }
 
   APRON_HD float pressure(float rho) const {
     const float r = rho / rest_density;

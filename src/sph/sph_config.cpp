@@ -41,6 +41,8 @@ SphConfig read_sph(MapReader r) {
   if (c.cell_divisions < 1 || c.cell_divisions > 3) r.fail("cell_divisions", "must be 1, 2 or 3");
   c.hydrostatic_start =
       r.choice("initial_state", {"hydrostatic", "lattice"}, "hydrostatic") == "hydrostatic";
+  c.lattice_gradient_correction =
+      r.choice("gradient_correction", {"lattice", "none"}, "lattice") == "lattice";
   r.finish();
   return c;
 }

@@ -35,6 +35,11 @@ struct SphConfig {
   // true: fluid starts in hydrostatic equilibrium (compressed along gravity to the density of
   // p = rho0 g depth); false: on the uniform lattice at rho0, which collapses and rings at first.
   bool hydrostatic_start = true;
+  // true: the kernel gradient is divided by M, the SPH gradient of a linear field on the
+  // particle lattice over the true one (lattice_compression_response), so a pressure gradient
+  // carries its true force there (0.970 of it uncorrected at h / dx = 1.3); false: the plain
+  // kernel gradient.
+  bool lattice_gradient_correction = true;
 };
 
 // A triangle mesh the case places ({mesh: file, scale, rotation, offset}), read and placed when

@@ -39,6 +39,9 @@ Params make_params(const SphCase& c) {
   p.tait_b = static_cast<float>(s.rest_density * c0 * c0 / 7);
   p.fluid_mass = static_cast<float>(lattice_mass(s.rest_density, s.spacing, s.smoothing_ratio));
   p.boundary_mass = p.fluid_mass;
+  if (s.lattice_gradient_correction)
+    p.gradient_correction =
+        static_cast<float>(1 / lattice_compression_response(s.spacing, s.smoothing_ratio));
   p.alpha = static_cast<float>(s.alpha);
   // A wall viscosity in physical units keeps the wall friction the same at every resolution
   // (Monaghan's term acts like nu = alpha h c0 / 10 in 3-D).
