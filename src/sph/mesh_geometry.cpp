@@ -5,13 +5,15 @@
 
 #include "kernels/common/algorithms.hpp"
 #include "runtime/runtime.hpp"
-#include "sph/fill_relaxation.hpp"
 
 namespace apron::sph {
 namespace {
 
 // Lattice candidates go to the device in chunks of this many points (64 MiB of positions).
 constexpr std::size_t kChunk = std::size_t(1) << 22;
+// Lattice points lie dx/2 from the walls of the boxes they fill; float round-off of the distance
+// must not drop them.
+constexpr double kClearanceSlack = 1e-3;
 
 // Cells of two spacings at most: the per-step guard asks for every particle within a spacing of a
 // wall, and far from the walls finds its cell empty.
@@ -184,44 +186,9 @@ void MeshGeometry::move_walls(double t) {
   }
 }
 
-// Lattice points whose cells' centres are on the fluid side (clearance 0: the water's volume,
-// a mean gap of dx/2 to any wall), relaxed against the walls (fill_relaxation.hpp) over this
-// rank's box grown by the relaxation's reach, so that its own points land where they would on
-// one rank.
 HostParticles MeshGeometry::fluid_particles(const Box& filter) const {
-  const FillRelaxation relaxation = fill_relaxation();
-  const Box wide = filter.expanded(relaxation.reach());
-  HostParticles candidates = lattice_on_fluid_side(wide);
-  std::vector<Vec4> walls = generate_boundary(case_, wide.expanded(relaxation.wall_reach));
-  for (const Vec4& p : boundary_particles())
-    if (wide.expanded(relaxation.wall_reach).contains(p)) walls.push_back(p);
-  std::vector<Vec4> relaxed = candidates.pos;
-  relax_fill(relaxation, walls, candidates.id, relaxed);
-  HostParticles out;
-  for (std::size_t i = 0; i < relaxed.size(); ++i)
-    if (filter.contains(candidates.pos[i])) {
-      out.pos.push_back(relaxed[i]);
-      out.id.push_back(candidates.id[i]);
-    }
-  return out;
-}
-
-// The relaxation of the fill next to the walls: pairs closer than dx pushed apart, fluid
-// particles within a kernel support of a boundary particle moving, 4 sweeps per spacing of that
-// support (a push travels a spacing or less per sweep, so the overlap at a wall can spread over
-// every layer its kernel reaches).
-FillRelaxation MeshGeometry::fill_relaxation() const {
-  FillRelaxation r;
-  r.spacing = case_.sph.spacing;
-  r.wall_reach = 2 * case_.sph.smoothing_ratio * case_.sph.spacing;
-  r.iterations = 4 * static_cast<int>(std::ceil(2 * case_.sph.smoothing_ratio));
-  return r;
-}
-
-// The box blocks' and fluid meshes' lattice points in `filter` whose cells' centres lie inside
-// every fluid mesh and on the fluid side of every wall.
-HostParticles MeshGeometry::lattice_on_fluid_side(const Box& filter) const {
   const double dx = case_.sph.spacing;
+  const auto clearance = static_cast<float>(0.5 * dx * (1 - kClearanceSlack));
   HostParticles candidates = generate_fluid(case_, filter);
   std::int64_t first_id = block_lattice_size(case_);
   std::vector<std::uint8_t> keep(candidates.pos.size(), 1);
@@ -231,10 +198,11 @@ HostParticles MeshGeometry::lattice_on_fluid_side(const Box& filter) const {
     append_lattice(bounds, dx, filter, first_id, candidates);
     first_id += lattice_size(bounds, dx);
     keep.resize(candidates.pos.size(), 1);
-    keep_fluid_side(candidates.pos, before, {fluid_meshes_[k]->view(), -1.0f}, 0, keep);
+    // Inside the mesh by dx/2 at least: its outside is a wall of clearance dx/2 for these points.
+    keep_fluid_side(candidates.pos, before, {fluid_meshes_[k]->view(), -1.0f}, clearance, keep);
   }
   for (const Wall& wall : walls_)
-    keep_fluid_side(candidates.pos, 0, {wall.query->view(), wall.fluid_side}, 0, keep);
+    keep_fluid_side(candidates.pos, 0, {wall.query->view(), wall.fluid_side}, clearance, keep);
   HostParticles out;
   for (std::size_t i = 0; i < keep.size(); ++i)
     if (keep[i]) {

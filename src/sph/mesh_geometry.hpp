@@ -16,7 +16,6 @@
 #include "kernels/sph/mesh_walls.hpp"
 #include "kernels/surface/surface_query.hpp"
 #include "sph/case_setup.hpp"
-#include "sph/fill_relaxation.hpp"
 #include "sph/sph_config.hpp"
 
 namespace apron::sph {
@@ -36,10 +35,9 @@ class MeshGeometry {
   // Moves the moving solid meshes to their poses at time t (their guards follow them).
   void move_walls(double t);
 
-  // Fluid particles `filter` holds: the box blocks' lattice points (generate_fluid) and those of
-  // each fluid mesh inside it, kept where their cells' centres are on every wall's fluid side,
-  // then relaxed against the walls (fill_relaxation.hpp). Ids follow the lattices, and places do
-  // not depend on the rank count.
+  // Fluid lattice points `filter` holds: the box blocks' (generate_fluid) and those of each
+  // fluid mesh at least dx/2 inside it, then all of them kept at least dx/2 from every wall on
+  // its fluid side. Ids follow the lattices, so they do not depend on the rank count.
   HostParticles fluid_particles(const Box& filter) const;
 
   // After each integration: no owned particle ends a step behind a wall.
@@ -58,8 +56,6 @@ class MeshGeometry {
   };
 
   std::vector<Vec4> wall_band(const Wall& wall) const;
-  HostParticles lattice_on_fluid_side(const Box& filter) const;
-  FillRelaxation fill_relaxation() const;
 
   const SphCase& case_;
   std::vector<Wall> walls_;
