@@ -41,12 +41,14 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
 }
 
 // The pair term of boundary particle b for fluid particle a, to be multiplied by r_ab and the
-// constant Params::pair_scale(m_b): the pressure of a (pa_term = p_a / rho_a^2), of b as seen from
-// a (Params::wall_pressure), and the wall's viscosity on the velocity of a relative to the wall's
-// there (v_ab), times the kernel gradient's shape.
-APRON_HD inline float wall_pair_term(const Params& params, float p_a, float rho_a, float inv_rho_a2,
+// constant Params::pair_scale(m_b): the pressure of a (pa_term = p_a / rho_a^2), of b (its own,
+// averaged from the fluid, or else as seen from a: Params::wall_pressure), and the wall's viscosity
+// on the velocity of a relative to the wall's there (v_ab), times the kernel gradient's shape.
+APRON_HD inline float wall_pair_term(const Params& params, const BoundaryArrays& wall,
+                                     std::uint32_t b, float p_a, float rho_a, float inv_rho_a2,
                                      float pa_term, Vec3 v_ab, Vec3 r_ab, float r2) {
-  const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
+  const float p_b = wall.pressure ? wall.pressure[b] : params.wall_pressure(p_a, rho_a, r_ab);
+  const float pb_term = p_b * inv_rho_a2;
   const float pi_ab =
       viscosity(params.wall_alpha, params.kernel.h, params.sound_speed, rho_a, v_ab, r_ab, r2);
   return (pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2);
@@ -99,10 +101,11 @@ struct AccelerationKernel {
       fluid_sum += ((pressure_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
     });
     const float fluid_scale = params.pair_scale(params.fluid_mass);
-    // Boundary particles take the fluid particle's density and its pressure extrapolated
-    // hydrostatically to their position, p_b = p_a + rho_a g.(x_b - x_a) (a pairwise form of
-    // Adami et al. 2012), and their wall's velocity (a moving solid's drags the fluid). Without the
-    // hydrostatic term a wall would carry no pressure gradient and the fluid beside it would sag.
+    // Boundary particles take the fluid particle's density, their own pressure (the fluid's
+    // around them plus the hydrostatic head, Adami et al. 2012: compute_wall_pressure) or else
+    // the fluid particle's extrapolated to them, p_b = p_a + rho_a g.(x_b - x_a), and their
+    // wall's velocity (a moving solid's drags the fluid). Without the hydrostatic head a wall
+    // would carry no pressure gradient and the fluid beside it would sag.
     if (!params.ghost_boundary) {
       const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_repulsion(params, wall, pa);
       fluid.acc[a] = with_w(acc, 0);
@@ -113,11 +116,33 @@ struct AccelerationKernel {
       const Vec4 pb = load(wall.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb), v_ab = va - wall.velocity.of(pb);
       const float r2 = norm2(r_ab);
-      wall_sum += wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2) * r_ab;
+      wall_sum +=
+          wall_pair_term(params, wall, b, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2) * r_ab;
     });
     const float wall_scale = params.pair_scale(params.boundary_mass);
     const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
     fluid.acc[a] = with_w(acc, 0);
+  }
+};
+
+struct WallPressureKernel {
+  Params params;
+  FluidArrays fluid;
+  BoundaryArrays wall;
+  float* out;
+  APRON_HD void operator()(std::size_t w) const {
+    const Vec4 pw = wall.pos[w];
+    float weight = 0, pressure = 0, head = 0;
+    fluid.cells.for_each_candidate(pw, [&](std::uint32_t f) {
+      const Vec4 pf = load(fluid.pos + f);
+      const Vec3 r_wf = xyz(pw) - xyz(pf);
+      const float wt = params.kernel.value_shape(norm2(r_wf));
+      weight += wt;
+      pressure += fluid.pressure[f] * wt;
+      head += fluid.rho[f] * dot(params.gravity, r_wf) * wt;
+    });
+    const float p = weight > 0 ? (pressure + head) / weight : 0;
+    out[w] = params.clamp_negative_pressure && p < 0 ? 0 : p;
   }
 };
 
@@ -173,7 +198,7 @@ struct ForceOnMovingWalls {
       if (pb.w < 0.5f || r2 >= support2) return;
       const Vec3 v_ab = va - wall.velocity.of(pb);
       const float s =
-          scale * wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2);
+          scale * wall_pair_term(params, wall, b, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2);
       double* f = out.force[static_cast<int>(pb.w) - 1];
       f[0] += s * r_ab.x;
       f[1] += s * r_ab.y;
@@ -306,6 +331,12 @@ void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVec
   IntegrateKernel k{raw(pos), raw(vel), raw(acc), raw(flags), dt, container != nullptr, {}};
   if (container) k.container = *container;
   for_each_index(pos.size(), k);
+}
+
+void compute_wall_pressure(const Params& params, const FluidArrays& fluid,
+                           const BoundaryArrays& wall, DeviceVector<float>& out) {
+  out.resize(wall.n);
+  for_each_index(wall.n, WallPressureKernel{params, fluid, wall, raw(out)});
 }
 
 void place_moving_walls(const DeviceVector<Vec4>& rest, const WallPoses& poses,

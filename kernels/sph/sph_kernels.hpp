@@ -155,8 +155,15 @@ struct BoundaryArrays {
   const Vec4* pos;
   std::size_t n;
   CellListView cells;
-  WallVelocities velocity{};  // the moving walls' (all zero when none moves)
+  WallVelocities velocity{};        // the moving walls' (all zero when none moves)
+  const float* pressure = nullptr;  // each boundary particle's (compute_wall_pressure), or none
 };
+
+// Each boundary particle's pressure from the fluid around it (Adami et al. 2012):
+// p_w = (sum_f p_f W_wf + g . sum_f rho_f (x_w - x_f) W_wf) / sum_f W_wf, 0 with no fluid near.
+// Reads the fluid's density and pressure (owned and ghosts).
+void compute_wall_pressure(const Params& params, const FluidArrays& fluid,
+                           const BoundaryArrays& wall, DeviceVector<float>& out);
 
 // rho_a = sum_b m_b W_ab over fluid and boundary neighbours, then p_a from the Tait equation.
 // Only owned particles are computed; ghosts receive their owner's values through the halo.

@@ -367,7 +367,10 @@ FluidArrays SphSolver::fluid_arrays() {
 }
 
 BoundaryArrays SphSolver::wall_arrays() const {
-  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view(), wall_velocities_};
+  // The walls' pressures are those of this step once compute_wall_pressure has run.
+  const bool averaged = wall_pressure_from_fluid() && wall_pressure_.size() == wall_pos_.size();
+  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view(), wall_velocities_,
+          averaged ? raw(wall_pressure_) : nullptr};
 }
 
 void SphSolver::build_neighbour_tables() {
@@ -440,6 +443,8 @@ double SphSolver::take_step() {
   {
     auto t = timers_.scope("forces");
     stage_pair_terms(pos_, vel_, rho_, pressure_, store_.size());
+    if (wall_pressure_from_fluid())
+      compute_wall_pressure(params_, fluid_arrays(), wall_arrays(), wall_pressure_);
     compute_acceleration(params_, fluid_arrays(), wall_arrays());
     if (!motions_.empty()) sum_moving_wall_forces();
   }
