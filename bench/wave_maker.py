@@ -14,7 +14,8 @@ far wall comes back. The error |H/S - Biesel| / Biesel should fall as the spacin
 not yet (see --alpha below).
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
-                     [--alpha 0.02] [--wall-alpha 0] [--mpirun "mpirun -n 2"]"""
+                     [--alpha 0.02] [--wall-alpha 0] [--mpirun "mpirun -n 2"]
+                     [--set boundary.wall_pressure=fluid_average ...]"""
 import argparse
 import csv
 import json
@@ -95,6 +96,7 @@ def main():
     # reads spray.
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--wall-alpha", type=float, default=0.1)
+    p.add_argument("--set", action="append", default=[], help="more key=value for every run")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     results = []
@@ -105,7 +107,7 @@ def main():
         for spacing in a.spacings:
             run_dir = os.path.join(a.out, f"T{period}_dx{spacing}")
             command = a.mpirun.split() + [a.apron, "run", "inputs/wave_flume.yaml"]
-            for s in case_sets(spacing, period, run_dir, last + 0.05, a.alpha, a.wall_alpha):
+            for s in case_sets(spacing, period, run_dir, last + 0.05, a.alpha, a.wall_alpha) + a.set:
                 command += ["--set", s]
             began = time.time()
             done = subprocess.run(command, capture_output=True, text=True)
@@ -120,7 +122,7 @@ def main():
                             "particles_per_depth": DEPTH / spacing, "H_over_S": height / STROKE,
                             "biesel": expected, "error": error, "window": [first, last],
                             "samples": samples, "wall_seconds": seconds, "alpha": a.alpha,
-                            "wall_alpha": a.wall_alpha})
+                            "wall_alpha": a.wall_alpha, "sets": a.set})
             print(f"T = {period} s (kd = {k * DEPTH:.3f}), dx = {spacing} m: H/S = "
                   f"{height / STROKE:.4f}, Biesel {expected:.4f}, error {100 * error:.1f}% "
                   f"({samples} samples over t = {first:.2f}..{last:.2f} s; {seconds:.0f} s)",

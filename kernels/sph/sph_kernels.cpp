@@ -41,12 +41,14 @@ APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, V
 }
 
 // The pair term of boundary particle b for fluid particle a, to be multiplied by r_ab and the
-// constant -m_b * gradient_norm: the pressure of a (pa_term = p_a / rho_a^2), of b as seen from a
-// (Params::wall_pressure), and the wall's viscosity on the velocity of a relative to the wall's
-// there (v_ab), times the kernel gradient's shape.
-APRON_HD inline float wall_pair_term(const Params& params, float p_a, float rho_a, float inv_rho_a2,
+// constant Params::pair_scale(m_b): the pressure of a (pa_term = p_a / rho_a^2), of b (its own,
+// averaged from the fluid, or else as seen from a: Params::wall_pressure), and the wall's viscosity
+// on the velocity of a relative to the wall's there (v_ab), times the kernel gradient's shape.
+APRON_HD inline float wall_pair_term(const Params& params, const BoundaryArrays& wall,
+                                     std::uint32_t b, float p_a, float rho_a, float inv_rho_a2,
                                      float pa_term, Vec3 v_ab, Vec3 r_ab, float r2) {
-  const float pb_term = params.wall_pressure(p_a, rho_a, r_ab) * inv_rho_a2;
+  const float p_b = wall.pressure ? wall.pressure[b] : params.wall_pressure(p_a, rho_a, r_ab);
+  const float pb_term = p_b * inv_rho_a2;
   const float pi_ab =
       viscosity(params.wall_alpha, params.kernel.h, params.sound_speed, rho_a, v_ab, r_ab, r2);
   return (pa_term + pb_term + pi_ab) * params.kernel.gradient_shape(r2);
@@ -81,7 +83,7 @@ struct AccelerationKernel {
     const float rho_a = va4.w, pa_term = pa.w;
     const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
-    // Pair terms summed without the constant factors -m_b * gradient_norm, applied once at the end.
+    // Pair terms summed without the constant factors pair_scale(m_b), applied once at the end.
     Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0};
     const auto near = [&](const Vec4* pos) {
       return [&, pos](std::uint32_t b) { return distance2(pa, load(pos + b)) < support2; };
@@ -98,11 +100,12 @@ struct AccelerationKernel {
           viscosity(params.alpha, h, c, 0.5f * (rho_a + vb.w), va - xyz(vb), r_ab, r2);
       fluid_sum += ((pressure_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
     });
-    const float fluid_scale = -params.fluid_mass * params.kernel.gradient_norm;
-    // Boundary particles take the fluid particle's density and its pressure extrapolated
-    // hydrostatically to their position, p_b = p_a + rho_a g.(x_b - x_a) (a pairwise form of
-    // Adami et al. 2012), and their wall's velocity (a moving solid's drags the fluid). Without the
-    // hydrostatic term a wall would carry no pressure gradient and the fluid beside it would sag.
+    const float fluid_scale = params.pair_scale(params.fluid_mass);
+    // Boundary particles take the fluid particle's density, their own pressure (the fluid's
+    // around them plus the hydrostatic head, Adami et al. 2012: compute_wall_pressure) or else
+    // the fluid particle's extrapolated to them, p_b = p_a + rho_a g.(x_b - x_a), and their
+    // wall's velocity (a moving solid's drags the fluid). Without the hydrostatic head a wall
+    // would carry no pressure gradient and the fluid beside it would sag.
     if (!params.ghost_boundary) {
       const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_repulsion(params, wall, pa);
       fluid.acc[a] = with_w(acc, 0);
@@ -113,11 +116,33 @@ struct AccelerationKernel {
       const Vec4 pb = load(wall.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb), v_ab = va - wall.velocity.of(pb);
       const float r2 = norm2(r_ab);
-      wall_sum += wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2) * r_ab;
+      wall_sum +=
+          wall_pair_term(params, wall, b, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2) * r_ab;
     });
-    const float wall_scale = -params.boundary_mass * params.kernel.gradient_norm;
+    const float wall_scale = params.pair_scale(params.boundary_mass);
     const Vec3 acc = params.gravity + fluid_scale * fluid_sum + wall_scale * wall_sum;
     fluid.acc[a] = with_w(acc, 0);
+  }
+};
+
+struct WallPressureKernel {
+  Params params;
+  FluidArrays fluid;
+  BoundaryArrays wall;
+  float* out;
+  APRON_HD void operator()(std::size_t w) const {
+    const Vec4 pw = wall.pos[w];
+    float weight = 0, pressure = 0, head = 0;
+    fluid.cells.for_each_candidate(pw, [&](std::uint32_t f) {
+      const Vec4 pf = load(fluid.pos + f);
+      const Vec3 r_wf = xyz(pw) - xyz(pf);
+      const float wt = params.kernel.value_shape(norm2(r_wf));
+      weight += wt;
+      pressure += fluid.pressure[f] * wt;
+      head += fluid.rho[f] * dot(params.gravity, r_wf) * wt;
+    });
+    const float p = weight > 0 ? (pressure + head) / weight : 0;
+    out[w] = params.clamp_negative_pressure && p < 0 ? 0 : p;
   }
 };
 
@@ -165,7 +190,7 @@ struct ForceOnMovingWalls {
     const float inv_rho_a2 = 1.0f / (rho_a * rho_a), pa_term = p_a * inv_rho_a2;
     const float support2 = params.kernel.support() * params.kernel.support();
     // -(mass of a) x (the wall part of its acceleration): the force on the wall.
-    const float scale = params.fluid_mass * params.boundary_mass * params.kernel.gradient_norm;
+    const float scale = -params.fluid_mass * params.pair_scale(params.boundary_mass);
     wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
       const Vec4 pb = load(wall.pos + b);
       const Vec3 r_ab = xyz(pa) - xyz(pb);
@@ -173,7 +198,7 @@ struct ForceOnMovingWalls {
       if (pb.w < 0.5f || r2 >= support2) return;
       const Vec3 v_ab = va - wall.velocity.of(pb);
       const float s =
-          scale * wall_pair_term(params, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2);
+          scale * wall_pair_term(params, wall, b, p_a, rho_a, inv_rho_a2, pa_term, v_ab, r_ab, r2);
       double* f = out.force[static_cast<int>(pb.w) - 1];
       f[0] += s * r_ab.x;
       f[1] += s * r_ab.y;
@@ -306,6 +331,12 @@ void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVec
   IntegrateKernel k{raw(pos), raw(vel), raw(acc), raw(flags), dt, container != nullptr, {}};
   if (container) k.container = *container;
   for_each_index(pos.size(), k);
+}
+
+void compute_wall_pressure(const Params& params, const FluidArrays& fluid,
+                           const BoundaryArrays& wall, DeviceVector<float>& out) {
+  out.resize(wall.n);
+  for_each_index(wall.n, WallPressureKernel{params, fluid, wall, raw(out)});
 }
 
 void place_moving_walls(const DeviceVector<Vec4>& rest, const WallPoses& poses,

@@ -95,6 +95,15 @@ struct Params {
   bool ghost_boundary = true;
   float repulsion = 0;
   float spacing = 0;
+  // Divides the kernel gradient in the pair forces: 1 / M, M the SPH gradient of a linear field
+  // on the particle lattice over the true gradient, makes that gradient exact there (1: none).
+  float gradient_correction = 1;
+
+  // The constant factor of a neighbour of mass m's pair term (its sum times r_ab is the
+  // acceleration): -m times the kernel gradient's norm, corrected.
+  APRON_HD float pair_scale(float mass) const {
+    return -mass * kernel.gradient_norm * gradient_correction;
+  }
 
   APRON_HD float pressure(float rho) const {
     const float r = rho / rest_density;
@@ -146,8 +155,15 @@ struct BoundaryArrays {
   const Vec4* pos;
   std::size_t n;
   CellListView cells;
-  WallVelocities velocity{};  // the moving walls' (all zero when none moves)
+  WallVelocities velocity{};        // the moving walls' (all zero when none moves)
+  const float* pressure = nullptr;  // each boundary particle's (compute_wall_pressure), or none
 };
+
+// Each boundary particle's pressure from the fluid around it (Adami et al. 2012):
+// p_w = (sum_f p_f W_wf + g . sum_f rho_f (x_w - x_f) W_wf) / sum_f W_wf, 0 with no fluid near.
+// Reads the fluid's density and pressure (owned and ghosts).
+void compute_wall_pressure(const Params& params, const FluidArrays& fluid,
+                           const BoundaryArrays& wall, DeviceVector<float>& out);
 
 // rho_a = sum_b m_b W_ab over fluid and boundary neighbours, then p_a from the Tait equation.
 // Only owned particles are computed; ghosts receive their owner's values through the halo.

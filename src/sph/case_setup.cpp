@@ -155,14 +155,16 @@ void compress_hydrostatically(const SphCase& c, const Params& params, HostPartic
   if (g == 0 || fluid.pos.empty()) return;
   const Vec3 up = (-1.0f / static_cast<float>(g)) * params.gravity;
   const std::vector<Column> columns = fluid_columns(c, up);
-  // At rest the pressure force balances gravity where dp/dz = -rho0 g / M (M: the lattice's
-  // density response); the lattice's mass above a point fixes the depth d it stands for. The
-  // density there, rho0 (1 + a d)^(1/7) with a = rho0 g / (M B), is reached by compressing the
-  // lattice along gravity by the strain ((1 + a d)^(1/7) - 1) / M, so a layer at height s above
-  // the bottom of an uncompressed column of height H goes to
-  // Z(s) = s - (integral_0^s (1 + a (H - u))^(1/7) du - s) / M.
+  // At rest the pressure force balances gravity where dp/dz = -rho0 g / G (G: the pair forces'
+  // gradient of a linear field on the lattice over the true one, M times the gradient
+  // correction; 1 when corrected); the lattice's mass above a point fixes the depth d it stands
+  // for. The density there, rho0 (1 + a d)^(1/7) with a = rho0 g / (G B), is reached by
+  // compressing the lattice along gravity by the strain ((1 + a d)^(1/7) - 1) / M (M: the
+  // lattice's density response), so a layer at height s above the bottom of an uncompressed
+  // column of height H goes to Z(s) = s - (integral_0^s (1 + a (H - u))^(1/7) du - s) / M.
   const double response = lattice_compression_response(c.sph.spacing, c.sph.smoothing_ratio);
-  const double a = params.rest_density * g / (response * params.tait_b);
+  const double gradient_response = response * params.gradient_correction;
+  const double a = params.rest_density * g / (gradient_response * params.tait_b);
   for (std::size_t i = 0; i < fluid.pos.size(); ++i) {
     const auto col = std::find_if(columns.begin(), columns.end(), [&](const Column& k) {
       return fluid.id[i] >= k.first && fluid.id[i] < k.end;

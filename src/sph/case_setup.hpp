@@ -50,17 +50,17 @@ struct Params;
 
 // Puts fluid lattice points at rest in hydrostatic equilibrium: each box block's (or fluid
 // mesh's) lattice compressed along gravity towards its lowest point, so that the summation
-// density at depth d below its top gives the pressure whose SPH gradient holds the lattice up,
-// rho0 g d / M (M: lattice_compression_response; the same M discounts the SPH pressure
-// gradient on the lattice). The top sinks by about rho0 g H^2 / (14 M^2 B). Each particle's
-// block follows from its id.
+// density at depth d below its top gives the pressure whose SPH gradient holds the lattice up:
+// rho0 g d with the lattice gradient correction (Params::gradient_correction), rho0 g d / M
+// without it (M: lattice_compression_response). Each particle's block follows from its id.
 void compress_hydrostatically(const SphCase& c, const Params& params, HostParticles& fluid);
 
 // Particle mass that makes the SPH density of a full interior lattice exactly rho0.
 double lattice_mass(double rest_density, double spacing, double smoothing_ratio);
 // M = (d rho / rho) / strain for the interior lattice compressed along one axis, which is also
 // the SPH gradient of a linear field on it over the true gradient: 0.970 at h / dx = 1.3, 1 in
-// the continuum. At rest under gravity the lattice's pressure is therefore rho0 g d / M.
+// the continuum. At rest under gravity the uncorrected lattice's pressure is therefore
+// rho0 g d / M.
 double lattice_compression_response(double spacing, double smoothing_ratio);
 
 }  // namespace apron::sph

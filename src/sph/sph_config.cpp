@@ -41,6 +41,8 @@ SphConfig read_sph(MapReader r) {
   if (c.cell_divisions < 1 || c.cell_divisions > 3) r.fail("cell_divisions", "must be 1, 2 or 3");
   c.hydrostatic_start =
       r.choice("initial_state", {"hydrostatic", "lattice"}, "hydrostatic") == "hydrostatic";
+  c.lattice_gradient_correction =
+      r.choice("gradient_correction", {"lattice", "none"}, "lattice") == "lattice";
   r.finish();
   return c;
 }
@@ -59,6 +61,8 @@ namespace {
 BoundaryConfig read_boundary(MapReader r) {
   BoundaryConfig c;
   c.ghost_particles = r.get<bool>("ghost_particles", true);
+  c.wall_pressure_from_fluid =
+      r.choice("wall_pressure", {"fluid_average", "mirror"}, "mirror") == "fluid_average";
   c.layers = r.get<int>("layers", 3);
   if (c.layers < 1 || c.layers > 8) r.fail("layers", "must be between 1 and 8");
   if (r.has("tank")) {

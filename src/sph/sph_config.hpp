@@ -35,6 +35,11 @@ struct SphConfig {
   // true: fluid starts in hydrostatic equilibrium (compressed along gravity to the density of
   // p = rho0 g depth); false: on the uniform lattice at rho0, which collapses and rings at first.
   bool hydrostatic_start = true;
+  // true: the kernel gradient is divided by M, the SPH gradient of a linear field on the
+  // particle lattice over the true one (lattice_compression_response), so a pressure gradient
+  // carries its true force there (0.970 of it uncorrected at h / dx = 1.3); false: the plain
+  // kernel gradient.
+  bool lattice_gradient_correction = true;
 };
 
 // A triangle mesh the case places ({mesh: file, scale, rotation, offset}), read and placed when
@@ -43,7 +48,13 @@ using MeshShape = config::MeshShape;
 
 struct BoundaryConfig {
   bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
-  int layers = 3;               // layers of boundary particles behind each wall
+  // true: each boundary particle's pressure is the kernel average of the fluid's around it plus
+  // the hydrostatic head (Adami et al. 2012); false (the default until the mesh tank and the
+  // piston force are validated with it): each fluid particle's own pressure mirrored to the
+  // boundary particles it sees, which makes the wall's push depend on the particle's state and
+  // creates energy (unstable at rest below alpha ~0.05: bench/NOTES.md).
+  bool wall_pressure_from_fluid = false;
+  int layers = 3;  // layers of boundary particles behind each wall
   bool has_tank = false;
   Box tank;  // the container's interior (a mesh tank's bounds); walls on all faces but the top
   bool tank_closed_top = false;

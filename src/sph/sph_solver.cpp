@@ -39,6 +39,9 @@ Params make_params(const SphCase& c) {
   p.tait_b = static_cast<float>(s.rest_density * c0 * c0 / 7);
   p.fluid_mass = static_cast<float>(lattice_mass(s.rest_density, s.spacing, s.smoothing_ratio));
   p.boundary_mass = p.fluid_mass;
+  if (s.lattice_gradient_correction)
+    p.gradient_correction =
+        static_cast<float>(1 / lattice_compression_response(s.spacing, s.smoothing_ratio));
   p.alpha = static_cast<float>(s.alpha);
   // A wall viscosity in physical units keeps the wall friction the same at every resolution
   // (Monaghan's term acts like nu = alpha h c0 / 10 in 3-D).
@@ -364,7 +367,10 @@ FluidArrays SphSolver::fluid_arrays() {
 }
 
 BoundaryArrays SphSolver::wall_arrays() const {
-  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view(), wall_velocities_};
+  // The walls' pressures are those of this step once compute_wall_pressure has run.
+  const bool averaged = wall_pressure_from_fluid() && wall_pressure_.size() == wall_pos_.size();
+  return {raw(wall_pos_), wall_pos_.size(), wall_cells_.view(), wall_velocities_,
+          averaged ? raw(wall_pressure_) : nullptr};
 }
 
 void SphSolver::build_neighbour_tables() {
@@ -437,6 +443,8 @@ double SphSolver::take_step() {
   {
     auto t = timers_.scope("forces");
     stage_pair_terms(pos_, vel_, rho_, pressure_, store_.size());
+    if (wall_pressure_from_fluid())
+      compute_wall_pressure(params_, fluid_arrays(), wall_arrays(), wall_pressure_);
     compute_acceleration(params_, fluid_arrays(), wall_arrays());
     if (!motions_.empty()) sum_moving_wall_forces();
   }

@@ -84,6 +84,9 @@ class SphSolver final : public SteppingWorkload {
   void build_neighbour_tables();
   FluidArrays fluid_arrays();
   BoundaryArrays wall_arrays() const;
+  bool wall_pressure_from_fluid() const {
+    return case_.boundary.ghost_particles && case_.boundary.wall_pressure_from_fluid;
+  }
   double choose_dt();
   // Host copies of the owned particles in output layout (position and velocity as 3 floats),
   // shared by the HDF5 series and Catalyst, filled at most once per step.
@@ -127,6 +130,7 @@ class SphSolver final : public SteppingWorkload {
   const FieldRef ghost_fields_[2], ghost_update_fields_[2], recomputed_fields_[3];
 
   DeviceVector<Vec4> wall_pos_;
+  DeviceVector<float> wall_pressure_;
   CellList fluid_cells_, wall_cells_;
   // Which fluid candidates are neighbours: written by the density pass, read by the force pass.
   DeviceVector<std::uint32_t> neighbour_words_;

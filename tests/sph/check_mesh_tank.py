@@ -2,7 +2,8 @@
 """Checks a settled SPH run in a tilted box tank given as a mesh (tests/sph/hydrostatic_rotated.yaml)
 from its particle outputs alone, independently of the solver's own wall queries:
 - at every output step, no fluid particle outside the tilted box (each position taken back to the
-  box's frame by the case's rotation and offset, and compared with its faces);
+  box's frame by the case's rotation and offset, and compared with its faces), and in every
+  diagnostics row the solver's own count of particles behind a wall is 0;
 - at the last output, below the top fifth of the column: the pressure gradient fitted over the
   particles is rho0 g, and the pressure binned by depth d below the fitted free surface (2 dx
   bins of at least 20 particles) is rho0 g d, each within the tolerance.
@@ -14,7 +15,7 @@ import sys
 import h5py
 import numpy as np
 
-from sph_outputs import series_files
+from sph_outputs import diagnostics_rows, rows_with_particles_outside, series_files
 
 
 def rotation(degrees):
@@ -52,6 +53,10 @@ def main():
         outside = np.sum(np.any((local < lo - 1e-6) | (local > hi + 1e-6), axis=1))
         print("%s: %d particles, %d outside the tilted box" % (f, len(x), outside))
         ok &= outside == 0
+    rows = diagnostics_rows(a.run)
+    behind = rows_with_particles_outside(rows)
+    print("diagnostics rows: %d, with particles behind a wall: %d" % (len(rows), len(behind)))
+    ok &= len(rows) > 0 and not behind
 
     with h5py.File(files[-1], "r") as h:
         x, pressure = h["position"][:], h["pressure"][:]

@@ -7,13 +7,12 @@ nothing).
 
 usage: check_obstacle.py RUN_DIR --box LO_X LO_Y LO_Z HI_X HI_Y HI_Z [--box ...]"""
 import argparse
-import csv
 import sys
 
 import h5py
 import numpy as np
 
-from sph_outputs import series_files
+from sph_outputs import diagnostics_rows, rows_with_particles_outside, series_files
 
 
 def main():
@@ -35,8 +34,8 @@ def main():
         reached |= bool(np.any(x[:, 0] > obstacle_start))
         print("%s: %d particles, %d inside the obstacle" % (f, len(x), inside))
         ok &= inside == 0
-    rows = list(csv.DictReader(open(a.run + "/diagnostics.csv")))
-    behind = [r["step"] for r in rows if int(float(r["outside_tank"])) != 0]
+    rows = diagnostics_rows(a.run)
+    behind = rows_with_particles_outside(rows)
     print("diagnostics rows: %d, with particles behind a wall: %d" % (len(rows), len(behind)))
     if not reached:
         print("the fluid never reached the obstacle")

@@ -14,12 +14,13 @@ usage: check_wave_flume.py RUN_DIR --depth D --width W --start T0 --period T [--
                            [--gauge X Y --spacing DX]"""
 import argparse
 import csv
-import glob
 import sys
 
 import h5py
 
 import numpy as np
+
+from sph_outputs import series_files
 
 
 def main():
@@ -57,7 +58,7 @@ def main():
 def check_gauge(a, rows, t):
     level = np.array([float(r["gauge0_elevation"]) for r in rows])
     still = np.abs(level[t < a.start] - a.depth).max()
-    last = sorted(glob.glob(a.run + "/particles_*.h5"))[-1]
+    last = series_files(a.run)[-1]  # this run's, not a file an earlier run left in the folder
     with h5py.File(last, "r") as f:
         x = f["position"][...]
     near = (x[:, 0] - a.gauge[0]) ** 2 + (x[:, 1] - a.gauge[1]) ** 2 <= np.float32(a.spacing) ** 2

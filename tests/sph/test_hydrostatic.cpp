@@ -1,4 +1,4 @@
-// Hydrostatic tank (inputs/hydrostatic.yaml): after settling, p(depth d) = rho0 g d within 5%,
+// Hydrostatic tank (inputs/hydrostatic.yaml): after settling, p(depth d) = rho0 g d within 2%,
 // no particle leaves the tank, mass is exactly conserved, and the ghost boundary particles keep
 // the density deficit next to the walls under 2% (without them it is much larger: the paper's
 // Fig. 6 comparison).
@@ -132,7 +132,7 @@ TEST(Hydrostatic, PressureMassAndWallDensity) {
     if (depth < 0.2 * height) continue;
     const double ratio = acc.first / acc.second;
     std::printf("depth %.4f m: p / (rho0 g d) = %.4f\n", depth, ratio);
-    EXPECT_NEAR(ratio, 1.0, 0.05) << "depth " << depth << " m";
+    EXPECT_NEAR(ratio, 1.0, 0.02) << "depth " << depth << " m";
     ++checked;
   }
   EXPECT_GE(checked, 5);
@@ -147,40 +147,46 @@ TEST(Hydrostatic, PressureMassAndWallDensity) {
 }
 
 // The hydrostatic start: right after set-up, the pressure of the particles whose kernels reach
-// no wall particle and lie a kernel support below the free surface is rho0 g d / M, the SPH
-// equilibrium on the compressed lattice (M = lattice_compression_response: SPH's pressure gradient
-// on the lattice is M times the true one, so the lattice at rest carries 1/M = 3.1% more than rho0
-// g d at h / dx = 1.3), within 1%.
+// no wall particle and lie a kernel support below the free surface is the SPH equilibrium on the
+// compressed lattice within 1%: rho0 g d with the lattice gradient correction, rho0 g d / M
+// without it (M = lattice_compression_response: SPH's plain pressure gradient on the lattice is M
+// times the true one, so the lattice at rest carries 1/M = 3.1% more at h / dx = 1.3).
+double worst_start_pressure(bool corrected) {
+  const char* correction = corrected ? "lattice" : "none";
+  double worst = 0;
+  with_tank({"time.max_steps=1", std::string("sph.gradient_correction=") + correction},
+            [&](SphSolver& solver, const config::CaseConfig& config) {
+              solver.advance();  // the densities and pressures of the positions set up
+              const SphCase& c = sph_case(config);
+              const SphSolver::Snapshot s = solver.snapshot();
+              // The free surface: half a spacing over the top layer (lowered by the compression).
+              double top = -1e300;
+              for (const Vec4& p : s.pos) top = std::max(top, p.z + 0.5 * c.sph.spacing);
+              const double g = -c.sph.gravity[2], rho0 = c.sph.rest_density;
+              const double support = 2 * c.sph.smoothing_ratio * c.sph.spacing;
+              const double m = lattice_compression_response(c.sph.spacing, c.sph.smoothing_ratio);
+              const double expected = corrected ? 1 : 1 / m;
+              // The walls' first layer lies dx/2 behind their faces: out of reach from here.
+              const Box interior = c.boundary.tank.expanded(0.5 * c.sph.spacing - support);
+              int checked = 0;
+              for (std::size_t i = 0; i < s.id.size(); ++i) {
+                const Vec4& p = s.pos[i];
+                const double depth = top - p.z;
+                if (!interior.contains(p) || depth < support) continue;
+                const double ratio = s.pressure[i] / (rho0 * g * depth * expected);
+                worst = std::max(worst, std::abs(ratio - 1));
+                ++checked;
+              }
+              EXPECT_GT(checked, 200);
+              std::printf("gradient correction %s: %d particles, p / (%.4f rho0 g d) within %.4f\n",
+                          correction, checked, expected, worst);
+            });
+  return worst;
+}
+
 TEST(HydrostaticStart, PressureAtRestIsTheLatticeEquilibrium) {
-  with_tank({"time.max_steps=1"}, [](SphSolver& solver, const config::CaseConfig& config) {
-    solver.advance();  // the densities and pressures of the positions set up
-    const SphCase& c = sph_case(config);
-    const SphSolver::Snapshot s = solver.snapshot();
-    // The free surface: half a spacing over the top layer (which the compression lowered).
-    double top = -1e300;
-    for (const Vec4& p : s.pos) top = std::max(top, p.z + 0.5 * c.sph.spacing);
-    const double g = -c.sph.gravity[2], rho0 = c.sph.rest_density;
-    const double support = 2 * c.sph.smoothing_ratio * c.sph.spacing;
-    const double m = lattice_compression_response(c.sph.spacing, c.sph.smoothing_ratio);
-    // The walls' first layer lies dx/2 behind their faces: out of reach from here.
-    const Box interior = c.boundary.tank.expanded(0.5 * c.sph.spacing - support);
-    double worst = 0, worst_of_equilibrium = 0;
-    int checked = 0;
-    for (std::size_t i = 0; i < s.id.size(); ++i) {
-      const Vec4& p = s.pos[i];
-      const double depth = top - p.z;
-      if (!interior.contains(p) || depth < support) continue;
-      const double ratio = s.pressure[i] / (rho0 * g * depth);
-      worst = std::max(worst, std::abs(ratio - 1));
-      worst_of_equilibrium = std::max(worst_of_equilibrium, std::abs(ratio * m - 1));
-      ++checked;
-    }
-    std::printf("%d particles: p / (rho0 g d) within %.4f of 1, p M / (rho0 g d) within %.4f\n",
-                checked, worst, worst_of_equilibrium);
-    EXPECT_GT(checked, 200);
-    EXPECT_LT(worst_of_equilibrium, 0.01);
-    EXPECT_LT(worst, 0.05);
-  });
+  EXPECT_LT(worst_start_pressure(true), 0.01);
+  EXPECT_LT(worst_start_pressure(false), 0.01);
 }
 
 // A tank at rest stays at rest: over its first 0.02 s (about 200 steps, more than the time sound
@@ -208,6 +214,35 @@ TEST(HydrostaticStart, TheTankAtRestStaysAtRest) {
   const auto [hydrostatic, bound] = fastest_in("hydrostatic");
   EXPECT_LT(hydrostatic, bound);
   EXPECT_GT(fastest_in("lattice").first, bound);  // the bound is one the old start fails
+}
+
+// At the damping a travelling wave needs (alpha 0.02, free-slip walls) the tank at rest stays
+// slower than g H / c0 (the lattice start's free fall while sound crosses the column) for 0.04 s
+// with the walls' pressure averaged from the fluid. Mirrored from each fluid particle's own
+// pressure, the wall's push depends on that particle's state, is no force of any energy, and
+// the water at rest reaches several times that speed by then (bench/NOTES.md).
+TEST(HydrostaticStart, LowViscosityTankStaysAtRestWithAveragedWallPressure) {
+  const auto fastest_with = [](const char* wall_pressure) {
+    double fastest = 0, bound = 0;
+    with_tank({"sph.alpha=0.02", "sph.wall_alpha=0", "time.end=0.04",
+               std::string("boundary.wall_pressure=") + wall_pressure},
+              [&](SphSolver& solver, const config::CaseConfig& config) {
+                const SphCase& c = sph_case(config);
+                const double g = -c.sph.gravity[2];
+                const double height = c.fluid_blocks[0].hi[2] - c.boundary.tank.lo[2];
+                bound = g * height / (10 * std::sqrt(2 * g * height));  // c0: the case's default
+                while (!solver.done()) {
+                  solver.advance();
+                  fastest = std::max(fastest, solver.diagnostics().max_speed);
+                }
+              });
+    std::printf("wall pressure %s: fastest particle %.4f m/s in 0.04 s (bound %.4f)\n",
+                wall_pressure, fastest, bound);
+    return std::pair{fastest, bound};
+  };
+  const auto [averaged, bound] = fastest_with("fluid_average");
+  EXPECT_LT(averaged, bound);
+  EXPECT_GT(fastest_with("mirror").first, 2 * bound);
 }
 
 // Without ghost particles (walls only repel) the kernel sums next to a wall miss their far

@@ -58,6 +58,31 @@ TEST(LatticeMass, InteriorLatticeHasRestDensity) {
   EXPECT_NEAR(m, rho0 * dx * dx * dx, 0.05 * rho0 * dx * dx * dx);  // close to rho0 dx^3
 }
 
+// The pair forces' gradient of a linear field f = z on the interior lattice, sum_b V (f_b - f_a)
+// grad_a W_ab . z with V = m / rho0 the lattice's particle volume, is M =
+// lattice_compression_response times the true gradient 1: what the lattice gradient correction (1 /
+// M) makes exact. M < 1 at h / dx = 1.3 and tends to 1 as h / dx grows.
+TEST(LatticeGradient, LinearFieldGradientIsTheCompressionResponse) {
+  const double dx = 0.01;
+  for (double ratio : {1.3, 1.5, 2.0}) {
+    const Wendland w(static_cast<float>(ratio * dx));
+    const double volume = lattice_mass(1, dx, ratio);
+    double gradient = 0;
+    for (int i = -6; i <= 6; ++i)
+      for (int j = -6; j <= 6; ++j)
+        for (int k = -6; k <= 6; ++k) {
+          const double z_ab = -k * dx;  // x_a - x_b with a at the origin
+          const auto r2 = static_cast<float>((i * i + j * j + k * k) * dx * dx);
+          gradient += volume * (k * dx) * w.gradient_factor(r2) * z_ab;
+        }
+    const double m = lattice_compression_response(dx, ratio);
+    EXPECT_NEAR(gradient, m, 1e-4 * m) << "h / dx = " << ratio;
+    if (ratio == 1.3) {
+      EXPECT_LT(m, 0.98);
+    }
+  }
+}
+
 // Random particles in a box, plus a few on the box faces and outside it (clamped cells).
 std::vector<Vec4> random_points(std::size_t n, unsigned seed, float extent) {
   std::mt19937 rng(seed);
@@ -156,6 +181,7 @@ TEST(SphPasses, MatchBruteForce) {
   p.alpha = 0.1f;
   p.wall_alpha = 0.05f;
   p.clamp_negative_pressure = false;
+  p.gradient_correction = 1.03f;  // scales every pair term
   const float support = p.kernel.support();
 
   auto fluid_host = random_points(1500, 2, 0.2f);
@@ -224,44 +250,68 @@ TEST(SphPasses, MatchBruteForce) {
   apron::copy(rho.begin(), rho.end(), d_rho.begin());
   apron::copy(pr.begin(), pr.end(), d_p.begin());
   stage_pair_terms(d_pos, d_vel, d_rho, d_p, fs.size());
-  compute_acceleration(p, f, w);
-  std::vector<Vec4> acc(fs.size());
-  apron::copy(d_acc.begin(), d_acc.end(), acc.begin());
-  const float h = p.kernel.h, c = p.sound_speed;
-  for (std::size_t a = 0; a < fs.size(); ++a) {
-    if (flags_sorted[a] & kGhost) continue;
-    double ax = p.gravity.x, ay = p.gravity.y, az = p.gravity.z;
-    auto add = [&](Vec3 r, Vec3 vab, double m, double pterm, double alpha, double rho_mean) {
-      const float r2 = norm2(r);
-      if (r2 >= support * support || r2 == 0) return;
-      double pi = 0;
-      const double vr = dot(vab, r);
-      if (vr < 0) pi = -alpha * c * (h * vr / (r2 + 0.01 * h * h)) / rho_mean;
-      const double k = -m * (pterm + pi) * p.kernel.gradient_factor(r2);
-      ax += k * r.x, ay += k * r.y, az += k * r.z;
-    };
-    const double ta = pr[a] / (rho[a] * rho[a]);
-    for (std::size_t b = 0; b < fs.size(); ++b)
-      add(xyz(fs[a]) - xyz(fs[b]), xyz(vs[a]) - xyz(vs[b]), p.fluid_mass,
-          ta + pr[b] / (rho[b] * rho[b]), p.alpha, 0.5 * (rho[a] + rho[b]));
-    for (const auto& b : ws) {
-      // Wall pressure: p_a extrapolated hydrostatically to the wall particle.
-      const double pb = pr[a] + rho[a] * dot(p.gravity, xyz(b) - xyz(fs[a]));
-      Vec3 vb{0, 0, 0};
-      if (b.w == 1) vb = wall_velocity.linear[0];
-      if (b.w == 2) vb = cross(wall_velocity.angular[1], xyz(b) - wall_velocity.centre[1]);
-      add(xyz(fs[a]) - xyz(b), xyz(vs[a]) - vb, p.boundary_mass, ta + pb / (rho[a] * rho[a]),
-          p.wall_alpha, rho[a]);
+  // Each wall particle's pressure averaged from the fluid around it, for the second pass.
+  std::vector<float> wall_p(ws.size(), 0);
+  for (std::size_t k = 0; k < ws.size(); ++k) {
+    double weight = 0, sum = 0;
+    for (std::size_t b = 0; b < fs.size(); ++b) {
+      const Vec3 r = xyz(ws[k]) - xyz(fs[b]);
+      const double wt = p.kernel.value_shape(norm2(r));
+      weight += wt;
+      sum += wt * (pr[b] + rho[b] * dot(p.gravity, r));
     }
-    const double scale = std::sqrt(ax * ax + ay * ay + az * az) + 1;
-    ASSERT_NEAR(acc[a].x, ax, 2e-4 * scale) << a;
-    ASSERT_NEAR(acc[a].y, ay, 2e-4 * scale) << a;
-    ASSERT_NEAR(acc[a].z, az, 2e-4 * scale) << a;
+    wall_p[k] = weight > 0 ? static_cast<float>(sum / weight) : 0;
+  }
+  DeviceVector<float> d_wall_p;
+  compute_wall_pressure(p, f, w, d_wall_p);
+  std::vector<float> got_wall_p(ws.size());
+  apron::copy(d_wall_p.begin(), d_wall_p.end(), got_wall_p.begin());
+  for (std::size_t k = 0; k < ws.size(); ++k)
+    ASSERT_NEAR(got_wall_p[k], wall_p[k], 1e-4 * (std::abs(wall_p[k]) + 100)) << k;
+
+  const float h = p.kernel.h, c = p.sound_speed;
+  // Both wall models: each fluid particle's pressure mirrored, and the walls' own averages.
+  for (const bool averaged : {false, true}) {
+    BoundaryArrays walls = w;
+    if (averaged) walls.pressure = raw(d_wall_p);
+    compute_acceleration(p, f, walls);
+    std::vector<Vec4> acc(fs.size());
+    apron::copy(d_acc.begin(), d_acc.end(), acc.begin());
+    for (std::size_t a = 0; a < fs.size(); ++a) {
+      if (flags_sorted[a] & kGhost) continue;
+      double ax = p.gravity.x, ay = p.gravity.y, az = p.gravity.z;
+      auto add = [&](Vec3 r, Vec3 vab, double m, double pterm, double alpha, double rho_mean) {
+        const float r2 = norm2(r);
+        if (r2 >= support * support || r2 == 0) return;
+        double pi = 0;
+        const double vr = dot(vab, r);
+        if (vr < 0) pi = -alpha * c * (h * vr / (r2 + 0.01 * h * h)) / rho_mean;
+        const double k = -m * (pterm + pi) * p.kernel.gradient_factor(r2) * p.gradient_correction;
+        ax += k * r.x, ay += k * r.y, az += k * r.z;
+      };
+      const double ta = pr[a] / (rho[a] * rho[a]);
+      for (std::size_t b = 0; b < fs.size(); ++b)
+        add(xyz(fs[a]) - xyz(fs[b]), xyz(vs[a]) - xyz(vs[b]), p.fluid_mass,
+            ta + pr[b] / (rho[b] * rho[b]), p.alpha, 0.5 * (rho[a] + rho[b]));
+      for (std::size_t k = 0; k < ws.size(); ++k) {
+        const Vec4& b = ws[k];
+        // Mirrored: p_a extrapolated hydrostatically to the wall particle.
+        const double pb =
+            averaged ? wall_p[k] : pr[a] + rho[a] * dot(p.gravity, xyz(b) - xyz(fs[a]));
+        Vec3 vb{0, 0, 0};
+        if (b.w == 1) vb = wall_velocity.linear[0];
+        if (b.w == 2) vb = cross(wall_velocity.angular[1], xyz(b) - wall_velocity.centre[1]);
+        add(xyz(fs[a]) - xyz(b), xyz(vs[a]) - vb, p.boundary_mass, ta + pb / (rho[a] * rho[a]),
+            p.wall_alpha, rho[a]);
+      }
+      const double scale = std::sqrt(ax * ax + ay * ay + az * az) + 1;
+      ASSERT_NEAR(acc[a].x, ax, 2e-4 * scale) << a << (averaged ? " averaged" : " mirrored");
+      ASSERT_NEAR(acc[a].y, ay, 2e-4 * scale) << a << (averaged ? " averaged" : " mirrored");
+      ASSERT_NEAR(acc[a].z, az, 2e-4 * scale) << a << (averaged ? " averaged" : " mirrored");
+    }
   }
 }
 
-// A moving wall's velocity (what its boundary particles carry into the viscous term) is the
-// derivative of its pose: central differences of at(t) at points of the solid, for each kind.
 TEST(PrescribedMotion, VelocityIsTheDerivativeOfThePose) {
   using Kind = PrescribedMotion::Kind;
   std::vector<PrescribedMotion> motions(4);
