@@ -98,7 +98,8 @@ bool ClothSolver::step_along_gravity(const ImplicitSystem& system, Product& prod
 }
 
 // Conjugate gradients (decomposition/conjugate_gradient.hpp) preconditioned by the masses
-// (mass_precondition) on A v1 = b from v1 = v0, until r.z falls to tolerance^2 of its first value
+// (mass_precondition) or the Hessian's diagonal blocks (block_precondition), deflated by gravity's
+// change (step_along_gravity), on A v1 = b from v1 = v0, until r.z falls to tolerance^2 of v0's
 // (|b - A v1| to about tolerance |b - A v0|); a solve that does not get there within
 // max_iterations ends the run (refuse_unconverged). H is indefinite under compression (the energy
 // is not convex where the sheet buckles), but A = M' + dt^2 H stays positive definite unless the
@@ -174,11 +175,10 @@ void ClothSolver::solve_implicit() {
   implicit_product(w.velocity, w.product);
   apron::copy(w.rhs.begin(), w.rhs.end(), w.residual.begin());
   axpy(-1, w.product, w.residual, owned_);
-  // Relative to the first residual, b - A v0: the step's change of momentum. (Relative to b,
-  // which the momentum M v0 dominates in motion, the solve would stop long before the forces
-  // are resolved.)
-  // The rule takes its scale from the first residual it is shown: v0's, before the step along
-  // gravity.
+  // Relative to v0's residual, b - A v0: the step's change of momentum (relative to b, which the
+  // momentum M v0 dominates in motion, the solve would stop long before the forces are
+  // resolved). The rule takes its scale from the first residual it is shown: v0's, before the
+  // step along gravity.
   RelativeResidual rule{case_.integrator.tolerance};
   precondition(w.residual, w.preconditioned);
   rule.done(global_dot(w.residual, w.preconditioned));
