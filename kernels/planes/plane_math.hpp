@@ -1,4 +1,4 @@
-// Small host-and-device math of the plane detector (issue 16): Morton codes, the moments of a
+// Small host-and-device math of the plane detector: Morton codes, the moments of a
 // point set and the 3D-KHT coplanarity test (the eigen-decomposition is kernels/common's).
 // Header-only so that the tests' sequential references use the very same arithmetic as the
 // device kernels.

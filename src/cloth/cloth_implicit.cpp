@@ -86,14 +86,13 @@ bool ClothSolver::step_along_gravity(const ImplicitSystem& system, Product& prod
                                      Dot& global_dot, Update& update) {
   ImplicitWork& w = implicit_;
   gravity_change(system, w.velocity, owned_, *w.direction);
-  if (!colliders_.empty() || !mesh_colliders_.empty()) filter(w.constraints, owned_, *w.direction);
-  product(*w.direction, w.product);
-  w.gravity_curvature = global_dot(*w.direction, w.product);
+  if (has_colliders()) filter(w.constraints, owned_, *w.direction);
+  product(*w.direction, w.gravity_product);
+  w.gravity_curvature = global_dot(*w.direction, w.gravity_product);
   if (!(w.gravity_curvature > 0)) return false;
-  update(global_dot(w.residual, *w.direction) / w.gravity_curvature, *w.direction, w.product,
-         w.velocity, w.residual);
+  update(global_dot(w.residual, *w.direction) / w.gravity_curvature, *w.direction,
+         w.gravity_product, w.velocity, w.residual);
   apron::copy(w.direction->begin(), w.direction->end(), w.gravity.begin());
-  apron::copy(w.product.begin(), w.product.end(), w.gravity_product.begin());
   return true;
 }
 
@@ -129,7 +128,7 @@ void ClothSolver::solve_implicit() {
   };
   // The residual stays unfiltered (its normal parts, at the end, are the constraints' impulses);
   // the preconditioned residual, and so every direction, lies in the free subspace.
-  const bool constrained = !colliders_.empty() || !mesh_colliders_.empty();
+  const bool constrained = has_colliders();
   // A block couples a row's normal and tangent parts, so it sees the residual filtered too.
   const auto precondition = [&](const Vectors& r, Vectors& z) {
     if (!case_.integrator.block_jacobi) {
@@ -212,23 +211,22 @@ void ClothSolver::colour_rows(const Rings& rings) {
   implicit_.colour = DeviceVector<std::uint8_t>(local.begin(), local.end());
   implicit_.colours = 1 + *std::max_element(colour.begin(), colour.end());
   Log::info("cloth: block-Jacobi preconditioner: %d probing colours (%d gradients a step)",
-            implicit_.colours, 3 * implicit_.colours + 1);
+            implicit_.colours, 3 * implicit_.colours);
 }
 
-// Forward differences of the elastic gradient, one colour and axis at a time, with the products'
-// probe size (kProbe). Every rank displaces its ghost rows of the colour as their owners do, so
-// no exchange is needed: the gradient at an owned vertex reads only its own rows' rings.
-void ClothSolver::probe_diagonal_blocks() {
+// Forward differences of the elastic gradient from `elastic` (the step's, at x0), one colour and
+// axis at a time, with the products' probe size (kProbe). Every rank displaces its ghost rows of
+// the colour as their owners do, so no exchange is needed: the gradient at an owned vertex reads
+// only its own rows' rings.
+void ClothSolver::probe_diagonal_blocks(const Vectors& elastic) {
   ImplicitWork& w = implicit_;
   w.blocks.resize(owned_);
   const double h = kProbe * shortest_.length;
-  energy_gradient(mesh_, *position_, reference_, model_, w.gradient_minus);
   for (int c = 0; c < w.colours; ++c)
     for (int axis = 0; axis < 3; ++axis) {
       displaced_colour(*position_, h, axis, w.colour, c, w.shifted);
       energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
-      record_block_column(w.gradient_plus, w.gradient_minus, h, w.colour, c, axis, owned_,
-                          w.blocks);
+      record_block_column(w.gradient_plus, elastic, h, w.colour, c, axis, owned_, w.blocks);
     }
   invert_blocks(implicit_system(), owned_, w.blocks);
 }

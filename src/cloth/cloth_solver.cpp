@@ -475,13 +475,13 @@ double ClothSolver::take_step() {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
   }
+  if (case_.integrator.block_jacobi) {  // before the repulsion joins the gradient
+    auto t = timers_.scope("preconditioner");
+    probe_diagonal_blocks(gradient_);
+  }
   if (self_contact_) {
     auto t = timers_.scope("self contact");
     self_contact_->add_gradient(gradient_);
-  }
-  if (case_.integrator.block_jacobi) {
-    auto t = timers_.scope("preconditioner");
-    probe_diagonal_blocks();
   }
   if (case_.integrator.implicit) {
     auto t = timers_.scope("implicit solve");

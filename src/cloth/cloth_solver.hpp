@@ -81,6 +81,7 @@ class ClothSolver final : public SteppingWorkload {
   void refuse_unresolved_edge(const HostMesh& mesh, const Edge& edge) const;
   void refuse_start_inside_colliders(const HostMesh& mesh) const;
   void build_mesh_colliders();
+  bool has_colliders() const { return !colliders_.empty() || !mesh_colliders_.empty(); }
   struct MeshCollider;
   MeshColliderStep mesh_step(const MeshCollider& collider, double start, double dt) const;
   // Every owned vertex against each mesh collider, over the step [start, start + dt].
@@ -89,7 +90,8 @@ class ClothSolver final : public SteppingWorkload {
   // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
   void solve_implicit();
   void colour_rows(const Rings& rings);  // block_jacobi's probing colours
-  void probe_diagonal_blocks();          // block_jacobi's blocks at this step's x0
+  // block_jacobi's blocks at this step's x0, from the elastic gradient there.
+  void probe_diagonal_blocks(const Vectors& elastic);
   template <class Product, class Dot, class Update>
   bool step_along_gravity(const ImplicitSystem& system, Product& product, Dot& global_dot,
                           Update& update);
