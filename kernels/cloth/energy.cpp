@@ -333,12 +333,20 @@ void vertex_measures(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<
                  MeasuresKernel{raw(positions), vertex_energy(mesh, reference, model), raw(out)});
 }
 
+void vertex_energies(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
+                     const ReferenceState<double>& reference, const EnergyModel& model,
+                     DeviceVector<double>& out) {
+  out.resize(mesh.vertices());
+  for_each_index(
+      mesh.vertices(),
+      VertexEnergyKernel{raw(positions), vertex_energy(mesh, reference, model), raw(out)});
+}
+
 double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                     const ReferenceState<double>& reference, const EnergyModel& model) {
   const std::size_t n = mesh.vertices();
-  DeviceVector<double> per_vertex(n), total;
-  for_each_index(n, VertexEnergyKernel{raw(positions), vertex_energy(mesh, reference, model),
-                                       raw(per_vertex)});
+  DeviceVector<double> per_vertex, total;
+  vertex_energies(mesh, positions, reference, model, per_vertex);
   const std::vector<std::uint32_t> whole{0, static_cast<std::uint32_t>(n)};
   const DeviceVector<std::uint32_t> segment(whole.begin(), whole.end());
   segmented_reduce(per_vertex, segment, 1, Reduction::sum, total);

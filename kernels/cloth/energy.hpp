@@ -127,6 +127,11 @@ void vertex_measures(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<
                      const ReferenceState<double>& reference, const EnergyModel& model,
                      DeviceVector<VertexMeasures>& out);
 
+// W_v |V_v| per vertex at `positions`: the terms of total_energy.
+void vertex_energies(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
+                     const ReferenceState<double>& reference, const EnergyModel& model,
+                     DeviceVector<double>& out);
+
 // E = sum_v W_v |V_v|.
 double total_energy(const DeviceMesh<double>& mesh, const DeviceVector<Vector3<double>>& positions,
                     const ReferenceState<double>& reference, const EnergyModel& model);

@@ -50,6 +50,17 @@ struct Norm {
   APRON_HD double operator()(std::size_t i) const { return norm(a[i]); }
 };
 
+struct Entry {
+  const double* a;
+  APRON_HD double operator()(std::size_t i) const { return a[i]; }
+};
+
+struct Difference {
+  const double* after;
+  const double* before;
+  APRON_HD double operator()(std::size_t i) const { return after[i] - before[i]; }
+};
+
 struct Axpy {
   double a;
   const V3* x;
@@ -171,13 +182,14 @@ struct BlockPrecondition {
   }
 };
 
-struct GravityChange {
+struct FreeMotionChange {
   Rows rows;
+  const V3* v0;
   const V3* v;
   V3* out;
   APRON_HD void operator()(std::size_t i) const {
     const double c = rows.dt * rows.damping_rate;
-    out[i] = rows.pinned[i] ? V3{0, 0, 0} : (1 / (1 + c)) * (rows.dt * rows.gravity - c * v[i]);
+    out[i] = rows.pinned[i] ? V3{0, 0, 0} : (1 / (1 + c)) * (v0[i] + rows.dt * rows.gravity) - v[i];
   }
 };
 
@@ -190,6 +202,20 @@ struct Rhs {
     out[i] = rows.pinned[i]
                  ? V3{0, 0, 0}
                  : rows.mass[i] * v[i] + rows.dt * (rows.mass[i] * rows.gravity - gradient[i]);
+  }
+};
+
+struct NewtonResidual {
+  Rows rows;
+  const V3* v0;
+  const V3* v;
+  const V3* gradient;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] = rows.pinned[i]
+                 ? V3{0, 0, 0}
+                 : rows.mass[i] * v0[i] + rows.dt * (rows.mass[i] * rows.gravity - gradient[i]) -
+                       rows.damped_mass(i) * v[i];
   }
 };
 
@@ -315,6 +341,20 @@ double max_norm(const Vectors& a, std::size_t count) {
   return transform_reduce(count, Norm{raw(a)}, 0.0, Maximum{});
 }
 
+double largest_entry(const DeviceVector<double>& a, std::size_t count) {
+  return largest(count, Entry{raw(a)});
+}
+
+double difference_largest(const DeviceVector<double>& after, const DeviceVector<double>& before,
+                          std::size_t count) {
+  return largest(count, Difference{raw(after), raw(before)});
+}
+
+std::int64_t difference_fixed(const DeviceVector<double>& after, const DeviceVector<double>& before,
+                              std::size_t count, double scale) {
+  return fixed_sum(count, Difference{raw(after), raw(before)}, scale);
+}
+
 void axpy(double a, const Vectors& x, Vectors& y, std::size_t count) {
   for_each_index(count, Axpy{a, raw(x), raw(y)});
 }
@@ -354,14 +394,20 @@ void block_precondition(const DeviceVector<Block3>& inverse, const Vectors& r, s
   for_each_index(count, BlockPrecondition{raw(inverse), raw(r), raw(z)});
 }
 
-void gravity_change(const ImplicitSystem& s, const Vectors& velocity, std::size_t count,
-                    Vectors& out) {
-  for_each_index(count, GravityChange{Rows(s), raw(velocity), raw(out)});
+void free_motion_change(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& velocity,
+                        std::size_t count, Vectors& out) {
+  for_each_index(count, FreeMotionChange{Rows(s), raw(velocity0), raw(velocity), raw(out)});
 }
 
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,
                   std::size_t count, Vectors& out) {
   for_each_index(count, Rhs{Rows(s), raw(velocity), raw(gradient), raw(out)});
+}
+
+void newton_residual(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& velocity,
+                     const Vectors& gradient, std::size_t count, Vectors& out) {
+  for_each_index(count,
+                 NewtonResidual{Rows(s), raw(velocity0), raw(velocity), raw(gradient), raw(out)});
 }
 
 void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,

@@ -43,6 +43,16 @@ std::int64_t mass_dot_fixed(const ImplicitSystem& s, const Vectors& q, std::size
 // This rank's part of max_i |a_i| over rows [0, count).
 double max_norm(const Vectors& a, std::size_t count);
 
+// This rank's part of max_i |a_i| over rows [0, count).
+double largest_entry(const DeviceVector<double>& a, std::size_t count);
+
+// The line search's energy change, sum_i (after_i - before_i) over rows [0, count), in the same
+// two passes (per-vertex differences: the sheet's total energy would cancel to its last bits).
+double difference_largest(const DeviceVector<double>& after, const DeviceVector<double>& before,
+                          std::size_t count);
+std::int64_t difference_fixed(const DeviceVector<double>& after, const DeviceVector<double>& before,
+                              std::size_t count, double scale);
+
 // y_i += a x_i and y_i = x_i + b y_i, rows [0, count).
 void axpy(double a, const Vectors& x, Vectors& y, std::size_t count);
 void xpby(const Vectors& x, double b, Vectors& y, std::size_t count);
@@ -80,15 +90,24 @@ void invert_blocks(const ImplicitSystem& s, std::size_t count, DeviceVector<Bloc
 void block_precondition(const DeviceVector<Block3>& inverse, const Vectors& r, std::size_t count,
                         Vectors& z);
 
-// out_i = v1_i - v0_i for a sheet moving under gravity and damping alone (no elastic forces),
-// v1 = (v0 + dt g) / (1 + dt gamma / mu); zero where held. The solve's first search direction: a
-// free fall's whole step, none of a sheet at rest's (whose best multiple of it is zero).
-void gravity_change(const ImplicitSystem& s, const Vectors& velocity, std::size_t count,
-                    Vectors& out);
+// out_i = v_free_i - v_i, v_free = (v0 + dt g) / (1 + dt gamma / mu) the velocity of a sheet
+// moving under gravity and damping alone (no elastic forces), v the iterate; zero where held. The
+// solve's first search direction: a free fall's whole step, none of a sheet at rest's (whose best
+// multiple of it is zero).
+void free_motion_change(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& velocity,
+                        std::size_t count, Vectors& out);
 
 // The right-hand side b = M v0 + dt (M g - grad), zero where held.
 void implicit_rhs(const ImplicitSystem& s, const Vectors& velocity, const Vectors& gradient,
                   std::size_t count, Vectors& out);
+
+// Newton's residual of the backward-Euler step at velocity v, with `gradient` the forces' at
+// x0 + dt v: out = M v0 + dt (M g - gradient) - M (1 + dt gamma / mu) v, zero where held. It is
+// minus the gradient, in v, of the step's incremental potential
+//   Phi(v) = 1/2 v.M'v - v.(M v0 + dt M g) + E(x0 + dt v),
+// whose minimiser is the step's v1 and whose Hessian M' + dt^2 H is the system above.
+void newton_residual(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& velocity,
+                     const Vectors& gradient, std::size_t count, Vectors& out);
 
 // out = M (1 + dt gamma / mu) q + dt^2 (grad(x + h q) - grad(x - h q)) / (2 h), zero where held.
 void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,

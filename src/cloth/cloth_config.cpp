@@ -104,8 +104,12 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     if (c.max_iterations < 1 || c.max_iterations > 100000)
       r.fail("max_iterations", "must be between 1 and 100000");
     c.block_jacobi = r.choice("preconditioner", {"mass", "block_jacobi"}, "mass") == "block_jacobi";
+    c.newton_tolerance = r.in_range("newton_tolerance", 1e-12, 0.5, c.newton_tolerance);
+    c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
+    if (c.newton_iterations < 1 || c.newton_iterations > 1000)
+      r.fail("newton_iterations", "must be between 1 and 1000");
   } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
-             r.has("preconditioner")) {
+             r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations")) {
     r.fail("dt", "applies only with 'integrator: implicit' (the explicit step follows cfl)");
   }
   r.finish();

@@ -49,16 +49,20 @@ struct ColliderConfig {
 };
 
 // The time integrator. "explicit": symplectic Euler at cfl x the stability limit of the sheet's
-// fastest waves on its shortest edge. "implicit": linearised backward Euler (kernels/cloth/
-// implicit.hpp) at a step the user sets from the motion, each solved by conjugate gradients until
-// the residual is `tolerance` times the first one (at most `max_iterations`), preconditioned by
-// the masses ("mass") or by the Hessian's probed diagonal blocks ("block_jacobi").
+// fastest waves on its shortest edge. "implicit": backward Euler (kernels/cloth/implicit.hpp) at a
+// step the user sets from the motion, by Newton's method with a line search on the step's
+// incremental potential until the force residual is `newton_tolerance` times the first one (at
+// most `newton_iterations`), each linear system solved by conjugate gradients until its residual
+// is `tolerance` times its first (at most `max_iterations`), preconditioned by the masses ("mass")
+// or by the Hessian's probed diagonal blocks ("block_jacobi").
 struct IntegratorConfig {
   bool implicit = false;
   double dt = 0;  // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;
   bool block_jacobi = false;
+  double newton_tolerance = 1e-2;
+  long newton_iterations = 8;
 };
 
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than

@@ -1,11 +1,13 @@
-// The cloth's implicit step (kernels/cloth/implicit.hpp): linearised backward Euler solved by
-// conjugate gradients, matrix-free, across ranks. Each product A q needs q on the ghost rows
-// (the gradient at an owned vertex reads four rings around it): the search direction lives in
-// the store and the halo refreshes it before every product. Dot products are each rank's
-// owned rows summed over ranks in fixed point, so N ranks give 1 rank's result bit for bit.
+// The cloth's implicit step (kernels/cloth/implicit.hpp): backward Euler by Newton's method with
+// a line search, each linear system solved by conjugate gradients, matrix-free, across ranks. Each
+// product A q needs q on the ghost rows (the gradient at an owned vertex reads four rings around
+// it): the search direction lives in the store and the halo refreshes it before every product. Dot
+// products are each rank's owned rows summed over ranks in fixed point, so N ranks give 1 rank's
+// result bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
@@ -64,87 +66,184 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
     return;
   }
   const double h = kProbe * shortest_.length / largest;
-  displaced(*position_, h, q, w.shifted);
+  displaced(w.point, h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
-  displaced(*position_, -h, q, w.shifted);
+  displaced(w.point, -h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
   if (self_contact_) self_contact_->add_product(q, motion_.dt * motion_.dt, out);
 }
 
-// Deflation by the change that gravity and damping alone would make, g_d (Nicolaides; Saad,
-// Yeung, Erhel and Guyomarc'h's deflated conjugate gradients): the first step from v0 goes along
-// it by its best multiple in A's norm, alpha = r0 . g_d / g_d . A g_d, and every later direction
-// is kept A-orthogonal to it, so that part of the solution is exact throughout and the iterations
-// work on the rest. A sheet in free fall then needs none (alpha = 1, r = 0 but for round-off);
-// one at rest loses nothing (alpha = 0). From v0 alone the conjugate gradients had to build the
-// whole sheet's uniform acceleration from the residual: at 1M vertices and 1/240 s they ran out
-// of 1000 iterations 17 steps into a free fall, on round-off strains they had left in each step.
-// Returns whether the directions are to be deflated (false: no gravity, or every vertex held).
-template <class Product, class Dot, class Update>
-bool ClothSolver::step_along_gravity(const ImplicitSystem& system, Product& product,
-                                     Dot& global_dot, Update& update) {
+double ClothSolver::global_dot(const Vectors& a, const Vectors& b) const {
+  return reproducible_sum(dot_largest(a, b, owned_),
+                          [&](double scale) { return dot_fixed(a, b, owned_, scale); });
+}
+
+// The residual stays unfiltered (its normal parts are the constraints' impulses); the
+// preconditioned residual, and so every direction, lies in the free subspace. A block couples a
+// row's normal and tangent parts, so it sees the residual filtered too.
+void ClothSolver::precondition(const Vectors& r, Vectors& z) {
   ImplicitWork& w = implicit_;
-  gravity_change(system, w.velocity, owned_, *w.direction);
+  const bool constrained = has_colliders();
+  if (!case_.integrator.block_jacobi) {
+    mass_precondition(implicit_system(), r, owned_, z);
+  } else if (!constrained) {
+    block_precondition(w.blocks, r, owned_, z);
+  } else {
+    apron::copy(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(owned_), w.filtered.begin());
+    filter(w.constraints, owned_, w.filtered);
+    block_precondition(w.blocks, w.filtered, owned_, z);
+  }
+  if (constrained) filter(w.constraints, owned_, z);
+}
+
+void ClothSolver::refresh_ghost_rows(Vectors& rows) {
+  ImplicitWork& w = implicit_;
+  const FieldRef direction[] = {w.direction};
+  apron::copy(rows.begin(), rows.end(), w.direction->begin());
+  halo_.gather(store_, direction);
+  apron::copy(w.direction->begin(), w.direction->end(), rows.begin());
+}
+
+// Deflation by the change that gravity and damping alone would make, g_d (Nicolaides; Saad,
+// Yeung, Erhel and Guyomarc'h's deflated conjugate gradients): the first step goes along it by
+// its best multiple in A's norm, alpha = r0 . g_d / g_d . A g_d, and every later direction is kept
+// A-orthogonal to it, so that part of the solution is exact throughout and the iterations work on
+// the rest. A sheet in free fall then needs none (alpha = 1, r = 0 but for round-off); one at rest
+// loses nothing (alpha = 0). From v0 alone the conjugate gradients had to build the whole sheet's
+// uniform acceleration from the residual: at 1M vertices and 1/240 s they ran out of 1000
+// iterations 17 steps into a free fall, on round-off strains they had left in each step.
+// Returns whether the directions are to be deflated (false: no gravity, or every vertex held).
+template <class Product, class Update>
+bool ClothSolver::step_along_gravity(const ImplicitSystem& system, Product& product,
+                                     Update& update) {
+  ImplicitWork& w = implicit_;
+  free_motion_change(system, *velocity_, w.velocity, owned_, *w.direction);
   if (has_colliders()) filter(w.constraints, owned_, *w.direction);
   product(*w.direction, w.gravity_product);
   w.gravity_curvature = global_dot(*w.direction, w.gravity_product);
   if (!(w.gravity_curvature > 0)) return false;
   update(global_dot(w.residual, *w.direction) / w.gravity_curvature, *w.direction,
-         w.gravity_product, w.velocity, w.residual);
+         w.gravity_product, w.step, w.residual);
   apron::copy(w.direction->begin(), w.direction->end(), w.gravity.begin());
   return true;
 }
 
-// Conjugate gradients (decomposition/conjugate_gradient.hpp) preconditioned by the masses
-// (mass_precondition) or the Hessian's diagonal blocks (block_precondition), deflated by gravity's
-// change (step_along_gravity), on A v1 = b from v1 = v0, until r.z falls to tolerance^2 of v0's
-// (|b - A v1| to about tolerance |b - A v0|); a solve that does not get there within
-// max_iterations ends the run (refuse_unconverged). H is indefinite under compression (the energy
-// is not convex where the sheet buckles), but A = M' + dt^2 H stays positive definite unless the
-// step is longer than the buckling's time scale. Where a direction has d . A d <= 0 all the same
-// (the CG's breakdown), the step along it uses the mass part of A alone and the solve stops
-// there, counted in the run report.
+// Backward Euler as the minimisation of the step's incremental potential (implicit.hpp's
+// newton_residual), by Newton's method from v0 (held on the colliders) with a backtracking line
+// search: each iteration solves (M' + dt^2 H(x_k)) s = R(v_k) by conjugate gradients
+// (newton_step) and moves v_k along s as far as Phi falls by Armijo's rule (line_search), until
+// the preconditioned residual R.z is newton_tolerance^2 of the first. A single linearised step at
+// x0, which this was, could not see that holding a vertex on a collider while its neighbours keep
+// falling stretches the membrane (a flat membrane's stiffness against out-of-plane motion is
+// second order): at 150 x 150 cells and 1/240 s the drape reached a strain of 57 one step after
+// first contact. Phi only falls, so no step creates energy. The colliders' constraints are set at
+// x0 for the whole step, and the self-contact is linearised at x0 (its Gauss-Newton Hessian), so
+// it is a quadratic in Phi.
 void ClothSolver::solve_implicit() {
   ImplicitWork& w = implicit_;
   const std::size_t rows = store_.size();
   for (Vectors* v : {&w.rhs, &w.residual, &w.preconditioned, &w.product, &w.velocity, &w.filtered,
-                     &w.gravity, &w.gravity_product})
+                     &w.gravity, &w.gravity_product, &w.point, &w.elastic, &w.newton, &w.step,
+                     &w.contact_gradient, &w.contact_product})
     v->resize(rows);
   const ImplicitSystem system = implicit_system();
-  const auto global_dot = [&](const Vectors& a, const Vectors& b) {
-    return reproducible_sum(dot_largest(a, b, owned_),
-                            [&](double scale) { return dot_fixed(a, b, owned_, scale); });
-  };
+  implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);  // implicit_gradient's, at the end
+  apron::fill(w.velocity.begin(), w.velocity.end(), Vector3<double>{0, 0, 0});
+  if (has_colliders()) {
+    const double on_surface = kOnSurface * motion_.thickness;
+    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness, on_surface,
+                        owned_, w.constraints);
+    for (const auto& collider : mesh_colliders_)
+      mesh_contact_constraints(system, *position_, gradient_,
+                               mesh_step(*collider, clock_.time, motion_.dt), on_surface, owned_,
+                               w.constraints);
+    hold(w.constraints, owned_, w.velocity);
+    refresh_ghost_rows(w.velocity);
+  }
+  if (self_contact_) {
+    apron::fill(w.contact_gradient.begin(), w.contact_gradient.end(), Vector3<double>{0, 0, 0});
+    self_contact_->add_gradient(w.contact_gradient);
+  }
+  const double tolerance = case_.integrator.newton_tolerance;
+  double first = 0, rz = 0;
+  long iteration = 0;
+  for (;; ++iteration) {
+    newton_residual();
+    precondition(w.newton, w.preconditioned);
+    rz = global_dot(w.newton, w.preconditioned);
+    if (iteration == 0) first = rz;
+    if (!(rz > tolerance * tolerance * first)) break;
+    if (iteration == case_.integrator.newton_iterations)
+      refuse_unconverged("Newton", iteration, "cloth.implicit.newton_iterations",
+                         std::sqrt(rz / first), tolerance, "cloth.implicit.newton_tolerance");
+    newton_step(iteration == 0, std::sqrt(first) * tolerance);
+    const long before = w.iterations;
+    const LineSearch search = line_search();
+    if (std::getenv("APRON_NEWTON_TRACE"))
+      std::fprintf(stderr, "  it %ld rz %.3g cg %ld alpha %.3g capped %ld\n", iteration, rz / first,
+                   w.iterations - before, w.last_alpha, w.capped_solves);
+    if (search == LineSearch::negligible) break;
+    if (search == LineSearch::stalled)
+      refuse_unconverged("Newton (its line search found no decrease)", iteration + 1,
+                         "cloth.implicit.newton_iterations", std::sqrt(rz / first), tolerance,
+                         "cloth.implicit.newton_tolerance");
+  }
+  if (std::getenv("APRON_NEWTON_TRACE"))
+    std::fprintf(stderr, "newton step %ld: %ld iterations, rz %.3g of first, cg %ld\n",
+                 clock_.step + 1, iteration, first > 0 ? rz / first : 0.0, w.iterations);
+  ++w.steps;
+  w.newton_iterations += iteration;
+  w.most_newton = std::max(w.most_newton, iteration);
+  // The final residual's normal parts are the impulses that held the constrained rows.
+  if (has_colliders()) constraint_friction(system, w.constraints, w.newton, owned_, w.velocity);
+  implicit_gradient(system, w.rhs, w.velocity, owned_, gradient_);
+}
+
+// R(v) = M v0 + dt (M g - grad(x0 + dt v)) - M' v on the owned rows, grad the elastic gradient at
+// the iterate plus the self-contact's linearised at x0: g_c(x0) + dt H_c v.
+void ClothSolver::newton_residual() {
+  ImplicitWork& w = implicit_;
+  displaced(*position_, motion_.dt, w.velocity, w.point);
+  energy_gradient(mesh_, w.point, reference_, model_, w.elastic);
+  const Vectors* gradient = &w.elastic;
+  if (self_contact_) {
+    apron::copy(w.elastic.begin(), w.elastic.end(), w.product.begin());
+    axpy(1, w.contact_gradient, w.product, owned_);
+    self_contact_->add_product(w.velocity, motion_.dt, w.product);
+    gradient = &w.product;
+  }
+  cloth::newton_residual(implicit_system(), *velocity_, w.velocity, *gradient, owned_, w.newton);
+}
+
+// Conjugate gradients (decomposition/conjugate_gradient.hpp) on (M' + dt^2 H(x_k)) s = R(v_k)
+// from s = 0, preconditioned (precondition), the first iteration's deflated by gravity's change
+// (step_along_gravity), until r.z falls to tolerance^2 of its first value, or to a quarter of
+// `enough`^2 (what Newton's tolerance asks of the step's residual: a tighter solve would not be
+// used). Every iterate from s = 0 is a descent direction of Phi, so a solve that reaches
+// max_iterations is used as it stands (counted) and Newton's residual decides. H is indefinite
+// under compression (the energy is not convex where the sheet buckles), but A = M' + dt^2 H stays
+// positive definite unless the step is longer than the buckling's time scale. Where a direction
+// has d . A d <= 0 all the same (the CG's breakdown), the step along it uses the mass part of A
+// alone and the solve stops there, counted in the run report (the line search then bounds it).
+void ClothSolver::newton_step(bool first, double enough) {
+  ImplicitWork& w = implicit_;
+  const ImplicitSystem system = implicit_system();
+  const auto dot = [&](const Vectors& a, const Vectors& b) { return global_dot(a, b); };
   const FieldRef direction[] = {w.direction};
   const auto product = [&](const Vectors& d, Vectors& q) {
     halo_.gather(store_, direction);
     implicit_product(d, q);
   };
-  const auto update = [&](double alpha, const Vectors& d, const Vectors& q, Vectors& v,
+  const auto update = [&](double alpha, const Vectors& d, const Vectors& q, Vectors& x,
                           Vectors& r) {
-    axpy(alpha, d, v, owned_);
+    axpy(alpha, d, x, owned_);
     axpy(-alpha, q, r, owned_);
   };
-  // The residual stays unfiltered (its normal parts, at the end, are the constraints' impulses);
-  // the preconditioned residual, and so every direction, lies in the free subspace.
-  const bool constrained = has_colliders();
-  // A block couples a row's normal and tangent parts, so it sees the residual filtered too.
-  const auto precondition = [&](const Vectors& r, Vectors& z) {
-    if (!case_.integrator.block_jacobi) {
-      mass_precondition(system, r, owned_, z);
-    } else if (!constrained) {
-      block_precondition(w.blocks, r, owned_, z);
-    } else {
-      apron::copy(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(owned_), w.filtered.begin());
-      filter(w.constraints, owned_, w.filtered);
-      block_precondition(w.blocks, w.filtered, owned_, z);
-    }
-    if (constrained) filter(w.constraints, owned_, z);
-  };
+  const auto preconditioner = [&](const Vectors& r, Vectors& z) { precondition(r, z); };
   // d = z + beta d; the first, d = z, on every row (ghosts included: the halo refreshes them).
   // (beta = 0 later means r = 0, and the solve stops before d is used again.)
-  bool deflated = false;  // by gravity's change (step_along_gravity)
+  bool deflated = false;
   const auto next_direction = [&](double beta, const Vectors& z, Vectors& d) {
     if (beta == 0)
       apron::copy(z.begin(), z.end(), d.begin());
@@ -153,54 +252,72 @@ void ClothSolver::solve_implicit() {
     if (deflated)
       axpy(-global_dot(w.gravity_product, d) / w.gravity_curvature, w.gravity, d, owned_);
   };
-
-  implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);
-  apron::copy(velocity_->begin(), velocity_->end(), w.velocity.begin());  // ghosts included
-  if (constrained) {
-    const double on_surface = kOnSurface * motion_.thickness;
-    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness, on_surface,
-                        owned_, w.constraints);
-    for (const auto& collider : mesh_colliders_)
-      mesh_contact_constraints(system, *position_, gradient_,
-                               mesh_step(*collider, clock_.time, motion_.dt), on_surface, owned_,
-                               w.constraints);
-    // The first guess held on the colliders; its ghost rows from their owners, through the
-    // direction's field (which the first direction overwrites).
-    hold(w.constraints, owned_, w.velocity);
-    apron::copy(w.velocity.begin(), w.velocity.end(), w.direction->begin());
-    halo_.gather(store_, direction);
-    apron::copy(w.direction->begin(), w.direction->end(), w.velocity.begin());
-  }
-  implicit_product(w.velocity, w.product);
-  apron::copy(w.rhs.begin(), w.rhs.end(), w.residual.begin());
-  axpy(-1, w.product, w.residual, owned_);
-  // Relative to v0's residual, b - A v0: the step's change of momentum (relative to b, which the
-  // momentum M v0 dominates in motion, the solve would stop long before the forces are
-  // resolved). The rule takes its scale from the first residual it is shown: v0's, before the
-  // step along gravity.
+  apron::fill(w.step.begin(), w.step.end(), Vector3<double>{0, 0, 0});
+  apron::copy(w.newton.begin(), w.newton.end(), w.residual.begin());
+  // Relative to the iteration's first residual; the rule takes its scale from the first residual
+  // it is shown, before the step along gravity.
   RelativeResidual rule{case_.integrator.tolerance};
   precondition(w.residual, w.preconditioned);
   rule.done(global_dot(w.residual, w.preconditioned));
-  deflated = step_along_gravity(system, product, global_dot, update);
+  rule.target = std::max(rule.target, 0.25 * enough * enough);
+  if (first) deflated = step_along_gravity(system, product, update);
   const CgResult cg = conjugate_gradient(
-      CgVectors<Vectors>{w.velocity, w.residual, w.preconditioned, *w.direction, w.product},
-      product, precondition, global_dot, update, next_direction, rule,
-      case_.integrator.max_iterations);
-  if (cg.stop == CgStop::iteration_limit)
-    refuse_unconverged(cg, rule.target / (rule.tolerance * rule.tolerance));
+      CgVectors<Vectors>{w.step, w.residual, w.preconditioned, *w.direction, w.product}, product,
+      preconditioner, dot, update, next_direction, rule, case_.integrator.max_iterations);
+  if (cg.stop == CgStop::iteration_limit) ++w.capped_solves;
   if (cg.stop == CgStop::breakdown) {  // A itself is not positive along d: dt^2 d.Hd < -d.M'd
     const double inertia = reproducible_sum(
         mass_dot_largest(system, *w.direction, owned_),
         [&](double scale) { return mass_dot_fixed(system, *w.direction, owned_, scale); });
-    axpy(cg.rz / inertia, *w.direction, w.velocity, owned_);
+    axpy(cg.rz / inertia, *w.direction, w.step, owned_);
     ++w.curvature_stops;
   }
-  if (constrained) constraint_friction(system, w.constraints, w.residual, owned_, w.velocity);
-  const long iterations = cg.iterations;
-  ++w.steps;
-  w.iterations += iterations;
-  w.most_iterations = std::max(w.most_iterations, iterations);
-  implicit_gradient(system, w.rhs, w.velocity, owned_, gradient_);
+  w.iterations += cg.iterations;
+  w.most_iterations = std::max(w.most_iterations, cg.iterations);
+  refresh_ghost_rows(w.step);
+}
+
+// Backtracking from alpha = 1 until Phi(v + alpha s) - Phi(v) <= c alpha s . grad Phi(v) (Armijo,
+// c = 1e-4; s . grad Phi = -s . R). The change is computed without Phi itself, which would
+// cancel to its last bits on a large sheet: the inertia and the linearised self-contact are
+// quadratics in alpha, alpha (-s.R - dt s.grad_E) + alpha^2 / 2 (s.M's + dt^2 s.H_c s), and the
+// elastic energy's change is summed per vertex. A change within its round-off (2^-50 x the
+// vertices x the largest vertex energy) counts as no rise. Returns false, leaving v, if s is no
+// descent direction or alpha fell below 2^-20.
+ClothSolver::LineSearch ClothSolver::line_search() {
+  ImplicitWork& w = implicit_;
+  const ImplicitSystem system = implicit_system();
+  const double dt = motion_.dt;
+  const double slope = -global_dot(w.step, w.newton);
+  const double linear = slope - dt * global_dot(w.step, w.elastic);
+  double quadratic = reproducible_sum(mass_dot_largest(system, w.step, owned_), [&](double scale) {
+    return mass_dot_fixed(system, w.step, owned_, scale);
+  });
+  if (self_contact_) {
+    apron::fill(w.contact_product.begin(), w.contact_product.end(), Vector3<double>{0, 0, 0});
+    self_contact_->add_product(w.step, dt * dt, w.contact_product);
+    quadratic += global_dot(w.step, w.contact_product);
+  }
+  vertex_energies(mesh_, w.point, reference_, model_, w.energy);
+  const double round_off = 0x1p-50 * static_cast<double>(global_vertices_) *
+                           global_max(ranks_.comm, largest_entry(w.energy, owned_));
+  if (-slope <= round_off) return LineSearch::negligible;
+  constexpr double kArmijo = 1e-4;
+  for (double alpha = 1; alpha >= 0x1p-20; alpha /= 2) {
+    displaced(w.point, alpha * dt, w.step, w.shifted);
+    vertex_energies(mesh_, w.shifted, reference_, model_, w.trial_energy);
+    const double elastic = reproducible_sum(
+        difference_largest(w.trial_energy, w.energy, owned_),
+        [&](double scale) { return difference_fixed(w.trial_energy, w.energy, owned_, scale); });
+    const double change = alpha * linear + 0.5 * alpha * alpha * quadratic + elastic;
+    if (change <= kArmijo * alpha * slope + round_off) {
+      axpy(alpha, w.step, w.velocity, store_.size());
+      w.smallest_step_length = std::min(w.smallest_step_length, alpha);
+      w.last_alpha = alpha;
+      return LineSearch::moved;
+    }
+  }
+  return LineSearch::stalled;
 }
 
 void ClothSolver::colour_rows(const Rings& rings) {
@@ -231,23 +348,22 @@ void ClothSolver::probe_diagonal_blocks(const Vectors& elastic) {
   invert_blocks(implicit_system(), owned_, w.blocks);
 }
 
-// Collective (every rank has the same CgResult). A step whose solve stopped short is not taken:
+// Collective (every rank has the same counts). A step whose solve stopped short is not taken:
 // its velocities would be wrong by an unknown amount (a free fall at 1/240 s was 15x too slow).
-// Krylov iterations grow about in proportion to dt on a stiff sheet, so the dt suggested is the
-// one at which this solve's rate of convergence would have reached the tolerance in time, with a
+// Iterations grow about in proportion to dt on a stiff sheet, so the dt suggested is the one at
+// which this solve's rate of convergence would have reached the tolerance in time, with a
 // margin.
-void ClothSolver::refuse_unconverged(const CgResult& cg, double first_rz) const {
-  const double reached = std::sqrt(cg.rz / first_rz);
-  const double tolerance = case_.integrator.tolerance;
+void ClothSolver::refuse_unconverged(const char* method, long iterations, const char* limit_key,
+                                     double reached, double tolerance,
+                                     const char* tolerance_key) const {
   const double fraction = reached < 1 ? std::log(reached) / std::log(tolerance) : 0.1;
-  char text[400];
+  char text[512];
   std::snprintf(text, sizeof text,
-                "cloth: the implicit solve did not converge at step %ld: after %ld iterations "
-                "(cloth.implicit.max_iterations) its residual is %.3g of the first, above "
-                "cloth.implicit.tolerance %.3g; lower cloth.implicit.dt from %.4g s to about "
-                "%.3g s, or raise cloth.implicit.max_iterations",
-                clock_.step + 1, cg.iterations, reached, tolerance, motion_.dt,
-                motion_.dt * std::clamp(0.9 * fraction, 0.01, 0.9));
+                "cloth: the implicit solve did not converge at step %ld: after %ld %s iterations "
+                "(%s) its residual is %.3g of the first, above %s %.3g; lower cloth.implicit.dt "
+                "from %.4g s to about %.3g s, or raise %s",
+                clock_.step + 1, iterations, method, limit_key, reached, tolerance_key, tolerance,
+                motion_.dt, motion_.dt * std::clamp(0.9 * fraction, 0.01, 0.9), limit_key);
   throw io::AgreedError(text, true);
 }
 

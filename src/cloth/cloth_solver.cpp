@@ -615,7 +615,10 @@ std::size_t ClothSolver::device_bytes() const {
          store_.device_bytes() + bytes_of(gradient_, mass_, measures_, scratch_, pinned_) +
          bytes_of(implicit_.rhs, implicit_.residual, implicit_.product, implicit_.velocity,
                   implicit_.shifted, implicit_.gradient_plus, implicit_.gradient_minus,
-                  implicit_.filtered, implicit_.gravity, implicit_.gravity_product) +
+                  implicit_.filtered, implicit_.gravity, implicit_.gravity_product, implicit_.point,
+                  implicit_.elastic, implicit_.newton, implicit_.step, implicit_.contact_gradient,
+                  implicit_.contact_product) +
+         bytes_of(implicit_.energy, implicit_.trial_energy) +
          bytes_of(implicit_.blocks, implicit_.colour, implicit_.constraints) +
          halo_.halo_plan().device_bytes() + (self_contact_ ? self_contact_->device_bytes() : 0);
 }
@@ -636,6 +639,11 @@ void ClothSolver::report_fields(Json& json) const {
     json.value("cg_iterations_per_step", static_cast<double>(implicit_.iterations) / steps);
     json.value("cg_iterations_most", static_cast<long long>(implicit_.most_iterations));
     json.value("cg_negative_curvature_stops", static_cast<long long>(implicit_.curvature_stops));
+    json.value("newton_iterations_per_step",
+               static_cast<double>(implicit_.newton_iterations) / steps);
+    json.value("newton_iterations_most", static_cast<long long>(implicit_.most_newton));
+    json.value("cg_capped_solves", static_cast<long long>(implicit_.capped_solves));
+    json.value("line_search_smallest_step", implicit_.smallest_step_length);
   }
   if (self_contact_) self_contact_->report(json);
 }

@@ -87,17 +87,27 @@ class ClothSolver final : public SteppingWorkload {
   // Every owned vertex against each mesh collider, over the step [start, start + dt].
   void collide_with_meshes(double start, double dt);
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
-  // advance_vertices' update give the backward-Euler velocity, solved by conjugate gradients.
+  // advance_vertices' update give the backward-Euler velocity, found by Newton's method.
   void solve_implicit();
-  void colour_rows(const Rings& rings);  // block_jacobi's probing colours
+  void newton_residual();  // at implicit_.velocity: implicit_.point, .elastic and .newton
+  // implicit_.step, by conjugate gradients until r.z <= tolerance^2 x its first or enough^2 / 4.
+  void newton_step(bool first, double enough);
+  enum class LineSearch { moved, negligible, stalled };
+  LineSearch line_search();                // v += alpha step where Phi falls
+  void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
+  double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
+  void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
+  void colour_rows(const Rings& rings);                         // block_jacobi's probing colours
   // block_jacobi's blocks at this step's x0, from the elastic gradient there.
   void probe_diagonal_blocks(const Vectors& elastic);
-  template <class Product, class Dot, class Update>
-  bool step_along_gravity(const ImplicitSystem& system, Product& product, Dot& global_dot,
-                          Update& update);
-  [[noreturn]] void refuse_unconverged(const CgResult& cg, double first_rz) const;
-  ImplicitSystem implicit_system() const;                 // at this step's dt
-  void implicit_product(const Vectors& q, Vectors& out);  // q valid on ghost rows too
+  template <class Product, class Update>
+  bool step_along_gravity(const ImplicitSystem& system, Product& product, Update& update);
+  [[noreturn]] void refuse_unconverged(const char* method, long iterations, const char* limit_key,
+                                       double reached, double tolerance,
+                                       const char* tolerance_key) const;
+  ImplicitSystem implicit_system() const;  // at this step's dt
+  // A q at the Newton iterate (implicit_.point); q valid on ghost rows too.
+  void implicit_product(const Vectors& q, Vectors& out);
   template <class Fixed>
   double reproducible_sum(double largest, const Fixed& fixed) const;
   std::size_t device_bytes() const;
@@ -148,7 +158,14 @@ class ClothSolver final : public SteppingWorkload {
     int colours = 0;
     DeviceVector<Block3> blocks;
     Field<Vector3<double>> direction;
+    // Newton's method: the iterate's positions x0 + dt v, its elastic gradient, its residual
+    // (newton_residual), the step from it, the self-contact's gradient at x0 (the contact is
+    // linearised there), the vertices' energies at the iterate and at the line search's trial.
+    Vectors point, elastic, newton, step, contact_gradient, contact_product;
+    DeviceVector<double> energy, trial_energy;
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
+    long newton_iterations = 0, most_newton = 0, capped_solves = 0;
+    double smallest_step_length = 1, last_alpha = 1;  // the line search's
   } implicit_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter

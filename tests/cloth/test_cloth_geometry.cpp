@@ -1138,5 +1138,82 @@ TEST(ClothPreconditioner, BlocksInvertTheirPositivePart) {
   for (const double entry : inverse[2].m) EXPECT_EQ(entry, 0);
 }
 
+// Newton's residual is minus the gradient of the step's incremental potential
+// Phi(v) = 1/2 v.M'v - v.(M v0 + dt M g) + E(x0 + dt v), against central differences of Phi built
+// on the host from total_energy; and the line search's per-vertex energy change sums to the
+// difference of the totals.
+TEST(ClothNewton, ResidualIsMinusTheIncrementalPotentialsGradient) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 7, .ny = 6, .perturbed = true, .seed = 3};
+  const HostMesh rest = grid_mesh(spec);
+  const EnergySetup setup(rest, kMaterial);
+  const std::vector<Point> x0 = jittered(rest.positions, 0.02, 5);
+  const std::size_t n = x0.size();
+  std::vector<double> mass(n);
+  std::vector<std::uint8_t> pinned(n, 0);
+  std::vector<Vector3<double>> v0(n), v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    mass[i] = 0.01 + 0.001 * static_cast<double>(i % 5);
+    v0[i] = {0.1 * std::sin(1.0 * i), 0.2 * std::cos(2.0 * i), -0.3};
+    v[i] = {0.05 * std::cos(3.0 * i), -0.1 * std::sin(1.5 * i), -0.4 + 0.01 * std::sin(1.0 * i)};
+  }
+  pinned[0] = 1;
+  DeviceVector<double> mass_device;
+  DeviceVector<std::uint8_t> pinned_device;
+  to_device(mass, mass_device);
+  to_device(pinned, pinned_device);
+  const double dt = 0.01, damping = 0.5;
+  const Vector3<double> g{0, 0, -9.81};
+  const ImplicitSystem system{&mass_device, &pinned_device, dt, damping, g};
+  const auto at = [&](const std::vector<Vector3<double>>& velocity) {
+    std::vector<Point> x = x0;
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = {x0[i][0] + dt * velocity[i].x, x0[i][1] + dt * velocity[i].y,
+              x0[i][2] + dt * velocity[i].z};
+    return x;
+  };
+  const auto phi = [&](const std::vector<Vector3<double>>& velocity) {
+    double inertia = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double m = mass[i], damped = m * (1 + dt * damping);
+      inertia +=
+          0.5 * damped * dot(velocity[i], velocity[i]) - dot(velocity[i], m * v0[i] + dt * m * g);
+    }
+    return inertia + setup.energy(at(velocity));
+  };
+  Vectors v0_device, v_device, elastic, residual(n);
+  to_device(v0, v0_device);
+  to_device(v, v_device);
+  energy_gradient(setup.mesh, upload_positions<double>(at(v)), setup.reference, setup.model,
+                  elastic);
+  newton_residual(system, v0_device, v_device, elastic, n, residual);
+  const std::vector<Vector3<double>> r = to_host(residual);
+  const double h = 1e-5;
+  double worst = 0, largest = 0;
+  for (std::size_t i = 1; i < n; i += 3)
+    for (int axis = 0; axis < 3; ++axis) {
+      std::vector<Vector3<double>> up = v, down = v;
+      (axis == 0 ? up[i].x : axis == 1 ? up[i].y : up[i].z) += h;
+      (axis == 0 ? down[i].x : axis == 1 ? down[i].y : down[i].z) -= h;
+      const double expected = -(phi(up) - phi(down)) / (2 * h);
+      const double got = axis == 0 ? r[i].x : axis == 1 ? r[i].y : r[i].z;
+      worst = std::max(worst, std::abs(got - expected));
+      largest = std::max(largest, std::abs(expected));
+    }
+  std::printf("  largest residual entry %.3e, worst difference from -dPhi/dv %.2e\n", largest,
+              worst);
+  EXPECT_GT(largest, 1e-3);
+  EXPECT_LT(worst, 1e-6 * largest);
+  EXPECT_EQ(r[0].x, 0);  // held
+  // The per-vertex energy change: its two-pass sum equals the totals' difference.
+  DeviceVector<double> before, after;
+  vertex_energies(setup.mesh, upload_positions<double>(x0), setup.reference, setup.model, before);
+  vertex_energies(setup.mesh, upload_positions<double>(at(v)), setup.reference, setup.model, after);
+  const double top = difference_largest(after, before, n), scale = std::ldexp(1.0, 40) / top;
+  const double change = static_cast<double>(difference_fixed(after, before, n, scale)) / scale;
+  const double expected = setup.energy(at(v)) - setup.energy(x0);
+  EXPECT_GT(std::abs(expected), 0);
+  EXPECT_NEAR(change, expected, 1e-9 * std::abs(expected) + 1e-11 * top);
+}
+
 }  // namespace
 }  // namespace apron::cloth
