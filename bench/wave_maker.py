@@ -169,7 +169,8 @@ def main():
     # wave maker: the cause of the instability at rest"); 0.1 damps the wave within a metre.
     p.add_argument("--alpha", type=float, default=0.02)
     p.add_argument("--wall-alpha", type=float, default=0.0)
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (small runs share a GPU well)")
+    # On one GPU keep 1: six runs at once there wrote no diagnostics row in 540 s (bench/NOTES.md).
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (CPU runs)")
     p.add_argument("--set", action="append", default=[], help="more key=value for every run")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
