@@ -2,21 +2,24 @@
 """The piston wave maker against Biesel's transfer function, at two wave numbers and several
 resolutions (a GPU run: minutes; bench/NOTES.md has the figures).
 
-A flume LENGTH m long holds water of depth D = 0.1 m in a slab 0.03 m wide (quasi-2-D). The water
-rests for START s (the start settles), then a piston at the left end moves by
-S/2 sin(2 pi t / T). First-order wave-maker theory (Biesel 1951) gives the height of the
-progressive wave it makes, H/S = 2 (cosh 2kd - 1) / (sinh 2kd + 2kd), with k from the dispersion
-relation omega^2 = g k tanh(kd). A wave gauge at x = GAUGE m (over two depths from the piston,
-where the evanescent modes have died out) reads the free surface; H is twice the amplitude of the
-fitted sinusoid at the piston's frequency over a window that starts two periods after the wave
-front (moving at the group velocity) passes the gauge and ends before the wave reflected from the
-far wall comes back. The error |H/S - Biesel| / Biesel should fall as the spacing does; it does
-not yet (see --alpha below).
+A flume holds water of depth D = 0.1 m in a slab 0.03 m wide (quasi-2-D). The water rests for
+START s (the start settles), then a piston at the left end moves by S/2 sin(2 pi t / T).
+First-order wave-maker theory (Biesel 1951) gives the height of the progressive wave it makes,
+H/S = 2 (cosh 2kd - 1) / (sinh 2kd + 2kd), with k from the dispersion relation
+omega^2 = g k tanh(kd). Gauges read the free surface three depths from the piston (where the
+evanescent modes have died out) and one, two and three wavelengths from it; the comparison is made
+at three wavelengths. H is twice the amplitude of the sinusoid at the piston's frequency fitted at
+each gauge over a window that starts two periods after the wave front (moving at the group
+velocity) passes it and lasts four periods. The flume is made long enough that the wave reflected
+from its far wall comes back to the farthest gauge only a period after its window ends, so no
+beach is needed. The gauges between the piston and the far one say where height is lost: at the
+piston (the first gauge low already) or on the way (the heights falling with distance).
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
-                     [--alpha 0.02] [--wall-alpha 0] [--mpirun "mpirun -n 2"]
-                     [--set boundary.wall_pressure=fluid_average ...]"""
+                     [--alpha 0.02] [--wall-alpha 0] [--jobs N] [--mpirun "mpirun -n 2"]
+                     [--set key=value ...]"""
 import argparse
+import concurrent.futures
 import csv
 import json
 import math
@@ -25,7 +28,10 @@ import subprocess
 import sys
 import time
 
-G, DEPTH, WIDTH, LENGTH, STROKE, START, GAUGE = 9.81, 0.1, 0.03, 4.0, 0.02, 1.0, 1.0
+G, DEPTH, WIDTH, STROKE, START = 9.81, 0.1, 0.03, 0.02, 1.0
+PISTON = 0.03  # the piston's face at rest, x from the tank's wall
+WALL_HEIGHT = 0.16  # the tank's and the piston's top: above the highest crest and splash
+WINDOW_PERIODS = 4
 
 
 def wave_number(period):
@@ -47,39 +53,109 @@ def group_velocity(k, period):
     return 0.5 * c * (1 + 2 * k * DEPTH / math.sinh(2 * k * DEPTH))
 
 
-def window(period):
-    k = wave_number(period)
-    cg = group_velocity(k, period)
-    first = START + GAUGE / cg + 2 * period
-    reflected = START + (2 * LENGTH - GAUGE) / cg
-    last = min(first + 4 * period, reflected - period)
-    return first, last
+def gauge_places(period):
+    """Three depths from the piston, then one, two and three wavelengths (x from the tank's wall)."""
+    wavelength = 2 * math.pi / wave_number(period)
+    return [PISTON + 3 * DEPTH] + [PISTON + n * wavelength for n in (1, 2, 3)]
+
+
+def window(period, gauge):
+    cg = group_velocity(wave_number(period), period)
+    first = START + (gauge - PISTON) / cg + 2 * period
+    return first, first + WINDOW_PERIODS * period
+
+
+def flume_length(period):
+    """Long enough that the reflection from the far wall reaches the farthest gauge a period after
+    its window ends."""
+    gauge = gauge_places(period)[-1]
+    last = window(period, gauge)[1]
+    length = PISTON + 0.5 * (gauge - PISTON + group_velocity(wave_number(period), period) * (last + period - START))
+    return math.ceil(length * 10) / 10
 
 
 def case_sets(spacing, period, out_dir, end, alpha, wall_alpha):
+    length = flume_length(period)
+    margin = 4 * spacing  # the walls' layers outside the tank
+    gauges = ", ".join(f"{{x: {x:.4f}, y: {WIDTH / 2}}}" for x in gauge_places(period))
     return [
         f"sph.alpha={alpha}", f"sph.wall_alpha={wall_alpha}",
-        f"domain={{lo: [-0.05, -0.03, -0.03], hi: [{LENGTH + 0.05}, {WIDTH + 0.03}, 0.25]}}",
+        f"domain={{lo: [{-margin}, {-margin}, {-margin}], hi: [{length + margin}, "
+        f"{WIDTH + margin}, 0.25]}}",
         f"sph.spacing={spacing}",
-        f"fluid=[{{lo: [0.03, 0, 0], hi: [{LENGTH}, {WIDTH}, {DEPTH}]}}]",
-        f"boundary.tank={{lo: [0, 0, 0], hi: [{LENGTH}, {WIDTH}, 0.2]}}",
-        f"boundary.solids=[{{lo: [0, 0, 0], hi: [0.03, {WIDTH}, 0.2], motion: {{type: sinusoid, "
-        f"amplitude: [{STROKE / 2}, 0, 0], period: {period}, start: {START}}}}}]",
-        f"gauges=[{{x: {GAUGE}, y: {WIDTH / 2}}}]",
+        f"fluid=[{{lo: [{PISTON}, 0, 0], hi: [{length}, {WIDTH}, {DEPTH}]}}]",
+        f"boundary.tank={{lo: [0, 0, 0], hi: [{length}, {WIDTH}, {WALL_HEIGHT}]}}",
+        f"boundary.solids=[{{lo: [0, 0, 0], hi: [{PISTON}, {WIDTH}, {WALL_HEIGHT}], motion: {{type: "
+        f"sinusoid, amplitude: [{STROKE / 2}, 0, 0], period: {period}, start: {START}}}}}]",
+        f"gauges=[{gauges}]",
         f"time.end={end}", "output.every=0", "output.diagnostics_every=10",
         f"output.dir={out_dir}", "checkpoint.at_end=false"]
 
 
-def fitted_height(rows, period, first, last):
-    """Twice the amplitude of a + b cos(wt) + c sin(wt) fitted to the gauge over [first, last]."""
-    import numpy as np
-    t = np.array([float(r["time"]) for r in rows])
-    z = np.array([float(r["gauge0_elevation"]) for r in rows])
-    keep = (t >= first) & (t <= last)
+def fitted_height(rows, gauge, period, first, last):
+    """Twice the amplitude of a + b cos(wt) + c sin(wt) fitted to a gauge over [first, last] by
+    least squares (the normal equations: no numpy where the GPU machine has none)."""
     w = 2 * math.pi / period
-    design = np.stack([np.ones(keep.sum()), np.cos(w * t[keep]), np.sin(w * t[keep])], axis=1)
-    coef, *_ = np.linalg.lstsq(design, z[keep], rcond=None)
-    return 2 * math.hypot(coef[1], coef[2]), int(keep.sum())
+    normal = [[0.0] * 4 for _ in range(3)]
+    samples = 0
+    for r in rows:
+        t = float(r["time"])
+        if first <= t <= last:
+            basis = (1.0, math.cos(w * t), math.sin(w * t))
+            z = float(r[f"gauge{gauge}_elevation"])
+            for i in range(3):
+                for j in range(3):
+                    normal[i][j] += basis[i] * basis[j]
+                normal[i][3] += basis[i] * z
+            samples += 1
+    for i in range(3):  # Gauss-Jordan; the matrix is symmetric positive definite
+        pivot = normal[i][i]
+        normal[i] = [v / pivot for v in normal[i]]
+        for j in range(3):
+            if j != i:
+                factor = normal[j][i]
+                normal[j] = [v - factor * u for v, u in zip(normal[j], normal[i])]
+    return 2 * math.hypot(normal[1][3], normal[2][3]), samples
+
+
+def run_case(a, period, spacing):
+    """One flume run; its heights at every gauge against Biesel's."""
+    k = wave_number(period)
+    places = gauge_places(period)
+    windows = [window(period, x) for x in places]
+    run_dir = os.path.join(a.out, f"T{period}_dx{spacing}")
+    command = a.mpirun.split() + [a.apron, "run", "inputs/wave_flume.yaml"]
+    for s in case_sets(spacing, period, run_dir, windows[-1][1] + 0.05, a.alpha, a.wall_alpha) + a.set:
+        command += ["--set", s]
+    os.makedirs(run_dir, exist_ok=True)
+    log = os.path.join(run_dir, "apron.log")
+    began = time.time()
+    with open(log, "w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
+    seconds = time.time() - began
+    if done.returncode != 0:
+        with open(log) as f:
+            return {"period": period, "spacing": spacing, "failed": f.read()[-4000:]}
+    with open(os.path.join(run_dir, "diagnostics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    expected = biesel(k * DEPTH)
+    heights = [fitted_height(rows, g, period, *w)[0] / STROKE for g, w in enumerate(windows)]
+    return {"period": period, "kd": k * DEPTH, "wavelength": 2 * math.pi / k, "spacing": spacing,
+            "particles_per_depth": DEPTH / spacing, "flume_length": flume_length(period),
+            "gauges": places, "windows": windows, "H_over_S": heights, "biesel": expected,
+            "error": abs(heights[-1] - expected) / expected, "particles": sorted({r["particles"] for r in rows}),
+            "outside_tank_rows": sum(int(float(r["outside_tank"])) > 0 for r in rows),
+            "wall_seconds": seconds, "alpha": a.alpha, "wall_alpha": a.wall_alpha, "sets": a.set}
+
+
+def report(r):
+    if "failed" in r:
+        return f"T = {r['period']} s, dx = {r['spacing']} m: the run failed:\n{r['failed']}"
+    heights = ", ".join(f"{h:.4f} at {x:.2f} m" for h, x in zip(r["H_over_S"], r["gauges"]))
+    return (f"T = {r['period']} s (kd = {r['kd']:.3f}), dx = {r['spacing']} m, flume "
+            f"{r['flume_length']} m: H/S = {heights}; Biesel {r['biesel']:.4f}, error at three "
+            f"wavelengths {100 * r['error']:.1f}% (particles in the rows {r['particles']}, rows with one "
+            f"outside the tank {r['outside_tank_rows']}; {r['wall_seconds']:.0f} s)")
 
 
 def main():
@@ -89,46 +165,25 @@ def main():
     p.add_argument("--periods", type=float, nargs="+", default=[0.8, 1.2])
     p.add_argument("--out", default="wave-maker-out")
     p.add_argument("--mpirun", default="", help="launcher prefix, e.g. 'mpirun -n 2'")
-    # Not yet a validation (bench/NOTES.md, "The wave maker against Biesel"): at the flume case's
-    # alpha = wall_alpha = 0.1 the waves are damped to 2-6% of Biesel's height within a metre (a
-    # slab 3-6 particles wide is all wall boundary layer); at 0.05 and below the slab goes unstable
-    # at rest, hydrostatic start or not (bottom particles dive at zero pressure), and the gauge
-    # reads spray.
-    p.add_argument("--alpha", type=float, default=0.1)
-    p.add_argument("--wall-alpha", type=float, default=0.1)
+    # alpha 0.02 with the averaged wall pressure keeps the water at rest (bench/NOTES.md, "The
+    # wave maker: the cause of the instability at rest"); 0.1 damps the wave within a metre.
+    p.add_argument("--alpha", type=float, default=0.02)
+    p.add_argument("--wall-alpha", type=float, default=0.0)
+    # On one GPU keep 1: six runs at once there wrote no diagnostics row in 540 s (bench/NOTES.md).
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (CPU runs)")
     p.add_argument("--set", action="append", default=[], help="more key=value for every run")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    results = []
-    for period in a.periods:
-        k = wave_number(period)
-        first, last = window(period)
-        expected = biesel(k * DEPTH)
-        for spacing in a.spacings:
-            run_dir = os.path.join(a.out, f"T{period}_dx{spacing}")
-            command = a.mpirun.split() + [a.apron, "run", "inputs/wave_flume.yaml"]
-            for s in case_sets(spacing, period, run_dir, last + 0.05, a.alpha, a.wall_alpha) + a.set:
-                command += ["--set", s]
-            began = time.time()
-            done = subprocess.run(command, capture_output=True, text=True)
-            seconds = time.time() - began
-            if done.returncode != 0:
-                sys.exit(f"wave_maker.py: the run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-            with open(os.path.join(run_dir, "diagnostics.csv")) as f:
-                rows = list(csv.DictReader(f))
-            height, samples = fitted_height(rows, period, first, last)
-            error = abs(height / STROKE - expected) / expected
-            results.append({"period": period, "kd": k * DEPTH, "spacing": spacing,
-                            "particles_per_depth": DEPTH / spacing, "H_over_S": height / STROKE,
-                            "biesel": expected, "error": error, "window": [first, last],
-                            "samples": samples, "wall_seconds": seconds, "alpha": a.alpha,
-                            "wall_alpha": a.wall_alpha, "sets": a.set})
-            print(f"T = {period} s (kd = {k * DEPTH:.3f}), dx = {spacing} m: H/S = "
-                  f"{height / STROKE:.4f}, Biesel {expected:.4f}, error {100 * error:.1f}% "
-                  f"({samples} samples over t = {first:.2f}..{last:.2f} s; {seconds:.0f} s)",
-                  flush=True)
-    with open(os.path.join(a.out, "wave_maker.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    cases = [(period, spacing) for period in a.periods for spacing in a.spacings]
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        futures = [pool.submit(run_case, a, *c) for c in cases]
+        results = []
+        for f in concurrent.futures.as_completed(futures):
+            results.append(f.result())
+            print(report(results[-1]), flush=True)
+            with open(os.path.join(a.out, "wave_maker.json"), "w") as out:
+                json.dump(results, out, indent=1)
+    sys.exit(1 if any("failed" in r for r in results) else 0)
 
 
 if __name__ == "__main__":

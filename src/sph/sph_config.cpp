@@ -62,7 +62,7 @@ BoundaryConfig read_boundary(MapReader r) {
   BoundaryConfig c;
   c.ghost_particles = r.get<bool>("ghost_particles", true);
   c.wall_pressure_from_fluid =
-      r.choice("wall_pressure", {"fluid_average", "mirror"}, "mirror") == "fluid_average";
+      r.choice("wall_pressure", {"fluid_average", "mirror"}, "fluid_average") == "fluid_average";
   c.layers = r.get<int>("layers", 3);
   if (c.layers < 1 || c.layers > 8) r.fail("layers", "must be between 1 and 8");
   if (r.has("tank")) {

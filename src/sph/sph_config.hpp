@@ -48,12 +48,11 @@ using MeshShape = config::MeshShape;
 
 struct BoundaryConfig {
   bool ghost_particles = true;  // false: boundary particles only repel (the paper's comparison)
-  // true: each boundary particle's pressure is the kernel average of the fluid's around it plus
-  // the hydrostatic head (Adami et al. 2012); false (the default until the mesh tank and the
-  // piston force are validated with it): each fluid particle's own pressure mirrored to the
-  // boundary particles it sees, which makes the wall's push depend on the particle's state and
-  // creates energy (unstable at rest below alpha ~0.05: bench/NOTES.md).
-  bool wall_pressure_from_fluid = false;
+  // true (the default): each boundary particle's pressure is the kernel average of the fluid's
+  // around it plus the hydrostatic head (Adami et al. 2012); false: each fluid particle's own
+  // pressure mirrored to the boundary particles it sees, which makes the wall's push depend on
+  // the particle's state and creates energy (unstable at rest below alpha ~0.05: bench/NOTES.md).
+  bool wall_pressure_from_fluid = true;
   int layers = 3;  // layers of boundary particles behind each wall
   bool has_tank = false;
   Box tank;  // the container's interior (a mesh tank's bounds); walls on all faces but the top

@@ -217,7 +217,7 @@ void SphSolver::start() {
 // their owners.
 void SphSolver::adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                                 const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id) {
-  exchange_.set_partition(partition, params_.kernel.support());
+  exchange_.set_partition(partition, halo_width());
   store_.resize(pos.size());
   apron::copy(pos.begin(), pos.end(), pos_.begin());
   apron::copy(vel.begin(), vel.end(), vel_.begin());
@@ -300,7 +300,7 @@ void SphSolver::restore(const LoadedState& state) {
 void SphSolver::rebuild_boundary() {
   const double support = params_.kernel.support();
   const Box& mine = exchange_.partition().subdomain(ranks_.rank);
-  grid_ = GridSpec::covering(mine.expanded(support), support, case_.sph.cell_divisions);
+  grid_ = GridSpec::covering(mine.expanded(halo_width()), support, case_.sph.cell_divisions);
   const Box near = exchange_.partition().ownership_boxes()[ranks_.rank].expanded(support);
   auto walls = generate_boundary(case_, near);
   if (meshes_)
@@ -349,8 +349,7 @@ void SphSolver::maybe_rebalance() {
   if (ratio == 0) return;
   std::vector<Vec4> host(store_.size());
   apron::copy(pos_.begin(), pos_.end(), host.begin());
-  exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, host),
-                          params_.kernel.support());
+  exchange_.set_partition(Partition::rcb(config_.domain, ranks_.comm, host), halo_width());
   exchange_.migrate(store_, pos_);
   rebuild_boundary();
   ++rebalances_;

@@ -87,6 +87,12 @@ class SphSolver final : public SteppingWorkload {
   bool wall_pressure_from_fluid() const {
     return case_.boundary.ghost_particles && case_.boundary.wall_pressure_from_fluid;
   }
+  // Ghosts within one support serve the fluid's sums. A wall particle's averaged pressure sums
+  // the fluid within a support of it, and the walls the owned fluid meets lie up to a support
+  // past the rank's box: those averages need the fluid two supports out.
+  double halo_width() const {
+    return (wall_pressure_from_fluid() ? 2 : 1) * params_.kernel.support();
+  }
   double choose_dt();
   // Host copies of the owned particles in output layout (position and velocity as 3 floats),
   // shared by the HDF5 series and Catalyst, filled at most once per step.
