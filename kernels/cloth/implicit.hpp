@@ -1,10 +1,12 @@
 // The cloth's implicit step (issue 17, "an integrator that allows time steps set by the physics
-// of the cloth"): linearised backward Euler on mu r_tt + gamma r_t + K r = mu F,
-//   (M (1 + dt gamma / mu) + dt^2 H) v1 = M v0 + dt (M g - dE/dx(x0)),   x1 = x0 + dt v1,
-// M the lumped masses, H the Hessian of the elastic energy at x0 (never formed: H q comes from
-// central differences of the exact gradient, energy.hpp). The solver (src/cloth) runs conjugate
-// gradients over these per-vertex maps. Rows [0, count) are a rank's owned vertices; held
-// (pinned) vertices' rows are kept zero, so the solve runs in the free vertices' subspace.
+// of the cloth"): backward Euler on mu r_tt + gamma r_t + K r = mu F,
+//   M (1 + dt gamma / mu) v1 = M v0 + dt (M g - dE/dx(x0 + dt v1)),   x1 = x0 + dt v1,
+// M the lumped masses, solved by Newton's method (src/cloth): each iteration's system is
+//   (M (1 + dt gamma / mu) + dt^2 H) s = R(v_k)   (newton_residual),
+// H the Hessian of the elastic energy at x0 + dt v_k (never formed: H q comes from central
+// differences of the exact gradient, energy.hpp), solved by conjugate gradients over these
+// per-vertex maps. Rows [0, count) are a rank's owned vertices; held (pinned) vertices' rows are
+// kept zero, so the solve runs in the free vertices' subspace.
 #pragma once
 
 #include <cstddef>

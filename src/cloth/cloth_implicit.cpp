@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
@@ -105,46 +104,50 @@ void ClothSolver::refresh_ghost_rows(Vectors& rows) {
   apron::copy(w.direction->begin(), w.direction->end(), rows.begin());
 }
 
-// Deflation by the change that gravity and damping alone would make, g_d (Nicolaides; Saad,
-// Yeung, Erhel and Guyomarc'h's deflated conjugate gradients): the first step goes along it by
-// its best multiple in A's norm, alpha = r0 . g_d / g_d . A g_d, and every later direction is kept
-// A-orthogonal to it, so that part of the solution is exact throughout and the iterations work on
-// the rest. A sheet in free fall then needs none (alpha = 1, r = 0 but for round-off); one at rest
-// loses nothing (alpha = 0). From v0 alone the conjugate gradients had to build the whole sheet's
-// uniform acceleration from the residual: at 1M vertices and 1/240 s they ran out of 1000
-// iterations 17 steps into a free fall, on round-off strains they had left in each step.
-// Returns whether the directions are to be deflated (false: no gravity, or every vertex held).
+// Deflation by the change that gravity and damping alone would make from the iterate, f_d = v_free
+// - v (implicit.hpp's free_motion_change; Nicolaides; Saad, Yeung, Erhel and Guyomarc'h's
+// deflated conjugate gradients): the first step goes along it by its best multiple in A's norm,
+// alpha = r0 . f_d / f_d . A f_d, and every later direction is kept A-orthogonal to it, so that
+// part of the solution is exact throughout and the iterations work on the rest. A sheet in free
+// fall then needs none (alpha = 1, r = 0 but for round-off); one at rest loses nothing. Without it
+// the conjugate gradients had to build the whole sheet's uniform motion from the residual: at 1M
+// vertices and 1/240 s they ran out of 1000 iterations 17 steps into a free fall, on round-off
+// strains they had left in each step. Returns whether the directions are to be deflated (false:
+// no motion to deflate by, or every vertex held).
 template <class Product, class Update>
-bool ClothSolver::step_along_gravity(const ImplicitSystem& system, Product& product,
-                                     Update& update) {
+bool ClothSolver::step_along_free_motion(const ImplicitSystem& system, Product& product,
+                                         Update& update) {
   ImplicitWork& w = implicit_;
   free_motion_change(system, *velocity_, w.velocity, owned_, *w.direction);
   if (has_colliders()) filter(w.constraints, owned_, *w.direction);
-  product(*w.direction, w.gravity_product);
-  w.gravity_curvature = global_dot(*w.direction, w.gravity_product);
-  if (!(w.gravity_curvature > 0)) return false;
-  update(global_dot(w.residual, *w.direction) / w.gravity_curvature, *w.direction,
-         w.gravity_product, w.step, w.residual);
-  apron::copy(w.direction->begin(), w.direction->end(), w.gravity.begin());
+  product(*w.direction, w.free_product);
+  w.free_curvature = global_dot(*w.direction, w.free_product);
+  if (!(w.free_curvature > 0)) return false;
+  update(global_dot(w.residual, *w.direction) / w.free_curvature, *w.direction, w.free_product,
+         w.step, w.residual);
+  apron::copy(w.direction->begin(), w.direction->end(), w.free_motion.begin());
   return true;
 }
 
 // Backward Euler as the minimisation of the step's incremental potential (implicit.hpp's
-// newton_residual), by Newton's method from v0 (held on the colliders) with a backtracking line
-// search: each iteration solves (M' + dt^2 H(x_k)) s = R(v_k) by conjugate gradients
-// (newton_step) and moves v_k along s as far as Phi falls by Armijo's rule (line_search), until
-// the preconditioned residual R.z is newton_tolerance^2 of the first. A single linearised step at
-// x0, which this was, could not see that holding a vertex on a collider while its neighbours keep
-// falling stretches the membrane (a flat membrane's stiffness against out-of-plane motion is
-// second order): at 150 x 150 cells and 1/240 s the drape reached a strain of 57 one step after
-// first contact. Phi only falls, so no step creates energy. The colliders' constraints are set at
-// x0 for the whole step, and the self-contact is linearised at x0 (its Gauss-Newton Hessian), so
-// it is a quadratic in Phi.
+// newton_residual), by Newton's method with a backtracking line search: each iteration solves
+// (M' + dt^2 H(x_k)) s = R(v_k) by conjugate gradients (newton_step) and moves v_k along s as far
+// as Phi falls by Armijo's rule (line_search), until the preconditioned residual R.z is
+// newton_tolerance^2 of the first. A single linearised step at x0, which this was, could not see
+// that holding a vertex on a collider while its neighbours keep falling stretches the membrane (a
+// flat membrane's stiffness against out-of-plane motion is second order): at 150 x 150 cells and
+// 1/240 s the drape reached a strain of 57 one step after first contact. Phi only falls, so no
+// step creates energy. Newton starts from rest, held on the colliders (x_0 = x0: the sheet
+// unstretched, where its linearisation is good; the deflation gives the free motion at once):
+// from v0 the vertices just held on a collider start the iteration with their falling neighbours
+// a step away, and at 1M vertices the line search then found no decrease at first contact. The
+// colliders' constraints are set at x0 for the whole step, and the self-contact is linearised at
+// x0 (its Gauss-Newton Hessian), so it is a quadratic in Phi.
 void ClothSolver::solve_implicit() {
   ImplicitWork& w = implicit_;
   const std::size_t rows = store_.size();
   for (Vectors* v : {&w.rhs, &w.residual, &w.preconditioned, &w.product, &w.velocity, &w.filtered,
-                     &w.gravity, &w.gravity_product, &w.point, &w.elastic, &w.newton, &w.step,
+                     &w.free_motion, &w.free_product, &w.point, &w.elastic, &w.newton, &w.step,
                      &w.contact_gradient, &w.contact_product})
     v->resize(rows);
   const ImplicitSystem system = implicit_system();
@@ -178,20 +181,13 @@ void ClothSolver::solve_implicit() {
       refuse_unconverged("Newton", iteration, "cloth.implicit.newton_iterations",
                          std::sqrt(rz / first), tolerance, "cloth.implicit.newton_tolerance");
     newton_step(iteration == 0, std::sqrt(first) * tolerance);
-    const long before = w.iterations;
     const LineSearch search = line_search();
-    if (std::getenv("APRON_NEWTON_TRACE"))
-      std::fprintf(stderr, "  it %ld rz %.3g cg %ld alpha %.3g capped %ld\n", iteration, rz / first,
-                   w.iterations - before, w.last_alpha, w.capped_solves);
     if (search == LineSearch::negligible) break;
     if (search == LineSearch::stalled)
       refuse_unconverged("Newton (its line search found no decrease)", iteration + 1,
                          "cloth.implicit.newton_iterations", std::sqrt(rz / first), tolerance,
                          "cloth.implicit.newton_tolerance");
   }
-  if (std::getenv("APRON_NEWTON_TRACE"))
-    std::fprintf(stderr, "newton step %ld: %ld iterations, rz %.3g of first, cg %ld\n",
-                 clock_.step + 1, iteration, first > 0 ? rz / first : 0.0, w.iterations);
   ++w.steps;
   w.newton_iterations += iteration;
   w.most_newton = std::max(w.most_newton, iteration);
@@ -217,8 +213,8 @@ void ClothSolver::newton_residual() {
 }
 
 // Conjugate gradients (decomposition/conjugate_gradient.hpp) on (M' + dt^2 H(x_k)) s = R(v_k)
-// from s = 0, preconditioned (precondition), the first iteration's deflated by gravity's change
-// (step_along_gravity), until r.z falls to tolerance^2 of its first value, or to a quarter of
+// from s = 0, preconditioned (precondition), the first iteration's deflated by the free motion
+// (step_along_free_motion), until r.z falls to tolerance^2 of its first value, or to a quarter of
 // `enough`^2 (what Newton's tolerance asks of the step's residual: a tighter solve would not be
 // used). Every iterate from s = 0 is a descent direction of Phi, so a solve that reaches
 // max_iterations is used as it stands (counted) and Newton's residual decides. H is indefinite
@@ -249,18 +245,17 @@ void ClothSolver::newton_step(bool first, double enough) {
       apron::copy(z.begin(), z.end(), d.begin());
     else
       xpby(z, beta, d, owned_);
-    if (deflated)
-      axpy(-global_dot(w.gravity_product, d) / w.gravity_curvature, w.gravity, d, owned_);
+    if (deflated) axpy(-global_dot(w.free_product, d) / w.free_curvature, w.free_motion, d, owned_);
   };
   apron::fill(w.step.begin(), w.step.end(), Vector3<double>{0, 0, 0});
   apron::copy(w.newton.begin(), w.newton.end(), w.residual.begin());
   // Relative to the iteration's first residual; the rule takes its scale from the first residual
-  // it is shown, before the step along gravity.
+  // it is shown, before the step along the free motion.
   RelativeResidual rule{case_.integrator.tolerance};
   precondition(w.residual, w.preconditioned);
   rule.done(global_dot(w.residual, w.preconditioned));
   rule.target = std::max(rule.target, 0.25 * enough * enough);
-  if (first) deflated = step_along_gravity(system, product, update);
+  if (first) deflated = step_along_free_motion(system, product, update);
   const CgResult cg = conjugate_gradient(
       CgVectors<Vectors>{w.step, w.residual, w.preconditioned, *w.direction, w.product}, product,
       preconditioner, dot, update, next_direction, rule, case_.integrator.max_iterations);
@@ -313,7 +308,6 @@ ClothSolver::LineSearch ClothSolver::line_search() {
     if (change <= kArmijo * alpha * slope + round_off) {
       axpy(alpha, w.step, w.velocity, store_.size());
       w.smallest_step_length = std::min(w.smallest_step_length, alpha);
-      w.last_alpha = alpha;
       return LineSearch::moved;
     }
   }

@@ -101,7 +101,7 @@ class ClothSolver final : public SteppingWorkload {
   // block_jacobi's blocks at this step's x0, from the elastic gradient there.
   void probe_diagonal_blocks(const Vectors& elastic);
   template <class Product, class Update>
-  bool step_along_gravity(const ImplicitSystem& system, Product& product, Update& update);
+  bool step_along_free_motion(const ImplicitSystem& system, Product& product, Update& update);
   [[noreturn]] void refuse_unconverged(const char* method, long iterations, const char* limit_key,
                                        double reached, double tolerance,
                                        const char* tolerance_key) const;
@@ -150,8 +150,8 @@ class ClothSolver final : public SteppingWorkload {
         gradient_minus;
     DeviceVector<ContactConstraint> constraints;  // the colliders' rows this step
     Vectors filtered;                             // the residual in the free subspace
-    Vectors gravity, gravity_product;  // the deflation: g_d and A g_d (step_along_gravity)
-    double gravity_curvature = 0;      // g_d . A g_d
+    Vectors free_motion, free_product;  // the deflation: f_d and A f_d (step_along_free_motion)
+    double free_curvature = 0;          // f_d . A f_d
     // block_jacobi: each local row's colour (distance_colours over the gradient's reach), how
     // many there are on the whole sheet, and the owned rows' inverted blocks this step.
     DeviceVector<std::uint8_t> colour;
@@ -165,7 +165,7 @@ class ClothSolver final : public SteppingWorkload {
     DeviceVector<double> energy, trial_energy;
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
     long newton_iterations = 0, most_newton = 0, capped_solves = 0;
-    double smallest_step_length = 1, last_alpha = 1;  // the line search's
+    double smallest_step_length = 1;  // the line search's
   } implicit_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter
