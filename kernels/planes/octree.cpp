@@ -1,6 +1,7 @@
 #include "kernels/planes/octree.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@ namespace apron::planes {
 namespace {
 
 constexpr int kFit = 7;  // normal, mean, band
+constexpr int kNoiseTerms = 3;
 
 struct MortonKeys {
   const Vec4* points;
@@ -238,8 +240,10 @@ struct ClassifyNodes {
   int level, shift;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
+  std::uint32_t* group;  // the node whose cluster a cluster node's inliers join: itself
   Cluster* level_clusters;
   APRON_HD void operator()(std::size_t s) const {
+    group[s] = static_cast<std::uint32_t>(s);
     const Moments m = sums[s];
     const double count = static_cast<double>(starts[s + 1] - starts[s]);
     Eigen3 e{};
@@ -260,13 +264,114 @@ struct ClassifyNodes {
   }
 };
 
+// 1 where a node starts a new parent (its prefix one level up differs from the previous node's).
+struct ParentHeads {
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  int shift;  // the parents' level
+  std::uint32_t* head;
+  APRON_HD void operator()(std::size_t s) const {
+    head[s] =
+        s == 0 || (keys[active[starts[s]]] >> shift) != (keys[active[starts[s - 1]]] >> shift);
+  }
+};
+
+// Per parent: its children that are not clusters, tested by halves (sibling_halves); the
+// children of a half that passes become cluster nodes of one group, whose cluster is kept at its
+// first member (the octant its sums are relative to).
+struct MergeSiblingHalves {
+  const Vec4* sorted;
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  const std::uint32_t* parent_starts;  // parents + 1: each parent's first node
+  const Moments* sums;
+  const double* noise;  // the clusters' sums so far (ClusterNoiseTerms)
+  double band;          // the children's first trimming band
+  OctreeParams params;
+  int level, shift;
+  std::uint8_t* state;
+  std::uint32_t* is_cluster;
+  std::uint32_t* group;
+  Cluster* level_clusters;
+  APRON_HD void operator()(std::size_t p) const {
+    if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
+    const double lmin = noise[0] / noise[2];
+    const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
+                            lmin > 0 ? std::erf(band / std::sqrt(2 * lmin)) : 1.0};
+    Moments m[8];
+    double ref[8][3] = {};
+    double count[8] = {};
+    std::uint32_t node[8] = {};
+    unsigned eligible = 0;
+    for (std::uint32_t s = parent_starts[p]; s < parent_starts[p + 1]; ++s) {
+      const std::uint32_t first = active[starts[s]];
+      const auto o = static_cast<int>((keys[first] >> shift) & 7u);
+      node[o] = s;
+      if (state[s] == kCluster) continue;
+      eligible |= 1u << o;
+      m[o] = sums[s];
+      const Vec4 r = sorted[first];
+      ref[o][0] = r.x, ref[o][1] = r.y, ref[o][2] = r.z;
+      count[o] = static_cast<double>(starts[s + 1] - starts[s]);
+    }
+    SiblingGroup g[2];
+    const int groups = sibling_halves(params, level, eligible, m, ref, count, limits, g);
+    for (int k = 0; k < groups; ++k) {
+      const std::uint32_t leader = node[g[k].ref];
+      std::uint32_t lo = 0xffffffffu, hi = 0;
+      for (int o = 0; o < 8; ++o) {
+        if (((g[k].members >> o) & 1u) == 0) continue;
+        const std::uint32_t s = node[o];
+        state[s] = kCluster;
+        group[s] = leader;
+        lo = active[starts[s]] < lo ? active[starts[s]] : lo;
+        hi = active[starts[s + 1] - 1] > hi ? active[starts[s + 1] - 1] : hi;
+      }
+      is_cluster[leader] = 1;
+      level_clusters[leader] =
+          make_cluster(g[k].m, ref[g[k].ref], g[k].e, keys[active[starts[leader]]] >> shift, level,
+                       lo, hi - lo + 1);
+    }
+  }
+};
+
+// Per node: the terms of a cluster's noise and density estimates (count * lambda_min, count *
+// points per area, count; the area of a uniform rectangle, 12 sqrt(lambda_mid lambda_max)), else
+// zeros.
+struct ClusterNoiseTerms {
+  const std::uint32_t* is_cluster;
+  const Cluster* level_clusters;
+  std::size_t nodes;
+  double* terms;  // kNoiseTerms * nodes: the first term of every node, then the second, ...
+  APRON_HD void operator()(std::size_t s) const {
+    double t[kNoiseTerms] = {0, 0, 0};
+    if (is_cluster[s] != 0) {
+      const Cluster& c = level_clusters[s];
+      const double count = static_cast<double>(c.count);
+      const double area = 12 * std::sqrt(c.eig[1] * c.eig[2]);
+      t[0] = count * (c.eig[0] > 0 ? c.eig[0] : 0);
+      t[1] = area > 0 ? count * count / area : 0;
+      t[2] = count;
+    }
+    for (int k = 0; k < kNoiseTerms; ++k) terms[k * nodes + s] = t[k];
+  }
+};
+
+struct AddNoise {
+  const double* level;
+  double* noise;
+  APRON_HD void operator()(std::size_t k) const { noise[k] += level[k]; }
+};
+
 struct AppendClusters {
-  const std::uint8_t* state;
+  const std::uint32_t* is_cluster;
   const std::uint32_t* rank;
   const Cluster* level_clusters;
   Cluster* clusters;  // from the first new one
   APRON_HD void operator()(std::size_t s) const {
-    if (state[s] == kCluster) clusters[rank[s]] = level_clusters[s];
+    if (is_cluster[s] != 0) clusters[rank[s]] = level_clusters[s];
   }
 };
 
@@ -277,6 +382,7 @@ struct MarkPoints {
   const std::uint32_t* active;
   const std::uint32_t* segment;
   const std::uint8_t* state;
+  const std::uint32_t* group;
   const std::uint32_t* rank;
   const std::uint8_t* inlier;  // null: all
   std::uint32_t first_new;
@@ -286,7 +392,7 @@ struct MarkPoints {
   APRON_HD void operator()(std::size_t i) const {
     const std::uint32_t s = segment[i] - 1;
     const bool joins = state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
-    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[s]);
+    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[group[s]]);
     keep[i] = state[s] == kSubdivide || (state[s] == kCluster && !joins && !deepest);
   }
 };
@@ -331,7 +437,18 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
       n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
   clusters.resize(0);
   stats = {};
-  for (int level = 1; level <= depth_ && !active_.empty(); ++level) level_pass(level, params);
+  const double zero[kNoiseTerms] = {0, 0, 0};
+  noise_.assign(zero, zero + kNoiseTerms);
+  for (int level = 1; level <= depth_; ++level) {
+    if (!active_.empty()) {
+      level_pass(level, params);
+    } else if (global_sum_ && params.sibling_halves && level >= params.first_level) {
+      double sums[kNoiseTerms] = {0, 0, 0};  // the other ranks' sums still need this rank's part
+      global_sum_(sums, kNoiseTerms);
+    } else if (!global_sum_) {
+      break;
+    }
+  }
   point_cluster.resize(n);
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
 }
@@ -437,26 +554,68 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
 
   state_.resize(nodes);
   cluster_flag_.resize(nodes);
+  group_.resize(nodes);
   level_clusters_.resize(nodes);
-  for_each_index(
-      nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(sums_), params,
-                           level, shift, raw(state_), raw(cluster_flag_), raw(level_clusters_)});
+  for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_),
+                                      raw(sums_), params, level, shift, raw(state_),
+                                      raw(cluster_flag_), raw(group_), raw(level_clusters_)});
+  if (params.sibling_halves && trim) {
+    add_noise(nodes);
+    if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
+  }
   cluster_rank_.resize(nodes);
   exclusive_scan(cluster_flag_, nodes, cluster_rank_);
   const std::size_t found = reduce_sum(cluster_flag_, nodes);
   const std::size_t first_new = clusters.size();
   clusters.resize(first_new + found);
-  for_each_index(nodes, AppendClusters{raw(state_), raw(cluster_rank_), raw(level_clusters_),
+  for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
                                        raw(clusters) + first_new});
   keep_.resize(m);
-  for_each_index(m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(cluster_rank_),
-                               trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
-                               level >= depth_, raw(sorted_cluster), raw(keep_)});
+  for_each_index(
+      m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(group_), raw(cluster_rank_),
+                    trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
+                    level >= depth_, raw(sorted_cluster), raw(keep_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
   stats.clusters.push_back(found);
   stats.active.push_back(m);
+}
+
+// The clusters of this level (nodes; on every rank with a global sum) added to the noise
+// estimate's sums.
+void OctreeBuilder::add_noise(std::size_t nodes) {
+  noise_terms_.resize(kNoiseTerms * nodes);
+  for_each_index(
+      nodes, ClusterNoiseTerms{raw(cluster_flag_), raw(level_clusters_), nodes, raw(noise_terms_)});
+  std::uint32_t bounds[kNoiseTerms + 1];
+  for (int k = 0; k <= kNoiseTerms; ++k) bounds[k] = static_cast<std::uint32_t>(k * nodes);
+  noise_bounds_.assign(bounds, bounds + kNoiseTerms + 1);
+  segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
+  if (global_sum_) {
+    double sums[kNoiseTerms];
+    for (int k = 0; k < kNoiseTerms; ++k) sums[k] = read_element(level_noise_, k);
+    global_sum_(sums, kNoiseTerms);
+    level_noise_.assign(sums, sums + kNoiseTerms);
+  }
+  for_each_index(kNoiseTerms, AddNoise{raw(level_noise_), raw(noise_)});
+}
+
+// A level's nodes grouped by parent (runs of equal prefix one level up), each parent's children
+// tested by halves.
+void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double first_band,
+                                         const OctreeParams& params) {
+  const int shift = 3 * (depth_ - level);
+  head_.resize(nodes);
+  for_each_index(nodes, ParentHeads{raw(keys_), raw(active_), raw(starts_), shift + 3, raw(head_)});
+  const std::size_t parents = select_indices_if(nodes, IsHead{raw(head_)}, parent_starts_);
+  parent_starts_.resize(parents + 1);
+  write_element(parent_starts_, parents, static_cast<std::uint32_t>(nodes));
+  for_each_index(
+      parents,
+      MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(parent_starts_),
+                         raw(sums_), raw(noise_), first_band, params, level, shift, raw(state_),
+                         raw(cluster_flag_), raw(group_), raw(level_clusters_)});
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
