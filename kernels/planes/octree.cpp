@@ -11,7 +11,6 @@ namespace apron::planes {
 namespace {
 
 constexpr int kFit = 7;  // normal, mean, band
-constexpr int kNoiseTerms = 3;
 
 struct MortonKeys {
   const Vec4* points;
@@ -230,6 +229,17 @@ unsigned warp_blocks(std::size_t warps) {
 }
 #endif
 
+// The terms of the noise and sampling estimates (sibling_halves) of a cluster: count *
+// lambda_min, count * points per area (the area of a uniform rectangle: 12 sqrt(lambda_mid
+// lambda_max)), count.
+constexpr int kNoiseTerms = 3;
+APRON_HD inline void noise_terms(double count, const Eigen3& e, double t[kNoiseTerms]) {
+  const double area = 12 * std::sqrt(e.value[1] * e.value[2]);
+  t[0] = count * (e.value[0] > 0 ? e.value[0] : 0);
+  t[1] = area > 0 ? count * count / area : 0;
+  t[2] = count;
+}
+
 struct ClassifyNodes {
   const Vec4* sorted;
   const std::uint64_t* keys;
@@ -238,10 +248,15 @@ struct ClassifyNodes {
   const Moments* sums;          // of the node's inliers
   OctreeParams params;
   int level, shift;
+  std::size_t nodes;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
   std::uint32_t* group;  // the node whose cluster a cluster node's inliers join: itself
   Cluster* level_clusters;
+  // Null, or the noise estimate's terms (kNoiseTerms * nodes: every node's first term, then
+  // every node's second, ...; zeros but for clusters) and their segments' bounds.
+  double* noise;
+  std::uint32_t* noise_bounds;
   APRON_HD void operator()(std::size_t s) const {
     group[s] = static_cast<std::uint32_t>(s);
     const Moments m = sums[s];
@@ -252,6 +267,14 @@ struct ClassifyNodes {
     const NodeState st = classify_node(params, level, count, m.count, e, &m);
     state[s] = st;
     is_cluster[s] = st == kCluster;
+    if (noise != nullptr) {
+      double t[kNoiseTerms] = {0, 0, 0};
+      if (st == kCluster) noise_terms(m.count, e, t);
+      for (int k = 0; k < kNoiseTerms; ++k) noise[k * nodes + s] = t[k];
+      if (s == 0)
+        for (int k = 0; k <= kNoiseTerms; ++k)
+          noise_bounds[k] = static_cast<std::uint32_t>(k * nodes);
+    }
     if (st != kCluster) return;
     const std::uint32_t first = active[starts[s]];
     const Vec4 r = sorted[first];
@@ -264,40 +287,35 @@ struct ClassifyNodes {
   }
 };
 
-// 1 where a node starts a new parent (its prefix one level up differs from the previous node's).
-struct ParentHeads {
-  const std::uint64_t* keys;
-  const std::uint32_t* active;
-  const std::uint32_t* starts;
-  int shift;  // the parents' level
-  std::uint32_t* head;
-  APRON_HD void operator()(std::size_t s) const {
-    head[s] =
-        s == 0 || (keys[active[starts[s]]] >> shift) != (keys[active[starts[s - 1]]] >> shift);
-  }
-};
-
-// Per parent: its children that are not clusters, tested by halves (sibling_halves); the
-// children of a half that passes become cluster nodes of one group, whose cluster is kept at its
-// first member (the octant its sums are relative to).
+// Per parent (run by its first child, the nodes in Morton order): its children that are not
+// clusters, tested by halves (sibling_halves); the children of a half that passes become cluster
+// nodes of one group, whose cluster is kept at its first member (the octant its sums are relative
+// to).
 struct MergeSiblingHalves {
   const Vec4* sorted;
   const std::uint64_t* keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
-  const std::uint32_t* parent_starts;  // parents + 1: each parent's first node
+  std::size_t nodes;
   const Moments* sums;
-  const double* noise;  // the clusters' sums so far (ClusterNoiseTerms)
-  double band;          // the children's first trimming band
+  const double* noise;  // the clusters' noise terms so far (noise_terms), summed
+  double band;          // the children's first trimming band (edge / trim_divisor)
   OctreeParams params;
   int level, shift;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
   std::uint32_t* group;
   Cluster* level_clusters;
-  APRON_HD void operator()(std::size_t p) const {
+  APRON_HD std::uint64_t parent(std::size_t s) const {
+    return keys[active[starts[s]]] >> (shift + 3);
+  }
+  APRON_HD void operator()(std::size_t first_child) const {
     if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
+    if (first_child > 0 && parent(first_child - 1) == parent(first_child)) return;
+    std::size_t end = first_child + 1;
+    while (end < nodes && parent(end) == parent(first_child)) ++end;
     const double lmin = noise[0] / noise[2];
+    if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
     const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
                             lmin > 0 ? std::erf(band / std::sqrt(2 * lmin)) : 1.0};
     Moments m[8];
@@ -305,7 +323,7 @@ struct MergeSiblingHalves {
     double count[8] = {};
     std::uint32_t node[8] = {};
     unsigned eligible = 0;
-    for (std::uint32_t s = parent_starts[p]; s < parent_starts[p + 1]; ++s) {
+    for (auto s = static_cast<std::uint32_t>(first_child); s < end; ++s) {
       const std::uint32_t first = active[starts[s]];
       const auto o = static_cast<int>((keys[first] >> shift) & 7u);
       node[o] = s;
@@ -334,28 +352,6 @@ struct MergeSiblingHalves {
           make_cluster(g[k].m, ref[g[k].ref], g[k].e, keys[active[starts[leader]]] >> shift, level,
                        lo, hi - lo + 1);
     }
-  }
-};
-
-// Per node: the terms of a cluster's noise and density estimates (count * lambda_min, count *
-// points per area, count; the area of a uniform rectangle, 12 sqrt(lambda_mid lambda_max)), else
-// zeros.
-struct ClusterNoiseTerms {
-  const std::uint32_t* is_cluster;
-  const Cluster* level_clusters;
-  std::size_t nodes;
-  double* terms;  // kNoiseTerms * nodes: the first term of every node, then the second, ...
-  APRON_HD void operator()(std::size_t s) const {
-    double t[kNoiseTerms] = {0, 0, 0};
-    if (is_cluster[s] != 0) {
-      const Cluster& c = level_clusters[s];
-      const double count = static_cast<double>(c.count);
-      const double area = 12 * std::sqrt(c.eig[1] * c.eig[2]);
-      t[0] = count * (c.eig[0] > 0 ? c.eig[0] : 0);
-      t[1] = area > 0 ? count * count / area : 0;
-      t[2] = count;
-    }
-    for (int k = 0; k < kNoiseTerms; ++k) terms[k * nodes + s] = t[k];
   }
 };
 
@@ -556,11 +552,17 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   cluster_flag_.resize(nodes);
   group_.resize(nodes);
   level_clusters_.resize(nodes);
+  const bool halves = params.sibling_halves && trim;
+  if (halves) {
+    noise_terms_.resize(kNoiseTerms * nodes);
+    noise_bounds_.resize(kNoiseTerms + 1);
+  }
   for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_),
-                                      raw(sums_), params, level, shift, raw(state_),
-                                      raw(cluster_flag_), raw(group_), raw(level_clusters_)});
-  if (params.sibling_halves && trim) {
-    add_noise(nodes);
+                                      raw(sums_), params, level, shift, nodes, raw(state_),
+                                      raw(cluster_flag_), raw(group_), raw(level_clusters_),
+                                      halves ? raw(noise_terms_) : nullptr, raw(noise_bounds_)});
+  if (halves) {
+    add_noise();
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
   }
   cluster_rank_.resize(nodes);
@@ -582,15 +584,9 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   stats.active.push_back(m);
 }
 
-// The clusters of this level (nodes; on every rank with a global sum) added to the noise
-// estimate's sums.
-void OctreeBuilder::add_noise(std::size_t nodes) {
-  noise_terms_.resize(kNoiseTerms * nodes);
-  for_each_index(
-      nodes, ClusterNoiseTerms{raw(cluster_flag_), raw(level_clusters_), nodes, raw(noise_terms_)});
-  std::uint32_t bounds[kNoiseTerms + 1];
-  for (int k = 0; k <= kNoiseTerms; ++k) bounds[k] = static_cast<std::uint32_t>(k * nodes);
-  noise_bounds_.assign(bounds, bounds + kNoiseTerms + 1);
+// The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) added to the sums
+// so far, over every rank where there are several.
+void OctreeBuilder::add_noise() {
   segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
   if (global_sum_) {
     double sums[kNoiseTerms];
@@ -601,21 +597,14 @@ void OctreeBuilder::add_noise(std::size_t nodes) {
   for_each_index(kNoiseTerms, AddNoise{raw(level_noise_), raw(noise_)});
 }
 
-// A level's nodes grouped by parent (runs of equal prefix one level up), each parent's children
-// tested by halves.
+// Each parent's children (runs of equal prefix one level up among the level's nodes) tested by
+// halves.
 void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double first_band,
                                          const OctreeParams& params) {
-  const int shift = 3 * (depth_ - level);
-  head_.resize(nodes);
-  for_each_index(nodes, ParentHeads{raw(keys_), raw(active_), raw(starts_), shift + 3, raw(head_)});
-  const std::size_t parents = select_indices_if(nodes, IsHead{raw(head_)}, parent_starts_);
-  parent_starts_.resize(parents + 1);
-  write_element(parent_starts_, parents, static_cast<std::uint32_t>(nodes));
-  for_each_index(
-      parents,
-      MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(parent_starts_),
-                         raw(sums_), raw(noise_), first_band, params, level, shift, raw(state_),
-                         raw(cluster_flag_), raw(group_), raw(level_clusters_)});
+  for_each_index(nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_),
+                                           nodes, raw(sums_), raw(noise_), first_band, params,
+                                           level, 3 * (depth_ - level), raw(state_),
+                                           raw(cluster_flag_), raw(group_), raw(level_clusters_)});
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {

@@ -160,11 +160,11 @@ class OctreeBuilder {
   void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
   void merge_sibling_halves(int level, std::size_t nodes, double first_band,
                             const OctreeParams& params);
-  void add_noise(std::size_t nodes);
+  void add_noise();
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
-      cluster_rank_, group_, parent_starts_;
+      cluster_rank_, group_;
   DeviceVector<std::uint8_t> keep_, state_, inlier_;
   DeviceVector<double> node_fit_;  // 7 per node: the plane that selects the next pass's points
   DeviceVector<double> noise_terms_, level_noise_, noise_;  // noise_: clusters' sums so far

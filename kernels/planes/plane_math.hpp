@@ -210,7 +210,10 @@ APRON_HD inline bool test_group(const OctreeParams& p, int level, const Moments*
     points += count[o];
     ++children;
   }
-  if (children < 2 || m.count < 3) return false;
+  // The counts first: most halves fail them, before an eigen-decomposition.
+  if (children < 2 || m.count < 3 || m.count < p.min_points ||
+      m.count < p.min_inlier_fraction * points * limits.kept)
+    return false;
   // The children's distances were each taken off its own plane and trimmed at three of its own
   // few points' deviations: their kurtosis reads low for any surface, so the slab test does not
   // apply (the noise limit refuses a stack of surfaces instead) and the group's cluster carries
@@ -224,6 +227,14 @@ APRON_HD inline bool test_group(const OctreeParams& p, int level, const Moments*
     return false;
   g.members = members, g.ref = first, g.m = m, g.e = e;
   return true;
+}
+
+// Whether a half of children of edge e (2e x 2e x e) can pass the thickness test at the scan's
+// noise (lambda_min of its planes' clusters): no direction in it spreads its points more than
+// (4 + 4 + 1) e^2 / 12, so below thickness * lambda_min none can, and the deep levels, whose
+// halves are narrower than the noise allows, are not tested.
+APRON_HD inline bool halves_can_pass(const OctreeParams& p, double e, double noise_lmin) {
+  return 9 * e * e / 12 > p.thickness * noise_lmin;
 }
 
 // Of a parent's children that are not clusters (`eligible`: octant bits), the halves that pass

@@ -235,6 +235,7 @@ struct ReferenceOctree {
       count[o] = static_cast<double>(level_nodes[s].pts.size());
     }
     const double lmin = noise[0] / noise[2];
+    if (!halves_can_pass(params, first_band(level) * params.trim_divisor, lmin)) return;
     const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
                             std::erf(first_band(level) / std::sqrt(2 * lmin))};
     SiblingGroup g[2];
@@ -501,11 +502,12 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
       const auto clusters = host(builder.clusters);
       for (const Cluster& c : clusters) got.emplace(static_cast<int>(c.level), c.node, c.count);
       // Sums in another order may flip a node whose test sits on a threshold: none expected with
-      // these sums (the OpenMP reduction adds in the reference's order), at most 0.5% on the GPU.
+      // these sums (the OpenMP reduction adds in the reference's order), at most 0.5% on the GPU,
+      // each such node counted three times (itself, and the halves it joins or leaves).
       std::vector<std::tuple<int, std::uint64_t, std::uint32_t>> differ;
       std::set_symmetric_difference(expected.begin(), expected.end(), got.begin(), got.end(),
                                     std::back_inserter(differ));
-      EXPECT_LE(differ.size(), expected.size() / 200)
+      EXPECT_LE(differ.size(), 3 * (expected.size() / 200))
           << kind << ": " << differ.size() << " of " << expected.size() << " clusters differ";
       EXPECT_GT(expected.size(), 50u) << kind;
       EXPECT_GT(ref.groups, 5u) << kind << ": sibling halves that pass";
