@@ -12,6 +12,13 @@ namespace {
 
 constexpr int kFit = 7;  // normal, mean, band
 
+// Scratch arrays indexed by explicit counts: grown, never shrunk, so that the levels and analyses
+// after the largest reuse them without a launch to value-initialise their new elements.
+template <class T>
+void grow_to(DeviceVector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 struct MortonKeys {
   const Vec4* points;
   OctreeFrame frame;
@@ -517,7 +524,7 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   const std::size_t m = active_.size();
   const int shift = 3 * (depth_ - level);
-  head_.resize(m);
+  grow_to(head_, m);
   for_each_index(m, NodeHeads{raw(keys_), raw(active_), shift, raw(head_)});
   segment_.resize(m);
   inclusive_scan(head_, m, segment_);
@@ -534,8 +541,8 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
   const double first_band = trim ? edge / params.trim_divisor : 0;
   if (trim) {
-    node_fit_.resize(kFit * nodes);
-    inlier_.resize(m);
+    grow_to(node_fit_, kFit * nodes);
+    grow_to(inlier_, m);
   }
   // The plain sums (and the first fit), then per trimming pass the sums of the points within
   // the band of the last fit (and the next fit, but after the last pass).
@@ -548,13 +555,13 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
                     {more ? raw(node_fit_) : nullptr, first_band, true});
   }
 
-  state_.resize(nodes);
-  cluster_flag_.resize(nodes);
-  group_.resize(nodes);
-  level_clusters_.resize(nodes);
+  grow_to(state_, nodes);
+  grow_to(cluster_flag_, nodes);
+  grow_to(group_, nodes);
+  grow_to(level_clusters_, nodes);
   const bool halves = params.sibling_halves && trim;
   if (halves) {
-    noise_terms_.resize(kNoiseTerms * nodes);
+    grow_to(noise_terms_, kNoiseTerms * nodes);
     noise_bounds_.resize(kNoiseTerms + 1);
   }
   for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_),
@@ -572,7 +579,7 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   clusters.resize(first_new + found);
   for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
                                        raw(clusters) + first_new});
-  keep_.resize(m);
+  grow_to(keep_, m);
   for_each_index(
       m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(group_), raw(cluster_rank_),
                     trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
@@ -608,7 +615,7 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
-  keep_.resize(m);
+  grow_to(keep_, m);
   for_each_index(m, SplitOrDrop{raw(segment_), raw(starts_), params.min_points, raw(keep_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
