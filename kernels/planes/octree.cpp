@@ -1,6 +1,7 @@
 #include "kernels/planes/octree.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -10,6 +11,13 @@ namespace apron::planes {
 namespace {
 
 constexpr int kFit = 7;  // normal, mean, band
+
+// Scratch arrays indexed by explicit counts: grown, never shrunk, so that the levels and analyses
+// after the largest reuse them without a launch to value-initialise their new elements.
+template <class T>
+void grow_to(DeviceVector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
 
 struct MortonKeys {
   const Vec4* points;
@@ -228,6 +236,17 @@ unsigned warp_blocks(std::size_t warps) {
 }
 #endif
 
+// The terms of the noise and sampling estimates (sibling_halves) of a cluster: count *
+// lambda_min, count * points per area (the area of a uniform rectangle: 12 sqrt(lambda_mid
+// lambda_max)), count.
+constexpr int kNoiseTerms = 3;
+APRON_HD inline void noise_terms(double count, const Eigen3& e, double t[kNoiseTerms]) {
+  const double area = 12 * std::sqrt(e.value[1] * e.value[2]);
+  t[0] = count * (e.value[0] > 0 ? e.value[0] : 0);
+  t[1] = area > 0 ? count * count / area : 0;
+  t[2] = count;
+}
+
 struct ClassifyNodes {
   const Vec4* sorted;
   const std::uint64_t* keys;
@@ -236,10 +255,17 @@ struct ClassifyNodes {
   const Moments* sums;          // of the node's inliers
   OctreeParams params;
   int level, shift;
+  std::size_t nodes;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
+  std::uint32_t* group;  // the node whose cluster a cluster node's inliers join: itself
   Cluster* level_clusters;
+  // Null, or the noise estimate's terms (kNoiseTerms * nodes: every node's first term, then
+  // every node's second, ...; zeros but for clusters) and their segments' bounds.
+  double* noise;
+  std::uint32_t* noise_bounds;
   APRON_HD void operator()(std::size_t s) const {
+    group[s] = static_cast<std::uint32_t>(s);
     const Moments m = sums[s];
     const double count = static_cast<double>(starts[s + 1] - starts[s]);
     Eigen3 e{};
@@ -248,6 +274,14 @@ struct ClassifyNodes {
     const NodeState st = classify_node(params, level, count, m.count, e, &m);
     state[s] = st;
     is_cluster[s] = st == kCluster;
+    if (noise != nullptr) {
+      double t[kNoiseTerms] = {0, 0, 0};
+      if (st == kCluster) noise_terms(m.count, e, t);
+      for (int k = 0; k < kNoiseTerms; ++k) noise[k * nodes + s] = t[k];
+      if (s == 0)
+        for (int k = 0; k <= kNoiseTerms; ++k)
+          noise_bounds[k] = static_cast<std::uint32_t>(k * nodes);
+    }
     if (st != kCluster) return;
     const std::uint32_t first = active[starts[s]];
     const Vec4 r = sorted[first];
@@ -260,13 +294,87 @@ struct ClassifyNodes {
   }
 };
 
+// Per parent (run by its first child, the nodes in Morton order): its children that are not
+// clusters, tested by halves (sibling_halves); the children of a half that passes become cluster
+// nodes of one group, whose cluster is kept at its first member (the octant its sums are relative
+// to).
+struct MergeSiblingHalves {
+  const Vec4* sorted;
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  std::size_t nodes;
+  const Moments* sums;
+  const double* noise;  // the clusters' noise terms so far (noise_terms), summed
+  double band;          // the children's first trimming band (edge / trim_divisor)
+  OctreeParams params;
+  int level, shift;
+  std::uint8_t* state;
+  std::uint32_t* is_cluster;
+  std::uint32_t* group;
+  Cluster* level_clusters;
+  APRON_HD std::uint64_t parent(std::size_t s) const {
+    return keys[active[starts[s]]] >> (shift + 3);
+  }
+  APRON_HD void operator()(std::size_t first_child) const {
+    if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
+    if (first_child > 0 && parent(first_child - 1) == parent(first_child)) return;
+    std::size_t end = first_child + 1;
+    while (end < nodes && parent(end) == parent(first_child)) ++end;
+    const double lmin = noise[0] / noise[2];
+    if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
+    const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
+                            lmin > 0 ? std::erf(band / std::sqrt(2 * lmin)) : 1.0};
+    Moments m[8];
+    double ref[8][3] = {};
+    double count[8] = {};
+    std::uint32_t node[8] = {};
+    unsigned eligible = 0;
+    for (auto s = static_cast<std::uint32_t>(first_child); s < end; ++s) {
+      const std::uint32_t first = active[starts[s]];
+      const auto o = static_cast<int>((keys[first] >> shift) & 7u);
+      node[o] = s;
+      if (state[s] == kCluster) continue;
+      eligible |= 1u << o;
+      m[o] = sums[s];
+      const Vec4 r = sorted[first];
+      ref[o][0] = r.x, ref[o][1] = r.y, ref[o][2] = r.z;
+      count[o] = static_cast<double>(starts[s + 1] - starts[s]);
+    }
+    SiblingGroup g[2];
+    const int groups = sibling_halves(params, level, eligible, m, ref, count, limits, g);
+    for (int k = 0; k < groups; ++k) {
+      const std::uint32_t leader = node[g[k].ref];
+      std::uint32_t lo = 0xffffffffu, hi = 0;
+      for (int o = 0; o < 8; ++o) {
+        if (((g[k].members >> o) & 1u) == 0) continue;
+        const std::uint32_t s = node[o];
+        state[s] = kCluster;
+        group[s] = leader;
+        lo = active[starts[s]] < lo ? active[starts[s]] : lo;
+        hi = active[starts[s + 1] - 1] > hi ? active[starts[s + 1] - 1] : hi;
+      }
+      is_cluster[leader] = 1;
+      level_clusters[leader] =
+          make_cluster(g[k].m, ref[g[k].ref], g[k].e, keys[active[starts[leader]]] >> shift, level,
+                       lo, hi - lo + 1);
+    }
+  }
+};
+
+struct AddNoise {
+  const double* level;
+  double* noise;
+  APRON_HD void operator()(std::size_t k) const { noise[k] += level[k]; }
+};
+
 struct AppendClusters {
-  const std::uint8_t* state;
+  const std::uint32_t* is_cluster;
   const std::uint32_t* rank;
   const Cluster* level_clusters;
   Cluster* clusters;  // from the first new one
   APRON_HD void operator()(std::size_t s) const {
-    if (state[s] == kCluster) clusters[rank[s]] = level_clusters[s];
+    if (is_cluster[s] != 0) clusters[rank[s]] = level_clusters[s];
   }
 };
 
@@ -277,6 +385,7 @@ struct MarkPoints {
   const std::uint32_t* active;
   const std::uint32_t* segment;
   const std::uint8_t* state;
+  const std::uint32_t* group;
   const std::uint32_t* rank;
   const std::uint8_t* inlier;  // null: all
   std::uint32_t first_new;
@@ -286,7 +395,7 @@ struct MarkPoints {
   APRON_HD void operator()(std::size_t i) const {
     const std::uint32_t s = segment[i] - 1;
     const bool joins = state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
-    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[s]);
+    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[group[s]]);
     keep[i] = state[s] == kSubdivide || (state[s] == kCluster && !joins && !deepest);
   }
 };
@@ -331,7 +440,18 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
       n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
   clusters.resize(0);
   stats = {};
-  for (int level = 1; level <= depth_ && !active_.empty(); ++level) level_pass(level, params);
+  const double zero[kNoiseTerms] = {0, 0, 0};
+  noise_.assign(zero, zero + kNoiseTerms);
+  for (int level = 1; level <= depth_; ++level) {
+    if (!active_.empty()) {
+      level_pass(level, params);
+    } else if (global_sum_ && params.sibling_halves && level >= params.first_level) {
+      double sums[kNoiseTerms] = {0, 0, 0};  // the other ranks' sums still need this rank's part
+      global_sum_(sums, kNoiseTerms);
+    } else if (!global_sum_) {
+      break;
+    }
+  }
   point_cluster.resize(n);
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
 }
@@ -404,7 +524,7 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   const std::size_t m = active_.size();
   const int shift = 3 * (depth_ - level);
-  head_.resize(m);
+  grow_to(head_, m);
   for_each_index(m, NodeHeads{raw(keys_), raw(active_), shift, raw(head_)});
   segment_.resize(m);
   inclusive_scan(head_, m, segment_);
@@ -421,8 +541,8 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
   const double first_band = trim ? edge / params.trim_divisor : 0;
   if (trim) {
-    node_fit_.resize(kFit * nodes);
-    inlier_.resize(m);
+    grow_to(node_fit_, kFit * nodes);
+    grow_to(inlier_, m);
   }
   // The plain sums (and the first fit), then per trimming pass the sums of the points within
   // the band of the last fit (and the next fit, but after the last pass).
@@ -435,23 +555,35 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
                     {more ? raw(node_fit_) : nullptr, first_band, true});
   }
 
-  state_.resize(nodes);
-  cluster_flag_.resize(nodes);
-  level_clusters_.resize(nodes);
-  for_each_index(
-      nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(sums_), params,
-                           level, shift, raw(state_), raw(cluster_flag_), raw(level_clusters_)});
+  grow_to(state_, nodes);
+  grow_to(cluster_flag_, nodes);
+  grow_to(group_, nodes);
+  grow_to(level_clusters_, nodes);
+  const bool halves = params.sibling_halves && trim;
+  if (halves) {
+    grow_to(noise_terms_, kNoiseTerms * nodes);
+    noise_bounds_.resize(kNoiseTerms + 1);
+  }
+  for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_),
+                                      raw(sums_), params, level, shift, nodes, raw(state_),
+                                      raw(cluster_flag_), raw(group_), raw(level_clusters_),
+                                      halves ? raw(noise_terms_) : nullptr, raw(noise_bounds_)});
+  if (halves) {
+    add_noise();
+    if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
+  }
   cluster_rank_.resize(nodes);
   exclusive_scan(cluster_flag_, nodes, cluster_rank_);
   const std::size_t found = reduce_sum(cluster_flag_, nodes);
   const std::size_t first_new = clusters.size();
   clusters.resize(first_new + found);
-  for_each_index(nodes, AppendClusters{raw(state_), raw(cluster_rank_), raw(level_clusters_),
+  for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
                                        raw(clusters) + first_new});
-  keep_.resize(m);
-  for_each_index(m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(cluster_rank_),
-                               trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
-                               level >= depth_, raw(sorted_cluster), raw(keep_)});
+  grow_to(keep_, m);
+  for_each_index(
+      m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(group_), raw(cluster_rank_),
+                    trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
+                    level >= depth_, raw(sorted_cluster), raw(keep_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
@@ -459,8 +591,31 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   stats.active.push_back(m);
 }
 
+// The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) added to the sums
+// so far, over every rank where there are several.
+void OctreeBuilder::add_noise() {
+  segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
+  if (global_sum_) {
+    double sums[kNoiseTerms];
+    for (int k = 0; k < kNoiseTerms; ++k) sums[k] = read_element(level_noise_, k);
+    global_sum_(sums, kNoiseTerms);
+    level_noise_.assign(sums, sums + kNoiseTerms);
+  }
+  for_each_index(kNoiseTerms, AddNoise{raw(level_noise_), raw(noise_)});
+}
+
+// Each parent's children (runs of equal prefix one level up among the level's nodes) tested by
+// halves.
+void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double first_band,
+                                         const OctreeParams& params) {
+  for_each_index(nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_),
+                                           nodes, raw(sums_), raw(noise_), first_band, params,
+                                           level, 3 * (depth_ - level), raw(state_),
+                                           raw(cluster_flag_), raw(group_), raw(level_clusters_)});
+}
+
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
-  keep_.resize(m);
+  grow_to(keep_, m);
   for_each_index(m, SplitOrDrop{raw(segment_), raw(starts_), params.min_points, raw(keep_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/common/backend.hpp"
@@ -142,6 +143,11 @@ class OctreeBuilder {
   void build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
              const OctreeParams& params);
 
+  // On several ranks: sums n doubles over the ranks (the noise and density estimates of
+  // sibling_halves), so that every rank tests halves alike; build then calls it at every tested
+  // level.
+  void set_global_sum(std::function<void(double*, int)> sum) { global_sum_ = std::move(sum); }
+
   DeviceVector<Cluster> clusters;
   DeviceVector<std::uint32_t> order;
   DeviceVector<std::int32_t> point_cluster;
@@ -152,12 +158,18 @@ class OctreeBuilder {
  private:
   void level_pass(int level, const OctreeParams& params);
   void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
+  void merge_sibling_halves(int level, std::size_t nodes, double first_band,
+                            const OctreeParams& params);
+  void add_noise();
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
-      cluster_rank_;
+      cluster_rank_, group_;
   DeviceVector<std::uint8_t> keep_, state_, inlier_;
   DeviceVector<double> node_fit_;  // 7 per node: the plane that selects the next pass's points
+  DeviceVector<double> noise_terms_, level_noise_, noise_;  // noise_: clusters' sums so far
+  DeviceVector<std::uint32_t> noise_bounds_;
+  std::function<void(double*, int)> global_sum_;
   DeviceVector<Moments> sums_;
   NodeMoments moments_;
   OctreeFrame frame_;

@@ -73,6 +73,17 @@ struct Moments {
     for (int k = 0; k < 6; ++k) ss[k] += o.ss[k];
     d2 += o.d2, d4 += o.d4;
   }
+  // The same sums relative to another reference point: delta = old reference - new one.
+  APRON_HD Moments shifted(const double delta[3]) const {
+    Moments m = *this;
+    const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+    for (int k = 0; k < 6; ++k) {
+      const int i = ij[k][0], j = ij[k][1];
+      m.ss[k] += s[i] * delta[j] + delta[i] * s[j] + count * delta[i] * delta[j];
+    }
+    for (int d = 0; d < 3; ++d) m.s[d] += count * delta[d];
+    return m;
+  }
   APRON_HD void add_distance(double along) {
     const double a2 = along * along;
     d2 += a2, d4 += a2 * a2;
@@ -117,6 +128,20 @@ struct OctreeParams {
   double slab_kurtosis = 2.2;
   double slab_ratio = 400;
   int slab_points = 100;
+  // Sibling halves: the test asks a node to be 17.3 noise deviations wide (lambda_mid = e^2 / 12
+  // against s_alpha lambda_min), so a surface close to another (a shelf's board 0.15 m above the
+  // floor) may have no node that holds it alone and is wide enough: the parent holds both, the
+  // children are too small. So the four children on one side of a parent's midplane along an
+  // axis (a half: twice a child's area) are also tested together, their trimmed sums added; a
+  // half that passes is one cluster. false: nodes only (the paper's). Halves of nodes holding a
+  // band of leftover outliers (beside a plane already found, or cut by the scan's edge) pass as
+  // well, as slabs: a half also needs its smallest eigenvalue at most halves_noise times the
+  // clusters' so far, and its points per area (of a uniform rectangle: 12 sqrt(lambda_mid
+  // lambda_max)) at least halves_density times theirs (count-weighted means over every rank:
+  // the scan's noise and sampling on its surfaces).
+  bool sibling_halves = true;
+  double halves_noise = 2;
+  double halves_density = 0.1;
 };
 
 // The slab test's verdict on a node's trimmed sums m (d2, d4 filled) and eigenvalues e.
@@ -145,6 +170,98 @@ APRON_HD inline NodeState classify_node(const OctreeParams& p, int level, double
       return kCluster;
   }
   return level >= p.max_depth ? kDrop : kSubdivide;
+}
+
+// ---- Sibling halves ---------------------------------------------------------------------------
+
+// A group of a parent's children (octant k: bit k; octant bits x, y, z as in the Morton code)
+// tested as one node: their trimmed sums relative to the reference point of octant `ref`.
+struct SiblingGroup {
+  unsigned members = 0;
+  int ref = -1;
+  Moments m;
+  Eigen3 e;
+};
+
+// What a half may be at most (its smallest eigenvalue) and at least (its points per area), and
+// the share of a plane's points that its children's trimming keeps: their first band (a child's
+// edge / trim_divisor) may be narrower than the scan's noise (erf(band / (sigma sqrt 2)), sigma^2
+// the clusters' mean lambda_min), so the node test's inlier fraction is asked of that share.
+struct HalfLimits {
+  double max_lmin = 0;
+  double min_density = 0;
+  double kept = 1;
+};
+
+// The children's trimmed sums (each relative to its own reference point ref[k]) and point counts
+// of the octants in `members`, added and tested as one node at `level`; true: a cluster (g set).
+APRON_HD inline bool test_group(const OctreeParams& p, int level, const Moments* sums,
+                                const double (*ref)[3], const double* count, unsigned members,
+                                const HalfLimits& limits, SiblingGroup& g) {
+  int first = -1, children = 0;
+  double points = 0;
+  Moments m;
+  for (int o = 0; o < 8; ++o) {
+    if (((members >> o) & 1u) == 0) continue;
+    if (first < 0) first = o;
+    const double delta[3] = {ref[o][0] - ref[first][0], ref[o][1] - ref[first][1],
+                             ref[o][2] - ref[first][2]};
+    m.merge(sums[o].shifted(delta));
+    points += count[o];
+    ++children;
+  }
+  // The counts first: most halves fail them, before an eigen-decomposition.
+  if (children < 2 || m.count < 3 || m.count < p.min_points ||
+      m.count < p.min_inlier_fraction * points * limits.kept)
+    return false;
+  // The children's distances were each taken off its own plane and trimmed at three of its own
+  // few points' deviations: their kurtosis reads low for any surface, so the slab test does not
+  // apply (the noise limit refuses a stack of surfaces instead) and the group's cluster carries
+  // no slab sums.
+  m.d2 = m.d4 = 0;
+  double mean[3];
+  const Eigen3 e = eigen_symmetric(m.covariance(mean));
+  const double area = 12 * std::sqrt(e.value[1] * e.value[2]);
+  if (e.value[0] > limits.max_lmin || !(m.count >= limits.min_density * area) ||
+      classify_node(p, level, points * limits.kept, m.count, e) != kCluster)
+    return false;
+  g.members = members, g.ref = first, g.m = m, g.e = e;
+  return true;
+}
+
+// Whether a half of children of edge e (2e x 2e x e) can pass the thickness test at the scan's
+// noise (lambda_min of its planes' clusters): no direction in it spreads its points more than
+// (4 + 4 + 1) e^2 / 12, so below thickness * lambda_min none can, and the deep levels, whose
+// halves are narrower than the noise allows, are not tested.
+APRON_HD inline bool halves_can_pass(const OctreeParams& p, double e, double noise_lmin) {
+  return 9 * e * e / 12 > p.thickness * noise_lmin;
+}
+
+// Of a parent's children that are not clusters (`eligible`: octant bits), the halves that pass
+// the node test together and within the limits, on the axis whose passing halves hold the most
+// inliers (one half or both: they do not overlap). Returns how many (0-2), in out.
+APRON_HD inline int sibling_halves(const OctreeParams& p, int level, unsigned eligible,
+                                   const Moments* sums, const double (*ref)[3], const double* count,
+                                   const HalfLimits& limits, SiblingGroup out[2]) {
+  int chosen = 0;
+  double most = 0;
+  for (int axis = 0; axis < 3; ++axis) {
+    SiblingGroup g[2];
+    int n = 0;
+    double inliers = 0;
+    for (int side = 0; side < 2; ++side) {
+      unsigned members = 0;
+      for (int o = 0; o < 8; ++o)
+        if (((o >> axis) & 1) == side) members |= 1u << o;
+      if (test_group(p, level, sums, ref, count, members & eligible, limits, g[n]))
+        inliers += g[n++].m.count;
+    }
+    if (n > 0 && inliers > most) {
+      most = inliers, chosen = n;
+      for (int k = 0; k < n; ++k) out[k] = g[k];
+    }
+  }
+  return chosen;
 }
 
 }  // namespace apron::planes

@@ -215,7 +215,14 @@ std::array<std::array<double, 3>, 4> Plane::corners() const {
   return c;
 }
 
-PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {}
+PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {
+  int ranks = 1;
+  MPI_Comm_size(comm_, &ranks);
+  if (ranks > 1)
+    octree_.set_global_sum([comm](double* sums, int n) {
+      global_sum(comm, std::span<double>(sums, static_cast<std::size_t>(n)));
+    });
+}
 
 Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
                                 double half_extent, double rho_max, bool want_labels) {
@@ -541,6 +548,7 @@ class PlaneFitter {
     if (params_.verify_planes &&
         (split_stacked(sums, cluster_root) | refuse_slabs(sums, cluster_root)))
       sums = plane_sums(cluster_root);
+    if (params_.verify_planes && merge_near(sums, cluster_root)) sums = plane_sums(cluster_root);
     std::vector<std::pair<int, Plane>> kept;  // (root peak, plane)
     for (std::size_t p = 0; p < peaks; ++p) {
       const double* at = &sums[kPlaneTerms * p];
@@ -660,6 +668,29 @@ class PlaneFitter {
     }
     for (int& r : cluster_root)
       if (r >= 0 && slab[r]) r = -1;
+    return any;
+  }
+
+  // Planes whose final fits lie on each other (near()) are one surface: two peaks whose first
+  // fits, each from clusters of a part of it (one tilted by a neighbouring surface's points),
+  // did not agree. True when a plane was merged into another (the sums are global: the same on
+  // every rank).
+  bool merge_near(const std::vector<double>& sums, std::vector<int>& cluster_root) const {
+    std::vector<Plane> fitted(fits_.size());
+    std::vector<int> into(fits_.size(), -1);
+    for (std::size_t p = 0; p < fits_.size(); ++p)
+      if (sums[kPlaneTerms * p] >= 3) fitted[p] = fit(&sums[kPlaneTerms * p]), into[p] = int(p);
+    bool any = false;
+    for (std::size_t a = 0; a < fits_.size(); ++a) {
+      if (into[a] != static_cast<int>(a)) continue;
+      for (std::size_t b = a + 1; b < fits_.size(); ++b)
+        if (into[b] == static_cast<int>(b) &&
+            near(fitted[a].normal.data(), fitted[a].centroid.data(), fitted[b].normal.data(),
+                 fitted[b].centroid.data()))
+          into[b] = static_cast<int>(a), any = true;
+    }
+    for (int& r : cluster_root)
+      if (r >= 0) r = into[r];
     return any;
   }
 

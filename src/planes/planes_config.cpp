@@ -52,6 +52,9 @@ void read_octree(MapReader r, OctreeParams& o) {
   o.slab_kurtosis = r.in_range("slab_kurtosis", 0, 3, o.slab_kurtosis);
   o.slab_ratio = r.in_range("slab_ratio", 1, 1e6, o.slab_ratio);
   o.slab_points = int_in_range(r, "slab_points", 3, 1'000'000, o.slab_points);
+  o.sibling_halves = r.get<bool>("sibling_halves", o.sibling_halves);
+  o.halves_noise = r.in_range("halves_noise", 1, 1e6, o.halves_noise);
+  o.halves_density = r.in_range("halves_density", 0, 1, o.halves_density);
   r.finish();
 }
 

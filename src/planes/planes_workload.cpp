@@ -604,6 +604,7 @@ void PlaneDetection::report(Json& j) const {
   j.value("grow_band", pc_.grow_band);
   j.value("recover_orphans", pc_.recover_orphans);
   j.value("slab_kurtosis", pc_.octree.slab_kurtosis);
+  j.value("sibling_halves", pc_.octree.sibling_halves);
   j.value("grown", static_cast<std::size_t>(detection_.grown));
   // The split: per rank its octree's work and (balance: cost) the estimate the cuts balanced.
   j.value("balance", pc_.balance);
