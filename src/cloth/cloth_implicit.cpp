@@ -133,11 +133,11 @@ bool ClothSolver::step_along_free_motion(const ImplicitSystem& system, Product& 
 // newton_residual), by Newton's method with a backtracking line search: each iteration solves
 // (M' + dt^2 H(x_k)) s = R(v_k) by conjugate gradients (newton_step) and moves v_k along s as far
 // as Phi falls by Armijo's rule (line_search), until the preconditioned residual R.z is
-// newton_tolerance^2 of the first. A single linearised step at x0, which this was, could not see
-// that holding a vertex on a collider while its neighbours keep falling stretches the membrane (a
-// flat membrane's stiffness against out-of-plane motion is second order): at 150 x 150 cells and
-// 1/240 s the drape reached a strain of 57 one step after first contact. Phi only falls, so no
-// step creates energy. Newton starts from rest, held on the colliders (x_0 = x0: the sheet
+// newton_tolerance^2 of its scale (below). A single linearised step at x0, which this was, could
+// not see that holding a vertex on a collider while its neighbours keep falling stretches the
+// membrane (a flat membrane's stiffness against out-of-plane motion is second order): at 150 x 150
+// cells and 1/240 s the drape reached a strain of 57 one step after first contact. Phi only falls,
+// so no step creates energy. Newton starts from rest, held on the colliders (x_0 = x0: the sheet
 // unstretched, where its linearisation is good; the deflation gives the free motion at once):
 // from v0 the vertices just held on a collider start the iteration with their falling neighbours
 // a step away, and at 1M vertices the line search then found no decrease at first contact. The
@@ -168,14 +168,19 @@ void ClothSolver::solve_implicit() {
     apron::fill(w.contact_gradient.begin(), w.contact_gradient.end(), Vector3<double>{0, 0, 0});
     self_contact_->add_gradient(w.contact_gradient);
   }
+  // The residual's scale: the momentum that gravity, damping and the forces at x0 change in one
+  // step, R(v0) at x0's gradient. Relative to R(0), which the momentum M v0 dominates in motion,
+  // Newton would stop long before the forces are resolved.
+  cloth::newton_residual(system, *velocity_, *velocity_, gradient_, owned_, w.newton);
+  precondition(w.newton, w.preconditioned);
+  const double first = global_dot(w.newton, w.preconditioned);
   const double tolerance = case_.integrator.newton_tolerance;
-  double first = 0, rz = 0;
+  double rz = 0;
   long iteration = 0;
   for (;; ++iteration) {
     newton_residual();
     precondition(w.newton, w.preconditioned);
     rz = global_dot(w.newton, w.preconditioned);
-    if (iteration == 0) first = rz;
     if (!(rz > tolerance * tolerance * first)) break;
     if (iteration == case_.integrator.newton_iterations)
       refuse_unconverged("Newton", iteration, "cloth.implicit.newton_iterations",
@@ -354,7 +359,7 @@ void ClothSolver::refuse_unconverged(const char* method, long iterations, const 
   char text[512];
   std::snprintf(text, sizeof text,
                 "cloth: the implicit solve did not converge at step %ld: after %ld %s iterations "
-                "(%s) its residual is %.3g of the first, above %s %.3g; lower cloth.implicit.dt "
+                "(%s) its relative residual is %.3g, above %s %.3g; lower cloth.implicit.dt "
                 "from %.4g s to about %.3g s, or raise %s",
                 clock_.step + 1, iterations, method, limit_key, reached, tolerance_key, tolerance,
                 motion_.dt, motion_.dt * std::clamp(0.9 * fraction, 0.01, 0.9), limit_key);
