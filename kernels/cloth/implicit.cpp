@@ -96,6 +96,10 @@ struct Rows {
         damping_rate(s.damping_rate),
         gravity(s.gravity) {}
   APRON_HD double damped_mass(std::size_t i) const { return mass[i] * (1 + dt * damping_rate); }
+  // M v + dt (M g - gradient): the momentum gravity and the forces give row i over the step.
+  APRON_HD V3 momentum(std::size_t i, const V3& v, const V3& gradient) const {
+    return mass[i] * v + dt * (mass[i] * gravity - gradient);
+  }
 };
 
 struct MassDot {
@@ -199,9 +203,7 @@ struct Rhs {
   const V3* gradient;
   V3* out;
   APRON_HD void operator()(std::size_t i) const {
-    out[i] = rows.pinned[i]
-                 ? V3{0, 0, 0}
-                 : rows.mass[i] * v[i] + rows.dt * (rows.mass[i] * rows.gravity - gradient[i]);
+    out[i] = rows.pinned[i] ? V3{0, 0, 0} : rows.momentum(i, v[i], gradient[i]);
   }
 };
 
@@ -212,10 +214,8 @@ struct NewtonResidual {
   const V3* gradient;
   V3* out;
   APRON_HD void operator()(std::size_t i) const {
-    out[i] = rows.pinned[i]
-                 ? V3{0, 0, 0}
-                 : rows.mass[i] * v0[i] + rows.dt * (rows.mass[i] * rows.gravity - gradient[i]) -
-                       rows.damped_mass(i) * v[i];
+    out[i] = rows.pinned[i] ? V3{0, 0, 0}
+                            : rows.momentum(i, v0[i], gradient[i]) - rows.damped_mass(i) * v[i];
   }
 };
 
