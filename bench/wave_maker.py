@@ -74,19 +74,21 @@ def flume_length(period):
     return math.ceil(length * 10) / 10
 
 
-def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, width):
+def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, width, x0):
+    """The run's settings; the tank's wall at x = x0 (its coordinates' magnitude sets the ulp)."""
     length = flume_length(period)
     margin = 4 * spacing  # the walls' layers outside the tank
-    gauges = ", ".join(f"{{x: {x:.4f}, y: {width / 2}}}" for x in gauge_places(period))
+    gauges = ", ".join(f"{{x: {x0 + x:.4f}, y: {width / 2}}}" for x in gauge_places(period))
     return [
         f"sph.alpha={alpha}", f"sph.wall_alpha={wall_alpha}",
-        f"domain={{lo: [{-margin}, {-margin}, {-margin}], hi: [{length + margin}, "
+        f"domain={{lo: [{round(x0 - margin, 6)}, {-margin}, {-margin}], hi: [{round(x0 + length + margin, 6)}, "
         f"{width + margin}, 0.25]}}",
         f"sph.spacing={spacing}",
-        f"fluid=[{{lo: [{PISTON}, 0, 0], hi: [{length}, {width}, {DEPTH}]}}]",
-        f"boundary.tank={{lo: [0, 0, 0], hi: [{length}, {width}, {WALL_HEIGHT}]}}",
-        f"boundary.solids=[{{lo: [0, 0, 0], hi: [{PISTON}, {width}, {WALL_HEIGHT}], motion: {{type: "
-        f"sinusoid, amplitude: [{STROKE / 2}, 0, 0], period: {period}, start: {START}}}}}]",
+        f"fluid=[{{lo: [{round(x0 + PISTON, 6)}, 0, 0], hi: [{round(x0 + length, 6)}, {width}, {DEPTH}]}}]",
+        f"boundary.tank={{lo: [{x0}, 0, 0], hi: [{round(x0 + length, 6)}, {width}, {WALL_HEIGHT}]}}",
+        f"boundary.solids=[{{lo: [{x0}, 0, 0], hi: [{round(x0 + PISTON, 6)}, {width}, {WALL_HEIGHT}], "
+        f"motion: {{type: sinusoid, amplitude: [{STROKE / 2}, 0, 0], period: {period}, "
+        f"start: {START}}}}}]",
         f"gauges=[{gauges}]",
         f"time.end={end}", "output.every=0", "output.diagnostics_every=10",
         f"output.dir={out_dir}", "checkpoint.at_end=false"]
@@ -126,7 +128,7 @@ def run_case(a, period, spacing):
     run_dir = os.path.join(a.out, f"T{period}_dx{spacing}_w{a.width}")
     command = a.mpirun.split() + [a.apron, "run", "inputs/wave_flume.yaml"]
     end = windows[-1][1] + 0.05
-    for s in case_sets(spacing, period, run_dir, end, a.alpha, a.wall_alpha, a.width) + a.set:
+    for s in case_sets(spacing, period, run_dir, end, a.alpha, a.wall_alpha, a.width, a.x0) + a.set:
         command += ["--set", s]
     os.makedirs(run_dir, exist_ok=True)
     log = os.path.join(run_dir, "apron.log")
@@ -173,6 +175,9 @@ def main():
     # The slab's side walls damp the wave as a channel's would (bench/NOTES.md): a wider slab
     # tells how much of the height lost on the way is theirs.
     p.add_argument("--width", type=float, default=0.03, help="the slab's width [m]")
+    # Float32 positions: a step's displacement is a few ulps of a coordinate metres from the
+    # origin at fine spacings; a flume centred on it halves the coordinates and their ulp.
+    p.add_argument("--x0", type=float, default=0.0, help="x of the tank's wall [m]")
     # On one GPU keep 1: six runs at once there wrote no diagnostics row in 540 s (bench/NOTES.md).
     p.add_argument("--jobs", type=int, default=1, help="runs at once (CPU runs)")
     p.add_argument("--set", action="append", default=[], help="more key=value for every run")
