@@ -51,12 +51,20 @@ APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3
   const Ring ring = rings.ring(j);
   const Vector3<T> sj = sum_bar[j];
   Vector3<T> g{T(0), T(0), T(0)};
+  if (ring.triangles() == 0) return g;
+  // Corner b of one triangle is corner a of the next: its values are carried, not read again.
   std::uint32_t k = ring.begin;
-  for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
-    const std::uint32_t next = ring.next(k), a = rings.neighbour(k), b = rings.neighbour(next);
-    const T wu = T(rings.spoke_weight(k)), wv = T(rings.spoke_weight(next));
-    const T wd = T(rings.rim_weight(k));
-    g += cross((wu * wv) * sj + (wd * wu) * sum_bar[a] + (wv * wd) * sum_bar[b], x[b] - x[a]);
+  Vector3<T> xa = x[rings.neighbour(k)], sa = sum_bar[rings.neighbour(k)];
+  T wu = T(rings.spoke_weight(k));
+  for (std::uint32_t n = 0; n < ring.triangles(); ++n) {
+    const std::uint32_t next = ring.next(k), b = rings.neighbour(next);
+    const Vector3<T> xb = x[b], sb = sum_bar[b];
+    const T wv = T(rings.spoke_weight(next)), wd = T(rings.rim_weight(k));
+    g += cross((wu * wv) * sj + (wd * wu) * sa + (wv * wd) * sb, xb - xa);
+    k = next;
+    xa = xb;
+    sa = sb;
+    wu = wv;
   }
   return g;
 }
@@ -121,22 +129,32 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   }
   const Vector3<T> p1 = (g22 / det) * r1 - (g12 / det) * r2;
   const Vector3<T> p2 = (g11 / det) * r2 - (g12 / det) * r1;
-  const Vector3<T> q1 = tangential(p1, nv), q2 = tangential(p2, nv);
-  const Vector3<T> h1 = normalized(q1), h2 = normalized(q2);
-  const T l1 = norm(p1), l2 = norm(p2);
-  const Vector3<T> a1 = l1 * h1, a2 = l2 * h2;
-  const Sym2<T> metric{dot(a1, a1), dot(a1, a2), dot(a2, a2)};
-  // Forward: frame_tangent, the frame, fit_curvature.
-  const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;
-  const Vector3<T> u0 = tangential(e0, nv);
-  const Vector3<T> t = normalized(u0), b = cross(nv, t);
-  const T scale = T(1) / norm(e0);
-  Sym3System<T> fit;
-  // The hourglass control's reverse pass needs S = sum_k mu_k th_k th_k^T (below), summed here
-  // where the ring's edges are at hand, and each mu_k again in the last loop: parked in the
-  // x slot that loop then overwrites (one float read back, instead of the float64 misfit
-  // recomputed: 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100, bench/NOTES.md).
+  // The hourglass control's reverse pass needs S = sum_k mu_k th_k th_k^T, and each mu_k again in
+  // the last loop: parked in the x slot that loop then overwrites (one float read back, instead
+  // of the float64 misfit recomputed: 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100,
+  // bench/NOTES.md). Its own loop, not the curvature fit's: fewer float64 values live at once.
   T s11 = 0, s12 = 0, s22 = 0;
+  if (misfit.weight != T(0))
+    for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
+      const Vector2<T> th = coordinates[k];
+      const T mu = misfit_adjoint(x[rings.neighbour(k)] - xv, th, p1, p2, misfit, k);
+      s11 += mu * th.x * th.x;
+      s12 += mu * th.x * th.y;
+      s22 += mu * th.y * th.y;
+      x_slots[1 + k - ring.begin].x = R(mu);
+    }
+  // Forward: frame_tangent, the frame, fit_curvature. The metric's own values (the basis rotated
+  // into the tangent plane) are formed after this loop, where they are used: live across it they
+  // held ~36 more float64 registers in the gradient's heaviest kernel (bench/NOTES.md).
+  Vector3<T> t, b;
+  T scale;
+  {
+    const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;
+    t = normalized(tangential(e0, nv));
+    b = cross(nv, t);
+    scale = T(1) / norm(e0);
+  }
+  Sym3System<T> fit;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const std::uint32_t j = rings.neighbour(k);
     const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
@@ -145,19 +163,16 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
     fit.add_row(tk * bk, bk * bk, T(0), dnt * bk);
     fit.add_row(T(0), tk * tk, tk * bk, dnb * tk);
-    if (misfit.weight != T(0)) {
-      const Vector2<T> th = coordinates[k];
-      const T mu = misfit_adjoint(e, th, p1, p2, misfit, k);
-      s11 += mu * th.x * th.x;
-      s12 += mu * th.x * th.y;
-      s22 += mu * th.y * th.y;
-      x_slots[1 + k - ring.begin].x = R(mu);
-    }
   }
   T u64[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
   const bool curved = fit.solve(u64);
   const Sym2<T> curvature =
       curved ? Sym2<T>{scale * u64[0], scale * u64[1], scale * u64[2]} : Sym2<T>{T(0), T(0), T(0)};
+  const Vector3<T> q1 = tangential(p1, nv), q2 = tangential(p2, nv);
+  const Vector3<T> h1 = normalized(q1), h2 = normalized(q2);
+  const T l1 = norm(p1), l2 = norm(p2);
+  const Vector3<T> a1 = l1 * h1, a2 = l2 * h2;
+  const Sym2<T> metric{dot(a1, a1), dot(a1, a2), dot(a2, a2)};
 
   Sym2<T> metric_seed, curvature_seed;
   seed(metric, curvature, metric_seed, curvature_seed);
@@ -241,11 +256,13 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   // depend on the scale, M going as scale^4 and r as scale^3, so scale_bar vanishes up to
   // round-off: kept for the derivative of the arithmetic as written, but no test can see it.)
   if (curved) {
+    const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;  // as in the forward pass
     const Vector3<R> e0r = vector_cast<R>(e0);
     Vector3<R> e0_bar = (-scale_bar * scale_r * scale_r * scale_r) * e0r;
     n_bar += cross(tr, b_bar);
     t_bar += cross(b_bar, n);
-    tangential_adjoint(e0r, n, normalized_adjoint(vector_cast<R>(u0), t_bar), e0_bar, n_bar);
+    tangential_adjoint(e0r, n, normalized_adjoint(vector_cast<R>(tangential(e0, nv)), t_bar),
+                       e0_bar, n_bar);
     x_slots[1] += e0_bar;
     xv_bar += R(-1) * e0_bar;
   }
