@@ -10,6 +10,7 @@
 #include "kernels/cloth/vertex_adjoint.hpp"
 #include "kernels/cloth/vertex_geometry.hpp"
 #include "kernels/common/primitives.hpp"
+#include "kernels/common/resident.hpp"
 
 namespace apron::cloth {
 namespace {
@@ -259,8 +260,10 @@ void build_two_rings(const DeviceMesh<double>& mesh, const EnergyModel& model) {
   model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
 }
 
-// Passes 2-4 with the slots in precision R. The per-vertex adjoint holds ~180 float64 registers:
-// 128-thread blocks keep more of it resident than 256-thread ones (bench/NOTES.md).
+// Passes 2-4 with the slots in precision R. The per-vertex adjoint, latency-bound on its ring
+// gathers, holds ~156 registers: 128-thread blocks keep more of it resident than 256-thread ones,
+// and capping it at 128 registers (4 blocks an SM) hides more latency than its few spills cost
+// (bench/NOTES.md).
 template <class R>
 void gradient_from_normals(const DeviceMesh<double>& mesh,
                            const DeviceVector<Vector3<double>>& positions,
@@ -268,7 +271,7 @@ void gradient_from_normals(const DeviceMesh<double>& mesh,
                            AdjointSlots<R>& slots, DeviceVector<Vector3<double>>& gradient) {
   const std::size_t n = mesh.vertices();
   const RingView rings = ring_view(mesh);
-  for_each_index<128>(
+  for_each_index_resident<128, 4>(
       n, VertexAdjointKernel<R>{raw(positions), raw(model.normal),
                                 vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)});
   for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),
