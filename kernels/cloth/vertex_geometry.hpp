@@ -71,19 +71,11 @@ APRON_HD auto max_weighted_sum(const Points& x, const Rings& rings, std::uint32_
   const auto ring = rings.ring(v);
   const V xv = x(v);
   V sum{S(0), S(0), S(0)};
-  if (ring.triangles() == 0) return sum;
-  // Each triangle's second spoke is the next one's first: carried, not read again.
   std::uint32_t k = ring.begin;
-  V e1 = x(rings.neighbour(k)) - xv;
-  double w1 = rings.spoke_weight(k);
-  for (std::uint32_t n = 0; n < ring.triangles(); ++n) {
+  for (std::uint32_t n = 0; n < ring.triangles(); ++n, k = ring.next(k)) {
     const std::uint32_t next = ring.next(k);
-    const V e2 = x(rings.neighbour(next)) - xv;
-    const double w2 = rings.spoke_weight(next);
-    sum += S(w1 * w2) * cross(e1, e2);
-    k = next;
-    e1 = e2;
-    w1 = w2;
+    const V e1 = x(rings.neighbour(k)) - xv, e2 = x(rings.neighbour(next)) - xv;
+    sum += S(rings.spoke_weight(k) * rings.spoke_weight(next)) * cross(e1, e2);
   }
   return sum;
 }
