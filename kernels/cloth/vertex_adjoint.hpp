@@ -144,8 +144,8 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
       x_slots[1 + k - ring.begin].x = R(mu);
     }
   // Forward: frame_tangent, the frame, fit_curvature. The metric's own values (the basis rotated
-  // into the tangent plane) are formed after this loop, where they are used: live across it they
-  // held ~36 more float64 registers in the gradient's heaviest kernel (bench/NOTES.md).
+  // into the tangent plane) are formed after this loop, where they are used: fewer float64
+  // values live across it (the mixed kernel 168 -> 156 registers; bench/NOTES.md).
   Vector3<T> t, b;
   T scale;
   {
