@@ -345,6 +345,7 @@ class PlaneFitter {
         clusters_(std::move(clusters)),
         cluster_peak_(std::move(cluster_peak)),
         cos_merge_(std::cos(params.merge_angle_deg * kPi / 180)),
+        cos_widest_(std::cos(std::min(kPi / 2, 3 * params.merge_angle_deg * kPi / 180))),
         parent_(peaks.size()),
         fits_(peaks.size()),
         has_fit_(peaks.size(), 0) {
@@ -440,12 +441,15 @@ class PlaneFitter {
       // verify_planes: the paper's comparison of offsets.
       const double own =
           k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
-      const double tilt = tilt_cosine(tilt_variance(k));
+      // The cluster's own limit, computed only for a plane it lies on at more than merge_angle.
+      auto own_limit = [&] { return tilt_cosine(tilt_variance(k)); };
       auto fits = [&](int r) {
         if (!has_fit_[r]) return false;
         if (!params_.verify_planes) return agree(fits_[r], k.normal, own);
-        return on_plane(fits_[r], k.normal, k.mean) ||
-               (on_plane(fits_[r], k.normal, k.mean, tilt) && beside(fits_[r], k));
+        const Plane& f = fits_[r];
+        return on_plane(f, k.normal, k.mean, cos_widest_) &&
+               (on_plane(f, k.normal, k.mean) ||
+                (on_plane(f, k.normal, k.mean, own_limit()) && beside(f, k)));
       };
       auto distance = [&](int r) {
         double d = -fits_[r].offset;
@@ -510,8 +514,10 @@ class PlaneFitter {
       members.emplace_back();
       double points = 0;
       for (const std::size_t i : order)
-        if (group[i] < 0 && near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1,
-                                 tilt_cosine(row(seed)[8] + row(i)[8]))) {
+        if (group[i] < 0 &&
+            near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1, cos_widest_) &&
+            near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1,
+                 tilt_cosine(row(seed)[8] + row(i)[8]))) {
           group[i] = static_cast<int>(members.size() - 1);
           members.back().push_back(i);
           points += row(i)[0];
@@ -598,7 +604,7 @@ class PlaneFitter {
   // deviations, no less than merge_angle, no more than three times it.
   double tilt_cosine(double variance) const {
     const double merge = params_.merge_angle_deg * kPi / 180;
-    return std::cos(std::clamp(3 * std::sqrt(variance), merge, 3 * merge));
+    return std::cos(std::clamp(3 * std::sqrt(variance), merge, std::min(kPi / 2, 3 * merge)));
   }
 
   // Per peak: the plane of its largest cluster over all ranks (the lowest x of the centroid
@@ -866,6 +872,7 @@ class PlaneFitter {
   std::vector<Cluster> clusters_;
   std::vector<std::int32_t> cluster_peak_;
   double cos_merge_;
+  double cos_widest_;  // of 3 merge_angle: the widest angle a cluster's own limit allows
   std::vector<int> parent_;
   std::vector<Plane> fits_;
   std::vector<char> has_fit_;
