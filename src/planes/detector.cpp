@@ -441,15 +441,18 @@ class PlaneFitter {
       // verify_planes: the paper's comparison of offsets.
       const double own =
           k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
-      // The cluster's own limit, computed only for a plane it lies on at more than merge_angle.
-      auto own_limit = [&] { return tilt_cosine(tilt_variance(k)); };
+      // The cluster's own limit (a cosine), computed once and only for a plane it lies on at more
+      // than merge_angle.
+      double limit = 2;
+      auto own_limit = [&] {
+        if (limit > 1) limit = tilt_cosine(tilt_variance(k));
+        return limit;
+      };
       auto fits = [&](int r) {
         if (!has_fit_[r]) return false;
         if (!params_.verify_planes) return agree(fits_[r], k.normal, own);
-        const Plane& f = fits_[r];
-        return on_plane(f, k.normal, k.mean, cos_widest_) &&
-               (on_plane(f, k.normal, k.mean) ||
-                (on_plane(f, k.normal, k.mean, own_limit()) && beside(f, k)));
+        const double a = alignment(fits_[r], k.normal, k.mean);
+        return a >= cos_merge_ || (a >= cos_widest_ && a >= own_limit() && beside(fits_[r], k));
       };
       auto distance = [&](int r) {
         double d = -fits_[r].offset;
@@ -804,14 +807,19 @@ class PlaneFitter {
   bool on_plane(const Plane& f, const double* n, const double* m) const {
     return on_plane(f, n, m, cos_merge_);
   }
-  // The same with the normals' angle limited by its cosine `min_cosine`.
+  // The same with the normals' angle limited by its cosine `min_cosine` (> 0).
   bool on_plane(const Plane& f, const double* n, const double* m, double min_cosine) const {
+    return alignment(f, n, m) >= min_cosine;
+  }
+  // |cosine| of the angle between a cluster's normal n and plane f's where its centroid m lies
+  // within merge_distance of f, else -1: one pass for several angle limits.
+  double alignment(const Plane& f, const double* n, const double* m) const {
     double cosine = 0, distance = 0;
     for (int d = 0; d < 3; ++d) {
       cosine += f.normal[d] * n[d];
       distance += f.normal[d] * (m[d] - f.centroid[d]);
     }
-    return std::fabs(cosine) >= min_cosine && std::fabs(distance) <= params_.merge_distance;
+    return std::fabs(distance) <= params_.merge_distance ? std::fabs(cosine) : -1.0;
   }
 
   // A cluster's patch overlapping a plane's (fit()'s rectangle of its spread, widened by the
