@@ -528,8 +528,10 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   for_each_index(m, NodeHeads{raw(keys_), raw(active_), shift, raw(head_)});
   segment_.resize(m);
   inclusive_scan(head_, m, segment_);
-  const std::size_t nodes = select_indices_if(m, IsHead{raw(head_)}, starts_);
-  starts_.resize(nodes + 1);
+  // Written into a buffer grown, never shrunk (every use passes the node count): a select that
+  // resized it to m and back to the count would value-initialise up to m elements every level.
+  grow_to(starts_, m + 1);
+  const std::size_t nodes = copy_indices_if(m, raw(starts_), IsHead{raw(head_)});
   write_element(starts_, nodes, static_cast<std::uint32_t>(m));
 
   if (level < params.first_level) {  // untested: only the node sizes matter

@@ -194,6 +194,11 @@ Plane fit(const double* sums) {
   p.axis_v = {p.normal[1] * p.axis_u[2] - p.normal[2] * p.axis_u[1],
               p.normal[2] * p.axis_u[0] - p.normal[0] * p.axis_u[2],
               p.normal[0] * p.axis_u[1] - p.normal[1] * p.axis_u[0]};
+  // Until the points' extents are known: the rectangle of a uniformly covered patch of the fit's
+  // spread (half-widths of sqrt(3) standard deviations).
+  const double half_u = std::sqrt(3 * std::max(0.0, e.value[2]));
+  const double half_v = std::sqrt(3 * std::max(0.0, e.value[1]));
+  p.u_min = -half_u, p.u_max = half_u, p.v_min = -half_v, p.v_max = half_v;
   p.offset = std::fabs(dot);
   p.inliers = static_cast<std::uint64_t>(std::llround(sums[0]));
   p.rms = std::sqrt(std::max(0.0, e.value[0]));
@@ -340,6 +345,7 @@ class PlaneFitter {
         clusters_(std::move(clusters)),
         cluster_peak_(std::move(cluster_peak)),
         cos_merge_(std::cos(params.merge_angle_deg * kPi / 180)),
+        cos_widest_(std::cos(std::min(kPi / 2, 3 * params.merge_angle_deg * kPi / 180))),
         parent_(peaks.size()),
         fits_(peaks.size()),
         has_fit_(peaks.size(), 0) {
@@ -435,9 +441,18 @@ class PlaneFitter {
       // verify_planes: the paper's comparison of offsets.
       const double own =
           k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
+      // The cluster's own limit (a cosine), computed once and only for a plane it lies on at more
+      // than merge_angle.
+      double limit = 2;
+      auto own_limit = [&] {
+        if (limit > 1) limit = tilt_cosine(tilt_variance(k));
+        return limit;
+      };
       auto fits = [&](int r) {
-        return has_fit_[r] && (params_.verify_planes ? on_plane(fits_[r], k.normal, k.mean)
-                                                     : agree(fits_[r], k.normal, own));
+        if (!has_fit_[r]) return false;
+        if (!params_.verify_planes) return agree(fits_[r], k.normal, own);
+        const double a = alignment(fits_[r], k.normal, k.mean);
+        return a >= cos_merge_ || (a >= cos_widest_ && a >= own_limit() && beside(fits_[r], k));
       };
       auto distance = [&](int r) {
         double d = -fits_[r].offset;
@@ -479,7 +494,8 @@ class PlaneFitter {
                                    k.normal[0],
                                    k.normal[1],
                                    k.normal[2],
-                                   own};
+                                   own,
+                                   tilt_variance(k)};
       mine.insert(mine.end(), row, row + kOrphan);
       local.push_back(c);
     }
@@ -501,7 +517,10 @@ class PlaneFitter {
       members.emplace_back();
       double points = 0;
       for (const std::size_t i : order)
-        if (group[i] < 0 && near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1)) {
+        if (group[i] < 0 &&
+            near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1, cos_widest_) &&
+            near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1,
+                 tilt_cosine(row(seed)[8] + row(i)[8]))) {
           group[i] = static_cast<int>(members.size() - 1);
           members.back().push_back(i);
           points += row(i)[0];
@@ -533,8 +552,8 @@ class PlaneFitter {
       }
       const Plane& plane = fits_[target];
       for (const std::size_t i : m)
-        if (on_this_rank(i) &&
-            near(plane.normal.data(), plane.centroid.data(), row(i) + 4, row(i) + 1))
+        if (on_this_rank(i) && near(plane.normal.data(), plane.centroid.data(), row(i) + 4,
+                                    row(i) + 1, tilt_cosine(row(i)[8])))
           root[local[i - first]] = target;
     }
   }
@@ -574,7 +593,22 @@ class PlaneFitter {
   }
 
  private:
-  static constexpr int kOrphan = 8;  // count, mean (3), normal (3), offset
+  static constexpr int kOrphan = 9;  // count, mean (3), normal (3), offset, tilt variance
+
+  // The variance of a cluster's normal direction (radians squared), a line fit's slope variance:
+  // the spread off its plane over (its points times its in-plane spread along the narrower axis).
+  // Small clusters of a small surface (a box's face: 40-60 points in nodes the face only partly
+  // fills) tilt by 1-2 degrees from noise alone, so a fixed merge_angle splits their surface
+  // into groups too small to be a plane.
+  static double tilt_variance(const Cluster& k) {
+    return k.eig[1] > 0 ? k.eig[0] / (k.count * k.eig[1]) : 1.0;
+  }
+  // The cosine two normals of tilt variance `variance` (summed) must reach: three standard
+  // deviations, no less than merge_angle, no more than three times it.
+  double tilt_cosine(double variance) const {
+    const double merge = params_.merge_angle_deg * kPi / 180;
+    return std::cos(std::clamp(3 * std::sqrt(variance), merge, std::min(kPi / 2, 3 * merge)));
+  }
 
   // Per peak: the plane of its largest cluster over all ranks (the lowest x of the centroid
   // breaks ties), as a Plane (normal, centroid; inliers 0: the peak has no cluster).
@@ -768,24 +802,51 @@ class PlaneFitter {
     return false;
   }
 
-  // A cluster (normal n, centroid m) on plane f: within merge_angle of it, its centroid within
-  // merge_distance.
+  // A cluster (normal n, centroid m) on plane f: within merge_angle of it (or the angle of
+  // min_cosine), its centroid within merge_distance.
   bool on_plane(const Plane& f, const double* n, const double* m) const {
+    return on_plane(f, n, m, cos_merge_);
+  }
+  // The same with the normals' angle limited by its cosine `min_cosine` (> 0).
+  bool on_plane(const Plane& f, const double* n, const double* m, double min_cosine) const {
+    return alignment(f, n, m) >= min_cosine;
+  }
+  // |cosine| of the angle between a cluster's normal n and plane f's where its centroid m lies
+  // within merge_distance of f, else -1: one pass for several angle limits.
+  double alignment(const Plane& f, const double* n, const double* m) const {
     double cosine = 0, distance = 0;
     for (int d = 0; d < 3; ++d) {
       cosine += f.normal[d] * n[d];
       distance += f.normal[d] * (m[d] - f.centroid[d]);
     }
-    return std::fabs(cosine) >= cos_merge_ && std::fabs(distance) <= params_.merge_distance;
+    return std::fabs(distance) <= params_.merge_distance ? std::fabs(cosine) : -1.0;
+  }
+
+  // A cluster's patch overlapping a plane's (fit()'s rectangle of its spread, widened by the
+  // cluster's own half-width), in the plane's axes.
+  static bool beside(const Plane& f, const Cluster& k) {
+    const double reach = std::sqrt(3 * std::max(0.0, k.eig[2]));
+    double u = 0, v = 0;
+    for (int d = 0; d < 3; ++d) {
+      u += f.axis_u[d] * (k.mean[d] - f.centroid[d]);
+      v += f.axis_v[d] * (k.mean[d] - f.centroid[d]);
+    }
+    return u >= f.u_min - reach && u <= f.u_max + reach && v >= f.v_min - reach &&
+           v <= f.v_max + reach;
   }
 
   // Two planes given by normal and a point on each: within merge_angle (either orientation),
   // each point within merge_distance of the other plane. Unlike agree(), which compares offsets
   // at the origin, robust for small clusters far from it, whose normals are uncertain.
   bool near(const double* na, const double* pa, const double* nb, const double* pb) const {
+    return near(na, pa, nb, pb, cos_merge_);
+  }
+  // The same with the normals' angle limited by its cosine `min_cosine`.
+  bool near(const double* na, const double* pa, const double* nb, const double* pb,
+            double min_cosine) const {
     const double cosine = na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2];
     const double d[3] = {pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2]};
-    return std::fabs(cosine) >= cos_merge_ &&
+    return std::fabs(cosine) >= min_cosine &&
            std::fabs(na[0] * d[0] + na[1] * d[1] + na[2] * d[2]) <= params_.merge_distance &&
            std::fabs(nb[0] * d[0] + nb[1] * d[1] + nb[2] * d[2]) <= params_.merge_distance;
   }
@@ -819,6 +880,7 @@ class PlaneFitter {
   std::vector<Cluster> clusters_;
   std::vector<std::int32_t> cluster_peak_;
   double cos_merge_;
+  double cos_widest_;  // of 3 merge_angle: the widest angle a cluster's own limit allows
   std::vector<int> parent_;
   std::vector<Plane> fits_;
   std::vector<char> has_fit_;

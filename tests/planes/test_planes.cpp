@@ -843,6 +843,12 @@ TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
     EXPECT_LT(t.worst_offset, 0.01 * s->scene_size) << kind;
     EXPECT_GE(s->f1, 0.9) << kind;
     EXPECT_EQ(t.found, t.wanted) << kind;
+    // The stairs' box b top (590 points, 0.27 m up: 9 cm from treads 1 and 2): its clusters of
+    // 40-60 points tilt 2-4 degrees from noise alone; with a fixed 3-degree limit two of them
+    // were left out and the rest (294 points) fell short of the minimum (300).
+    if (kind == "stairs") {
+      EXPECT_EQ(check_named(kind, *s, run->workload->detection().planes, "box b top").found, 1u);
+    }
   }
   // Shelving's lowest board, 0.15 m above the floor: nodes small enough to hold it without the
   // floor (0.094 m) are thinner than 17.3 noise deviations (7.8 mm) and fail the thickness test,
