@@ -149,6 +149,7 @@ struct ReferenceOctree {
   double noise[3] = {0, 0, 0};           // count * lambda_min, count * points per area, count
   double level_noise[3] = {0, 0, 0};     // the same before the level under test
   std::size_t groups = 0;                // clusters of sibling halves
+  mutable std::size_t seeded = 0;        // nodes whose first fit an octant's plane replaced
 
   struct Node {
     std::vector<std::uint32_t> pts;
@@ -198,7 +199,9 @@ struct ReferenceOctree {
     const auto octant = [&](std::uint32_t k) {
       return static_cast<int>((keys[node.pts[k]] >> (shift - 3)) & 7u);
     };
+    const double before[3] = {n[0], n[1], n[2]};
     seed_plane(static_cast<std::uint32_t>(node.pts.size()), point, octant, band, n, mean);
+    seeded += before[0] != n[0] || before[1] != n[1] || before[2] != n[2];
   }
 
   void test(int level, Node& node) const {
@@ -533,6 +536,8 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
           << kind << ": " << differ.size() << " of " << expected.size() << " clusters differ";
       EXPECT_GT(expected.size(), 50u) << kind;
       EXPECT_GT(ref.groups, 5u) << kind << ": sibling halves that pass";
+      EXPECT_GT(ref.seeded, 5u) << kind << ": nodes trimmed about an octant's plane";
+      std::printf("%s: %zu halves, %zu octant seeds\n", kind, ref.groups, ref.seeded);
       // Each point's cluster: the same node.
       const auto sorted_cluster = host(builder.sorted_cluster);
       std::size_t label_mismatch = 0;
