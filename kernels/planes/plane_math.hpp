@@ -193,7 +193,7 @@ APRON_HD inline void seed_plane(std::uint32_t n, const PointAt& point, const Oct
 }
 
 // Whether the nodes of a level whose first band is `band` take octant seeds, at the noise of
-// the clusters so far (noise_sums: their count-weighted lambda_min and their count).
+// the clusters so far (lmin_sum: their count-weighted lambda_min; count: their points).
 APRON_HD inline bool seeds_octants(const OctreeParams& p, double band, double lmin_sum,
                                    double count) {
   return p.seed_octants && count > 0 &&
@@ -249,8 +249,6 @@ struct HalfLimits {
   double kept = 1;
 };
 
-// The children's trimmed sums (each relative to its own reference point ref[k]) and point counts
-// of the octants in `members`, added and tested as one node at `level`; true: a cluster (g set).
 // The sums of the octants in `members` relative to the first one's reference point (first),
 // their points (all, trimmed or not) and how many children they are.
 struct GroupSums {
@@ -274,6 +272,8 @@ APRON_HD inline GroupSums group_sums(const Moments* sums, const double (*ref)[3]
   return g;
 }
 
+// The children's trimmed sums (each relative to its own reference point ref[k]) and point counts
+// of the octants in `members`, added and tested as one node at `level`; true: a cluster (g set).
 APRON_HD inline bool test_group(const OctreeParams& p, int level, const Moments* sums,
                                 const double (*ref)[3], const double* count, unsigned members,
                                 const HalfLimits& limits, SiblingGroup& g) {
@@ -335,11 +335,11 @@ APRON_HD inline int sibling_halves(const OctreeParams& p, int level, unsigned el
   return chosen;
 }
 
-// Of the children in `eligible`, those whose trimmed planes are one plane, grown from the child
-// with the most inliers: each next child (most inliers first) joins when the group's smallest
-// eigenvalue stays within the noise limit. This finds what no axis half holds alone: a face
-// rotated against the axes that crosses its parent diagonally, with another face or the floor in
-// the parent's other children. True: the group passes the node test (g set).
+// Of the children in `eligible`, those whose trimmed planes are one plane, whatever their
+// octants: a group grown from each child in turn, the others joining (most inliers first) while
+// the group's smallest eigenvalue stays within the noise limit; the largest group that passes the
+// halves' test is kept. It gathers what no axis half holds alone: a surface's pieces in children
+// on a diagonal, or beside children holding another surface. True: a group passed (g set).
 APRON_HD inline bool coplanar_children(const OctreeParams& p, int level, unsigned eligible,
                                        const Moments* sums, const double (*ref)[3],
                                        const double* count, const HalfLimits& limits,
