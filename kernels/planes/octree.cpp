@@ -79,6 +79,51 @@ APRON_HD inline void fit_node(const Moments& m, double first_band, bool clip, do
   f[6] = clip && spread < first_band ? spread : first_band;
 }
 
+// A node's points relative to its reference point, and their octants, for seed_plane.
+struct NodePointAt {
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  std::uint32_t begin;
+  Vec4 r;
+  APRON_HD void operator()(std::uint32_t k, double p[3]) const {
+    const Vec4 q = sorted[active[begin + k]];
+    p[0] = static_cast<double>(q.x) - r.x;
+    p[1] = static_cast<double>(q.y) - r.y;
+    p[2] = static_cast<double>(q.z) - r.z;
+  }
+};
+
+struct NodeOctantAt {
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  std::uint32_t begin;
+  int shift;  // the children's level's
+  APRON_HD int operator()(std::uint32_t k) const {
+    return static_cast<int>((keys[active[begin + k]] >> shift) & 7u);
+  }
+};
+
+// Each node's first fit from seed_plane (the octree's octant seeds), where the noise allows.
+struct SeedFits {
+  const Vec4* sorted;
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  const double* noise;  // the clusters' noise terms so far, summed
+  OctreeParams params;
+  double band;
+  int shift;  // the level's (at least 3: the node has octants)
+  double* fit;
+  APRON_HD void operator()(std::size_t s) const {
+    if (!seeds_octants(params, band, noise[0], noise[2])) return;
+    const std::uint32_t begin = starts[s], n = starts[s + 1] - begin;
+    if (n < static_cast<std::uint32_t>(params.min_points)) return;
+    double* f = fit + kFit * s;
+    seed_plane(n, NodePointAt{sorted, active, begin, sorted[active[begin]]},
+               NodeOctantAt{keys, active, begin, shift - 3}, band, f, f + 3);
+  }
+};
+
 // Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
 struct TileMoments {
   const Vec4* sorted;
@@ -341,8 +386,8 @@ struct MergeSiblingHalves {
       ref[o][0] = r.x, ref[o][1] = r.y, ref[o][2] = r.z;
       count[o] = static_cast<double>(starts[s + 1] - starts[s]);
     }
-    SiblingGroup g[2];
-    const int groups = sibling_halves(params, level, eligible, m, ref, count, limits, g);
+    SiblingGroup g[3];
+    const int groups = sibling_groups(params, level, eligible, m, ref, count, limits, g);
     for (int k = 0; k < groups; ++k) {
       const std::uint32_t leader = node[g[k].ref];
       std::uint32_t lo = 0xffffffffu, hi = 0;
@@ -551,6 +596,9 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   moments_.plan(starts_, nodes, m);
   moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
                   {trim ? raw(node_fit_) : nullptr, first_band, false});
+  if (trim && params.sibling_halves && params.seed_octants && shift >= 3)
+    for_each_index(nodes, SeedFits{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(noise_),
+                                   params, first_band, shift, raw(node_fit_)});
   for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
     const bool more = pass + 1 < params.trim_passes;
     moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,

@@ -140,9 +140,65 @@ struct OctreeParams {
   // lambda_max)) at least halves_density times theirs (count-weighted means over every rank:
   // the scan's noise and sampling on its surfaces).
   bool sibling_halves = true;
+  // And the children left after the halves, grouped by their planes (coplanar_children).
+  bool coplanar_children = true;
   double halves_noise = 2;
   double halves_density = 0.1;
+  // Octant seeds: a node holding a face and its neighbour (a box's side and its top, or the
+  // floor) has a plane of all its points that leans between the two, and trimming from it keeps
+  // neither; so the first band is taken about whichever of the node's plane and its octants'
+  // planes holds the most of its points (seed_plane). Only where that band is at most
+  // seed_noise_bands noise deviations (of the clusters so far, which the halves keep): a wider
+  // band about a tilted octant's plane holds a strip of the next face as well, and the node
+  // passes with a tilted plane (the boxes scene's box top tilted 4.8 degrees at 9 deviations).
+  bool seed_octants = true;
+  double seed_noise_bands = 5;
 };
+
+// Of a node's plane (normal, mean: in and out, relative to the node's reference point) and the
+// planes of its octants holding at least kSeedPoints points, the one with the most of the node's
+// n points within `band` (the node's plane unless another holds more). point(k, p): the k-th
+// point relative to the reference; octant(k): its octant.
+inline constexpr int kSeedPoints = 10;
+
+template <class PointAt, class OctantAt>
+APRON_HD inline void seed_plane(std::uint32_t n, const PointAt& point, const OctantAt& octant,
+                                double band, double normal[3], double mean[3]) {
+  Moments m[8];
+  double p[3];
+  for (std::uint32_t k = 0; k < n; ++k) {
+    point(k, p);
+    m[octant(k)].add(p[0], p[1], p[2]);
+  }
+  const auto holds = [&](const double* nn, const double* c) {
+    std::uint32_t in = 0;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      point(k, p);
+      const double along = nn[0] * (p[0] - c[0]) + nn[1] * (p[1] - c[1]) + nn[2] * (p[2] - c[2]);
+      in += along <= band && along >= -band ? 1u : 0u;
+    }
+    return in;
+  };
+  std::uint32_t most = holds(normal, mean);
+  for (int o = 0; o < 8; ++o) {
+    if (m[o].count < kSeedPoints) continue;
+    double c[3];
+    const Eigen3 e = eigen_symmetric(m[o].covariance(c));
+    const double nn[3] = {e.vec[0][0], e.vec[1][0], e.vec[2][0]};
+    const std::uint32_t in = holds(nn, c);
+    if (in <= most) continue;
+    most = in;
+    for (int d = 0; d < 3; ++d) normal[d] = nn[d], mean[d] = c[d];
+  }
+}
+
+// Whether the nodes of a level whose first band is `band` take octant seeds, at the noise of
+// the clusters so far (lmin_sum: their count-weighted lambda_min; count: their points).
+APRON_HD inline bool seeds_octants(const OctreeParams& p, double band, double lmin_sum,
+                                   double count) {
+  return p.seed_octants && count > 0 &&
+         band * band <= p.seed_noise_bands * p.seed_noise_bands * (lmin_sum / count);
+}
 
 // The slab test's verdict on a node's trimmed sums m (d2, d4 filled) and eigenvalues e.
 APRON_HD inline bool slab_like(const OctreeParams& p, const Moments& m, const Eigen3& e) {
@@ -193,23 +249,38 @@ struct HalfLimits {
   double kept = 1;
 };
 
+// The sums of the octants in `members` relative to the first one's reference point (first),
+// their points (all, trimmed or not) and how many children they are.
+struct GroupSums {
+  Moments m;
+  double points = 0;
+  int first = -1, children = 0;
+};
+
+APRON_HD inline GroupSums group_sums(const Moments* sums, const double (*ref)[3],
+                                     const double* count, unsigned members) {
+  GroupSums g;
+  for (int o = 0; o < 8; ++o) {
+    if (((members >> o) & 1u) == 0) continue;
+    if (g.first < 0) g.first = o;
+    const double delta[3] = {ref[o][0] - ref[g.first][0], ref[o][1] - ref[g.first][1],
+                             ref[o][2] - ref[g.first][2]};
+    g.m.merge(sums[o].shifted(delta));
+    g.points += count[o];
+    ++g.children;
+  }
+  return g;
+}
+
 // The children's trimmed sums (each relative to its own reference point ref[k]) and point counts
 // of the octants in `members`, added and tested as one node at `level`; true: a cluster (g set).
 APRON_HD inline bool test_group(const OctreeParams& p, int level, const Moments* sums,
                                 const double (*ref)[3], const double* count, unsigned members,
                                 const HalfLimits& limits, SiblingGroup& g) {
-  int first = -1, children = 0;
-  double points = 0;
-  Moments m;
-  for (int o = 0; o < 8; ++o) {
-    if (((members >> o) & 1u) == 0) continue;
-    if (first < 0) first = o;
-    const double delta[3] = {ref[o][0] - ref[first][0], ref[o][1] - ref[first][1],
-                             ref[o][2] - ref[first][2]};
-    m.merge(sums[o].shifted(delta));
-    points += count[o];
-    ++children;
-  }
+  const GroupSums sum = group_sums(sums, ref, count, members);
+  Moments m = sum.m;
+  const double points = sum.points;
+  const int first = sum.first, children = sum.children;
   // The counts first: most halves fail them, before an eigen-decomposition.
   if (children < 2 || m.count < 3 || m.count < p.min_points ||
       m.count < p.min_inlier_fraction * points * limits.kept)
@@ -262,6 +333,58 @@ APRON_HD inline int sibling_halves(const OctreeParams& p, int level, unsigned el
     }
   }
   return chosen;
+}
+
+// Of the children in `eligible`, those whose trimmed planes are one plane, whatever their
+// octants: a group grown from each child in turn, the others joining (most inliers first) while
+// the group's smallest eigenvalue stays within the noise limit; the largest group that passes the
+// halves' test is kept. It gathers what no axis half holds alone: a surface's pieces in children
+// on a diagonal, or beside children holding another surface. True: a group passed (g set).
+APRON_HD inline bool coplanar_children(const OctreeParams& p, int level, unsigned eligible,
+                                       const Moments* sums, const double (*ref)[3],
+                                       const double* count, const HalfLimits& limits,
+                                       SiblingGroup& g) {
+  int order[8];
+  int n = 0;
+  for (int o = 0; o < 8; ++o) {
+    if (((eligible >> o) & 1u) == 0 || sums[o].count < 3) continue;
+    int k = n++;
+    for (; k > 0 && sums[order[k - 1]].count < sums[o].count; --k) order[k] = order[k - 1];
+    order[k] = o;
+  }
+  if (n < 2) return false;
+  bool found = false;
+  for (int seed = 0; seed < n; ++seed) {
+    unsigned members = 1u << order[seed];
+    for (int k = 0; k < n; ++k) {
+      if (k == seed) continue;
+      const unsigned trial = members | (1u << order[k]);
+      double mean[3];
+      const Eigen3 e = eigen_symmetric(group_sums(sums, ref, count, trial).m.covariance(mean));
+      if (e.value[0] <= limits.max_lmin) members = trial;
+    }
+    SiblingGroup trial;
+    if (members != (1u << order[seed]) &&
+        test_group(p, level, sums, ref, count, members, limits, trial) &&
+        (!found || trial.m.count > g.m.count)) {
+      g = trial;
+      found = true;
+    }
+  }
+  return found;
+}
+
+// The groups of a parent's eligible children that pass as one node: the halves, then (with
+// coplanar_children) a group of the children they left. Returns how many (0-3), in out.
+APRON_HD inline int sibling_groups(const OctreeParams& p, int level, unsigned eligible,
+                                   const Moments* sums, const double (*ref)[3], const double* count,
+                                   const HalfLimits& limits, SiblingGroup out[3]) {
+  int groups = sibling_halves(p, level, eligible, sums, ref, count, limits, out);
+  if (!p.coplanar_children) return groups;
+  unsigned left = eligible;
+  for (int k = 0; k < groups; ++k) left &= ~out[k].members;
+  if (coplanar_children(p, level, left, sums, ref, count, limits, out[groups])) ++groups;
+  return groups;
 }
 
 }  // namespace apron::planes

@@ -53,8 +53,11 @@ void read_octree(MapReader r, OctreeParams& o) {
   o.slab_ratio = r.in_range("slab_ratio", 1, 1e6, o.slab_ratio);
   o.slab_points = int_in_range(r, "slab_points", 3, 1'000'000, o.slab_points);
   o.sibling_halves = r.get<bool>("sibling_halves", o.sibling_halves);
+  o.coplanar_children = r.get<bool>("coplanar_children", o.coplanar_children);
   o.halves_noise = r.in_range("halves_noise", 1, 1e6, o.halves_noise);
   o.halves_density = r.in_range("halves_density", 0, 1, o.halves_density);
+  o.seed_octants = r.get<bool>("seed_octants", o.seed_octants);
+  o.seed_noise_bands = r.in_range("seed_noise_bands", 0, 1e6, o.seed_noise_bands);
   r.finish();
 }
 
