@@ -140,8 +140,9 @@ struct OctreeParams {
   // lambda_max)) at least halves_density times theirs (count-weighted means over every rank:
   // the scan's noise and sampling on its surfaces).
   bool sibling_halves = true;
-  // And the children left after the halves, grouped by their planes (coplanar_children).
-  bool coplanar_children = true;
+  // And the children left after the halves, grouped by their planes (coplanar_children). Off
+  // by default, as seed_octants: together they cost the GPU 3x at 20M points (bench/NOTES.md).
+  bool coplanar_children = false;
   double halves_noise = 2;
   double halves_density = 0.1;
   // Octant seeds: a node holding a face and its neighbour (a box's side and its top, or the
@@ -151,7 +152,7 @@ struct OctreeParams {
   // seed_noise_bands noise deviations (of the clusters so far, which the halves keep): a wider
   // band about a tilted octant's plane holds a strip of the next face as well, and the node
   // passes with a tilted plane (the boxes scene's box top tilted 4.8 degrees at 9 deviations).
-  bool seed_octants = true;
+  bool seed_octants = false;
   double seed_noise_bands = 5;
 };
 

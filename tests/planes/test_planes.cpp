@@ -497,6 +497,7 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
       frame.size = 2 * half * 1.000001;
       for (double& o : frame.origin) o = -frame.size / 2;
       OctreeParams params;
+      params.seed_octants = params.coplanar_children = true;  // every path the builder has
       OctreeBuilder builder(tile);
       const DeviceVector<Vec4> device(points.begin(), points.end());
       builder.build(device, points.size(), frame, params);
@@ -858,7 +859,9 @@ std::string scene_yaml(const std::string& kind, long points, const std::string& 
 TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
   for (const auto& [kind, prefix] : {std::pair<std::string, std::string>{"stairs", "tread"},
                                      std::pair<std::string, std::string>{"shelving", "board"}}) {
-    const auto run = run_case(scene_yaml(kind, 150000), self_ranks());
+    const auto run = run_case(
+        scene_yaml(kind, 150000, "  octree: {seed_octants: true, coplanar_children: true}\n"),
+        self_ranks());
     const GroundTruthScore* s = run->workload->score();
     ASSERT_NE(s, nullptr);
     const TreadCheck t = check_named(kind, *s, run->workload->detection().planes, prefix);
