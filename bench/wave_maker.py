@@ -16,8 +16,8 @@ beach is needed. The gauges between the piston and the far one say where height 
 piston (the first gauge low already) or on the way (the heights falling with distance).
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
-                     [--alpha 0.02] [--wall-alpha 0] [--jobs N] [--mpirun "mpirun -n 2"]
-                     [--set key=value ...]"""
+                     [--alpha 0.02] [--wall-alpha 0] [--width 0.03] [--x0 0] [--jobs N]
+                     [--mpirun "mpirun -n 2"] [--set key=value ...]"""
 import argparse
 import concurrent.futures
 import csv
