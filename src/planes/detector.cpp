@@ -517,6 +517,7 @@ class PlaneFitter {
       members.emplace_back();
       double points = 0;
       for (const std::size_t i : order)
+        // The widest angle any pair may have first (no cosine to compute), then the pair's own.
         if (group[i] < 0 &&
             near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1, cos_widest_) &&
             near(row(seed) + 4, row(seed) + 1, row(i) + 4, row(i) + 1,
@@ -802,14 +803,10 @@ class PlaneFitter {
     return false;
   }
 
-  // A cluster (normal n, centroid m) on plane f: within merge_angle of it (or the angle of
-  // min_cosine), its centroid within merge_distance.
+  // A cluster (normal n, centroid m) on plane f: within merge_angle of it, its centroid within
+  // merge_distance.
   bool on_plane(const Plane& f, const double* n, const double* m) const {
-    return on_plane(f, n, m, cos_merge_);
-  }
-  // The same with the normals' angle limited by its cosine `min_cosine` (> 0).
-  bool on_plane(const Plane& f, const double* n, const double* m, double min_cosine) const {
-    return alignment(f, n, m) >= min_cosine;
+    return alignment(f, n, m) >= cos_merge_;
   }
   // |cosine| of the angle between a cluster's normal n and plane f's where its centroid m lies
   // within merge_distance of f, else -1: one pass for several angle limits.
