@@ -10,7 +10,6 @@
 #include "kernels/cloth/vertex_adjoint.hpp"
 #include "kernels/cloth/vertex_geometry.hpp"
 #include "kernels/common/primitives.hpp"
-#include "kernels/common/resident.hpp"
 
 namespace apron::cloth {
 namespace {
@@ -271,7 +270,7 @@ void gradient_from_normals(const DeviceMesh<double>& mesh,
                            AdjointSlots<R>& slots, DeviceVector<Vector3<double>>& gradient) {
   const std::size_t n = mesh.vertices();
   const RingView rings = ring_view(mesh);
-  for_each_index_resident<128, 4>(
+  for_each_index<128, 4>(
       n, VertexAdjointKernel<R>{raw(positions), raw(model.normal),
                                 vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)});
   for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),

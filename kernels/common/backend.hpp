@@ -144,8 +144,9 @@ void write_element(DeviceVector<T>& v, std::size_t i, const T& value) {
 }
 
 #if defined(__CUDACC__)
-template <int BlockThreads, class F>
-__global__ void __launch_bounds__(BlockThreads) for_each_index_kernel(std::size_t n, F f) {
+template <int BlockThreads, int MinBlocks, class F>
+__global__ void __launch_bounds__(BlockThreads, MinBlocks)
+    for_each_index_kernel(std::size_t n, F f) {
   const std::size_t i = blockIdx.x * std::size_t{BlockThreads} + threadIdx.x;
   if (i < n) f(i);
 }
@@ -156,13 +157,16 @@ void check_launch(const char* what);  // throws std::runtime_error on a launch e
 // Runs f(i) for i in [0, n) on the device: the portable kernel launch. On the GPU one thread per
 // index in blocks of BlockThreads, on the default stream (the one Thrust's policy() uses). A
 // register-heavy functor runs faster in smaller blocks: the SM's register file then holds more
-// of them (the cloth gradient, bench/NOTES.md).
-template <int BlockThreads = kBlockThreads, class F>
+// of them (the cloth gradient, bench/NOTES.md). MinBlocks > 0 is a floor on the blocks resident
+// per SM: the compiler caps each thread's registers so that they fit, spilling if it must, for a
+// functor whose registers, not its memory traffic, limit how many warps hide its load latency
+// (0: no floor). On the CPU both only name the kernel's shape.
+template <int BlockThreads = kBlockThreads, int MinBlocks = 0, class F>
 void for_each_index(std::size_t n, F f) {
   if (n == 0) return;
 #if defined(__CUDACC__)
   const auto blocks = static_cast<unsigned>((n + BlockThreads - 1) / BlockThreads);
-  for_each_index_kernel<BlockThreads><<<blocks, BlockThreads>>>(n, f);
+  for_each_index_kernel<BlockThreads, MinBlocks><<<blocks, BlockThreads>>>(n, f);
   check_launch("for_each_index");
 #else
   thrust::for_each_n(policy(), thrust::counting_iterator<std::size_t>(0), n, f);

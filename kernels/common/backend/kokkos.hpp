@@ -60,14 +60,15 @@ void copy_on_device(const T* from, std::size_t n, T* to) {
 }  // namespace detail
 
 // Runs f(i) for i in [0, n) on the default execution space. On a GPU in blocks of at most
-// BlockThreads, the launch bounds the cuda backend's kernels have: the hand-tuned neighbour loops
-// were tuned for the registers those bounds allow.
-template <int BlockThreads = kBlockThreads, class F>
+// BlockThreads with at least MinBlocks resident per SM (0: no floor), the launch bounds the cuda
+// backend's kernels have: the hand-tuned neighbour loops were tuned for the registers those
+// bounds allow.
+template <int BlockThreads = kBlockThreads, int MinBlocks = 0, class F>
 void for_each_index(std::size_t n, F f) {
   if (n == 0) return;
   ensure_kokkos();
-  using Policy =
-      Kokkos::RangePolicy<Kokkos::IndexType<std::size_t>, Kokkos::LaunchBounds<BlockThreads>>;
+  using Policy = Kokkos::RangePolicy<Kokkos::IndexType<std::size_t>,
+                                     Kokkos::LaunchBounds<BlockThreads, MinBlocks>>;
   Kokkos::parallel_for("apron::for_each_index", Policy(0, n), f);
 }
 
