@@ -168,7 +168,8 @@ struct EnergySeed {
 };
 
 // Pass 2: per v, d(W_v |V_v|)/dx_i and /dn_i for i in v's closed ring, into v's slots, in
-// precision R past the strains (vertex_tensors_adjoint).
+// precision R past the strains (vertex_tensors_adjoint), its ring's neighbours read from
+// `points` (through the ring CSR, or from a staged copy: StagedRingPoints).
 template <class R>
 struct VertexAdjointKernel {
   const Vector3<double>* x;
@@ -177,6 +178,10 @@ struct VertexAdjointKernel {
   Vector3<R>* x_adjoint;
   Vector3<R>* n_adjoint;
   APRON_HD void operator()(std::size_t v) const {
+    (*this)(v, RingPoints<double>{x, normal, energy.rings});
+  }
+  template <class Points>
+  APRON_HD void operator()(std::size_t v, const Points& points) const {
     const VertexEnergy& e = energy;
     const Ring ring = e.rings.ring(v);
     const std::size_t slot = ring.begin + v;
@@ -184,11 +189,80 @@ struct VertexAdjointKernel {
     const Misfit<double> misfit{
         e.rest_misfit, e.rest_area[v] * e.material.hourglass * e.material.zeta / ring.size()};
     vertex_tensors_adjoint<R>(
-        x, normal, e.rings, e.coordinates, static_cast<std::uint32_t>(v),
+        points, ring, x[v], normal[v], e.coordinates,
         EnergySeed{e.rest_metric[v], e.rest_curvature[v], e.rest_area[v], e.material}, misfit,
         x_adjoint + slot, n_adjoint + slot);
   }
 };
+
+// The per-vertex adjoint holds ~128 registers and reads each ring neighbour's position and
+// normal four times (one loop each for the metric fit, the misfit, the curvature fit and the
+// reverse pass), each time after loading the neighbour's index: latency-bound on those chained
+// gathers. Its blocks are 128 threads with 4 resident an SM (registers capped at 128): more warps
+// hide more of that latency than the few spills cost (bench/NOTES.md).
+inline constexpr int kAdjointThreads = 128, kAdjointBlocksPerSM = 4;
+
+#if defined(__CUDACC__) && !defined(APRON_BACKEND_KOKKOS)
+// Under CUDA a block first copies the neighbours of all its vertices' ring entries (contiguous
+// in the CSR) into shared memory, every entry in parallel, and the per-vertex code then reads them
+// from there: one gather per entry instead of four chained ones a loop, the same arithmetic
+// (bitwise the portable kernel's). 8 entries a vertex fit (48 KB a block, 4 blocks an SM); a
+// block whose rings hold more reads them from global memory.
+inline constexpr std::uint32_t kStagedEntries = 8 * kAdjointThreads;
+
+struct StagedRingPoints {
+  const Vector3<double>* positions;  // entry k at k - first
+  const Vector3<double>* normals;
+  std::uint32_t first;
+  bool staged;  // false: read through `global`
+  RingPoints<double> global;
+  __device__ Vector3<double> position(std::uint32_t k) const {
+    return staged ? positions[k - first] : global.position(k);
+  }
+  __device__ Vector3<double> normal(std::uint32_t k) const {
+    return staged ? normals[k - first] : global.normal(k);
+  }
+};
+
+template <class R>
+__global__ void __launch_bounds__(kAdjointThreads, kAdjointBlocksPerSM)
+    staged_vertex_adjoint_kernel(std::size_t n, VertexAdjointKernel<R> f) {
+  __shared__ Vector3<double> positions[kStagedEntries], normals[kStagedEntries];
+  const RingView& rings = f.energy.rings;
+  const std::size_t v0 = blockIdx.x * std::size_t{kAdjointThreads};
+  const std::size_t v1 = v0 + kAdjointThreads < n ? v0 + kAdjointThreads : n;
+  const std::uint32_t first = load(rings.offsets + v0), last = load(rings.offsets + v1);
+  const bool staged = last - first <= kStagedEntries;
+  if (staged)
+    for (std::uint32_t k = first + threadIdx.x; k < last; k += kAdjointThreads) {
+      const std::uint32_t j = rings.neighbour(k);
+      positions[k - first] = f.x[j];
+      normals[k - first] = f.normal[j];
+    }
+  __syncthreads();
+  const std::size_t v = v0 + threadIdx.x;
+  if (v < n) f(v, StagedRingPoints{positions, normals, first, staged, {f.x, f.normal, rings}});
+}
+
+template <class R>
+void vertex_adjoint(std::size_t n, const VertexAdjointKernel<R>& kernel, bool staged) {
+  if (!staged) return for_each_index<kAdjointThreads, kAdjointBlocksPerSM>(n, kernel);
+  if (n == 0) return;
+  // The blocks' shared memory first: 4 blocks of 48 KB need most of the SM's L1 as shared.
+  static const bool carved = cudaFuncSetAttribute(staged_vertex_adjoint_kernel<R>,
+                                                  cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                  cudaSharedmemCarveoutMaxShared) == cudaSuccess;
+  (void)carved;
+  const auto blocks = static_cast<unsigned>((n + kAdjointThreads - 1) / kAdjointThreads);
+  staged_vertex_adjoint_kernel<R><<<blocks, kAdjointThreads>>>(n, kernel);
+  check_launch("staged_vertex_adjoint_kernel");
+}
+#else
+template <class R>
+void vertex_adjoint(std::size_t n, const VertexAdjointKernel<R>& kernel, bool /*staged*/) {
+  for_each_index<kAdjointThreads, kAdjointBlocksPerSM>(n, kernel);
+}
+#endif
 
 // Pass 3: per k, the adjoint of n_k gathered from k's closed ring (the n slots that name k; the
 // sum in float64, as slots of opposite sign cancel), then through normalized() to that of k's
@@ -259,10 +333,7 @@ void build_two_rings(const DeviceMesh<double>& mesh, const EnergyModel& model) {
   model.two_ring = DeviceVector<std::uint32_t>(two_ring.begin(), two_ring.end());
 }
 
-// Passes 2-4 with the slots in precision R. The per-vertex adjoint, latency-bound on its ring
-// gathers, holds ~156 registers: 128-thread blocks keep more of it resident than 256-thread ones,
-// and capping it at 128 registers (4 blocks an SM) hides more latency than its few spills cost
-// (bench/NOTES.md).
+// Passes 2-4 with the slots in precision R.
 template <class R>
 void gradient_from_normals(const DeviceMesh<double>& mesh,
                            const DeviceVector<Vector3<double>>& positions,
@@ -270,9 +341,11 @@ void gradient_from_normals(const DeviceMesh<double>& mesh,
                            AdjointSlots<R>& slots, DeviceVector<Vector3<double>>& gradient) {
   const std::size_t n = mesh.vertices();
   const RingView rings = ring_view(mesh);
-  for_each_index<128, 4>(
-      n, VertexAdjointKernel<R>{raw(positions), raw(model.normal),
-                                vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)});
+  vertex_adjoint(
+      n,
+      VertexAdjointKernel<R>{raw(positions), raw(model.normal),
+                             vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)},
+      model.staged_rings);
   for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),
                                               raw(model.normal_inverse_length), raw(slots.n),
                                               raw(model.normal_sum_adjoint)});
