@@ -168,8 +168,7 @@ struct EnergySeed {
 };
 
 // Pass 2: per v, d(W_v |V_v|)/dx_i and /dn_i for i in v's closed ring, into v's slots, in
-// precision R past the strains (vertex_tensors_adjoint), its ring's neighbours read from
-// `points` (through the ring CSR, or from a staged copy: StagedRingPoints).
+// precision R past the strains (vertex_tensors_adjoint).
 template <class R>
 struct VertexAdjointKernel {
   const Vector3<double>* x;
@@ -177,82 +176,86 @@ struct VertexAdjointKernel {
   VertexEnergy energy;  // the rings and rest state the energy reads
   Vector3<R>* x_adjoint;
   Vector3<R>* n_adjoint;
-  APRON_HD void operator()(std::size_t v) const {
-    (*this)(v, RingPoints<double>{x, normal, energy.rings});
-  }
-  template <class Points>
-  APRON_HD void operator()(std::size_t v, const Points& points) const {
+  APRON_HD void operator()(std::size_t v) const { (*this)(v, x_adjoint, n_adjoint, 0); }
+  // The same, with slot s written to x_out[s - first] and n_out[s - first].
+  APRON_HD void operator()(std::size_t v, Vector3<R>* x_out, Vector3<R>* n_out,
+                           std::size_t first) const {
     const VertexEnergy& e = energy;
     const Ring ring = e.rings.ring(v);
-    const std::size_t slot = ring.begin + v;
+    const std::size_t slot = ring.begin + v - first;
     // d(W_v |V_v|) / d(sum of m_k^2) for the hourglass control's terms.
     const Misfit<double> misfit{
         e.rest_misfit, e.rest_area[v] * e.material.hourglass * e.material.zeta / ring.size()};
     vertex_tensors_adjoint<R>(
-        points, ring, x[v], normal[v], e.coordinates,
+        x, normal, e.rings, e.coordinates, static_cast<std::uint32_t>(v),
         EnergySeed{e.rest_metric[v], e.rest_curvature[v], e.rest_area[v], e.material}, misfit,
-        x_adjoint + slot, n_adjoint + slot);
+        x_out + slot, n_out + slot);
   }
 };
 
-// The per-vertex adjoint holds ~128 registers and reads each ring neighbour's position and
-// normal four times (one loop each for the metric fit, the misfit, the curvature fit and the
-// reverse pass), each time after loading the neighbour's index: latency-bound on those chained
-// gathers. Its blocks are 128 threads with 4 resident an SM (registers capped at 128): more warps
-// hide more of that latency than the few spills cost (bench/NOTES.md).
+// The per-vertex adjoint holds ~156 registers, latency-bound on its rings' gathers: 128-thread
+// blocks keep more of it resident than 256-thread ones, and capping it at 128 registers (4
+// blocks an SM) hides more latency than its few spills cost (bench/NOTES.md).
 inline constexpr int kAdjointThreads = 128, kAdjointBlocksPerSM = 4;
 
 #if defined(__CUDACC__) && !defined(APRON_BACKEND_KOKKOS)
-// Under CUDA a block first copies the neighbours of all its vertices' ring entries (contiguous
-// in the CSR) into shared memory, every entry in parallel, and the per-vertex code then reads them
-// from there: one gather per entry instead of four chained ones a loop, the same arithmetic
-// (bitwise the portable kernel's). 8 entries a vertex fit (48 KB a block, 4 blocks an SM); a
-// block whose rings hold more reads them from global memory.
-inline constexpr std::uint32_t kStagedEntries = 8 * kAdjointThreads;
-
-struct StagedRingPoints {
-  const Vector3<double>* positions;  // entry k at k - first
-  const Vector3<double>* normals;
-  std::uint32_t first;
-  bool staged;  // false: read through `global`
-  RingPoints<double> global;
-  __device__ Vector3<double> position(std::uint32_t k) const {
-    return staged ? positions[k - first] : global.position(k);
-  }
-  __device__ Vector3<double> normal(std::uint32_t k) const {
-    return staged ? normals[k - first] : global.normal(k);
-  }
-};
+// Under CUDA a block writes its vertices' slots (contiguous: the closed rings of v0..v0+127)
+// into shared memory, then copies them out word by word. Written in place, each thread's 42
+// scattered 4-byte stores (and the misfit it parks in a slot and reads back) each cost the L2 a
+// sector of its own, every lane a different one; copied out, 32 lanes fill 4 whole sectors.
+// The arithmetic is the portable kernel's. 8 slots a vertex fit (24 KB a block in float32); a
+// block whose rings need more writes in place.
+inline constexpr std::size_t kStagedSlots = 8 * kAdjointThreads;
 
 template <class R>
 __global__ void __launch_bounds__(kAdjointThreads, kAdjointBlocksPerSM)
     staged_vertex_adjoint_kernel(std::size_t n, VertexAdjointKernel<R> f) {
-  __shared__ Vector3<double> positions[kStagedEntries], normals[kStagedEntries];
-  const RingView& rings = f.energy.rings;
-  const std::size_t v0 = blockIdx.x * std::size_t{kAdjointThreads};
+  __shared__ Vector3<R> x_out[kStagedSlots], n_out[kStagedSlots];
+  const std::size_t v0 = blockIdx.x * std::size_t{kAdjointThreads}, v = v0 + threadIdx.x;
   const std::size_t v1 = v0 + kAdjointThreads < n ? v0 + kAdjointThreads : n;
-  const std::uint32_t first = load(rings.offsets + v0), last = load(rings.offsets + v1);
-  const bool staged = last - first <= kStagedEntries;
-  if (staged)
-    for (std::uint32_t k = first + threadIdx.x; k < last; k += kAdjointThreads) {
-      const std::uint32_t j = rings.neighbour(k);
-      positions[k - first] = f.x[j];
-      normals[k - first] = f.normal[j];
-    }
+  // The block's slots: [ring_offsets[v0] + v0, ring_offsets[v1] + v1).
+  const std::size_t first = load(f.energy.rings.offsets + v0) + v0,
+                    last = load(f.energy.rings.offsets + v1) + v1;
+  if (last - first > kStagedSlots) {
+    if (v < n) f(v);
+    return;
+  }
+  if (v < n) f(v, x_out, n_out, first);
   __syncthreads();
-  const std::size_t v = v0 + threadIdx.x;
-  if (v < n) f(v, StagedRingPoints{positions, normals, first, staged, {f.x, f.normal, rings}});
+  const R* x_from = &x_out[0].x;
+  const R* n_from = &n_out[0].x;
+  R* x_to = &f.x_adjoint[first].x;
+  R* n_to = &f.n_adjoint[first].x;
+  for (std::size_t w = threadIdx.x; w < 3 * (last - first); w += kAdjointThreads) {
+    x_to[w] = x_from[w];
+    n_to[w] = n_from[w];
+  }
+}
+
+// Asks for the shared memory that `blocks` blocks of `kernel` need on an SM (and no more: the
+// rest stays L1, which the kernel's gathers and spills use).
+template <class Kernel>
+void reserve_shared_memory(Kernel kernel, int blocks) {
+  cudaFuncAttributes attributes{};
+  int device = 0, per_sm = 0;
+  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess || cudaGetDevice(&device) ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) ||
+      per_sm == 0)
+    return;                                     // a hint only: the launch reports real errors
+  const std::size_t reserved_per_block = 1024;  // what the SM keeps of each block's share
+  const std::size_t need = blocks * (attributes.sharedSizeBytes + reserved_per_block);
+  const int percent =
+      static_cast<int>(std::min<std::size_t>(100, (100 * need + per_sm - 1) / per_sm));
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent);
 }
 
 template <class R>
 void vertex_adjoint(std::size_t n, const VertexAdjointKernel<R>& kernel, bool staged) {
   if (!staged) return for_each_index<kAdjointThreads, kAdjointBlocksPerSM>(n, kernel);
   if (n == 0) return;
-  // The blocks' shared memory first: 4 blocks of 48 KB need most of the SM's L1 as shared.
-  static const bool carved = cudaFuncSetAttribute(staged_vertex_adjoint_kernel<R>,
-                                                  cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                  cudaSharedmemCarveoutMaxShared) == cudaSuccess;
-  (void)carved;
+  static const bool reserved =
+      (reserve_shared_memory(staged_vertex_adjoint_kernel<R>, kAdjointBlocksPerSM), true);
+  (void)reserved;
   const auto blocks = static_cast<unsigned>((n + kAdjointThreads - 1) / kAdjointThreads);
   staged_vertex_adjoint_kernel<R><<<blocks, kAdjointThreads>>>(n, kernel);
   check_launch("staged_vertex_adjoint_kernel");
@@ -345,7 +348,7 @@ void gradient_from_normals(const DeviceMesh<double>& mesh,
       n,
       VertexAdjointKernel<R>{raw(positions), raw(model.normal),
                              vertex_energy(mesh, reference, model), raw(slots.x), raw(slots.n)},
-      model.staged_rings);
+      model.staged_slots);
   for_each_index(n, NormalSumAdjointKernel<R>{rings, raw(model.twin_slot), raw(model.normal),
                                               raw(model.normal_inverse_length), raw(slots.n),
                                               raw(model.normal_sum_adjoint)});

@@ -92,13 +92,13 @@ struct AdjointSlots {
 //   two_ring_offsets, two_ring: each vertex's 2-ring (itself, its ring and their rings, without
 //     repeats), for energy_gradient_forward only, which builds them on its first call. W_v depends
 //     on exactly the positions of v's 2-ring (the normals of its neighbours read their rings).
-//   staged_rings: the CUDA backend's per-vertex adjoint reads its rings from a copy in shared
-//     memory (bitwise the same gradient, faster); false runs the portable kernel, which the tests
-//     compare it with. Other backends always run the portable one.
+//   staged_slots: the CUDA backend's per-vertex adjoint writes its slots through shared memory
+//     (the same gradient, faster); false runs the portable kernel, which the tests compare it
+//     with. Other backends always run the portable one.
 struct EnergyModel {
   Material material;
   GradientPrecision precision = GradientPrecision::float64;
-  bool staged_rings = true;
+  bool staged_slots = true;
   DeviceVector<std::uint32_t> twin_slot;
   mutable DeviceVector<Vector3<double>> normal, normal_sum_adjoint;
   mutable DeviceVector<double> normal_inverse_length;

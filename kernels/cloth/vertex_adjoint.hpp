@@ -69,16 +69,6 @@ APRON_HD Vector3<T> vertex_normals_adjoint_at(const Vector3<T>* x, const Vector3
   return g;
 }
 
-// Ring entry k's neighbour's position and normal, read through the ring CSR.
-template <class T>
-struct RingPoints {
-  const Vector3<T>* x;
-  const Vector3<T>* normals;
-  RingView rings;
-  APRON_HD Vector3<T> position(std::uint32_t k) const { return x[rings.neighbour(k)]; }
-  APRON_HD Vector3<T> normal(std::uint32_t k) const { return normals[rings.neighbour(k)]; }
-};
-
 // The hourglass control's share of the loss at v: weight x ring_misfit's sum over v's ring (its
 // mean times the ring's size), from each ring entry's rest misfit; weight 0: none.
 template <class T>
@@ -112,20 +102,19 @@ APRON_HD T misfit_adjoint(Vector3<T> e, Vector2<C> th, Vector3<T> p1, Vector3<T>
 // simulation's "mixed" precision) cuts the registers of this, the gradient's heaviest kernel,
 // and halves the slots' bytes. R = T runs exactly the arithmetic of vertex_tensors (the tests'
 // float64 path).
-//
-// The ring's neighbours come from `points` (RingPoints, or a copy staged in faster memory):
-// points.position(k) and points.normal(k) are those of ring entry k's neighbour.
-template <class R, class T, class Points, class Seed>
-APRON_HD void vertex_tensors_adjoint(const Points& points, const Ring& ring, Vector3<T> xv,
-                                     Vector3<T> nv, const Vector2<T>* coordinates, const Seed& seed,
-                                     const Misfit<T>& misfit, Vector3<R>* x_slots,
-                                     Vector3<R>* n_slots) {
+template <class R, class T, class Seed>
+APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* normal,
+                                     const RingView& rings, const Vector2<T>* coordinates,
+                                     std::uint32_t v, const Seed& seed, const Misfit<T>& misfit,
+                                     Vector3<R>* x_slots, Vector3<R>* n_slots) {
+  const Ring ring = rings.ring(v);
+  const Vector3<T> xv = x[v], nv = normal[v];
   const Vector3<R> n = vector_cast<R>(nv), zero{R(0), R(0), R(0)};
   // Forward: fit_metric, in T.
   T g11 = 0, g12 = 0, g22 = 0;
   Vector3<T> r1{T(0), T(0), T(0)}, r2 = r1;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-    const Vector3<T> e = points.position(k) - xv;
+    const Vector3<T> e = x[rings.neighbour(k)] - xv;
     const Vector2<T> th = coordinates[k];
     g11 += th.x * th.x;
     g12 += th.x * th.y;
@@ -148,7 +137,7 @@ APRON_HD void vertex_tensors_adjoint(const Points& points, const Ring& ring, Vec
   if (misfit.weight != T(0))
     for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
       const Vector2<T> th = coordinates[k];
-      const T mu = misfit_adjoint(points.position(k) - xv, th, p1, p2, misfit, k);
+      const T mu = misfit_adjoint(x[rings.neighbour(k)] - xv, th, p1, p2, misfit, k);
       s11 += mu * th.x * th.x;
       s12 += mu * th.x * th.y;
       s22 += mu * th.y * th.y;
@@ -160,14 +149,15 @@ APRON_HD void vertex_tensors_adjoint(const Points& points, const Ring& ring, Vec
   Vector3<T> t, b;
   T scale;
   {
-    const Vector3<T> e0 = points.position(ring.begin) - xv;
+    const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;
     t = normalized(tangential(e0, nv));
     b = cross(nv, t);
     scale = T(1) / norm(e0);
   }
   Sym3System<T> fit;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-    const Vector3<T> e = points.position(k) - xv, dn = points.normal(k) - nv;
+    const std::uint32_t j = rings.neighbour(k);
+    const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
     const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
     fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
     fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
@@ -234,15 +224,13 @@ APRON_HD void vertex_tensors_adjoint(const Points& points, const Ring& ring, Vec
   // bk^2 s) to M (m00 m01 m02 m11 m12 m22) and (dnt tk, dnt bk + dnb tk, dnb bk) s to r.
   Vector3<R> t_bar = zero, b_bar = zero, xv_bar = zero;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-    const std::uint32_t slot = 1 + k - ring.begin;
+    const std::uint32_t j = rings.neighbour(k), slot = 1 + k - ring.begin;
     const Vector2<T> th = coordinates[k];
     Vector3<R> e_bar = R(th.x) * r1_bar + R(th.y) * r2_bar;
-    if (misfit.weight != T(0))
-      e_bar += (R(2) * x_slots[slot].x) * vector_cast<R>(points.position(k) - xv);
+    if (misfit.weight != T(0)) e_bar += (R(2) * x_slots[slot].x) * vector_cast<R>(x[j] - xv);
     Vector3<R> nj_bar = zero;
     if (curved) {
-      const Vector3<R> e = vector_cast<R>(points.position(k) - xv),
-                       dn = vector_cast<R>(points.normal(k) - nv);
+      const Vector3<R> e = vector_cast<R>(x[j] - xv), dn = vector_cast<R>(normal[j] - nv);
       const R et = dot(e, tr), eb = dot(e, br);
       const R tk = scale_r * et, bk = scale_r * eb, dnt = dot(dn, tr), dnb = dot(dn, br);
       const R s = tk * tk + bk * bk;
@@ -268,7 +256,7 @@ APRON_HD void vertex_tensors_adjoint(const Points& points, const Ring& ring, Vec
   // depend on the scale, M going as scale^4 and r as scale^3, so scale_bar vanishes up to
   // round-off: kept for the derivative of the arithmetic as written, but no test can see it.)
   if (curved) {
-    const Vector3<T> e0 = points.position(ring.begin) - xv;  // as in the forward pass
+    const Vector3<T> e0 = x[rings.neighbour(ring.begin)] - xv;  // as in the forward pass
     const Vector3<R> e0r = vector_cast<R>(e0);
     Vector3<R> e0_bar = (-scale_bar * scale_r * scale_r * scale_r) * e0r;
     n_bar += cross(tr, b_bar);

@@ -834,31 +834,36 @@ TEST(ClothEnergy, AdjointGradientEqualsForwardModeAroundAHighValenceVertex) {
   EXPECT_LT(mixed_vs_float64(rest, x, "fan of valence 13"), 1e-4);
 }
 
-// Under CUDA the per-vertex adjoint reads its rings from a copy in shared memory (the model's
-// staged_rings): the portable kernel's arithmetic, so its gradient bit for bit, in both
-// precisions, over ten blocks of 128 vertices (the last one partial) of an irregular curved
-// sheet. Other backends run the portable kernel either way.
-TEST(ClothEnergy, StagedRingsGiveThePortableGradientBitForBit) {
+// Under CUDA the per-vertex adjoint writes its slots through shared memory (the model's
+// staged_slots): the portable kernel's arithmetic, over ten blocks of 128 vertices (the last one
+// partial) of an irregular curved sheet, in both precisions. Not bit for bit: nvcc fuses
+// multiply-adds per kernel, and the two kernels' code differs around the same expressions, so
+// they agree to round-off (measured on an H200: 6e-17 of max |g| in float64, 7e-8 with float32
+// slots, whose sums cancel). Other backends run the portable kernel either way.
+TEST(ClothEnergy, StagedSlotsGiveThePortableGradient) {
   const GridSpec spec{.size_x = 1.2, .size_y = 1, .nx = 40, .ny = 30, .perturbed = true, .seed = 7};
   const HostMesh rest = mapped(grid_mesh(spec), on_saddle);
   const std::vector<Point> x = jittered(
       mapped(grid_mesh(spec), [](const Point& p) { return on_cylinder(p, 0.9); }).positions, 0.005,
       13);
   for (const GradientPrecision precision : {GradientPrecision::float64, GradientPrecision::mixed}) {
+    const bool mixed = precision == GradientPrecision::mixed;
     const EnergySetup staged(rest, kMaterial, precision);
     EnergySetup portable(rest, kMaterial, precision);
-    portable.model.staged_rings = false;
+    portable.model.staged_slots = false;
     const std::vector<Vector3<double>> a = staged.gradient(x), b = portable.gradient(x);
     ASSERT_EQ(a.size(), rest.positions.size());
     ASSERT_EQ(b.size(), a.size());
-    std::size_t differing = 0;
-    double largest = 0;
+    double worst = 0, largest = 0;
     for (std::size_t v = 0; v < a.size(); ++v) {
-      differing += a[v].x != b[v].x || a[v].y != b[v].y || a[v].z != b[v].z;
+      worst = std::max(
+          {worst, std::abs(a[v].x - b[v].x), std::abs(a[v].y - b[v].y), std::abs(a[v].z - b[v].z)});
       largest = std::max({largest, std::abs(b[v].x), std::abs(b[v].y), std::abs(b[v].z)});
     }
-    EXPECT_EQ(differing, 0u) << (precision == GradientPrecision::mixed ? "mixed" : "float64");
+    std::printf("  staged vs portable slots, %s: max |g| %.3e, relative difference %.2e\n",
+                mixed ? "mixed" : "float64", largest, worst / largest);
     EXPECT_GT(largest, 1e-3);
+    EXPECT_LT(worst / largest, mixed ? 1e-6 : 1e-14);
   }
 }
 
