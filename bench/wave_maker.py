@@ -16,7 +16,7 @@ beach is needed. The gauges between the piston and the far one say where height 
 piston (the first gauge low already) or on the way (the heights falling with distance).
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
-                     [--alpha 0.02] [--wall-alpha 0] [--width 0.03] [--x0 0] [--jobs N]
+                     [--alpha 0.01] [--wall-alpha 0] [--width 0.03] [--x0 0] [--jobs N]
                      [--mpirun "mpirun -n 2"] [--set key=value ...]"""
 import argparse
 import concurrent.futures
@@ -168,9 +168,9 @@ def main():
     p.add_argument("--periods", type=float, nargs="+", default=[0.8, 1.2])
     p.add_argument("--out", default="wave-maker-out")
     p.add_argument("--mpirun", default="", help="launcher prefix, e.g. 'mpirun -n 2'")
-    # alpha 0.02 with the averaged wall pressure keeps the water at rest (bench/NOTES.md, "The
-    # wave maker: the cause of the instability at rest"); 0.1 damps the wave within a metre.
-    p.add_argument("--alpha", type=float, default=0.02)
+    # The flume's case runs continuity density at alpha 0.01 (bench/NOTES.md, "SPH: session 24");
+    # 0.1 damps the wave within a metre.
+    p.add_argument("--alpha", type=float, default=0.01)
     p.add_argument("--wall-alpha", type=float, default=0.0)
     # The slab's side walls damp the wave as a channel's would (bench/NOTES.md): a wider slab
     # tells how much of the height lost on the way is theirs.

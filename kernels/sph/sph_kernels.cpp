@@ -32,6 +32,57 @@ struct DensityKernel {
   }
 };
 
+// The continuity equation with density diffusion, rho_a += elapsed (d rho_a / dt) with
+// d rho_a / dt = sum_b m_b v_ab . grad_a W_ab
+// (the kernel gradient corrected as the pair forces' is, so that a uniform compression of the
+// lattice changes the density at its true rate) plus delta h c0 sum_b 2 (rho_b - rho_a -
+// rho^H_ba) r_ab^2 / (r_ab^2 + 0.01 h^2) F_ab m_b / rho_b over fluid neighbours, F_ab the kernel
+// gradient's magnitude over r (the diffusion's sign: toward the neighbours' density). Boundary
+// particles add their walls' velocity to the divergence but no diffusion.
+struct ContinuityKernel {
+  Params params;
+  FluidArrays fluid;
+  BoundaryArrays wall;
+  float elapsed;
+
+  APRON_HD void operator()(std::size_t a) const {
+    if (!is_owned(fluid.flags[a])) return;
+    const Vec4 pa = fluid.pos[a];
+    const Vec4 va4 = fluid.vel[a];
+    const Vec3 va = xyz(va4);
+    const float rho_a = va4.w, h2 = params.kernel.h * params.kernel.h;
+    float fluid_divergence = 0, wall_divergence = 0, diffusion = 0;
+    const float support2 = params.kernel.support() * params.kernel.support();
+    NeighbourRecordWriter record(fluid.record, a);
+    for_each_candidate_recording(fluid.cells, pa, record, [&](std::uint32_t b) {
+      const Vec4 pb = load(fluid.pos + b);
+      const Vec4 vb = load(fluid.vel + b);
+      const Vec3 r_ab = xyz(pa) - xyz(pb);
+      const float r2 = norm2(r_ab);
+      const float shape = params.kernel.gradient_shape(r2);
+      fluid_divergence += dot(va - xyz(vb), r_ab) * shape;
+      const float excess =
+          vb.w - rho_a + params.hydrostatic_density_slope * dot(params.gravity, r_ab);
+      diffusion += fast_divide(excess * r2 * shape, (r2 + 0.01f * h2) * vb.w);
+      return r2 < support2;
+    });
+    if (params.ghost_boundary)
+      wall.cells.for_each_candidate(pa, [&](std::uint32_t b) {
+        const Vec4 pb = load(wall.pos + b);
+        const Vec3 r_ab = xyz(pa) - xyz(pb);
+        wall_divergence +=
+            dot(va - wall.velocity.of(pb), r_ab) * params.kernel.gradient_shape(norm2(r_ab));
+      });
+    const float rate =
+        -params.pair_scale(params.fluid_mass) * fluid_divergence -
+        params.pair_scale(params.boundary_mass) * wall_divergence -
+        2 * params.density_diffusion * params.kernel.gradient_norm * params.fluid_mass * diffusion;
+    const float rho = rho_a + elapsed * rate;
+    fluid.rho[a] = rho;
+    fluid.pressure[a] = params.pressure(rho);
+  }
+};
+
 // Monaghan (1992) artificial viscosity term Pi_ab (zero for receding pairs; branch-free).
 APRON_HD inline float viscosity(float alpha, float h, float c, float rho_mean, Vec3 v_ab, Vec3 r_ab,
                                 float r2) {
@@ -235,6 +286,7 @@ struct IntegrateKernel {
   const Vec4* acc;
   const std::uint8_t* flags;
   float dt;
+  bool carries_density;
   bool clamp;
   Box container;
 
@@ -252,7 +304,7 @@ struct IntegrateKernel {
         if (xs[d] > hi) xs[d] = hi, vs[d] = vs[d] > 0 ? 0 : vs[d];
       }
     }
-    vel[i] = with_w(v, 0);
+    vel[i] = with_w(v, carries_density ? vel[i].w : 0);
     pos[i] = with_w(x, 0);
   }
 };
@@ -311,8 +363,12 @@ struct SumTotals {
 
 }  // namespace
 
-void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall) {
-  for_each_index(fluid.n, DensityKernel{params, fluid, wall});
+void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall,
+                     float elapsed) {
+  if (params.continuity_density)
+    for_each_index(fluid.n, ContinuityKernel{params, fluid, wall, elapsed});
+  else
+    for_each_index(fluid.n, DensityKernel{params, fluid, wall});
 }
 
 void stage_pair_terms(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
@@ -327,8 +383,10 @@ void compute_acceleration(const Params& params, const FluidArrays& fluid,
 }
 
 void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
-               const DeviceVector<std::uint8_t>& flags, float dt, const Box* container) {
-  IntegrateKernel k{raw(pos), raw(vel), raw(acc), raw(flags), dt, container != nullptr, {}};
+               const DeviceVector<std::uint8_t>& flags, float dt, bool carries_density,
+               const Box* container) {
+  IntegrateKernel k{
+      raw(pos), raw(vel), raw(acc), raw(flags), dt, carries_density, container != nullptr, {}};
   if (container) k.container = *container;
   for_each_index(pos.size(), k);
 }

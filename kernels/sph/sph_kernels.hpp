@@ -98,6 +98,13 @@ struct Params {
   // Divides the kernel gradient in the pair forces: 1 / M, M the SPH gradient of a linear field
   // on the particle lattice over the true gradient, makes that gradient exact there (1: none).
   float gradient_correction = 1;
+  // Continuity density (SphConfig::continuity_density): vel.w carries each particle's density
+  // from step to step.
+  bool continuity_density = false;
+  float density_diffusion = 0;  // delta h c0 [m^2/s]
+  // d rho / d(g . r) at rest: rho0 / (c0^2 G), G the pair forces' gradient response, so the
+  // diffusion leaves the hydrostatic density's gradient alone.
+  float hydrostatic_density_slope = 0;
 
   // The constant factor of a neighbour of mass m's pair term (its sum times r_ab is the
   // acceleration): -m times the kernel gradient's norm, corrected.
@@ -166,8 +173,13 @@ void compute_wall_pressure(const Params& params, const FluidArrays& fluid,
                            const BoundaryArrays& wall, DeviceVector<float>& out);
 
 // rho_a = sum_b m_b W_ab over fluid and boundary neighbours, then p_a from the Tait equation.
-// Only owned particles are computed; ghosts receive their owner's values through the halo.
-void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall);
+// With continuity density rho_a is the one vel.w carries advanced by `elapsed` (the last step's
+// dt) at the rate the positions and velocities that step reached give: symplectic Euler, as the
+// positions are advanced with the new velocities (the rate from the old ones makes a forward
+// Euler of the sound waves, which grows). Only owned particles are computed; ghosts receive
+// their owner's values through the halo; vel.w gets the new density in stage_pair_terms.
+void compute_density(const Params& params, const FluidArrays& fluid, const BoundaryArrays& wall,
+                     float elapsed = 0);
 
 // pos.w = p / rho^2 and vel.w = rho for all n particles (owned and ghosts), after the ghosts
 // received their owners' density and pressure.
@@ -180,11 +192,13 @@ void stage_pair_terms(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
 void compute_acceleration(const Params& params, const FluidArrays& fluid,
                           const BoundaryArrays& wall);
 
-// Symplectic Euler for owned particles: v += dt a; x += dt v. When `container` is non-null no
+// Symplectic Euler for owned particles: v += dt a; x += dt v; vel.w keeps the density it
+// carries with continuity density (else 0). When `container` is non-null no
 // particle crosses its faces: one that a step would carry through stops at the face and loses its
 // normal velocity (an inelastic wall; a face at infinity is open).
 void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
-               const DeviceVector<std::uint8_t>& flags, float dt, const Box* container);
+               const DeviceVector<std::uint8_t>& flags, float dt, bool carries_density,
+               const Box* container);
 
 struct Extremes {
   float max_speed = 0;

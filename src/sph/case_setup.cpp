@@ -177,6 +177,9 @@ void compress_hydrostatically(const SphCase& c, const Params& params, HostPartic
         7 / (8 * a) * (std::pow(1 + a * height, 8.0 / 7) - std::pow(1 + a * (height - s), 8.0 / 7));
     const auto shift = static_cast<float>(-(column_integral - s) / response);
     p.x += shift * up.x, p.y += shift * up.y, p.z += shift * up.z;
+    if (!fluid.density.empty())
+      fluid.density[i] =
+          static_cast<float>(params.rest_density * std::pow(1 + a * (height - s), 1.0 / 7));
   }
 }
 

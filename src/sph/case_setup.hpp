@@ -16,6 +16,7 @@ namespace apron::sph {
 struct HostParticles {
   std::vector<Vec4> pos;
   std::vector<std::int64_t> id;
+  std::vector<float> density;  // empty, or each particle's at the start (continuity density)
 };
 
 // Lattice points of spacing dx along an extent, in float64 (any input, no integer overflow):
@@ -53,6 +54,7 @@ struct Params;
 // density at depth d below its top gives the pressure whose SPH gradient holds the lattice up:
 // rho0 g d with the lattice gradient correction (Params::gradient_correction), rho0 g d / M
 // without it (M: lattice_compression_response). Each particle's block follows from its id.
+// Where fluid.density is sized, it gets that density at each particle's depth.
 void compress_hydrostatically(const SphCase& c, const Params& params, HostParticles& fluid);
 
 // Particle mass that makes the SPH density of a full interior lattice exactly rho0.

@@ -43,6 +43,9 @@ SphConfig read_sph(MapReader r) {
       r.choice("initial_state", {"hydrostatic", "lattice"}, "hydrostatic") == "hydrostatic";
   c.lattice_gradient_correction =
       r.choice("gradient_correction", {"lattice", "none"}, "lattice") == "lattice";
+  c.continuity_density =
+      r.choice("density", {"summation", "continuity"}, "summation") == "continuity";
+  c.density_diffusion = r.in_range("density_diffusion", 0, 1, c.density_diffusion);
   r.finish();
   return c;
 }

@@ -40,6 +40,14 @@ struct SphConfig {
   // carries its true force there (0.970 of it uncorrected at h / dx = 1.3); false: the plain
   // kernel gradient.
   bool lattice_gradient_correction = true;
+  // How a particle's density is known. Summation: rho = sum m W over its neighbours each step
+  // (low where the kernel is cut by the free surface). Continuity: each particle carries its
+  // density and changes it by the velocity's divergence, d rho/dt = sum m v_ab . grad W, with
+  // delta-SPH density diffusion (Molteni & Colagrossi 2009, the hydrostatic part of the density
+  // differences taken out as Fourtakas et al. 2019 do) of strength density_diffusion; what
+  // DualSPHysics runs for wave flumes.
+  bool continuity_density = false;
+  double density_diffusion = 0.1;  // delta
 };
 
 // A triangle mesh the case places ({mesh: file, scale, rotation, offset}), read and placed when

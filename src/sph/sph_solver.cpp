@@ -42,6 +42,11 @@ Params make_params(const SphCase& c) {
   if (s.lattice_gradient_correction)
     p.gradient_correction =
         static_cast<float>(1 / lattice_compression_response(s.spacing, s.smoothing_ratio));
+  p.continuity_density = s.continuity_density;
+  p.density_diffusion = static_cast<float>(s.density_diffusion * p.kernel.h * c0);
+  const double gradient_response =
+      lattice_compression_response(s.spacing, s.smoothing_ratio) * p.gradient_correction;
+  p.hydrostatic_density_slope = static_cast<float>(s.rest_density / (c0 * c0 * gradient_response));
   p.alpha = static_cast<float>(s.alpha);
   // A wall viscosity in physical units keeps the wall friction the same at every resolution
   // (Monaghan's term acts like nu = alpha h c0 / 10 in 3-D).
@@ -157,6 +162,7 @@ void SphSolver::collect_moving_solids() {
 
 HostParticles SphSolver::fluid_particles(const Box& filter) const {
   HostParticles out = meshes_ ? meshes_->fluid_particles(filter) : generate_fluid(case_, filter);
+  if (params_.continuity_density) out.density.assign(out.pos.size(), params_.rest_density);
   if (case_.sph.hydrostatic_start) compress_hydrostatically(case_, params_, out);
   return out;
 }
@@ -205,7 +211,10 @@ void SphSolver::start() {
     global_sum(ranks_.comm, count);
     global_fluid_ = static_cast<std::int64_t>(count[0]);
   }
-  const std::vector<Vec4> still(mine.pos.size(), Vec4{0, 0, 0, 0});
+  // At rest; with continuity density vel.w carries the density the start was compressed to.
+  std::vector<Vec4> still(mine.pos.size(), Vec4{0, 0, 0, 0});
+  if (params_.continuity_density)
+    for (std::size_t i = 0; i < still.size(); ++i) still[i].w = mine.density[i];
   adopt_particles(partition, mine.pos, still, mine.id);
   // Page-locking host memory is slow (~0.2 s for 0.5 GB): done here, not in the step loop.
   if (config_.checkpoint.periodic()) checkpoint_staging();
@@ -273,6 +282,7 @@ void SphSolver::save_state(SavedState& state) const {
   state.partition(exchange_.partition());
   state.keep(checkpoint_staging_);
   state.scalar("min_dt", min_dt_);
+  state.scalar("last_dt", last_dt_);
   state.scalar("rebalances", static_cast<double>(rebalances_));
   state.scalar("fluid_particles", static_cast<double>(global_fluid_));
   for (std::size_t i = 0; i < wall_forces_.size(); ++i)
@@ -286,15 +296,34 @@ void SphSolver::restore(const LoadedState& state) {
   global_fluid_ = static_cast<std::int64_t>(state.total_rows("particles"));
   check_memory();
   min_dt_ = state.scalar("min_dt");
+  last_dt_ = state.scalar("last_dt");
   rebalances_ = static_cast<long>(state.scalar("rebalances"));
   for (std::size_t i = 0; i < wall_forces_.size(); ++i)
     wall_forces_[i] = state.scalar("moving_wall_force_" + std::to_string(i));
-  adopt_particles(continuing_partition(state, pos), pos,
-                  state.column<Vec4>("particles", "velocity"),
+  const auto vel = state.column<Vec4>("particles", "velocity");
+  if (params_.continuity_density) check_carried_densities(vel);
+  adopt_particles(continuing_partition(state, pos), pos, vel,
                   state.column<std::int64_t>("particles", "id"));
   staging_.step = -1;
   if (config_.checkpoint.periodic()) checkpoint_staging();
   log_summary();
+}
+
+// With continuity density the velocity column's fourth value is each particle's density: a
+// checkpoint of a summation run carries zeros there, and a forged one anything. Collective: every
+// rank refuses together.
+void SphSolver::check_carried_densities(const std::vector<Vec4>& vel) const {
+  double first_bad[1] = {-1};
+  for (std::size_t i = 0; i < vel.size() && first_bad[0] < 0; ++i)
+    if (!(vel[i].w > 0 && std::isfinite(vel[i].w))) first_bad[0] = static_cast<double>(i);
+  global_max(ranks_.comm, first_bad);
+  if (first_bad[0] < 0) return;
+  std::ostringstream msg;
+  msg << config_.file << ": checkpoint table 'particles', column 'velocity': the density it "
+      << "carries (the fourth value) is not positive in row " << first_bad[0]
+      << " of a rank's share; the case has sph.density: continuity, and a checkpoint of a run with "
+         "sph.density: summation carries no densities (restart it with summation)";
+  throw config::ConfigError(msg.str());
 }
 
 void SphSolver::rebuild_boundary() {
@@ -433,7 +462,7 @@ double SphSolver::take_step() {
   }
   {
     auto t = timers_.scope("density");
-    compute_density(params_, fluid_arrays(), wall_arrays());
+    compute_density(params_, fluid_arrays(), wall_arrays(), static_cast<float>(last_dt_));
   }
   {
     auto t = timers_.scope("halo");
@@ -454,10 +483,12 @@ double SphSolver::take_step() {
   }
   {
     auto t = timers_.scope("integrate");
-    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt), walls_ ? &*walls_ : nullptr);
+    integrate(pos_, vel_, acc_, flags_, static_cast<float>(dt), params_.continuity_density,
+              walls_ ? &*walls_ : nullptr);
     if (meshes_) meshes_->keep_off_walls(pos_, vel_, flags_);
     exchange_.drop_ghosts(store_);
   }
+  last_dt_ = dt;
   return dt;
 }
 

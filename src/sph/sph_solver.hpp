@@ -72,6 +72,7 @@ class SphSolver final : public SteppingWorkload {
   void check_memory() const;
   void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
+  void check_carried_densities(const std::vector<Vec4>& vel) const;
   void log_summary() const;
   HostParticles fluid_particles(const Box& filter) const;
   void rebuild_boundary();
@@ -149,6 +150,7 @@ class SphSolver final : public SteppingWorkload {
   std::int64_t global_fluid_ = 0;
   long rebalances_ = 0;
   double min_dt_ = 0;
+  double last_dt_ = 0;  // the step before this one's (continuity density advances by it)
 
   HostStaging staging_;
   // Host copy of the checkpointed rows, reused from one checkpoint to the next.

@@ -310,6 +310,89 @@ TEST(SphPasses, MatchBruteForce) {
       ASSERT_NEAR(acc[a].z, az, 2e-4 * scale) << a << (averaged ? " averaged" : " mirrored");
     }
   }
+
+  // Continuity density: vel.w (staged above: the reference densities, uneven) carries each
+  // particle's density, which the pass advances by `elapsed` at its rate.
+  p.continuity_density = true;
+  p.density_diffusion = 0.1f * h * c;
+  p.hydrostatic_density_slope = 1000 / (c * c);
+  const float elapsed = 1e-4f;
+  compute_density(p, f, w, elapsed);
+  const std::vector<float> advanced = to_host(d_rho);
+  for (std::size_t a = 0; a < fs.size(); ++a) {
+    if (flags_sorted[a] & kGhost) continue;
+    double rate = 0, magnitude = 0;
+    auto add = [&](Vec3 r, Vec3 vab, double m, double diffusion) {
+      const float r2 = norm2(r);
+      const double grad = p.kernel.gradient_factor(r2);  // zero beyond the support
+      const double term = m * dot(vab, r) * grad * p.gradient_correction +
+                          2 * diffusion * grad * r2 / (r2 + 0.01 * h * h) * m;
+      rate += term, magnitude += std::abs(term);
+    };
+    for (std::size_t b = 0; b < fs.size(); ++b) {
+      const Vec3 r = xyz(fs[a]) - xyz(fs[b]);
+      const double excess = rho[b] - rho[a] + p.hydrostatic_density_slope * dot(p.gravity, r);
+      add(r, xyz(vs[a]) - xyz(vs[b]), p.fluid_mass, -p.density_diffusion * excess / rho[b]);
+    }
+    for (const Vec4& b : ws) {
+      Vec3 vb{0, 0, 0};
+      if (b.w == 1) vb = wall_velocity.linear[0];
+      if (b.w == 2) vb = cross(wall_velocity.angular[1], xyz(b) - wall_velocity.centre[1]);
+      add(xyz(fs[a]) - xyz(b), xyz(vs[a]) - vb, p.boundary_mass, 0);
+    }
+    ASSERT_NEAR(advanced[a], rho[a] + elapsed * rate, 1e-4 * elapsed * magnitude + 2e-4) << a;
+  }
+}
+
+// The continuity pass on a lattice where the answer is analytic: a uniform compression
+// v = -e x changes the density at 3 e rho0 (exactly, with the lattice gradient correction), and a
+// density that rises with depth at the hydrostatic slope diffuses nowhere.
+TEST(SphPasses, ContinuityOnALattice) {
+  const float dx = 0.01f, e = 0.5f, rho0 = 1000, c = 20;
+  const int n = 13;  // the centre particle's support (2.6 dx) lies inside the block
+  Params p;
+  p.kernel = Wendland(1.3f * dx);
+  p.rest_density = rho0;
+  p.tait_b = rho0 * c * c / 7;
+  p.fluid_mass = static_cast<float>(lattice_mass(rho0, dx, 1.3));
+  p.gradient_correction = static_cast<float>(1 / lattice_compression_response(dx, 1.3));
+  p.continuity_density = true;
+  p.density_diffusion = 0.1f * p.kernel.h * c;
+  p.hydrostatic_density_slope = rho0 / (c * c);
+  p.ghost_boundary = false;
+  std::vector<Vec4> pos, vel;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < n; ++k) {
+        const Vec3 x{(i - n / 2) * dx, (j - n / 2) * dx, (k - n / 2) * dx};
+        pos.push_back(with_w(x, 0));
+        vel.push_back(with_w(-e * x, rho0 + p.hydrostatic_density_slope * dot(p.gravity, x)));
+      }
+  Box box;
+  for (int d = 0; d < 3; ++d) box.lo[d] = -0.1, box.hi[d] = 0.1;
+  CellList cells, no_walls;
+  DeviceVector<Vec4> d_pos(pos.begin(), pos.end()), d_none;
+  cells.build(GridSpec::covering(box, p.kernel.support(), 2), d_pos, d_pos.size());
+  no_walls.build(GridSpec::covering(box, p.kernel.support(), 2), d_none, 0);
+  std::vector<Vec4> sorted_pos(pos.size()), sorted_vel(pos.size());
+  const std::vector<std::uint32_t> order = to_host(cells.order());
+  for (std::size_t s = 0; s < order.size(); ++s)
+    sorted_pos[s] = pos[order[s]], sorted_vel[s] = vel[order[s]];
+  DeviceVector<Vec4> d_sorted(sorted_pos.begin(), sorted_pos.end()),
+      d_vel(sorted_vel.begin(), sorted_vel.end()), d_acc(pos.size());
+  DeviceVector<float> d_rho(pos.size()), d_p(pos.size());
+  DeviceVector<std::uint8_t> d_flags(pos.size(), kFluid);
+  DeviceVector<std::uint32_t> d_words(NeighbourRecord::kWords * pos.size());
+  DeviceVector<std::uint8_t> d_overflow(pos.size());
+  const FluidArrays f{raw(d_sorted), raw(d_vel),   raw(d_rho),
+                      raw(d_p),      raw(d_acc),   raw(d_flags),
+                      pos.size(),    cells.view(), {raw(d_words), raw(d_overflow), pos.size()}};
+  const float elapsed = 1e-3f;
+  compute_density(p, f, BoundaryArrays{raw(d_none), 0, no_walls.view(), {}}, elapsed);
+  const std::vector<float> advanced = to_host(d_rho);
+  const auto centre = std::find(order.begin(), order.end(), (n * n * n) / 2) - order.begin();
+  const float rate = (advanced[centre] - sorted_vel[centre].w) / elapsed;
+  EXPECT_NEAR(rate, 3 * e * rho0, 2e-3 * 3 * e * rho0);
 }
 
 TEST(PrescribedMotion, VelocityIsTheDerivativeOfThePose) {
@@ -349,7 +432,7 @@ TEST(Integrate, SymplecticEulerAndContainerClamp) {
   DeviceVector<std::uint8_t> flags(2, kFluid);
   Box box;
   for (int d = 0; d < 3; ++d) box.lo[d] = 0, box.hi[d] = 1;
-  integrate(pos, vel, acc, flags, 0.01f, &box);
+  integrate(pos, vel, acc, flags, 0.01f, false, &box);
   const std::vector<Vec4> p = to_host(pos), v = to_host(vel);
   const Vec4 p0 = p[0], v0 = v[0], p1 = p[1], v1 = v[1];
   EXPECT_FLOAT_EQ(v0.z, -0.1f);
@@ -357,6 +440,14 @@ TEST(Integrate, SymplecticEulerAndContainerClamp) {
   EXPECT_FLOAT_EQ(p0.z, 0.5f - 0.001f);
   EXPECT_FLOAT_EQ(p1.x, 0.0f);  // stopped at the wall
   EXPECT_FLOAT_EQ(v1.x, 0.0f);
+  EXPECT_EQ(v0.w, 0.0f);  // no density carried
+
+  // With continuity density vel.w carries it.
+  vel = std::vector<Vec4>{{0, 0, 0, 1000}, {0, 0, 0, 1010}};
+  integrate(pos, vel, acc, flags, 0.01f, true, &box);
+  const std::vector<Vec4> carried = to_host(vel);
+  EXPECT_EQ(carried[0].w, 1000.0f);
+  EXPECT_EQ(carried[1].w, 1010.0f);
 }
 
 // Erasing slots leaves every other particle exactly once, with all its fields, whether the
