@@ -296,12 +296,12 @@ void SphSolver::restore(const LoadedState& state) {
   global_fluid_ = static_cast<std::int64_t>(state.total_rows("particles"));
   check_memory();
   min_dt_ = state.scalar("min_dt");
-  last_dt_ = state.scalar("last_dt");
+  if (params_.continuity_density) last_dt_ = state.scalar("last_dt");  // unused by summation
   rebalances_ = static_cast<long>(state.scalar("rebalances"));
   for (std::size_t i = 0; i < wall_forces_.size(); ++i)
     wall_forces_[i] = state.scalar("moving_wall_force_" + std::to_string(i));
   const auto vel = state.column<Vec4>("particles", "velocity");
-  if (params_.continuity_density) check_carried_densities(vel);
+  if (params_.continuity_density) check_carried_densities(state.where(), vel);
   adopt_particles(continuing_partition(state, pos), pos, vel,
                   state.column<std::int64_t>("particles", "id"));
   staging_.step = -1;
@@ -309,20 +309,20 @@ void SphSolver::restore(const LoadedState& state) {
   log_summary();
 }
 
-// With continuity density the velocity column's fourth value is each particle's density: a
-// checkpoint of a summation run carries zeros there, and a forged one anything. Collective: every
-// rank refuses together.
-void SphSolver::check_carried_densities(const std::vector<Vec4>& vel) const {
+// With continuity density the velocity column's fourth value is each particle's density, which
+// a resealed (checksum-valid) checkpoint may still hold as anything. Collective: every rank
+// refuses together.
+void SphSolver::check_carried_densities(const std::string& checkpoint,
+                                        const std::vector<Vec4>& vel) const {
   double first_bad[1] = {-1};
   for (std::size_t i = 0; i < vel.size() && first_bad[0] < 0; ++i)
     if (!(vel[i].w > 0 && std::isfinite(vel[i].w))) first_bad[0] = static_cast<double>(i);
   global_max(ranks_.comm, first_bad);
   if (first_bad[0] < 0) return;
   std::ostringstream msg;
-  msg << config_.file << ": checkpoint table 'particles', column 'velocity': the density it "
+  msg << checkpoint << ": table 'particles', column 'velocity': the density it "
       << "carries (the fourth value) is not positive in row " << first_bad[0]
-      << " of a rank's share; the case has sph.density: continuity, and a checkpoint of a run with "
-         "sph.density: summation carries no densities (restart it with summation)";
+      << " of a rank's share: the checkpoint is damaged; restart from an earlier one";
   throw config::ConfigError(msg.str());
 }
 
