@@ -79,63 +79,15 @@ APRON_HD inline void fit_node(const Moments& m, double first_band, bool clip, do
   f[6] = clip && spread < first_band ? spread : first_band;
 }
 
-// A node's points relative to its reference point, and their octants, for seed_plane.
-struct NodePointAt {
-  const Vec4* sorted;
-  const std::uint32_t* active;
-  std::uint32_t begin;
-  Vec4 r;
-  APRON_HD void operator()(std::uint32_t k, double p[3]) const {
-    const Vec4 q = sorted[active[begin + k]];
-    p[0] = static_cast<double>(q.x) - r.x;
-    p[1] = static_cast<double>(q.y) - r.y;
-    p[2] = static_cast<double>(q.z) - r.z;
-  }
-};
-
-struct NodeOctantAt {
-  const std::uint64_t* keys;
-  const std::uint32_t* active;
-  std::uint32_t begin;
-  int shift;  // the children's level's
-  APRON_HD int operator()(std::uint32_t k) const {
-    return static_cast<int>((keys[active[begin + k]] >> shift) & 7u);
-  }
-};
-
-// Each node's first fit from seed_plane (the octree's octant seeds), where the noise allows.
-struct SeedFits {
-  const Vec4* sorted;
-  const std::uint64_t* keys;
-  const std::uint32_t* active;
-  const std::uint32_t* starts;
-  const double* noise;  // the clusters' noise terms so far, summed
-  OctreeParams params;
-  double band;
-  int shift;  // the level's (at least 3: the node has octants)
-  double* fit;
-  APRON_HD void operator()(std::size_t s) const {
-    if (!seeds_octants(params, band, noise[0], noise[2])) return;
-    const std::uint32_t begin = starts[s], n = starts[s + 1] - begin;
-    if (n < static_cast<std::uint32_t>(params.min_points)) return;
-    double* f = fit + kFit * s;
-    seed_plane(n, NodePointAt{sorted, active, begin, sorted[active[begin]]},
-               NodeOctantAt{keys, active, begin, shift - 3}, band, f, f + 3);
-  }
-};
-
-// Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
-struct TileMoments {
-  const Vec4* sorted;
-  const std::uint32_t* active;
-  const std::uint32_t* starts;
-  const std::uint32_t* tile_first;  // nodes + 1
-  std::uint32_t nodes, tile_points;
-  const double* fit;     // null: every point counts
-  std::uint8_t* inlier;  // with fit: 1 where a point is within its node's band
-  // The node of tile t (< tile_first[nodes]): the last s with tile_first[s] <= t.
-  APRON_HD std::uint32_t node_of(std::uint32_t t) const {
-    std::uint32_t lo = 0, hi = nodes;
+// A planned pass's tiles: tile t of segment s covers the segment's active points [begin, end).
+struct TileSpan {
+  const std::uint32_t* starts;      // segments + 1
+  const std::uint32_t* tile_first;  // segments + 1
+  std::uint32_t segments, tile_points;
+  APRON_HD std::uint32_t count() const { return tile_first[segments]; }
+  // The segment of tile t (< count()): the last s with tile_first[s] <= t.
+  APRON_HD std::uint32_t segment_of(std::uint32_t t) const {
+    std::uint32_t lo = 0, hi = segments;
     while (hi - lo > 1) {
       const std::uint32_t mid = lo + (hi - lo) / 2;
       if (tile_first[mid] <= t)
@@ -145,14 +97,27 @@ struct TileMoments {
     }
     return lo;
   }
+  APRON_HD void range(std::uint32_t t, std::uint32_t s, std::uint32_t& begin,
+                      std::uint32_t& end) const {
+    begin = static_cast<std::uint32_t>(starts[s] + std::uint64_t{t - tile_first[s]} * tile_points);
+    end = starts[s + 1] - begin > tile_points ? begin + tile_points : starts[s + 1];
+  }
+};
+
+// Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
+struct TileMoments {
+  using Sum = Moments;
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  TileSpan span;
+  const double* fit;     // null: every point counts
+  std::uint8_t* inlier;  // with fit: 1 where a point is within its node's band
   APRON_HD void accumulate(std::uint32_t t, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
-    const std::uint32_t s = node_of(t);
-    const auto begin =
-        static_cast<std::uint32_t>(starts[s] + std::uint64_t{t - tile_first[s]} * tile_points);
-    const std::uint32_t end =
-        starts[s + 1] - begin > tile_points ? begin + tile_points : starts[s + 1];
-    const Vec4 r = sorted[active[starts[s]]];
+    const std::uint32_t s = span.segment_of(t);
+    std::uint32_t begin, end;
+    span.range(t, s, begin, end);
+    const Vec4 r = sorted[active[span.starts[s]]];
     const double* f = fit != nullptr ? fit + kFit * s : nullptr;
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4  // several points' loads in flight per lane
@@ -175,6 +140,7 @@ struct TileMoments {
 
 // Stage 2: a node's tiles' partials, in order, then (on request) the next pass's fit.
 struct NodeTotals {
+  using Sum = Moments;
   const Moments* partial;
   const std::uint32_t* tile_first;
   Moments* sums;
@@ -190,25 +156,194 @@ struct NodeTotals {
   }
 };
 
-// The portable forms: one index per tile (node), its points in order; on the GPU, the totals of
-// a level with many nodes (NodeMoments' warp_node_limit).
+// The bounds of each node's octants among the active points (the runs of the next level's
+// prefix within the node's run; an empty octant holds none): 8 per node, then the total.
+struct OctantStarts {
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  std::uint32_t nodes;
+  int shift;  // the octants' level's
+  std::uint32_t* octant_starts;
+  APRON_HD void operator()(std::size_t q) const {
+    const std::size_t s = q / 8;
+    if (s >= nodes) {
+      octant_starts[q] = starts[nodes];
+      return;
+    }
+    const std::uint64_t octant = q % 8;
+    std::uint32_t lo = starts[s], hi = starts[s + 1];
+    while (lo < hi) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (((keys[active[mid]] >> shift) & 7u) < octant)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    octant_starts[q] = lo;
+  }
+};
+
+// Whether node s takes octant seeds: seed_plane's conditions, at the noise of the clusters so
+// far (on the device: no wait for the host).
+struct SeedsNode {
+  const std::uint32_t* starts;
+  const double* noise;
+  OctreeParams params;
+  double band;  // the level's first band
+  APRON_HD bool operator()(std::uint32_t s) const {
+    return seeds_octants(params, band, noise[0], noise[2]) &&
+           starts[s + 1] - starts[s] >= static_cast<std::uint32_t>(params.min_points);
+  }
+};
+
+constexpr int kPlane = 6;  // a seed candidate: normal, mean relative to the node's first point
+
+// Stage 2 of a seeded level's pass over its octants: each octant's sums (relative to its own
+// first point) and, where its node takes seeds, its plane as the node's candidate 1 + octant.
+struct OctantTotals {
+  using Sum = Moments;
+  const Moments* partial;
+  const std::uint32_t* tile_first;  // the octant plan's
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  const std::uint32_t* octant_starts;
+  SeedsNode seeds;
+  Moments* octant_sums;
+  double* candidates;  // kSeedCandidates planes per node
+  APRON_HD void accumulate(std::uint32_t q, std::uint32_t lane, std::uint32_t lanes,
+                           Moments& m) const {
+    for (std::uint32_t t = tile_first[q] + lane; t < tile_first[q + 1]; t += lanes)
+      m.merge(partial[t]);
+  }
+  APRON_HD void finish(std::uint32_t q, const Moments& m) const {
+    octant_sums[q] = m;
+    const std::uint32_t s = q / 8;
+    double* plane = candidates + kPlane * (kSeedCandidates * std::size_t{s} + 1 + q % 8);
+    if (!seeds(s) || !octant_plane(m, plane, plane + 3)) return;
+    // The octant's mean relative to its node's first point.
+    const Vec4 ro = sorted[active[octant_starts[q]]], r = sorted[active[seeds.starts[s]]];
+    plane[3] += static_cast<double>(ro.x) - r.x;
+    plane[4] += static_cast<double>(ro.y) - r.y;
+    plane[5] += static_cast<double>(ro.z) - r.z;
+  }
+};
+
+// A seeded level's node sums from its octants' sums (each octant's shifted to the node's
+// reference point), the node's first fit as its candidate 0, and which candidates are planes
+// (bit k: candidate k; octants of too few points and nodes that take no seeds have none).
+struct NodeFromOctants {
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  const std::uint32_t* octant_starts;
+  const Moments* octant_sums;
+  SeedsNode seeds;
+  Moments* sums;
+  double* fit;
+  double* candidates;
+  std::uint32_t* candidate_mask;
+  APRON_HD void operator()(std::size_t s) const {
+    const Vec4 r = sorted[active[seeds.starts[s]]];
+    const bool seeded = seeds(static_cast<std::uint32_t>(s));
+    std::uint32_t mask = 1;
+    Moments total;
+    for (std::size_t o = 0; o < 8; ++o) {
+      const std::size_t q = 8 * s + o;
+      if (octant_starts[q + 1] == octant_starts[q]) continue;
+      const Vec4 ro = sorted[active[octant_starts[q]]];
+      const double delta[3] = {static_cast<double>(ro.x) - r.x, static_cast<double>(ro.y) - r.y,
+                               static_cast<double>(ro.z) - r.z};
+      total.merge(octant_sums[q].shifted(delta));
+      if (seeded && octant_sums[q].count >= kSeedPoints) mask |= 2u << o;
+    }
+    sums[s] = total;
+    double* f = fit + kFit * s;
+    fit_node(total, seeds.band, false, f);
+    if (!seeded) return;
+    candidate_mask[s] = mask;
+    for (int k = 0; k < kPlane; ++k) candidates[kSeedCandidates * kPlane * s + k] = f[k];
+  }
+};
+
+// Per tile of a seeded level's nodes: how many of its points lie within the band of each of its
+// node's seed candidates.
+struct TileSeedCounts {
+  using Sum = SeedCounts;
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  TileSpan span;
+  SeedsNode seeds;
+  const double* candidates;
+  const std::uint32_t* candidate_mask;
+  APRON_HD void accumulate(std::uint32_t t, std::uint32_t lane, std::uint32_t lanes,
+                           SeedCounts& c) const {
+    const std::uint32_t s = span.segment_of(t);
+    if (!seeds(s)) return;
+    std::uint32_t begin, end;
+    span.range(t, s, begin, end);
+    const Vec4 r = sorted[active[span.starts[s]]];
+    const double* planes = candidates + kSeedCandidates * kPlane * std::size_t{s};
+    const std::uint32_t mask = candidate_mask[s];
+    for (std::uint32_t i = begin + lane; i < end; i += lanes) {
+      const Vec4 p = load(sorted + load(active + i));
+      const double d[3] = {static_cast<double>(p.x) - r.x, static_cast<double>(p.y) - r.y,
+                           static_cast<double>(p.z) - r.z};
+      for (int k = 0; k < kSeedCandidates; ++k) {
+        if (((mask >> k) & 1u) == 0) continue;
+        const double* plane = planes + kPlane * k;
+        c.in[k] += within_band(plane, plane + 3, d, seeds.band) ? 1u : 0u;
+      }
+    }
+  }
+};
+
+// A seeded node's counts over its tiles; its first fit becomes the candidate holding the most
+// (the node's own plane unless another holds more: seed_plane's choice).
+struct SeedTotals {
+  using Sum = SeedCounts;
+  const SeedCounts* partial;
+  const std::uint32_t* tile_first;
+  SeedsNode seeds;
+  const double* candidates;
+  double* fit;
+  APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
+                           SeedCounts& c) const {
+    if (!seeds(s)) return;
+    for (std::uint32_t t = tile_first[s] + lane; t < tile_first[s + 1]; t += lanes)
+      c.merge(partial[t]);
+  }
+  APRON_HD void finish(std::uint32_t s, const SeedCounts& c) const {
+    if (!seeds(s)) return;
+    int best = 0;
+    for (int k = 1; k < kSeedCandidates; ++k)
+      if (c.in[k] > c.in[best]) best = k;
+    if (best == 0) return;
+    const double* plane = candidates + kPlane * (kSeedCandidates * std::size_t{s} + best);
+    for (int k = 0; k < kPlane; ++k) fit[kFit * std::size_t{s} + k] = plane[k];
+  }
+};
+
+// The portable forms: one index per tile (segment), its points in order; on the GPU, the totals
+// of a level with many nodes (NodeMoments' warp_node_limit).
 #if !defined(__CUDACC__)
-struct TileMomentsSerial {
-  TileMoments tiles;
-  Moments* partial;
+template <class Tiles>
+struct TilesSerial {
+  Tiles tiles;
+  typename Tiles::Sum* partial;
   APRON_HD void operator()(std::size_t t) const {
-    if (t >= tiles.tile_first[tiles.nodes]) return;
-    Moments m;
+    if (t >= tiles.span.count()) return;
+    typename Tiles::Sum m;
     tiles.accumulate(static_cast<std::uint32_t>(t), 0, 1, m);
     partial[t] = m;
   }
 };
 #endif
 
-struct NodeTotalsSerial {
-  NodeTotals totals;
+template <class Totals>
+struct TotalsSerial {
+  Totals totals;
   APRON_HD void operator()(std::size_t s) const {
-    Moments m;
+    typename Totals::Sum m;
     totals.accumulate(static_cast<std::uint32_t>(s), 0, 1, m);
     totals.finish(static_cast<std::uint32_t>(s), m);
   }
@@ -239,40 +374,46 @@ __device__ inline void group_sum(Moments& m) {
   }
 }
 
+template <int Lanes>
+__device__ inline void group_sum(SeedCounts& c) {
+  for (int offset = Lanes / 2; offset > 0; offset /= 2)
+    for (int k = 0; k < kSeedCandidates; ++k)
+      c.in[k] += __shfl_xor_sync(0xffffffffu, c.in[k], offset);
+}
+
 // Lanes lanes per tile (Lanes divides the warp); the grid covers a bound on the tile count (the
 // count itself stays on the device: no wait for the host). A warp whose first tile is past the
 // end leaves whole; in the last warp the groups past the end still take part in the butterfly.
-template <int Lanes>
+template <int Lanes, class Tiles>
 __global__ void __launch_bounds__(kBlockThreads)
-    tile_moments_kernel(std::size_t bound, TileMoments tiles, Moments* partial) {
+    tile_kernel(std::size_t bound, Tiles tiles, typename Tiles::Sum* partial) {
   const std::size_t thread = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
   const std::size_t tile = thread / Lanes;
-  const std::size_t count = std::min<std::size_t>(bound, tiles.tile_first[tiles.nodes]);
+  const std::size_t count = std::min<std::size_t>(bound, tiles.span.count());
   if (thread / kWarp * (kWarp / Lanes) >= count) return;
   const auto lane = static_cast<std::uint32_t>(threadIdx.x % Lanes);
-  Moments m;
+  typename Tiles::Sum m;
   if (tile < count) tiles.accumulate(static_cast<std::uint32_t>(tile), lane, Lanes, m);
   group_sum<Lanes>(m);
   if (lane == 0 && tile < count) partial[tile] = m;
 }
 
-__global__ void __launch_bounds__(kBlockThreads)
-    node_totals_kernel(std::size_t nodes, NodeTotals totals) {
+template <class Totals>
+__global__ void __launch_bounds__(kBlockThreads) totals_kernel(std::size_t nodes, Totals totals) {
   const std::size_t warp = (blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x) / kWarp;
   const auto lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
   if (warp >= nodes) return;
-  Moments m;
+  typename Totals::Sum m;
   totals.accumulate(static_cast<std::uint32_t>(warp), lane, kWarp, m);
   group_sum<kWarp>(m);
   if (lane == 0) totals.finish(static_cast<std::uint32_t>(warp), m);
 }
 
-template <int Lanes>
-void launch_tile_moments(std::size_t bound, const TileMoments& tiles, Moments* partial) {
+template <int Lanes, class Tiles>
+void launch_tile_kernel(std::size_t bound, const Tiles& tiles, typename Tiles::Sum* partial) {
   const std::size_t blocks = (bound * Lanes + kBlockThreads - 1) / kBlockThreads;
-  tile_moments_kernel<Lanes>
-      <<<static_cast<unsigned>(blocks), kBlockThreads>>>(bound, tiles, partial);
-  check_launch("tile_moments_kernel");
+  tile_kernel<Lanes><<<static_cast<unsigned>(blocks), kBlockThreads>>>(bound, tiles, partial);
+  check_launch("tile_kernel");
 }
 
 unsigned warp_blocks(std::size_t warps) {
@@ -280,6 +421,44 @@ unsigned warp_blocks(std::size_t warps) {
   return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 #endif
+
+// Stage 1 over a plan's tiles (bound: at least their count), lanes per tile on the GPU.
+template <class Tiles>
+void run_tiles([[maybe_unused]] std::uint32_t lanes, std::size_t bound, const Tiles& tiles,
+               typename Tiles::Sum* partial) {
+#if defined(__CUDACC__)
+  switch (lanes) {
+    case 4:
+      launch_tile_kernel<4>(bound, tiles, partial);
+      break;
+    case 8:
+      launch_tile_kernel<8>(bound, tiles, partial);
+      break;
+    case 16:
+      launch_tile_kernel<16>(bound, tiles, partial);
+      break;
+    default:
+      launch_tile_kernel<32>(bound, tiles, partial);
+      break;
+  }
+#else
+  for_each_index(bound, TilesSerial<Tiles>{tiles, partial});
+#endif
+}
+
+// Stage 2 for `nodes` nodes: a warp per node below warp_node_limit on the GPU, else a thread.
+template <class Totals>
+void run_totals(std::size_t nodes, [[maybe_unused]] std::size_t warp_node_limit,
+                const Totals& totals) {
+#if defined(__CUDACC__)
+  if (nodes < warp_node_limit) {
+    totals_kernel<<<warp_blocks(nodes), kBlockThreads>>>(nodes, totals);
+    check_launch("totals_kernel");
+    return;
+  }
+#endif
+  for_each_index(nodes, TotalsSerial<Totals>{totals});
+}
 
 // The terms of the noise and sampling estimates (sibling_halves) of a cluster: count *
 // lambda_min, count * points per area (the area of a uniform rectangle: 12 sqrt(lambda_mid
@@ -515,11 +694,11 @@ void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t no
   nodes_ = nodes;
   // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
   max_tiles_ = std::min(m, nodes + m / tile_points_);
-  tile_first_.resize(nodes + 1);
+  grow_to(tile_first_, nodes + 1);
   for_each_index(nodes + 1, TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_,
                                        raw(tile_first_)});
   exclusive_scan(tile_first_, nodes + 1, tile_first_);
-  if (partial_.size() < max_tiles_) partial_.resize(max_tiles_);
+  grow_to(partial_, max_tiles_);
   lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
 }
 
@@ -533,37 +712,14 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
                          const DeviceVector<std::uint32_t>& active,
                          const DeviceVector<std::uint32_t>& starts, const double* fit,
                          std::uint8_t* inlier, DeviceVector<Moments>& sums, const NextFit& next) {
-  if (sums.size() < nodes_) sums.resize(nodes_);
+  grow_to(sums, nodes_);
   if (nodes_ == 0) return;
-  const TileMoments tiles{
-      raw(sorted),  raw(active), raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
-      tile_points_, fit,         inlier};
-  const NodeTotals totals{raw(partial_), raw(tile_first_), raw(sums), next};
-#if defined(__CUDACC__)
-  switch (lanes_) {
-    case 4:
-      launch_tile_moments<4>(max_tiles_, tiles, raw(partial_));
-      break;
-    case 8:
-      launch_tile_moments<8>(max_tiles_, tiles, raw(partial_));
-      break;
-    case 16:
-      launch_tile_moments<16>(max_tiles_, tiles, raw(partial_));
-      break;
-    default:
-      launch_tile_moments<32>(max_tiles_, tiles, raw(partial_));
-      break;
-  }
-  if (nodes_ < warp_node_limit_) {
-    node_totals_kernel<<<warp_blocks(nodes_), kBlockThreads>>>(nodes_, totals);
-    check_launch("node_totals_kernel");
-  } else {
-    for_each_index(nodes_, NodeTotalsSerial{totals});
-  }
-#else
-  for_each_index(max_tiles_, TileMomentsSerial{tiles, raw(partial_)});
-  for_each_index(nodes_, NodeTotalsSerial{totals});
-#endif
+  const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
+                      tile_points_};
+  run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
+            raw(partial_));
+  run_totals(nodes_, warp_node_limit_,
+             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
 
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
@@ -571,7 +727,7 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   const int shift = 3 * (depth_ - level);
   grow_to(head_, m);
   for_each_index(m, NodeHeads{raw(keys_), raw(active_), shift, raw(head_)});
-  segment_.resize(m);
+  grow_to(segment_, m);
   inclusive_scan(head_, m, segment_);
   // Written into a buffer grown, never shrunk (every use passes the node count): a select that
   // resized it to m and back to the count would value-initialise up to m elements every level.
@@ -593,12 +749,14 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   }
   // The plain sums (and the first fit), then per trimming pass the sums of the points within
   // the band of the last fit (and the next fit, but after the last pass).
-  moments_.plan(starts_, nodes, m);
-  moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
-                  {trim ? raw(node_fit_) : nullptr, first_band, false});
-  if (trim && params.sibling_halves && params.seed_octants && shift >= 3)
-    for_each_index(nodes, SeedFits{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(noise_),
-                                   params, first_band, shift, raw(node_fit_)});
+  const bool seeds = trim && params.sibling_halves && params.seed_octants && shift >= 3;
+  if (seeds) {
+    seeded_first_fits(nodes, m, shift, first_band, params);
+  } else {
+    moments_.plan(starts_, nodes, m);
+    moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
+                    {trim ? raw(node_fit_) : nullptr, first_band, false});
+  }
   for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
     const bool more = pass + 1 < params.trim_passes;
     moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,
@@ -622,7 +780,7 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
     add_noise();
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
   }
-  cluster_rank_.resize(nodes);
+  grow_to(cluster_rank_, nodes);
   exclusive_scan(cluster_flag_, nodes, cluster_rank_);
   const std::size_t found = reduce_sum(cluster_flag_, nodes);
   const std::size_t first_new = clusters.size();
@@ -639,6 +797,49 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   stats.nodes.push_back(nodes);
   stats.clusters.push_back(found);
   stats.active.push_back(m);
+}
+
+// A seeded level's plain sums and first fits (seed_octants): the sums per octant in one pass
+// (a node's are its octants' added) with each octant's plane a candidate, then the candidates'
+// counts in one more pass over the nodes' tiles (planned here for the trimming passes as well);
+// each node's first fit is the candidate holding the most. Whether the level's noise allows
+// seeds is read on the device (SeedsNode): no wait for the host.
+void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
+                                      const OctreeParams& params) {
+  const std::size_t octants = 8 * nodes;
+  grow_to(octant_starts_, octants + 1);
+  for_each_index(octants + 1,
+                 OctantStarts{raw(keys_), raw(active_), raw(starts_),
+                              static_cast<std::uint32_t>(nodes), shift - 3, raw(octant_starts_)});
+  grow_to(octant_sums_, octants);
+  grow_to(sums_, nodes);
+  grow_to(seed_planes_, kSeedCandidates * kPlane * nodes);
+  grow_to(seed_mask_, nodes);
+  const SeedsNode seeds{raw(starts_), raw(noise_), params, band};
+  moments_.plan(octant_starts_, octants, m);
+  const TileSpan octant_span{raw(octant_starts_), raw(moments_.tile_first()),
+                             static_cast<std::uint32_t>(octants), moments_.tile_points()};
+  run_tiles(moments_.lanes(), moments_.tile_bound(),
+            TileMoments{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
+            raw(moments_.partial()));
+  run_totals(
+      octants, moments_.warp_node_limit(),
+      OctantTotals{raw(moments_.partial()), raw(moments_.tile_first()), raw(sorted), raw(active_),
+                   raw(octant_starts_), seeds, raw(octant_sums_), raw(seed_planes_)});
+  for_each_index(nodes, NodeFromOctants{raw(sorted), raw(active_), raw(octant_starts_),
+                                        raw(octant_sums_), seeds, raw(sums_), raw(node_fit_),
+                                        raw(seed_planes_), raw(seed_mask_)});
+  moments_.plan(starts_, nodes, m);
+  grow_to(seed_partial_, moments_.tile_bound());
+  const TileSpan span{raw(starts_), raw(moments_.tile_first()), static_cast<std::uint32_t>(nodes),
+                      moments_.tile_points()};
+  run_tiles(
+      moments_.lanes(), moments_.tile_bound(),
+      TileSeedCounts{raw(sorted), raw(active_), span, seeds, raw(seed_planes_), raw(seed_mask_)},
+      raw(seed_partial_));
+  run_totals(nodes, moments_.warp_node_limit(),
+             SeedTotals{raw(seed_partial_), raw(moments_.tile_first()), seeds, raw(seed_planes_),
+                        raw(node_fit_)});
 }
 
 // The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) added to the sums
