@@ -203,21 +203,18 @@ constexpr int kPlane = 6;  // a seed candidate: normal, mean relative to the nod
 // first point) and, where its node takes seeds, its plane as the node's candidate 1 + octant.
 struct OctantTotals {
   using Sum = Moments;
-  const Moments* partial;
-  const std::uint32_t* tile_first;  // the octant plan's
+  NodeTotals octant_sums;  // over the octant plan: each octant's sums, no fit
   const Vec4* sorted;
   const std::uint32_t* active;
   const std::uint32_t* octant_starts;
   SeedsNode seeds;
-  Moments* octant_sums;
   double* candidates;  // kSeedCandidates planes per node
   APRON_HD void accumulate(std::uint32_t q, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
-    for (std::uint32_t t = tile_first[q] + lane; t < tile_first[q + 1]; t += lanes)
-      m.merge(partial[t]);
+    octant_sums.accumulate(q, lane, lanes, m);
   }
   APRON_HD void finish(std::uint32_t q, const Moments& m) const {
-    octant_sums[q] = m;
+    octant_sums.finish(q, m);
     const std::uint32_t s = q / 8;
     double* plane = candidates + kPlane * (kSeedCandidates * std::size_t{s} + 1 + q % 8);
     if (!seeds(s) || !octant_plane(m, plane, plane + 3)) return;
@@ -824,8 +821,12 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
             raw(moments_.partial()));
   run_totals(
       octants, moments_.warp_node_limit(),
-      OctantTotals{raw(moments_.partial()), raw(moments_.tile_first()), raw(sorted), raw(active_),
-                   raw(octant_starts_), seeds, raw(octant_sums_), raw(seed_planes_)});
+      OctantTotals{{raw(moments_.partial()), raw(moments_.tile_first()), raw(octant_sums_), {}},
+                   raw(sorted),
+                   raw(active_),
+                   raw(octant_starts_),
+                   seeds,
+                   raw(seed_planes_)});
   for_each_index(nodes, NodeFromOctants{raw(sorted), raw(active_), raw(octant_starts_),
                                         raw(octant_sums_), seeds, raw(sums_), raw(node_fit_),
                                         raw(seed_planes_), raw(seed_mask_)});
