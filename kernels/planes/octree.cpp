@@ -56,9 +56,11 @@ struct NodeHeads {
   }
 };
 
+// A node's first position; m (one past the last) as well, so that the selected starts end with it.
 struct IsHead {
   const std::uint32_t* head;
-  APRON_HD bool operator()(std::uint32_t i) const { return head[i] != 0; }
+  std::uint32_t m;
+  APRON_HD bool operator()(std::uint32_t i) const { return i == m || head[i] != 0; }
 };
 
 // The fit a trimming pass selects its points with (7 per node: normal, mean relative to the
@@ -593,9 +595,30 @@ struct AppendClusters {
   const std::uint32_t* is_cluster;
   const std::uint32_t* rank;
   const Cluster* level_clusters;
-  Cluster* clusters;  // from the first new one
+  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
+  Cluster* clusters;
   APRON_HD void operator()(std::size_t s) const {
-    if (is_cluster[s] != 0) clusters[rank[s]] = level_clusters[s];
+    if (is_cluster[s] != 0) clusters[counts[0] + rank[s]] = level_clusters[s];
+  }
+};
+
+// The level's clusters flagged, or 0 past the last node: their exclusive scan ends with the total.
+struct FlagOrZero {
+  const std::uint32_t* flag;
+  std::size_t nodes;
+  APRON_HD std::uint32_t operator()(std::size_t s) const { return s < nodes ? flag[s] : 0u; }
+};
+
+// The level's clusters (the scan's total) recorded and added to the clusters so far, on the
+// device: the host reads them once, after the last level.
+struct CountClusters {
+  const std::uint32_t* rank;
+  std::size_t nodes;
+  int level;
+  std::uint32_t* counts;  // [0]: all levels so far; [level]: this level's
+  APRON_HD void operator()(std::size_t) const {
+    counts[level] = rank[nodes];
+    counts[0] += rank[nodes];
   }
 };
 
@@ -608,15 +631,15 @@ struct MarkPoints {
   const std::uint8_t* state;
   const std::uint32_t* group;
   const std::uint32_t* rank;
-  const std::uint8_t* inlier;  // null: all
-  std::uint32_t first_new;
+  const std::uint8_t* inlier;   // null: all
+  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
   bool deepest;
   std::int32_t* sorted_cluster;
   std::uint8_t* keep;
   APRON_HD void operator()(std::size_t i) const {
     const std::uint32_t s = segment[i] - 1;
     const bool joins = state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
-    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[group[s]]);
+    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(counts[0] + rank[group[s]]);
     keep[i] = state[s] == kSubdivide || (state[s] == kCluster && !joins && !deepest);
   }
 };
@@ -659,10 +682,12 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   sorted_cluster.resize(n);
   for_each_index(
       n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
-  clusters.resize(0);
   stats = {};
   const double zero[kNoiseTerms] = {0, 0, 0};
   noise_.assign(zero, zero + kNoiseTerms);
+  const std::vector<std::uint32_t> no_clusters(static_cast<std::size_t>(depth_) + 1, 0);
+  cluster_counts_.assign(no_clusters.begin(), no_clusters.end());
+  clusters_bound_ = 0;
   for (int level = 1; level <= depth_; ++level) {
     if (!active_.empty()) {
       level_pass(level, params);
@@ -675,6 +700,21 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   }
   point_cluster.resize(n);
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
+  const std::vector<std::uint32_t> counts = to_host(cluster_counts_);
+  for (std::size_t l = 0; l < stats.nodes.size(); ++l) stats.clusters.push_back(counts[l + 1]);
+  clusters.resize(counts[0]);
+  copy_n(cluster_store_.begin(), counts[0], clusters.begin());
+}
+
+// Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the
+// clusters so far (each level's nodes added), so that no level waits for its count; where the
+// bound outgrows the store the exact count is read (a wait), and the store grows, never shrinks.
+void OctreeBuilder::reserve_clusters(std::size_t nodes) {
+  if (clusters_bound_ + nodes > cluster_store_.size()) {
+    clusters_bound_ = read_element(cluster_counts_, 0);
+    grow_to(cluster_store_, std::max(clusters_bound_ + nodes, 2 * cluster_store_.size()));
+  }
+  clusters_bound_ += nodes;
 }
 
 std::uint32_t NodeMoments::default_tile_points() {
@@ -729,8 +769,8 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   // Written into a buffer grown, never shrunk (every use passes the node count): a select that
   // resized it to m and back to the count would value-initialise up to m elements every level.
   grow_to(starts_, m + 1);
-  const std::size_t nodes = copy_indices_if(m, raw(starts_), IsHead{raw(head_)});
-  write_element(starts_, nodes, static_cast<std::uint32_t>(m));
+  const std::size_t nodes =
+      copy_indices_if(m + 1, raw(starts_), IsHead{raw(head_), static_cast<std::uint32_t>(m)}) - 1;
 
   if (level < params.first_level) {  // untested: only the node sizes matter
     untested_level(m, nodes, params);
@@ -777,22 +817,20 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
     add_noise();
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
   }
-  grow_to(cluster_rank_, nodes);
-  exclusive_scan(cluster_flag_, nodes, cluster_rank_);
-  const std::size_t found = reduce_sum(cluster_flag_, nodes);
-  const std::size_t first_new = clusters.size();
-  clusters.resize(first_new + found);
+  grow_to(cluster_rank_, nodes + 1);
+  exclusive_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
+  reserve_clusters(nodes);
   for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
-                                       raw(clusters) + first_new});
+                                       raw(cluster_counts_), raw(cluster_store_)});
   grow_to(keep_, m);
   for_each_index(
       m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(group_), raw(cluster_rank_),
-                    trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
-                    level >= depth_, raw(sorted_cluster), raw(keep_)});
+                    trim ? raw(inlier_) : nullptr, raw(cluster_counts_), level >= depth_,
+                    raw(sorted_cluster), raw(keep_)});
+  for_each_index(1, CountClusters{raw(cluster_rank_), nodes, level, raw(cluster_counts_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
-  stats.clusters.push_back(found);
   stats.active.push_back(m);
 }
 
@@ -872,7 +910,6 @@ void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const Octre
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
-  stats.clusters.push_back(0);
   stats.active.push_back(m);
 }
 

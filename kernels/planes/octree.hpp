@@ -181,6 +181,7 @@ class OctreeBuilder {
   void seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
                          const OctreeParams& params);
   void add_noise();
+  void reserve_clusters(std::size_t nodes);
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
@@ -201,6 +202,12 @@ class OctreeBuilder {
   NodeMoments moments_;
   OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
+  // The clusters as the levels find them, and their counts on the device ([0]: all; [l]: level
+  // l's), read once after the last level; the host's bound on the clusters so far
+  // (reserve_clusters).
+  DeviceVector<Cluster> cluster_store_;
+  DeviceVector<std::uint32_t> cluster_counts_;
+  std::size_t clusters_bound_ = 0;
   int depth_ = 0;
 };
 
