@@ -517,16 +517,46 @@ struct ClassifyNodes {
   }
 };
 
-// Per parent (run by its first child, the nodes in Morton order): its children that are not
-// clusters, tested by halves (sibling_halves); the children of a half that passes become cluster
-// nodes of one group, whose cluster is kept at its first member (the octant its sums are relative
-// to).
+// The level's nodes grouped by parent (runs of equal prefix one level up, the nodes in Morton
+// order): f(s) is 1 where node s starts a parent's run, 0 past the last node, so that an
+// exclusive scan numbers the parents and ends with their count.
+struct ParentHeads {
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  std::size_t nodes;
+  int shift;
+  APRON_HD std::uint64_t parent(std::size_t s) const {
+    return keys[active[starts[s]]] >> (shift + 3);
+  }
+  APRON_HD std::uint32_t operator()(std::size_t s) const {
+    return s < nodes && (s == 0 || parent(s - 1) != parent(s)) ? 1u : 0u;
+  }
+};
+
+// Each parent's first child (by the scan of ParentHeads), then the node count: parent p's
+// children are the nodes [first_child[p], first_child[p + 1]).
+struct ParentFirstChildren {
+  ParentHeads heads;
+  const std::uint32_t* rank;
+  std::uint32_t* first_child;
+  APRON_HD void operator()(std::size_t s) const {
+    if (s == heads.nodes || heads(s) != 0) first_child[rank[s]] = static_cast<std::uint32_t>(s);
+  }
+};
+
+// Per parent (a thread each: the parents' count stays on the device, the threads past it
+// return): its children that are not clusters, tested by halves (sibling_halves); the children of
+// a half that passes become cluster nodes of one group, whose cluster is kept at its first member
+// (the octant its sums are relative to).
 struct MergeSiblingHalves {
   const Vec4* sorted;
   const std::uint64_t* keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
   std::size_t nodes;
+  const std::uint32_t* parent_rank;  // [nodes]: the parents' count
+  const std::uint32_t* first_child;  // per parent, then nodes
   const Moments* sums;
   const double* noise;  // the clusters' noise terms so far (noise_terms), summed
   double band;          // the children's first trimming band (edge / trim_divisor)
@@ -536,14 +566,10 @@ struct MergeSiblingHalves {
   std::uint32_t* is_cluster;
   std::uint32_t* group;
   Cluster* level_clusters;
-  APRON_HD std::uint64_t parent(std::size_t s) const {
-    return keys[active[starts[s]]] >> (shift + 3);
-  }
-  APRON_HD void operator()(std::size_t first_child) const {
+  APRON_HD void operator()(std::size_t p) const {
     if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
-    if (first_child > 0 && parent(first_child - 1) == parent(first_child)) return;
-    std::size_t end = first_child + 1;
-    while (end < nodes && parent(end) == parent(first_child)) ++end;
+    if (p >= parent_rank[nodes]) return;
+    const std::uint32_t begin = first_child[p], end = first_child[p + 1];
     const double lmin = noise[0] / noise[2];
     if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
     const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
@@ -553,7 +579,7 @@ struct MergeSiblingHalves {
     double count[8] = {};
     std::uint32_t node[8] = {};
     unsigned eligible = 0;
-    for (auto s = static_cast<std::uint32_t>(first_child); s < end; ++s) {
+    for (std::uint32_t s = begin; s < end; ++s) {
       const std::uint32_t first = active[starts[s]];
       const auto o = static_cast<int>((keys[first] >> shift) & 7u);
       node[o] = s;
@@ -895,13 +921,21 @@ void OctreeBuilder::add_noise() {
 }
 
 // Each parent's children (runs of equal prefix one level up among the level's nodes) tested by
-// halves.
+// halves, a thread per parent: a thread per node, of which only each parent's first child worked,
+// left most lanes of a warp idle. At most `nodes` parents, so no wait for their count.
 void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double first_band,
                                          const OctreeParams& params) {
-  for_each_index(nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_),
-                                           nodes, raw(sums_), raw(noise_), first_band, params,
-                                           level, 3 * (depth_ - level), raw(state_),
-                                           raw(cluster_flag_), raw(group_), raw(level_clusters_)});
+  const int shift = 3 * (depth_ - level);
+  const ParentHeads heads{raw(keys_), raw(active_), raw(starts_), nodes, shift};
+  grow_to(parent_rank_, nodes + 1);
+  exclusive_scan(nodes + 1, heads, raw(parent_rank_));
+  grow_to(first_child_, nodes + 1);
+  for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
+  for_each_index(
+      nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_), nodes,
+                                raw(parent_rank_), raw(first_child_), raw(sums_), raw(noise_),
+                                first_band, params, level, shift, raw(state_), raw(cluster_flag_),
+                                raw(group_), raw(level_clusters_)});
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {

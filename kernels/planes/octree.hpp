@@ -185,7 +185,7 @@ class OctreeBuilder {
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
-      cluster_rank_, group_;
+      cluster_rank_, group_, parent_rank_, first_child_;
   DeviceVector<std::uint8_t> keep_, state_, inlier_;
   DeviceVector<double> node_fit_;  // 7 per node: the plane that selects the next pass's points
   DeviceVector<double> noise_terms_, level_noise_, noise_;  // noise_: clusters' sums so far
