@@ -56,9 +56,11 @@ struct NodeHeads {
   }
 };
 
+// A node's first position; m (one past the last) as well, so that the selected starts end with it.
 struct IsHead {
   const std::uint32_t* head;
-  APRON_HD bool operator()(std::uint32_t i) const { return head[i] != 0; }
+  std::uint32_t m;
+  APRON_HD bool operator()(std::uint32_t i) const { return i == m || head[i] != 0; }
 };
 
 // The fit a trimming pass selects its points with (7 per node: normal, mean relative to the
@@ -79,63 +81,15 @@ APRON_HD inline void fit_node(const Moments& m, double first_band, bool clip, do
   f[6] = clip && spread < first_band ? spread : first_band;
 }
 
-// A node's points relative to its reference point, and their octants, for seed_plane.
-struct NodePointAt {
-  const Vec4* sorted;
-  const std::uint32_t* active;
-  std::uint32_t begin;
-  Vec4 r;
-  APRON_HD void operator()(std::uint32_t k, double p[3]) const {
-    const Vec4 q = sorted[active[begin + k]];
-    p[0] = static_cast<double>(q.x) - r.x;
-    p[1] = static_cast<double>(q.y) - r.y;
-    p[2] = static_cast<double>(q.z) - r.z;
-  }
-};
-
-struct NodeOctantAt {
-  const std::uint64_t* keys;
-  const std::uint32_t* active;
-  std::uint32_t begin;
-  int shift;  // the children's level's
-  APRON_HD int operator()(std::uint32_t k) const {
-    return static_cast<int>((keys[active[begin + k]] >> shift) & 7u);
-  }
-};
-
-// Each node's first fit from seed_plane (the octree's octant seeds), where the noise allows.
-struct SeedFits {
-  const Vec4* sorted;
-  const std::uint64_t* keys;
-  const std::uint32_t* active;
-  const std::uint32_t* starts;
-  const double* noise;  // the clusters' noise terms so far, summed
-  OctreeParams params;
-  double band;
-  int shift;  // the level's (at least 3: the node has octants)
-  double* fit;
-  APRON_HD void operator()(std::size_t s) const {
-    if (!seeds_octants(params, band, noise[0], noise[2])) return;
-    const std::uint32_t begin = starts[s], n = starts[s + 1] - begin;
-    if (n < static_cast<std::uint32_t>(params.min_points)) return;
-    double* f = fit + kFit * s;
-    seed_plane(n, NodePointAt{sorted, active, begin, sorted[active[begin]]},
-               NodeOctantAt{keys, active, begin, shift - 3}, band, f, f + 3);
-  }
-};
-
-// Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
-struct TileMoments {
-  const Vec4* sorted;
-  const std::uint32_t* active;
-  const std::uint32_t* starts;
-  const std::uint32_t* tile_first;  // nodes + 1
-  std::uint32_t nodes, tile_points;
-  const double* fit;     // null: every point counts
-  std::uint8_t* inlier;  // with fit: 1 where a point is within its node's band
-  // The node of tile t (< tile_first[nodes]): the last s with tile_first[s] <= t.
-  APRON_HD std::uint32_t node_of(std::uint32_t t) const {
-    std::uint32_t lo = 0, hi = nodes;
+// A planned pass's tiles: tile t of segment s covers the segment's active points [begin, end).
+struct TileSpan {
+  const std::uint32_t* starts;      // segments + 1
+  const std::uint32_t* tile_first;  // segments + 1
+  std::uint32_t segments, tile_points;
+  APRON_HD std::uint32_t count() const { return tile_first[segments]; }
+  // The segment of tile t (< count()): the last s with tile_first[s] <= t.
+  APRON_HD std::uint32_t segment_of(std::uint32_t t) const {
+    std::uint32_t lo = 0, hi = segments;
     while (hi - lo > 1) {
       const std::uint32_t mid = lo + (hi - lo) / 2;
       if (tile_first[mid] <= t)
@@ -145,14 +99,27 @@ struct TileMoments {
     }
     return lo;
   }
+  APRON_HD void range(std::uint32_t t, std::uint32_t s, std::uint32_t& begin,
+                      std::uint32_t& end) const {
+    begin = static_cast<std::uint32_t>(starts[s] + std::uint64_t{t - tile_first[s]} * tile_points);
+    end = starts[s + 1] - begin > tile_points ? begin + tile_points : starts[s + 1];
+  }
+};
+
+// Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
+struct TileMoments {
+  using Sum = Moments;
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  TileSpan span;
+  const double* fit;     // null: every point counts
+  std::uint8_t* inlier;  // with fit: 1 where a point is within its node's band
   APRON_HD void accumulate(std::uint32_t t, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
-    const std::uint32_t s = node_of(t);
-    const auto begin =
-        static_cast<std::uint32_t>(starts[s] + std::uint64_t{t - tile_first[s]} * tile_points);
-    const std::uint32_t end =
-        starts[s + 1] - begin > tile_points ? begin + tile_points : starts[s + 1];
-    const Vec4 r = sorted[active[starts[s]]];
+    const std::uint32_t s = span.segment_of(t);
+    std::uint32_t begin, end;
+    span.range(t, s, begin, end);
+    const Vec4 r = sorted[active[span.starts[s]]];
     const double* f = fit != nullptr ? fit + kFit * s : nullptr;
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4  // several points' loads in flight per lane
@@ -175,6 +142,7 @@ struct TileMoments {
 
 // Stage 2: a node's tiles' partials, in order, then (on request) the next pass's fit.
 struct NodeTotals {
+  using Sum = Moments;
   const Moments* partial;
   const std::uint32_t* tile_first;
   Moments* sums;
@@ -190,25 +158,191 @@ struct NodeTotals {
   }
 };
 
-// The portable forms: one index per tile (node), its points in order; on the GPU, the totals of
-// a level with many nodes (NodeMoments' warp_node_limit).
+// The bounds of each node's octants among the active points (the runs of the next level's
+// prefix within the node's run; an empty octant holds none): 8 per node, then the total.
+struct OctantStarts {
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  std::uint32_t nodes;
+  int shift;  // the octants' level's
+  std::uint32_t* octant_starts;
+  APRON_HD void operator()(std::size_t q) const {
+    const std::size_t s = q / 8;
+    if (s >= nodes) {
+      octant_starts[q] = starts[nodes];
+      return;
+    }
+    const std::uint64_t octant = q % 8;
+    std::uint32_t lo = starts[s], hi = starts[s + 1];
+    while (lo < hi) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (((keys[active[mid]] >> shift) & 7u) < octant)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    octant_starts[q] = lo;
+  }
+};
+
+// Whether node s takes octant seeds: seed_plane's conditions, at the noise of the clusters so
+// far (on the device: no wait for the host).
+struct SeedsNode {
+  const std::uint32_t* starts;
+  const double* noise;
+  OctreeParams params;
+  double band;  // the level's first band
+  APRON_HD bool operator()(std::uint32_t s) const {
+    return seeds_octants(params, band, noise[0], noise[2]) &&
+           starts[s + 1] - starts[s] >= static_cast<std::uint32_t>(params.min_points);
+  }
+};
+
+constexpr int kPlane = 6;  // a seed candidate: normal, mean relative to the node's first point
+
+// Stage 2 of a seeded level's pass over its octants: each octant's sums (relative to its own
+// first point) and, where its node takes seeds, its plane as the node's candidate 1 + octant.
+struct OctantTotals {
+  using Sum = Moments;
+  NodeTotals octant_sums;  // over the octant plan: each octant's sums, no fit
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  const std::uint32_t* octant_starts;
+  SeedsNode seeds;
+  double* candidates;  // kSeedCandidates planes per node
+  APRON_HD void accumulate(std::uint32_t q, std::uint32_t lane, std::uint32_t lanes,
+                           Moments& m) const {
+    octant_sums.accumulate(q, lane, lanes, m);
+  }
+  APRON_HD void finish(std::uint32_t q, const Moments& m) const {
+    octant_sums.finish(q, m);
+    const std::uint32_t s = q / 8;
+    double* plane = candidates + kPlane * (kSeedCandidates * std::size_t{s} + 1 + q % 8);
+    if (!seeds(s) || !octant_plane(m, plane, plane + 3)) return;
+    // The octant's mean relative to its node's first point.
+    const Vec4 ro = sorted[active[octant_starts[q]]], r = sorted[active[seeds.starts[s]]];
+    plane[3] += static_cast<double>(ro.x) - r.x;
+    plane[4] += static_cast<double>(ro.y) - r.y;
+    plane[5] += static_cast<double>(ro.z) - r.z;
+  }
+};
+
+// A seeded level's node sums from its octants' sums (each octant's shifted to the node's
+// reference point), the node's first fit as its candidate 0, and which candidates are planes
+// (bit k: candidate k; octants of too few points and nodes that take no seeds have none).
+struct NodeFromOctants {
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  const std::uint32_t* octant_starts;
+  const Moments* octant_sums;
+  SeedsNode seeds;
+  Moments* sums;
+  double* fit;
+  double* candidates;
+  std::uint32_t* candidate_mask;
+  APRON_HD void operator()(std::size_t s) const {
+    const Vec4 r = sorted[active[seeds.starts[s]]];
+    const bool seeded = seeds(static_cast<std::uint32_t>(s));
+    std::uint32_t mask = 1;
+    Moments total;
+    for (std::size_t o = 0; o < 8; ++o) {
+      const std::size_t q = 8 * s + o;
+      if (octant_starts[q + 1] == octant_starts[q]) continue;
+      const Vec4 ro = sorted[active[octant_starts[q]]];
+      const double delta[3] = {static_cast<double>(ro.x) - r.x, static_cast<double>(ro.y) - r.y,
+                               static_cast<double>(ro.z) - r.z};
+      total.merge(octant_sums[q].shifted(delta));
+      if (seeded && octant_sums[q].count >= kSeedPoints) mask |= 2u << o;
+    }
+    sums[s] = total;
+    double* f = fit + kFit * s;
+    fit_node(total, seeds.band, false, f);
+    if (!seeded) return;
+    candidate_mask[s] = mask;
+    for (int k = 0; k < kPlane; ++k) candidates[kSeedCandidates * kPlane * s + k] = f[k];
+  }
+};
+
+// Per tile of a seeded level's nodes: how many of its points lie within the band of each of its
+// node's seed candidates.
+struct TileSeedCounts {
+  using Sum = SeedCounts;
+  const Vec4* sorted;
+  const std::uint32_t* active;
+  TileSpan span;
+  SeedsNode seeds;
+  const double* candidates;
+  const std::uint32_t* candidate_mask;
+  APRON_HD void accumulate(std::uint32_t t, std::uint32_t lane, std::uint32_t lanes,
+                           SeedCounts& c) const {
+    const std::uint32_t s = span.segment_of(t);
+    if (!seeds(s)) return;
+    std::uint32_t begin, end;
+    span.range(t, s, begin, end);
+    const Vec4 r = sorted[active[span.starts[s]]];
+    const double* planes = candidates + kSeedCandidates * kPlane * std::size_t{s};
+    const std::uint32_t mask = candidate_mask[s];
+    for (std::uint32_t i = begin + lane; i < end; i += lanes) {
+      const Vec4 p = load(sorted + load(active + i));
+      const double d[3] = {static_cast<double>(p.x) - r.x, static_cast<double>(p.y) - r.y,
+                           static_cast<double>(p.z) - r.z};
+      for (int k = 0; k < kSeedCandidates; ++k) {
+        if (((mask >> k) & 1u) == 0) continue;
+        const double* plane = planes + kPlane * k;
+        c.in[k] += within_band(plane, plane + 3, d, seeds.band) ? 1u : 0u;
+      }
+    }
+  }
+};
+
+// A seeded node's counts over its tiles; its first fit becomes the candidate holding the most
+// (the node's own plane unless another holds more: seed_plane's choice).
+struct SeedTotals {
+  using Sum = SeedCounts;
+  const SeedCounts* partial;
+  const std::uint32_t* tile_first;
+  SeedsNode seeds;
+  const double* candidates;
+  double* fit;
+  APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
+                           SeedCounts& c) const {
+    if (!seeds(s)) return;
+    for (std::uint32_t t = tile_first[s] + lane; t < tile_first[s + 1]; t += lanes)
+      c.merge(partial[t]);
+  }
+  APRON_HD void finish(std::uint32_t s, const SeedCounts& c) const {
+    if (!seeds(s)) return;
+    int best = 0;
+    for (int k = 1; k < kSeedCandidates; ++k)
+      if (c.in[k] > c.in[best]) best = k;
+    if (best == 0) return;
+    const double* plane = candidates + kPlane * (kSeedCandidates * std::size_t{s} + best);
+    for (int k = 0; k < kPlane; ++k) fit[kFit * std::size_t{s} + k] = plane[k];
+  }
+};
+
+// The portable forms: one index per tile (segment), its points in order; on the GPU, the totals
+// of a level with many nodes (NodeMoments' warp_node_limit).
 #if !defined(__CUDACC__)
-struct TileMomentsSerial {
-  TileMoments tiles;
-  Moments* partial;
+template <class Tiles>
+struct TilesSerial {
+  Tiles tiles;
+  typename Tiles::Sum* partial;
   APRON_HD void operator()(std::size_t t) const {
-    if (t >= tiles.tile_first[tiles.nodes]) return;
-    Moments m;
+    if (t >= tiles.span.count()) return;
+    typename Tiles::Sum m;
     tiles.accumulate(static_cast<std::uint32_t>(t), 0, 1, m);
     partial[t] = m;
   }
 };
 #endif
 
-struct NodeTotalsSerial {
-  NodeTotals totals;
+template <class Totals>
+struct TotalsSerial {
+  Totals totals;
   APRON_HD void operator()(std::size_t s) const {
-    Moments m;
+    typename Totals::Sum m;
     totals.accumulate(static_cast<std::uint32_t>(s), 0, 1, m);
     totals.finish(static_cast<std::uint32_t>(s), m);
   }
@@ -239,40 +373,46 @@ __device__ inline void group_sum(Moments& m) {
   }
 }
 
+template <int Lanes>
+__device__ inline void group_sum(SeedCounts& c) {
+  for (int offset = Lanes / 2; offset > 0; offset /= 2)
+    for (int k = 0; k < kSeedCandidates; ++k)
+      c.in[k] += __shfl_xor_sync(0xffffffffu, c.in[k], offset);
+}
+
 // Lanes lanes per tile (Lanes divides the warp); the grid covers a bound on the tile count (the
 // count itself stays on the device: no wait for the host). A warp whose first tile is past the
 // end leaves whole; in the last warp the groups past the end still take part in the butterfly.
-template <int Lanes>
+template <int Lanes, class Tiles>
 __global__ void __launch_bounds__(kBlockThreads)
-    tile_moments_kernel(std::size_t bound, TileMoments tiles, Moments* partial) {
+    tile_kernel(std::size_t bound, Tiles tiles, typename Tiles::Sum* partial) {
   const std::size_t thread = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
   const std::size_t tile = thread / Lanes;
-  const std::size_t count = std::min<std::size_t>(bound, tiles.tile_first[tiles.nodes]);
+  const std::size_t count = std::min<std::size_t>(bound, tiles.span.count());
   if (thread / kWarp * (kWarp / Lanes) >= count) return;
   const auto lane = static_cast<std::uint32_t>(threadIdx.x % Lanes);
-  Moments m;
+  typename Tiles::Sum m;
   if (tile < count) tiles.accumulate(static_cast<std::uint32_t>(tile), lane, Lanes, m);
   group_sum<Lanes>(m);
   if (lane == 0 && tile < count) partial[tile] = m;
 }
 
-__global__ void __launch_bounds__(kBlockThreads)
-    node_totals_kernel(std::size_t nodes, NodeTotals totals) {
+template <class Totals>
+__global__ void __launch_bounds__(kBlockThreads) totals_kernel(std::size_t nodes, Totals totals) {
   const std::size_t warp = (blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x) / kWarp;
   const auto lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
   if (warp >= nodes) return;
-  Moments m;
+  typename Totals::Sum m;
   totals.accumulate(static_cast<std::uint32_t>(warp), lane, kWarp, m);
   group_sum<kWarp>(m);
   if (lane == 0) totals.finish(static_cast<std::uint32_t>(warp), m);
 }
 
-template <int Lanes>
-void launch_tile_moments(std::size_t bound, const TileMoments& tiles, Moments* partial) {
+template <int Lanes, class Tiles>
+void launch_tile_kernel(std::size_t bound, const Tiles& tiles, typename Tiles::Sum* partial) {
   const std::size_t blocks = (bound * Lanes + kBlockThreads - 1) / kBlockThreads;
-  tile_moments_kernel<Lanes>
-      <<<static_cast<unsigned>(blocks), kBlockThreads>>>(bound, tiles, partial);
-  check_launch("tile_moments_kernel");
+  tile_kernel<Lanes><<<static_cast<unsigned>(blocks), kBlockThreads>>>(bound, tiles, partial);
+  check_launch("tile_kernel");
 }
 
 unsigned warp_blocks(std::size_t warps) {
@@ -280,6 +420,44 @@ unsigned warp_blocks(std::size_t warps) {
   return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 #endif
+
+// Stage 1 over a plan's tiles (bound: at least their count), lanes per tile on the GPU.
+template <class Tiles>
+void run_tiles([[maybe_unused]] std::uint32_t lanes, std::size_t bound, const Tiles& tiles,
+               typename Tiles::Sum* partial) {
+#if defined(__CUDACC__)
+  switch (lanes) {
+    case 4:
+      launch_tile_kernel<4>(bound, tiles, partial);
+      break;
+    case 8:
+      launch_tile_kernel<8>(bound, tiles, partial);
+      break;
+    case 16:
+      launch_tile_kernel<16>(bound, tiles, partial);
+      break;
+    default:
+      launch_tile_kernel<32>(bound, tiles, partial);
+      break;
+  }
+#else
+  for_each_index(bound, TilesSerial<Tiles>{tiles, partial});
+#endif
+}
+
+// Stage 2 for `nodes` nodes: a warp per node below warp_node_limit on the GPU, else a thread.
+template <class Totals>
+void run_totals(std::size_t nodes, [[maybe_unused]] std::size_t warp_node_limit,
+                const Totals& totals) {
+#if defined(__CUDACC__)
+  if (nodes < warp_node_limit) {
+    totals_kernel<<<warp_blocks(nodes), kBlockThreads>>>(nodes, totals);
+    check_launch("totals_kernel");
+    return;
+  }
+#endif
+  for_each_index(nodes, TotalsSerial<Totals>{totals});
+}
 
 // The terms of the noise and sampling estimates (sibling_halves) of a cluster: count *
 // lambda_min, count * points per area (the area of a uniform rectangle: 12 sqrt(lambda_mid
@@ -339,16 +517,46 @@ struct ClassifyNodes {
   }
 };
 
-// Per parent (run by its first child, the nodes in Morton order): its children that are not
-// clusters, tested by halves (sibling_halves); the children of a half that passes become cluster
-// nodes of one group, whose cluster is kept at its first member (the octant its sums are relative
-// to).
+// The level's nodes grouped by parent (runs of equal prefix one level up, the nodes in Morton
+// order): f(s) is 1 where node s starts a parent's run, 0 past the last node, so that an
+// exclusive scan numbers the parents and ends with their count.
+struct ParentHeads {
+  const std::uint64_t* keys;
+  const std::uint32_t* active;
+  const std::uint32_t* starts;
+  std::size_t nodes;
+  int shift;
+  APRON_HD std::uint64_t parent(std::size_t s) const {
+    return keys[active[starts[s]]] >> (shift + 3);
+  }
+  APRON_HD std::uint32_t operator()(std::size_t s) const {
+    return s < nodes && (s == 0 || parent(s - 1) != parent(s)) ? 1u : 0u;
+  }
+};
+
+// Each parent's first child (by the scan of ParentHeads), then the node count: parent p's
+// children are the nodes [first_child[p], first_child[p + 1]).
+struct ParentFirstChildren {
+  ParentHeads heads;
+  const std::uint32_t* rank;
+  std::uint32_t* first_child;
+  APRON_HD void operator()(std::size_t s) const {
+    if (s == heads.nodes || heads(s) != 0) first_child[rank[s]] = static_cast<std::uint32_t>(s);
+  }
+};
+
+// Per parent (a thread each: the parents' count stays on the device, the threads past it
+// return): its children that are not clusters, tested by halves (sibling_halves); the children of
+// a half that passes become cluster nodes of one group, whose cluster is kept at its first member
+// (the octant its sums are relative to).
 struct MergeSiblingHalves {
   const Vec4* sorted;
   const std::uint64_t* keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
   std::size_t nodes;
+  const std::uint32_t* parent_rank;  // [nodes]: the parents' count
+  const std::uint32_t* first_child;  // per parent, then nodes
   const Moments* sums;
   const double* noise;  // the clusters' noise terms so far (noise_terms), summed
   double band;          // the children's first trimming band (edge / trim_divisor)
@@ -358,14 +566,10 @@ struct MergeSiblingHalves {
   std::uint32_t* is_cluster;
   std::uint32_t* group;
   Cluster* level_clusters;
-  APRON_HD std::uint64_t parent(std::size_t s) const {
-    return keys[active[starts[s]]] >> (shift + 3);
-  }
-  APRON_HD void operator()(std::size_t first_child) const {
+  APRON_HD void operator()(std::size_t p) const {
     if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
-    if (first_child > 0 && parent(first_child - 1) == parent(first_child)) return;
-    std::size_t end = first_child + 1;
-    while (end < nodes && parent(end) == parent(first_child)) ++end;
+    if (p >= parent_rank[nodes]) return;
+    const std::uint32_t begin = first_child[p], end = first_child[p + 1];
     const double lmin = noise[0] / noise[2];
     if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
     const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
@@ -375,7 +579,7 @@ struct MergeSiblingHalves {
     double count[8] = {};
     std::uint32_t node[8] = {};
     unsigned eligible = 0;
-    for (auto s = static_cast<std::uint32_t>(first_child); s < end; ++s) {
+    for (std::uint32_t s = begin; s < end; ++s) {
       const std::uint32_t first = active[starts[s]];
       const auto o = static_cast<int>((keys[first] >> shift) & 7u);
       node[o] = s;
@@ -417,9 +621,30 @@ struct AppendClusters {
   const std::uint32_t* is_cluster;
   const std::uint32_t* rank;
   const Cluster* level_clusters;
-  Cluster* clusters;  // from the first new one
+  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
+  Cluster* clusters;
   APRON_HD void operator()(std::size_t s) const {
-    if (is_cluster[s] != 0) clusters[rank[s]] = level_clusters[s];
+    if (is_cluster[s] != 0) clusters[counts[0] + rank[s]] = level_clusters[s];
+  }
+};
+
+// The level's clusters flagged, or 0 past the last node: their exclusive scan ends with the total.
+struct FlagOrZero {
+  const std::uint32_t* flag;
+  std::size_t nodes;
+  APRON_HD std::uint32_t operator()(std::size_t s) const { return s < nodes ? flag[s] : 0u; }
+};
+
+// The level's clusters (the scan's total) recorded and added to the clusters so far, on the
+// device: the host reads them once, after the last level.
+struct CountClusters {
+  const std::uint32_t* rank;
+  std::size_t nodes;
+  int level;
+  std::uint32_t* counts;  // [0]: all levels so far; [level]: this level's
+  APRON_HD void operator()(std::size_t) const {
+    counts[level] = rank[nodes];
+    counts[0] += rank[nodes];
   }
 };
 
@@ -432,15 +657,15 @@ struct MarkPoints {
   const std::uint8_t* state;
   const std::uint32_t* group;
   const std::uint32_t* rank;
-  const std::uint8_t* inlier;  // null: all
-  std::uint32_t first_new;
+  const std::uint8_t* inlier;   // null: all
+  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
   bool deepest;
   std::int32_t* sorted_cluster;
   std::uint8_t* keep;
   APRON_HD void operator()(std::size_t i) const {
     const std::uint32_t s = segment[i] - 1;
     const bool joins = state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
-    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(first_new + rank[group[s]]);
+    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(counts[0] + rank[group[s]]);
     keep[i] = state[s] == kSubdivide || (state[s] == kCluster && !joins && !deepest);
   }
 };
@@ -483,10 +708,12 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   sorted_cluster.resize(n);
   for_each_index(
       n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
-  clusters.resize(0);
   stats = {};
   const double zero[kNoiseTerms] = {0, 0, 0};
   noise_.assign(zero, zero + kNoiseTerms);
+  const std::vector<std::uint32_t> no_clusters(static_cast<std::size_t>(depth_) + 1, 0);
+  cluster_counts_.assign(no_clusters.begin(), no_clusters.end());
+  clusters_bound_ = 0;
   for (int level = 1; level <= depth_; ++level) {
     if (!active_.empty()) {
       level_pass(level, params);
@@ -499,6 +726,21 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   }
   point_cluster.resize(n);
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
+  const std::vector<std::uint32_t> counts = to_host(cluster_counts_);
+  for (std::size_t l = 0; l < stats.nodes.size(); ++l) stats.clusters.push_back(counts[l + 1]);
+  clusters.resize(counts[0]);
+  copy_n(cluster_store_.begin(), counts[0], clusters.begin());
+}
+
+// Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the
+// clusters so far (each level's nodes added), so that no level waits for its count; where the
+// bound outgrows the store the exact count is read (a wait), and the store grows, never shrinks.
+void OctreeBuilder::reserve_clusters(std::size_t nodes) {
+  if (clusters_bound_ + nodes > cluster_store_.size()) {
+    clusters_bound_ = read_element(cluster_counts_, 0);
+    grow_to(cluster_store_, std::max(clusters_bound_ + nodes, 2 * cluster_store_.size()));
+  }
+  clusters_bound_ += nodes;
 }
 
 std::uint32_t NodeMoments::default_tile_points() {
@@ -515,11 +757,11 @@ void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t no
   nodes_ = nodes;
   // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
   max_tiles_ = std::min(m, nodes + m / tile_points_);
-  tile_first_.resize(nodes + 1);
+  grow_to(tile_first_, nodes + 1);
   for_each_index(nodes + 1, TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_,
                                        raw(tile_first_)});
   exclusive_scan(tile_first_, nodes + 1, tile_first_);
-  if (partial_.size() < max_tiles_) partial_.resize(max_tiles_);
+  grow_to(partial_, max_tiles_);
   lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
 }
 
@@ -533,37 +775,14 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
                          const DeviceVector<std::uint32_t>& active,
                          const DeviceVector<std::uint32_t>& starts, const double* fit,
                          std::uint8_t* inlier, DeviceVector<Moments>& sums, const NextFit& next) {
-  if (sums.size() < nodes_) sums.resize(nodes_);
+  grow_to(sums, nodes_);
   if (nodes_ == 0) return;
-  const TileMoments tiles{
-      raw(sorted),  raw(active), raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
-      tile_points_, fit,         inlier};
-  const NodeTotals totals{raw(partial_), raw(tile_first_), raw(sums), next};
-#if defined(__CUDACC__)
-  switch (lanes_) {
-    case 4:
-      launch_tile_moments<4>(max_tiles_, tiles, raw(partial_));
-      break;
-    case 8:
-      launch_tile_moments<8>(max_tiles_, tiles, raw(partial_));
-      break;
-    case 16:
-      launch_tile_moments<16>(max_tiles_, tiles, raw(partial_));
-      break;
-    default:
-      launch_tile_moments<32>(max_tiles_, tiles, raw(partial_));
-      break;
-  }
-  if (nodes_ < warp_node_limit_) {
-    node_totals_kernel<<<warp_blocks(nodes_), kBlockThreads>>>(nodes_, totals);
-    check_launch("node_totals_kernel");
-  } else {
-    for_each_index(nodes_, NodeTotalsSerial{totals});
-  }
-#else
-  for_each_index(max_tiles_, TileMomentsSerial{tiles, raw(partial_)});
-  for_each_index(nodes_, NodeTotalsSerial{totals});
-#endif
+  const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
+                      tile_points_};
+  run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
+            raw(partial_));
+  run_totals(nodes_, warp_node_limit_,
+             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
 
 void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
@@ -571,13 +790,13 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   const int shift = 3 * (depth_ - level);
   grow_to(head_, m);
   for_each_index(m, NodeHeads{raw(keys_), raw(active_), shift, raw(head_)});
-  segment_.resize(m);
+  grow_to(segment_, m);
   inclusive_scan(head_, m, segment_);
   // Written into a buffer grown, never shrunk (every use passes the node count): a select that
   // resized it to m and back to the count would value-initialise up to m elements every level.
   grow_to(starts_, m + 1);
-  const std::size_t nodes = copy_indices_if(m, raw(starts_), IsHead{raw(head_)});
-  write_element(starts_, nodes, static_cast<std::uint32_t>(m));
+  const std::size_t nodes =
+      copy_indices_if(m + 1, raw(starts_), IsHead{raw(head_), static_cast<std::uint32_t>(m)}) - 1;
 
   if (level < params.first_level) {  // untested: only the node sizes matter
     untested_level(m, nodes, params);
@@ -593,12 +812,14 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
   }
   // The plain sums (and the first fit), then per trimming pass the sums of the points within
   // the band of the last fit (and the next fit, but after the last pass).
-  moments_.plan(starts_, nodes, m);
-  moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
-                  {trim ? raw(node_fit_) : nullptr, first_band, false});
-  if (trim && params.sibling_halves && params.seed_octants && shift >= 3)
-    for_each_index(nodes, SeedFits{raw(sorted), raw(keys_), raw(active_), raw(starts_), raw(noise_),
-                                   params, first_band, shift, raw(node_fit_)});
+  const bool seeds = trim && params.sibling_halves && params.seed_octants && shift >= 3;
+  if (seeds) {
+    seeded_first_fits(nodes, m, shift, first_band, params);
+  } else {
+    moments_.plan(starts_, nodes, m);
+    moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
+                    {trim ? raw(node_fit_) : nullptr, first_band, false});
+  }
   for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
     const bool more = pass + 1 < params.trim_passes;
     moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,
@@ -622,23 +843,68 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
     add_noise();
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
   }
-  cluster_rank_.resize(nodes);
-  exclusive_scan(cluster_flag_, nodes, cluster_rank_);
-  const std::size_t found = reduce_sum(cluster_flag_, nodes);
-  const std::size_t first_new = clusters.size();
-  clusters.resize(first_new + found);
+  grow_to(cluster_rank_, nodes + 1);
+  exclusive_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
+  reserve_clusters(nodes);
   for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
-                                       raw(clusters) + first_new});
+                                       raw(cluster_counts_), raw(cluster_store_)});
   grow_to(keep_, m);
   for_each_index(
       m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(group_), raw(cluster_rank_),
-                    trim ? raw(inlier_) : nullptr, static_cast<std::uint32_t>(first_new),
-                    level >= depth_, raw(sorted_cluster), raw(keep_)});
+                    trim ? raw(inlier_) : nullptr, raw(cluster_counts_), level >= depth_,
+                    raw(sorted_cluster), raw(keep_)});
+  for_each_index(1, CountClusters{raw(cluster_rank_), nodes, level, raw(cluster_counts_)});
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
-  stats.clusters.push_back(found);
   stats.active.push_back(m);
+}
+
+// A seeded level's plain sums and first fits (seed_octants): the sums per octant in one pass
+// (a node's are its octants' added) with each octant's plane a candidate, then the candidates'
+// counts in one more pass over the nodes' tiles (planned here for the trimming passes as well);
+// each node's first fit is the candidate holding the most. Whether the level's noise allows
+// seeds is read on the device (SeedsNode): no wait for the host.
+void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
+                                      const OctreeParams& params) {
+  const std::size_t octants = 8 * nodes;
+  grow_to(octant_starts_, octants + 1);
+  for_each_index(octants + 1,
+                 OctantStarts{raw(keys_), raw(active_), raw(starts_),
+                              static_cast<std::uint32_t>(nodes), shift - 3, raw(octant_starts_)});
+  grow_to(octant_sums_, octants);
+  grow_to(sums_, nodes);
+  grow_to(seed_planes_, kSeedCandidates * kPlane * nodes);
+  grow_to(seed_mask_, nodes);
+  const SeedsNode seeds{raw(starts_), raw(noise_), params, band};
+  moments_.plan(octant_starts_, octants, m);
+  const TileSpan octant_span{raw(octant_starts_), raw(moments_.tile_first()),
+                             static_cast<std::uint32_t>(octants), moments_.tile_points()};
+  run_tiles(moments_.lanes(), moments_.tile_bound(),
+            TileMoments{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
+            raw(moments_.partial()));
+  run_totals(
+      octants, moments_.warp_node_limit(),
+      OctantTotals{{raw(moments_.partial()), raw(moments_.tile_first()), raw(octant_sums_), {}},
+                   raw(sorted),
+                   raw(active_),
+                   raw(octant_starts_),
+                   seeds,
+                   raw(seed_planes_)});
+  for_each_index(nodes, NodeFromOctants{raw(sorted), raw(active_), raw(octant_starts_),
+                                        raw(octant_sums_), seeds, raw(sums_), raw(node_fit_),
+                                        raw(seed_planes_), raw(seed_mask_)});
+  moments_.plan(starts_, nodes, m);
+  grow_to(seed_partial_, moments_.tile_bound());
+  const TileSpan span{raw(starts_), raw(moments_.tile_first()), static_cast<std::uint32_t>(nodes),
+                      moments_.tile_points()};
+  run_tiles(
+      moments_.lanes(), moments_.tile_bound(),
+      TileSeedCounts{raw(sorted), raw(active_), span, seeds, raw(seed_planes_), raw(seed_mask_)},
+      raw(seed_partial_));
+  run_totals(nodes, moments_.warp_node_limit(),
+             SeedTotals{raw(seed_partial_), raw(moments_.tile_first()), seeds, raw(seed_planes_),
+                        raw(node_fit_)});
 }
 
 // The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) added to the sums
@@ -655,13 +921,21 @@ void OctreeBuilder::add_noise() {
 }
 
 // Each parent's children (runs of equal prefix one level up among the level's nodes) tested by
-// halves.
+// halves, a thread per parent: a thread per node, of which only each parent's first child worked,
+// left most lanes of a warp idle. At most `nodes` parents, so no wait for their count.
 void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double first_band,
                                          const OctreeParams& params) {
-  for_each_index(nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_),
-                                           nodes, raw(sums_), raw(noise_), first_band, params,
-                                           level, 3 * (depth_ - level), raw(state_),
-                                           raw(cluster_flag_), raw(group_), raw(level_clusters_)});
+  const int shift = 3 * (depth_ - level);
+  const ParentHeads heads{raw(keys_), raw(active_), raw(starts_), nodes, shift};
+  grow_to(parent_rank_, nodes + 1);
+  exclusive_scan(nodes + 1, heads, raw(parent_rank_));
+  grow_to(first_child_, nodes + 1);
+  for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
+  for_each_index(
+      nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_), nodes,
+                                raw(parent_rank_), raw(first_child_), raw(sums_), raw(noise_),
+                                first_band, params, level, shift, raw(state_), raw(cluster_flag_),
+                                raw(group_), raw(level_clusters_)});
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
@@ -670,7 +944,6 @@ void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const Octre
   compact(active_, keep_, m, active_next_);
   active_.swap(active_next_);
   stats.nodes.push_back(nodes);
-  stats.clusters.push_back(0);
   stats.active.push_back(m);
 }
 

@@ -111,6 +111,15 @@ class NodeMoments {
     bool clip = false;
   };
 
+  // The planned tiles and their partials' buffer, for other passes over them (the octree's
+  // octant seeds).
+  const DeviceVector<std::uint32_t>& tile_first() const { return tile_first_; }
+  std::size_t tile_bound() const { return max_tiles_; }
+  std::uint32_t tile_points() const { return tile_points_; }
+  std::uint32_t lanes() const { return lanes_; }
+  std::size_t warp_node_limit() const { return warp_node_limit_; }
+  DeviceVector<Moments>& partial() { return partial_; }
+
   // The sums of the planned level's nodes (`sums`: one per node). fit: null for all points.
   void reduce(const DeviceVector<Vec4>& sorted, const DeviceVector<std::uint32_t>& active,
               const DeviceVector<std::uint32_t>& starts, const double* fit, std::uint8_t* inlier,
@@ -123,6 +132,15 @@ class NodeMoments {
   std::size_t nodes_ = 0, max_tiles_ = 0;
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;
+};
+
+// How many of a node's points (or a tile's) lie within the band of each of its octant seeds'
+// candidate planes (seed_plane).
+struct SeedCounts {
+  std::uint32_t in[kSeedCandidates] = {};
+  APRON_HD void merge(const SeedCounts& o) {
+    for (int k = 0; k < kSeedCandidates; ++k) in[k] += o.in[k];
+  }
 };
 
 struct OctreeStats {
@@ -160,20 +178,36 @@ class OctreeBuilder {
   void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
   void merge_sibling_halves(int level, std::size_t nodes, double first_band,
                             const OctreeParams& params);
+  void seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
+                         const OctreeParams& params);
   void add_noise();
+  void reserve_clusters(std::size_t nodes);
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
-      cluster_rank_, group_;
+      cluster_rank_, group_, parent_rank_, first_child_;
   DeviceVector<std::uint8_t> keep_, state_, inlier_;
   DeviceVector<double> node_fit_;  // 7 per node: the plane that selects the next pass's points
   DeviceVector<double> noise_terms_, level_noise_, noise_;  // noise_: clusters' sums so far
   DeviceVector<std::uint32_t> noise_bounds_;
   std::function<void(double*, int)> global_sum_;
   DeviceVector<Moments> sums_;
+  // The octant seeds' scratch: octants' bounds and sums, the nodes' candidate planes and which
+  // are planes, the candidates' counts per tile.
+  DeviceVector<std::uint32_t> octant_starts_;
+  DeviceVector<Moments> octant_sums_;
+  DeviceVector<double> seed_planes_;
+  DeviceVector<std::uint32_t> seed_mask_;
+  DeviceVector<SeedCounts> seed_partial_;
   NodeMoments moments_;
   OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
+  // The clusters as the levels find them, and their counts on the device ([0]: all; [l]: level
+  // l's), read once after the last level; the host's bound on the clusters so far
+  // (reserve_clusters).
+  DeviceVector<Cluster> cluster_store_;
+  DeviceVector<std::uint32_t> cluster_counts_;
+  std::size_t clusters_bound_ = 0;
   int depth_ = 0;
 };
 

@@ -141,7 +141,8 @@ struct OctreeParams {
   // the scan's noise and sampling on its surfaces).
   bool sibling_halves = true;
   // And the children left after the halves, grouped by their planes (coplanar_children). Off
-  // by default, as seed_octants: together they cost the GPU 3x at 20M points (bench/NOTES.md).
+  // by default, as seed_octants: together they still cost the GPU about a fifth more at 20M
+  // points (bench/NOTES.md).
   bool coplanar_children = false;
   double halves_noise = 2;
   double halves_density = 0.1;
@@ -159,8 +160,26 @@ struct OctreeParams {
 // Of a node's plane (normal, mean: in and out, relative to the node's reference point) and the
 // planes of its octants holding at least kSeedPoints points, the one with the most of the node's
 // n points within `band` (the node's plane unless another holds more). point(k, p): the k-th
-// point relative to the reference; octant(k): its octant.
+// point relative to the reference; octant(k): its octant. The octree builder computes the same
+// choice from the same pieces (octant_plane, within_band) in passes over all nodes at once.
 inline constexpr int kSeedPoints = 10;
+inline constexpr int kSeedCandidates = 9;  // the node's plane, then its eight octants'
+
+// An octant's plane (its sums m relative to the node's reference point) as a seed: false where
+// it holds too few points.
+APRON_HD inline bool octant_plane(const Moments& m, double normal[3], double mean[3]) {
+  if (m.count < kSeedPoints) return false;
+  const Eigen3 e = eigen_symmetric(m.covariance(mean));
+  for (int d = 0; d < 3; ++d) normal[d] = e.vec[d][0];
+  return true;
+}
+
+APRON_HD inline bool within_band(const double normal[3], const double mean[3], const double p[3],
+                                 double band) {
+  const double along =
+      normal[0] * (p[0] - mean[0]) + normal[1] * (p[1] - mean[1]) + normal[2] * (p[2] - mean[2]);
+  return along <= band && along >= -band;
+}
 
 template <class PointAt, class OctantAt>
 APRON_HD inline void seed_plane(std::uint32_t n, const PointAt& point, const OctantAt& octant,
@@ -175,17 +194,14 @@ APRON_HD inline void seed_plane(std::uint32_t n, const PointAt& point, const Oct
     std::uint32_t in = 0;
     for (std::uint32_t k = 0; k < n; ++k) {
       point(k, p);
-      const double along = nn[0] * (p[0] - c[0]) + nn[1] * (p[1] - c[1]) + nn[2] * (p[2] - c[2]);
-      in += along <= band && along >= -band ? 1u : 0u;
+      in += within_band(nn, c, p, band) ? 1u : 0u;
     }
     return in;
   };
   std::uint32_t most = holds(normal, mean);
   for (int o = 0; o < 8; ++o) {
-    if (m[o].count < kSeedPoints) continue;
-    double c[3];
-    const Eigen3 e = eigen_symmetric(m[o].covariance(c));
-    const double nn[3] = {e.vec[0][0], e.vec[1][0], e.vec[2][0]};
+    double nn[3], c[3];
+    if (!octant_plane(m[o], nn, c)) continue;
     const std::uint32_t in = holds(nn, c);
     if (in <= most) continue;
     most = in;
@@ -336,11 +352,23 @@ APRON_HD inline int sibling_halves(const OctreeParams& p, int level, unsigned el
   return chosen;
 }
 
+// Whether a symmetric matrix's smallest eigenvalue is at most t: C - t I is then not positive
+// definite, i.e. (Sylvester's criterion) not all its leading principal minors are positive. A
+// few products instead of an eigen-decomposition.
+APRON_HD inline bool smallest_eigenvalue_at_most(const Sym3& c, double t) {
+  const double a = c.m[0] - t, b = c.m[1], e = c.m[2], d = c.m[3] - t, f = c.m[4], g = c.m[5] - t;
+  const double minor2 = a * d - b * b;
+  const double det = a * (d * g - f * f) - b * (b * g - f * e) + e * (b * f - d * e);
+  return !(a > 0 && minor2 > 0 && det > 0);
+}
+
 // Of the children in `eligible`, those whose trimmed planes are one plane, whatever their
 // octants: a group grown from each child in turn, the others joining (most inliers first) while
 // the group's smallest eigenvalue stays within the noise limit; the largest group that passes the
 // halves' test is kept. It gathers what no axis half holds alone: a surface's pieces in children
 // on a diagonal, or beside children holding another surface. True: a group passed (g set).
+// The growth adds each child's sums shifted once to a common reference point, and a child
+// already in a tested group seeds none (grown from it, its group is mostly that group again).
 APRON_HD inline bool coplanar_children(const OctreeParams& p, int level, unsigned eligible,
                                        const Moments* sums, const double (*ref)[3],
                                        const double* count, const HalfLimits& limits,
@@ -354,19 +382,32 @@ APRON_HD inline bool coplanar_children(const OctreeParams& p, int level, unsigne
     order[k] = o;
   }
   if (n < 2) return false;
+  Moments shifted[8];
+  for (int k = 0; k < n; ++k) {
+    const int o = order[k];
+    const double delta[3] = {ref[o][0] - ref[order[0]][0], ref[o][1] - ref[order[0]][1],
+                             ref[o][2] - ref[order[0]][2]};
+    shifted[k] = sums[o].shifted(delta);
+  }
+  unsigned covered = 0;
   bool found = false;
   for (int seed = 0; seed < n; ++seed) {
+    if ((covered >> order[seed]) & 1u) continue;
     unsigned members = 1u << order[seed];
+    Moments grown = shifted[seed];
     for (int k = 0; k < n; ++k) {
       if (k == seed) continue;
-      const unsigned trial = members | (1u << order[k]);
+      Moments trial = grown;
+      trial.merge(shifted[k]);
       double mean[3];
-      const Eigen3 e = eigen_symmetric(group_sums(sums, ref, count, trial).m.covariance(mean));
-      if (e.value[0] <= limits.max_lmin) members = trial;
+      if (!smallest_eigenvalue_at_most(trial.covariance(mean), limits.max_lmin)) continue;
+      members |= 1u << order[k];
+      grown = trial;
     }
+    if (members == (1u << order[seed])) continue;
+    covered |= members;
     SiblingGroup trial;
-    if (members != (1u << order[seed]) &&
-        test_group(p, level, sums, ref, count, members, limits, trial) &&
+    if (test_group(p, level, sums, ref, count, members, limits, trial) &&
         (!found || trial.m.count > g.m.count)) {
       g = trial;
       found = true;
