@@ -32,7 +32,14 @@ bool inside_row(const unsigned char* row, const Box& domain) {
 }
 
 // What is wrong with one row, if anything (0: nothing).
-enum Fault : std::uint64_t { kNone = 0, kNotFinite = 1, kOutside = 2 };
+enum Fault : std::uint64_t { kNone = 0, kNotFinite = 1, kOutside = 2, kNotPositive = 3 };
+
+template <class T>
+bool positive_last(const unsigned char* row, int components) {
+  T v;
+  std::memcpy(&v, row + (components - 1) * sizeof(T), sizeof(T));
+  return v > 0;
+}
 
 Fault row_fault(const ColumnSpec& c, const unsigned char* row, const Box& domain) {
   if (c.check == ValueCheck::any || (c.type != io::Dtype::f32 && c.type != io::Dtype::f64))
@@ -43,6 +50,9 @@ Fault row_fault(const ColumnSpec& c, const unsigned char* row, const Box& domain
   if (c.check == ValueCheck::inside_domain &&
       !(f32 ? inside_row<float>(row, domain) : inside_row<double>(row, domain)))
     return kOutside;
+  if (c.check == ValueCheck::positive_last &&
+      !(f32 ? positive_last<float>(row, c.components) : positive_last<double>(row, c.components)))
+    return kNotPositive;
   return kNone;
 }
 
@@ -154,8 +164,10 @@ void LoadedState::read(const TableSpec& spec, const Box& domain) {
   MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_UINT64_T, MPI_MIN, checkpoint_.comm());
   if (lowest == std::numeric_limits<std::uint64_t>::max()) return;
   const std::uint64_t row = lowest / 4 / columns, column = lowest / 4 % columns;
-  const std::string what = lowest % 4 == kNotFinite ? "a value that is not finite"
-                                                    : "a position outside the case's domain";
+  const std::uint64_t fault = lowest % 4;
+  const std::string what = fault == kNotFinite ? "a value that is not finite"
+                           : fault == kOutside ? "a position outside the case's domain"
+                                               : "a last component that is not positive";
   throw std::runtime_error(where_ + ": column '" + spec.columns[column].name + "' of " + table +
                            ", row " + std::to_string(row) + ": " + what + ": it is damaged");
 }

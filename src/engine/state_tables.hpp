@@ -28,6 +28,8 @@ enum class ValueCheck {
   any,
   finite,         // every component finite
   inside_domain,  // finite, and its first three components inside the case's domain
+  positive_last,  // finite, and its last component positive (a quantity carried in a spare
+                  // component: SPH's continuity density in its velocity's fourth)
 };
 
 struct ColumnSpec {

@@ -94,7 +94,9 @@ SteppingDeclaration sph_declaration(const SphCase& c) {
   d.series = {"particles"};
   d.tables = {{"particles",
                {{"position", io::Dtype::f32, 4, ValueCheck::finite},
-                {"velocity", io::Dtype::f32, 4, ValueCheck::finite},
+                // With continuity density the fourth value is the particle's density.
+                {"velocity", io::Dtype::f32, 4,
+                 c.sph.continuity_density ? ValueCheck::positive_last : ValueCheck::finite},
                 {"id", io::Dtype::i64, 1}},
                "fluid_particles"}};
   d.partitioned = true;
@@ -300,30 +302,12 @@ void SphSolver::restore(const LoadedState& state) {
   rebalances_ = static_cast<long>(state.scalar("rebalances"));
   for (std::size_t i = 0; i < wall_forces_.size(); ++i)
     wall_forces_[i] = state.scalar("moving_wall_force_" + std::to_string(i));
-  const auto vel = state.column<Vec4>("particles", "velocity");
-  if (params_.continuity_density) check_carried_densities(state.where(), vel);
-  adopt_particles(continuing_partition(state, pos), pos, vel,
+  adopt_particles(continuing_partition(state, pos), pos,
+                  state.column<Vec4>("particles", "velocity"),
                   state.column<std::int64_t>("particles", "id"));
   staging_.step = -1;
   if (config_.checkpoint.periodic()) checkpoint_staging();
   log_summary();
-}
-
-// With continuity density the velocity column's fourth value is each particle's density, which
-// a resealed (checksum-valid) checkpoint may still hold as anything. Collective: every rank
-// refuses together.
-void SphSolver::check_carried_densities(const std::string& checkpoint,
-                                        const std::vector<Vec4>& vel) const {
-  double first_bad[1] = {-1};
-  for (std::size_t i = 0; i < vel.size() && first_bad[0] < 0; ++i)
-    if (!(vel[i].w > 0 && std::isfinite(vel[i].w))) first_bad[0] = static_cast<double>(i);
-  global_max(ranks_.comm, first_bad);
-  if (first_bad[0] < 0) return;
-  std::ostringstream msg;
-  msg << checkpoint << ": table 'particles', column 'velocity': the density it "
-      << "carries (the fourth value) is not positive in row " << first_bad[0]
-      << " of a rank's share: the checkpoint is damaged; restart from an earlier one";
-  throw config::ConfigError(msg.str());
 }
 
 void SphSolver::rebuild_boundary() {

@@ -72,7 +72,6 @@ class SphSolver final : public SteppingWorkload {
   void check_memory() const;
   void adopt_particles(const Partition& partition, const std::vector<Vec4>& pos,
                        const std::vector<Vec4>& vel, const std::vector<std::int64_t>& id);
-  void check_carried_densities(const std::string& checkpoint, const std::vector<Vec4>& vel) const;
   void log_summary() const;
   HostParticles fluid_particles(const Box& filter) const;
   void rebuild_boundary();

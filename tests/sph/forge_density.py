@@ -6,7 +6,7 @@ usage: forge_density.py --apron EXE --case CASE.yaml --run DIR
 With sph.density: continuity the fourth value of each particle's velocity is its density. The
 newest checkpoint in DIR/checkpoints (a continuity run of CASE) is copied, the first row's
 density set to -1 and to 0, and resealed; a restart from it must end with exit status 2 and a
-message naming the column and the row.
+message naming the column and the row (the declared table's check, engine/state_tables).
 """
 import argparse
 import glob
@@ -43,7 +43,8 @@ def main():
                               capture_output=True, text=True, timeout=120,
                               env=dict(os.environ, OMP_NUM_THREADS="1"))
         said = done.stdout + done.stderr
-        ok = done.returncode == 2 and "column 'velocity'" in said and "not positive in row 0" in said
+        ok = (done.returncode == 2 and "column 'velocity' of table 'particles', row 0" in said
+              and "not positive" in said)
         print(("ok   " if ok else "FAIL ") + f"density {density:g}: exit {done.returncode}")
         if not ok:
             print(said[-2000:])
