@@ -81,6 +81,14 @@ APRON_HD inline void fit_node(const Moments& m, double first_band, bool clip, do
   f[6] = clip && spread < first_band ? spread : first_band;
 }
 
+// p - r in double: a point relative to its node's (or octant's) first point, the reference the
+// sums are taken about.
+APRON_HD inline void relative_to(const Vec4& p, const Vec4& r, double d[3]) {
+  d[0] = static_cast<double>(p.x) - r.x;
+  d[1] = static_cast<double>(p.y) - r.y;
+  d[2] = static_cast<double>(p.z) - r.z;
+}
+
 // A planned pass's tiles: tile t of segment s covers the segment's active points [begin, end).
 struct TileSpan {
   const std::uint32_t* starts;      // segments + 1
@@ -125,9 +133,8 @@ struct TileMoments {
 #pragma unroll 4  // several points' loads in flight per lane
 #endif
     for (std::uint32_t i = begin + lane; i < end; i += lanes) {
-      const Vec4 p = load(sorted + load(active + i));
-      const double d[3] = {static_cast<double>(p.x) - r.x, static_cast<double>(p.y) - r.y,
-                           static_cast<double>(p.z) - r.z};
+      double d[3];
+      relative_to(load(sorted + load(active + i)), r, d);
       if (f != nullptr) {
         const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
         const bool in = along <= f[6] && along >= -f[6];
@@ -221,10 +228,9 @@ struct OctantTotals {
     double* plane = candidates + kPlane * (kSeedCandidates * std::size_t{s} + 1 + q % 8);
     if (!seeds(s) || !octant_plane(m, plane, plane + 3)) return;
     // The octant's mean relative to its node's first point.
-    const Vec4 ro = sorted[active[octant_starts[q]]], r = sorted[active[seeds.starts[s]]];
-    plane[3] += static_cast<double>(ro.x) - r.x;
-    plane[4] += static_cast<double>(ro.y) - r.y;
-    plane[5] += static_cast<double>(ro.z) - r.z;
+    double delta[3];
+    relative_to(sorted[active[octant_starts[q]]], sorted[active[seeds.starts[s]]], delta);
+    for (int d = 0; d < 3; ++d) plane[3 + d] += delta[d];
   }
 };
 
@@ -249,9 +255,8 @@ struct NodeFromOctants {
     for (std::size_t o = 0; o < 8; ++o) {
       const std::size_t q = 8 * s + o;
       if (octant_starts[q + 1] == octant_starts[q]) continue;
-      const Vec4 ro = sorted[active[octant_starts[q]]];
-      const double delta[3] = {static_cast<double>(ro.x) - r.x, static_cast<double>(ro.y) - r.y,
-                               static_cast<double>(ro.z) - r.z};
+      double delta[3];
+      relative_to(sorted[active[octant_starts[q]]], r, delta);
       total.merge(octant_sums[q].shifted(delta));
       if (seeded && octant_sums[q].count >= kSeedPoints) mask |= 2u << o;
     }
@@ -284,9 +289,8 @@ struct TileSeedCounts {
     const double* planes = candidates + kSeedCandidates * kPlane * std::size_t{s};
     const std::uint32_t mask = candidate_mask[s];
     for (std::uint32_t i = begin + lane; i < end; i += lanes) {
-      const Vec4 p = load(sorted + load(active + i));
-      const double d[3] = {static_cast<double>(p.x) - r.x, static_cast<double>(p.y) - r.y,
-                           static_cast<double>(p.z) - r.z};
+      double d[3];
+      relative_to(load(sorted + load(active + i)), r, d);
       for (int k = 0; k < kSeedCandidates; ++k) {
         if (((mask >> k) & 1u) == 0) continue;
         const double* plane = planes + kPlane * k;
