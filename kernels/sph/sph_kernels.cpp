@@ -183,6 +183,7 @@ struct WallPressureKernel {
   float* out;
   APRON_HD void operator()(std::size_t w) const {
     const Vec4 pw = wall.pos[w];
+    const Vec3 body_force = params.gravity - wall.velocity.acceleration_of(pw);
     float weight = 0, pressure = 0, head = 0;
     fluid.cells.for_each_candidate(pw, [&](std::uint32_t f) {
       const Vec4 pf = load(fluid.pos + f);
@@ -190,7 +191,7 @@ struct WallPressureKernel {
       const float wt = params.kernel.value_shape(norm2(r_wf));
       weight += wt;
       pressure += fluid.pressure[f] * wt;
-      head += fluid.rho[f] * dot(params.gravity, r_wf) * wt;
+      head += fluid.rho[f] * dot(body_force, r_wf) * wt;
     });
     const float p = weight > 0 ? (pressure + head) / weight : 0;
     out[w] = params.clamp_negative_pressure && p < 0 ? 0 : p;

@@ -144,17 +144,28 @@ struct FluidArrays {
 // Boundary particles of a moving solid carry its number k + 1 in pos.w (static ones 0).
 inline constexpr int kMaxMovingWalls = 8;
 
-// Each moving wall's rigid velocity field, v(x) = linear + angular x (x - centre).
+// Each moving wall's rigid velocity field, v(x) = linear + angular x (x - centre), and its
+// acceleration field.
 struct WallVelocities {
   Vec3 linear[kMaxMovingWalls];
   Vec3 angular[kMaxMovingWalls];
   Vec3 centre[kMaxMovingWalls];
+  Vec3 linear_acceleration[kMaxMovingWalls];
+  Vec3 angular_acceleration[kMaxMovingWalls];
 
   // The velocity of boundary particle b (at rest unless it belongs to a moving wall).
   APRON_HD Vec3 of(const Vec4& b) const {
     if (b.w < 0.5f) return {0, 0, 0};
     const int k = static_cast<int>(b.w) - 1;
     return linear[k] + cross(angular[k], xyz(b) - centre[k]);
+  }
+  // Its acceleration: a + alpha x r + omega x (omega x r).
+  APRON_HD Vec3 acceleration_of(const Vec4& b) const {
+    if (b.w < 0.5f) return {0, 0, 0};
+    const int k = static_cast<int>(b.w) - 1;
+    const Vec3 r = xyz(b) - centre[k];
+    return linear_acceleration[k] + cross(angular_acceleration[k], r) +
+           cross(angular[k], cross(angular[k], r));
   }
 };
 
@@ -167,7 +178,8 @@ struct BoundaryArrays {
 };
 
 // Each boundary particle's pressure from the fluid around it (Adami et al. 2012):
-// p_w = (sum_f p_f W_wf + g . sum_f rho_f (x_w - x_f) W_wf) / sum_f W_wf, 0 with no fluid near.
+// p_w = (sum_f p_f W_wf + (g - a_w) . sum_f rho_f (x_w - x_f) W_wf) / sum_f W_wf, 0 with no fluid
+// near; a_w the wall's acceleration (a piston's pushes the water as gravity does).
 // Reads the fluid's density and pressure (owned and ghosts).
 void compute_wall_pressure(const Params& params, const FluidArrays& fluid,
                            const BoundaryArrays& wall, DeviceVector<float>& out);

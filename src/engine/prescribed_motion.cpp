@@ -113,8 +113,11 @@ RigidVelocity PrescribedMotion::velocity_at(double t) const {
     case Kind::none:
       break;
     case Kind::sinusoid: {
-      const double omega = 2 * kPi / period, rate_of_s = omega * std::cos(omega * since + phase);
-      for (int d = 0; d < 3; ++d) v.linear[d] = amplitude[d] * rate_of_s;
+      const double omega = 2 * kPi / period, angle = omega * since + phase;
+      for (int d = 0; d < 3; ++d) {
+        v.linear[d] = amplitude[d] * omega * std::cos(angle);
+        v.linear_acceleration[d] = -amplitude[d] * omega * omega * std::sin(angle);
+      }
       break;
     }
     case Kind::table:
@@ -124,7 +127,12 @@ RigidVelocity PrescribedMotion::velocity_at(double t) const {
       const double omega = 2 * kPi / period;
       const double angle_rate =
           period > 0 ? angle_amplitude * omega * std::cos(omega * since) : rate;
-      for (int d = 0; d < 3; ++d) v.angular[d] = angle_rate * axis[d];
+      const double angle_acceleration =
+          period > 0 ? -angle_amplitude * omega * omega * std::sin(omega * since) : 0;
+      for (int d = 0; d < 3; ++d) {
+        v.angular[d] = angle_rate * axis[d];
+        v.angular_acceleration[d] = angle_acceleration * axis[d];
+      }
       v.centre = pivot;
       break;
     }

@@ -22,11 +22,14 @@ struct RigidPose {
 };
 
 // The velocity field of a rigid motion at one time: v(x) = linear + angular x (x - centre) at a
-// point x of the solid where it is then.
+// point x of the solid where it is then; and its acceleration field, a(x) = linear_acceleration +
+// angular_acceleration x r + angular x (angular x r), r = x - centre.
 struct RigidVelocity {
   std::array<double, 3> linear{0, 0, 0};
   std::array<double, 3> angular{0, 0, 0};  // [rad/s]
   std::array<double, 3> centre{0, 0, 0};
+  std::array<double, 3> linear_acceleration{0, 0, 0};
+  std::array<double, 3> angular_acceleration{0, 0, 0};  // [rad/s^2]
 };
 
 struct PrescribedMotion {
@@ -46,7 +49,8 @@ struct PrescribedMotion {
 
   bool moves() const { return kind != Kind::none; }
   RigidPose at(double t) const;
-  // The time derivative of at(t) (a table's: its segment's slope; zero before the start).
+  // The time derivative of at(t) (a table's: its segment's slope; zero before the start) and its
+  // own (a table's: zero, its kinks' impulses left out).
   RigidVelocity velocity_at(double t) const;
 };
 

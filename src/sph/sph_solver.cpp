@@ -343,6 +343,8 @@ void SphSolver::place_walls() {
       wall_velocities_.linear[k] = vec3(v.linear);
       wall_velocities_.angular[k] = vec3(v.angular);
       wall_velocities_.centre[k] = vec3(v.centre);
+      wall_velocities_.linear_acceleration[k] = vec3(v.linear_acceleration);
+      wall_velocities_.angular_acceleration[k] = vec3(v.angular_acceleration);
     }
     place_moving_walls(moving_rest_, poses, moving_placed_);
     const double support = params_.kernel.support();

@@ -191,6 +191,8 @@ TEST(SphPasses, MatchBruteForce) {
   wall_velocity.linear[0] = {0.7f, -0.3f, 0.2f};
   wall_velocity.angular[1] = {1.0f, 2.0f, -4.0f};
   wall_velocity.centre[1] = {0.1f, 0.05f, 0.12f};
+  wall_velocity.linear_acceleration[0] = {3.0f, 0.5f, -1.0f};
+  wall_velocity.angular_acceleration[1] = {-2.0f, 6.0f, 1.0f};
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> uv(-1, 1);
   std::vector<Vec4> vel_host(fluid_host.size());
@@ -258,7 +260,7 @@ TEST(SphPasses, MatchBruteForce) {
       const Vec3 r = xyz(ws[k]) - xyz(fs[b]);
       const double wt = p.kernel.value_shape(norm2(r));
       weight += wt;
-      sum += wt * (pr[b] + rho[b] * dot(p.gravity, r));
+      sum += wt * (pr[b] + rho[b] * dot(p.gravity - wall_velocity.acceleration_of(ws[k]), r));
     }
     wall_p[k] = weight > 0 ? static_cast<float>(sum / weight) : 0;
   }
@@ -395,7 +397,8 @@ TEST(SphPasses, ContinuityOnALattice) {
   EXPECT_NEAR(rate, 3 * e * rho0, 2e-3 * 3 * e * rho0);
 }
 
-TEST(PrescribedMotion, VelocityIsTheDerivativeOfThePose) {
+// One motion of each kind (the rotation twice: oscillating and at a constant rate).
+std::vector<PrescribedMotion> motions_of_each_kind() {
   using Kind = PrescribedMotion::Kind;
   std::vector<PrescribedMotion> motions(4);
   motions[0].kind = Kind::sinusoid;
@@ -408,20 +411,60 @@ TEST(PrescribedMotion, VelocityIsTheDerivativeOfThePose) {
   motions[2].angle_amplitude = 0.4, motions[2].period = 1.3, motions[2].start = 0.05;
   motions[3] = motions[2];
   motions[3].period = 0, motions[3].rate = 1.5;
+  return motions;
+}
+
+// A rigid field at a point: base + rate x (x - centre).
+std::array<double, 3> rigid_field(const std::array<double, 3>& base,
+                                  const std::array<double, 3>& rate,
+                                  const std::array<double, 3>& centre,
+                                  const std::array<double, 3>& x) {
+  std::array<double, 3> out;
+  for (int d = 0; d < 3; ++d) {
+    const int e = (d + 1) % 3, f = (d + 2) % 3;
+    out[d] = base[d] + rate[e] * (x[f] - centre[f]) - rate[f] * (x[e] - centre[e]);
+  }
+  return out;
+}
+
+std::array<double, 3> velocity_of_point(const PrescribedMotion& m, const std::array<double, 3>& x0,
+                                        double t) {
+  const RigidVelocity v = m.velocity_at(t);
+  return rigid_field(v.linear, v.angular, v.centre, m.at(t).apply(x0));
+}
+
+TEST(PrescribedMotion, VelocityIsTheDerivativeOfThePose) {
   const std::array<double, 3> x0{0.7, 0.2, -0.4};
   const double step = 1e-6;
-  for (const PrescribedMotion& m : motions)
+  for (const PrescribedMotion& m : motions_of_each_kind())
     for (double t : {0.03, 0.27, 0.74, 1.2}) {
-      const std::array<double, 3> before = m.at(t - step).apply(x0), x = m.at(t).apply(x0),
+      const std::array<double, 3> before = m.at(t - step).apply(x0),
                                   after = m.at(t + step).apply(x0);
-      const RigidVelocity v = m.velocity_at(t);
-      for (int d = 0; d < 3; ++d) {
-        const int e = (d + 1) % 3, f = (d + 2) % 3;
-        const double at_x =
-            v.linear[d] + v.angular[e] * (x[f] - v.centre[f]) - v.angular[f] * (x[e] - v.centre[e]);
-        EXPECT_NEAR(at_x, (after[d] - before[d]) / (2 * step), 1e-7)
+      const std::array<double, 3> v = velocity_of_point(m, x0, t);
+      for (int d = 0; d < 3; ++d)
+        EXPECT_NEAR(v[d], (after[d] - before[d]) / (2 * step), 1e-7)
             << "motion " << static_cast<int>(m.kind) << ", t = " << t << ", axis " << d;
-      }
+    }
+}
+
+// The acceleration field at a point of the solid is the rate of its velocity (the table's
+// segments are straight: zero away from their kinks).
+TEST(PrescribedMotion, AccelerationIsTheDerivativeOfTheVelocity) {
+  const std::array<double, 3> x0{0.7, 0.2, -0.4};
+  const double step = 1e-5;
+  for (const PrescribedMotion& m : motions_of_each_kind())
+    for (double t : {0.03, 0.27, 0.74, 1.2}) {
+      const std::array<double, 3> before = velocity_of_point(m, x0, t - step),
+                                  after = velocity_of_point(m, x0, t + step);
+      const RigidVelocity v = m.velocity_at(t);
+      const std::array<double, 3> x = m.at(t).apply(x0);
+      const std::array<double, 3> centripetal = rigid_field(
+          {0, 0, 0}, v.angular, {0, 0, 0}, rigid_field({0, 0, 0}, v.angular, v.centre, x));
+      const std::array<double, 3> tangential =
+          rigid_field(v.linear_acceleration, v.angular_acceleration, v.centre, x);
+      for (int d = 0; d < 3; ++d)
+        EXPECT_NEAR(tangential[d] + centripetal[d], (after[d] - before[d]) / (2 * step), 1e-6)
+            << "motion " << static_cast<int>(m.kind) << ", t = " << t << ", axis " << d;
     }
 }
 
