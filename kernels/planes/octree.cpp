@@ -566,6 +566,15 @@ struct ParentFirstChildren {
   }
 };
 
+// The clusters' noise terms (noise_terms) summed over the levels before and this one's: the
+// level's sum is added to the others' only after its halves are tested (CountClusters), so that
+// no launch of its own does it.
+struct NoiseSoFar {
+  const double* before;
+  const double* level;
+  APRON_HD double operator[](int k) const { return before[k] + level[k]; }
+};
+
 // Per parent: its children that are not clusters, tested by halves (sibling_halves); the children
 // of a half that passes become cluster nodes of one group, whose cluster is kept at its first
 // member (the octant its sums are relative to). With the parents numbered (first_child), a thread
@@ -581,8 +590,8 @@ struct MergeSiblingHalves {
   const std::uint32_t* parent_rank;  // [nodes]: the parents' count; null: a thread per node
   const std::uint32_t* first_child;  // per parent, then nodes
   const Moments* sums;
-  const double* noise;  // the clusters' noise terms so far (noise_terms), summed
-  double band;          // the children's first trimming band (edge / trim_divisor)
+  NoiseSoFar noise;
+  double band;  // the children's first trimming band (edge / trim_divisor)
   OctreeParams params;
   int level, shift;
   std::uint8_t* state;
@@ -648,12 +657,6 @@ struct MergeSiblingHalves {
   }
 };
 
-struct AddNoise {
-  const double* level;
-  double* noise;
-  APRON_HD void operator()(std::size_t k) const { noise[k] += level[k]; }
-};
-
 struct AppendClusters {
   const std::uint32_t* is_cluster;
   const std::uint32_t* rank;
@@ -673,15 +676,20 @@ struct FlagOrZero {
 };
 
 // The level's clusters (the scan's total) recorded and added to the clusters so far, on the
-// device: the host reads them once, after the last level.
+// device: the host reads them once, after the last level. So are the level's noise terms, where
+// it has them (sibling_halves).
 struct CountClusters {
   const std::uint32_t* rank;
   std::size_t nodes;
   int level;
   std::uint32_t* counts;  // [0]: all levels so far; [level]: this level's
+  const double* level_noise;
+  double* noise;
   APRON_HD void operator()(std::size_t) const {
     counts[level] = rank[nodes];
     counts[0] += rank[nodes];
+    if (level_noise != nullptr)
+      for (int k = 0; k < kNoiseTerms; ++k) noise[k] += level_noise[k];
   }
 };
 
@@ -913,7 +921,7 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
                                       raw(cluster_flag_), raw(group_), raw(level_clusters_),
                                       halves ? raw(noise_terms_) : nullptr, raw(noise_bounds_)});
   if (halves) {
-    add_noise();
+    sum_level_noise();
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
   }
   grow_to(cluster_rank_, nodes + 1);
@@ -924,7 +932,8 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
   const TestedFate fate{raw(segment_), raw(state_), trim ? raw(inlier_) : nullptr,
                         static_cast<std::uint32_t>(m), level >= depth_};
   keep_points(fate, m, raw(group_));
-  for_each_index(1, CountClusters{raw(cluster_rank_), nodes, level, raw(cluster_counts_)});
+  for_each_index(1, CountClusters{raw(cluster_rank_), nodes, level, raw(cluster_counts_),
+                                  halves ? raw(level_noise_) : nullptr, raw(noise_)});
   stats.nodes.push_back(nodes);
   stats.active.push_back(m);
 }
@@ -976,9 +985,9 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
                         raw(node_fit_)});
 }
 
-// The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) added to the sums
-// so far, over every rank where there are several.
-void OctreeBuilder::add_noise() {
+// The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) summed, over every
+// rank where there are several, into level_noise_ (CountClusters adds them to noise_).
+void OctreeBuilder::sum_level_noise() {
   segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
   if (global_sum_) {
     double sums[kNoiseTerms];
@@ -986,7 +995,6 @@ void OctreeBuilder::add_noise() {
     global_sum_(sums, kNoiseTerms);
     level_noise_.assign(sums, sums + kNoiseTerms);
   }
-  for_each_index(kNoiseTerms, AddNoise{raw(level_noise_), raw(noise_)});
 }
 
 // Each parent's children (runs of equal prefix one level up among the level's nodes) tested by
@@ -1003,11 +1011,23 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
     grow_to(first_child_, nodes + 1);
     for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
   }
-  for_each_index(nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_),
-                                           nodes, by_parent ? raw(parent_rank_) : nullptr,
-                                           raw(first_child_), raw(sums_), raw(noise_), first_band,
-                                           params, level, shift, raw(state_), raw(cluster_flag_),
-                                           raw(group_), raw(level_clusters_)});
+  for_each_index(nodes, MergeSiblingHalves{raw(sorted),
+                                           raw(keys_),
+                                           raw(active_),
+                                           raw(starts_),
+                                           nodes,
+                                           by_parent ? raw(parent_rank_) : nullptr,
+                                           raw(first_child_),
+                                           raw(sums_),
+                                           {raw(noise_), raw(level_noise_)},
+                                           first_band,
+                                           params,
+                                           level,
+                                           shift,
+                                           raw(state_),
+                                           raw(cluster_flag_),
+                                           raw(group_),
+                                           raw(level_clusters_)});
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {

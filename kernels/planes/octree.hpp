@@ -194,7 +194,7 @@ class OctreeBuilder {
                             const OctreeParams& params);
   void seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
                          const OctreeParams& params);
-  void add_noise();
+  void sum_level_noise();
   void reserve_clusters(std::size_t nodes);
 
   DeviceVector<std::uint64_t> keys_;
