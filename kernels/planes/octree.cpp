@@ -567,7 +567,7 @@ struct ParentFirstChildren {
 };
 
 // The clusters' noise terms (noise_terms) summed over the levels before and this one's: the
-// level's sum is added to the others' only after its halves are tested (CountClusters), so that
+// level's sum is added to the others' only after its halves are tested (LevelClusters), so that
 // no launch of its own does it.
 struct NoiseSoFar {
   const double* before;
@@ -657,17 +657,6 @@ struct MergeSiblingHalves {
   }
 };
 
-struct AppendClusters {
-  const std::uint32_t* is_cluster;
-  const std::uint32_t* rank;
-  const Cluster* level_clusters;
-  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
-  Cluster* clusters;
-  APRON_HD void operator()(std::size_t s) const {
-    if (is_cluster[s] != 0) clusters[counts[0] + rank[s]] = level_clusters[s];
-  }
-};
-
 // The level's clusters flagged, or 0 past the last node: their exclusive scan ends with the total.
 struct FlagOrZero {
   const std::uint32_t* flag;
@@ -675,19 +664,26 @@ struct FlagOrZero {
   APRON_HD std::uint32_t operator()(std::size_t s) const { return s < nodes ? flag[s] : 0u; }
 };
 
-// The level's clusters (the scan's total) recorded and added to the clusters so far, on the
-// device: the host reads them once, after the last level. So are the level's noise terms, where
-// it has them (sibling_halves).
-struct CountClusters {
-  const std::uint32_t* rank;
+// A tested level's clusters appended to the store after those of the levels before (totals[level
+// - 1]: their count); thread 0 adds the level's count to the totals (totals[level]) and its noise
+// terms, where it has them (sibling_halves), to the sums so far. Run by KeepPoints' threads (i <
+// nodes: node i's cluster), no launch of its own; the host reads the totals once, after the last
+// level.
+struct LevelClusters {
+  const std::uint32_t* is_cluster;
+  const std::uint32_t* rank;  // nodes + 1: the exclusive scan of is_cluster
+  const Cluster* level_clusters;
   std::size_t nodes;
   int level;
-  std::uint32_t* counts;  // [0]: all levels so far; [level]: this level's
-  const double* level_noise;
+  std::uint32_t* totals;  // [l]: the clusters of levels 1 to l
+  Cluster* store;
+  const double* level_noise;  // null: none
   double* noise;
-  APRON_HD void operator()(std::size_t) const {
-    counts[level] = rank[nodes];
-    counts[0] += rank[nodes];
+  APRON_HD std::uint32_t before() const { return totals[level - 1]; }
+  APRON_HD void operator()(std::size_t i) const {
+    if (i < nodes && is_cluster[i] != 0) store[before() + rank[i]] = level_clusters[i];
+    if (i != 0) return;
+    totals[level] = before() + rank[nodes];
     if (level_noise != nullptr)
       for (int k = 0; k < kNoiseTerms; ++k) noise[k] += level_noise[k];
   }
@@ -728,27 +724,27 @@ struct UntestedFate {
   }
 };
 
-// Per active point by its fate: the points that join a cluster are labelled with it, those kept
-// move to their rank among the kept (rank: the exclusive scan of the fate's keep), and the kept
-// count becomes the next level's point count on the device.
+// Per active point by its fate: the points kept move to their rank among the kept (rank: the
+// exclusive scan of the fate's keep), and the kept count becomes the next level's point count on
+// the device. At a tested level (group not null) the level's clusters are stored as well, and
+// the points that join one are labelled with the cluster of their node's group.
 template <class Fate>
 struct KeepPoints {
   Fate fate;
   const std::uint32_t* active;
   const std::uint32_t* rank;
-  // Labels: the cluster of the node's group, numbered after the clusters of the levels before
-  // (counts[0]); null for untested levels.
-  const std::uint32_t* group;
-  const std::uint32_t* cluster_rank;
-  const std::uint32_t* cluster_counts;
-  std::int32_t* sorted_cluster;
   std::uint32_t* active_next;
   std::uint32_t* level_counts;
+  const std::uint32_t* group;
+  LevelClusters clusters;
+  std::int32_t* sorted_cluster;
   APRON_HD void operator()(std::size_t i) const {
     if (i == 0) level_counts[kLevelPoints] = rank[fate.m];
     if (rank[i + 1] != rank[i]) active_next[rank[i]] = active[i];
-    if (sorted_cluster != nullptr && fate.joins(i)) {
-      const std::uint32_t c = cluster_counts[0] + cluster_rank[group[fate.segment[i] - 1]];
+    if (group == nullptr) return;
+    clusters(i);
+    if (fate.joins(i)) {
+      const std::uint32_t c = clusters.before() + clusters.rank[group[fate.segment[i] - 1]];
       sorted_cluster[active[i]] = static_cast<std::int32_t>(c);
     }
   }
@@ -784,7 +780,7 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   const double zero[kNoiseTerms] = {0, 0, 0};
   noise_.assign(zero, zero + kNoiseTerms);
   const std::vector<std::uint32_t> no_clusters(static_cast<std::size_t>(depth_) + 1, 0);
-  cluster_counts_.assign(no_clusters.begin(), no_clusters.end());
+  cluster_totals_.assign(no_clusters.begin(), no_clusters.end());
   clusters_bound_ = 0;
   const std::uint32_t start_counts[2] = {static_cast<std::uint32_t>(n), 0};
   level_counts_.assign(start_counts, start_counts + 2);
@@ -803,18 +799,20 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   }
   point_cluster.resize(n);
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
-  const std::vector<std::uint32_t> counts = to_host(cluster_counts_);
-  for (std::size_t l = 0; l < stats.nodes.size(); ++l) stats.clusters.push_back(counts[l + 1]);
-  clusters.resize(counts[0]);
-  copy_n(cluster_store_.begin(), counts[0], clusters.begin());
+  // The levels run are 1 to levels (the untested ones first, with no clusters).
+  const std::vector<std::uint32_t> totals = to_host(cluster_totals_);
+  const std::size_t levels = stats.nodes.size();
+  for (std::size_t l = 1; l <= levels; ++l) stats.clusters.push_back(totals[l] - totals[l - 1]);
+  clusters.resize(totals[levels]);
+  copy_n(cluster_store_.begin(), totals[levels], clusters.begin());
 }
 
 // Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the
 // clusters so far (each level's nodes added), so that no level waits for its count; where the
 // bound outgrows the store the exact count is read (a wait), and the store grows, never shrinks.
-void OctreeBuilder::reserve_clusters(std::size_t nodes) {
+void OctreeBuilder::reserve_clusters(int level, std::size_t nodes) {
   if (clusters_bound_ + nodes > cluster_store_.size()) {
-    clusters_bound_ = read_element(cluster_counts_, 0);
+    clusters_bound_ = read_element(cluster_totals_, static_cast<std::size_t>(level) - 1);
     grow_to(cluster_store_, std::max(clusters_bound_ + nodes, 2 * cluster_store_.size()));
   }
   clusters_bound_ += nodes;
@@ -926,14 +924,13 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
   }
   grow_to(cluster_rank_, nodes + 1);
   exclusive_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
-  reserve_clusters(nodes);
-  for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
-                                       raw(cluster_counts_), raw(cluster_store_)});
+  reserve_clusters(level, nodes);
   const TestedFate fate{raw(segment_), raw(state_), trim ? raw(inlier_) : nullptr,
                         static_cast<std::uint32_t>(m), level >= depth_};
-  keep_points(fate, m, raw(group_));
-  for_each_index(1, CountClusters{raw(cluster_rank_), nodes, level, raw(cluster_counts_),
-                                  halves ? raw(level_noise_) : nullptr, raw(noise_)});
+  keep_points(fate, m, raw(group_),
+              LevelClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_), nodes,
+                            level, raw(cluster_totals_), raw(cluster_store_),
+                            halves ? raw(level_noise_) : nullptr, raw(noise_)});
   stats.nodes.push_back(nodes);
   stats.active.push_back(m);
 }
@@ -986,7 +983,7 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
 }
 
 // The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) summed, over every
-// rank where there are several, into level_noise_ (CountClusters adds them to noise_).
+// rank where there are several, into level_noise_ (LevelClusters adds them to noise_).
 void OctreeBuilder::sum_level_noise() {
   segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
   if (global_sum_) {
@@ -1033,25 +1030,23 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
   keep_points(
       UntestedFate{raw(segment_), raw(starts_), static_cast<std::uint32_t>(m), params.min_points},
-      m, nullptr);
+      m, nullptr, LevelClusters{});
   stats.nodes.push_back(nodes);
   stats.active.push_back(m);
 }
 
 // The points the fate keeps, compacted into the next level's active points in order (a scan and a
-// scatter: their count stays on the device for the next level's find_nodes); the points that
-// join a tested level's clusters labelled (group: null for an untested level).
-template <class Fate>
-void OctreeBuilder::keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group) {
+// scatter: their count stays on the device for the next level's find_nodes); at a tested level
+// (group not null) its clusters stored and their points labelled in the same launch.
+template <class Fate, class Clusters>
+void OctreeBuilder::keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group,
+                                const Clusters& level_clusters) {
   grow_to(keep_rank_, m + 1);
   exclusive_scan(m + 1, fate, raw(keep_rank_));
   grow_to(active_next_, m);
-  const bool labels = group != nullptr;
-  for_each_index(m, KeepPoints<Fate>{fate, raw(active_), raw(keep_rank_), group,
-                                     labels ? raw(cluster_rank_) : nullptr,
-                                     labels ? raw(cluster_counts_) : nullptr,
-                                     labels ? raw(sorted_cluster) : nullptr, raw(active_next_),
-                                     raw(level_counts_)});
+  for_each_index(m,
+                 KeepPoints<Fate>{fate, raw(active_), raw(keep_rank_), raw(active_next_),
+                                  raw(level_counts_), group, level_clusters, raw(sorted_cluster)});
   active_.swap(active_next_);
 }
 

@@ -187,15 +187,16 @@ class OctreeBuilder {
   };
   LevelSize find_nodes(int level, std::size_t bound);
   void level_pass(int level, const LevelSize& size, const OctreeParams& params);
-  template <class Fate>
-  void keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group);
+  template <class Fate, class Clusters>
+  void keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group,
+                   const Clusters& level_clusters);
   void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
   void merge_sibling_halves(int level, std::size_t nodes, double first_band,
                             const OctreeParams& params);
   void seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
                          const OctreeParams& params);
   void sum_level_noise();
-  void reserve_clusters(std::size_t nodes);
+  void reserve_clusters(int level, std::size_t nodes);
 
   DeviceVector<std::uint64_t> keys_;
   DeviceVector<std::uint32_t> active_, active_next_, keep_rank_, segment_, starts_, cluster_flag_,
@@ -220,11 +221,11 @@ class OctreeBuilder {
   NodeMoments moments_;
   OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
-  // The clusters as the levels find them, and their counts on the device ([0]: all; [l]: level
-  // l's), read once after the last level; the host's bound on the clusters so far
-  // (reserve_clusters).
+  // The clusters as the levels find them, and their running totals on the device ([l]: the
+  // clusters of levels 1 to l), read once after the last level; the host's bound on the clusters
+  // so far (reserve_clusters).
   DeviceVector<Cluster> cluster_store_;
-  DeviceVector<std::uint32_t> cluster_counts_;
+  DeviceVector<std::uint32_t> cluster_totals_;
   std::size_t clusters_bound_ = 0;
   int depth_ = 0;
 };
