@@ -45,22 +45,39 @@ struct GatherSorted {
   }
 };
 
-// 1 where an active point starts a new node (its prefix differs from the previous one's).
+// The level's counts on the device: its active points (the last compaction's total) and nodes.
+// The host reads both with one wait at the start of the level.
+constexpr int kLevelPoints = 0, kLevelNodes = 1;
+
+// 1 where an active point starts a new node (its prefix differs from the previous one's), 0 from
+// the level's point count on (read on the device: the scan runs over a bound, the last level's).
 struct NodeHeads {
   const std::uint64_t* keys;
   const std::uint32_t* active;
+  const std::uint32_t* counts;
   int shift;
-  std::uint32_t* head;
-  APRON_HD void operator()(std::size_t i) const {
-    head[i] = i == 0 || (keys[active[i]] >> shift) != (keys[active[i - 1]] >> shift);
+  APRON_HD std::uint32_t operator()(std::size_t i) const {
+    if (i >= counts[kLevelPoints]) return 0;
+    return i == 0 || (keys[active[i]] >> shift) != (keys[active[i - 1]] >> shift);
   }
 };
 
-// A node's first position; m (one past the last) as well, so that the selected starts end with it.
-struct IsHead {
-  const std::uint32_t* head;
-  std::uint32_t m;
-  APRON_HD bool operator()(std::uint32_t i) const { return i == m || head[i] != 0; }
+// Each node's first position from the inclusive scan of NodeHeads (segment: its node + 1), then
+// m (one past the last) and the node count: no select, whose count the host would wait for.
+struct NodeStarts {
+  const std::uint32_t* segment;
+  std::uint32_t* starts;
+  std::uint32_t* counts;
+  APRON_HD void operator()(std::size_t i) const {
+    const std::uint32_t m = counts[kLevelPoints];
+    if (i >= m) {
+      if (i == 0) counts[kLevelNodes] = 0, starts[0] = 0;
+      return;
+    }
+    const std::uint32_t s = segment[i];
+    if (i == 0 || segment[i - 1] != s) starts[s - 1] = static_cast<std::uint32_t>(i);
+    if (i + 1 == m) counts[kLevelNodes] = s, starts[s] = m;
+  }
 };
 
 // The fit a trimming pass selects its points with (7 per node: normal, mean relative to the
@@ -352,13 +369,13 @@ struct TotalsSerial {
   }
 };
 
+// Node s's tiles, 0 past the last node: their exclusive scan ends with the total.
 struct TileCounts {
   const std::uint32_t* starts;
   std::uint32_t nodes, tile_points;
-  std::uint32_t* count;  // nodes + 1 (the last: 0, so that its exclusive scan is the total)
-  APRON_HD void operator()(std::size_t s) const {
+  APRON_HD std::uint32_t operator()(std::size_t s) const {
     const std::uint64_t points = s < nodes ? starts[s + 1] - starts[s] : 0;
-    count[s] = static_cast<std::uint32_t>((points + tile_points - 1) / tile_points);
+    return static_cast<std::uint32_t>((points + tile_points - 1) / tile_points);
   }
 };
 
@@ -549,31 +566,56 @@ struct ParentFirstChildren {
   }
 };
 
-// Per parent (a thread each: the parents' count stays on the device, the threads past it
-// return): its children that are not clusters, tested by halves (sibling_halves); the children of
-// a half that passes become cluster nodes of one group, whose cluster is kept at its first member
-// (the octant its sums are relative to).
+// The clusters' noise terms (noise_terms) summed over the levels before and this one's: the
+// level's sum is added to the others' only after its halves are tested (LevelClusters), so that
+// no launch of its own does it.
+struct NoiseSoFar {
+  const double* before;
+  const double* level;
+  APRON_HD double operator[](int k) const { return before[k] + level[k]; }
+};
+
+// Per parent: its children that are not clusters, tested by halves (sibling_halves); the children
+// of a half that passes become cluster nodes of one group, whose cluster is kept at its first
+// member (the octant its sums are relative to). With the parents numbered (first_child), a thread
+// per parent (their count stays on the device, the threads past it return); without, a thread per
+// node, of which each parent's first child works: at a level of few nodes one launch instead of
+// the numbering's three, and the GPU holds all their threads at once either way.
 struct MergeSiblingHalves {
   const Vec4* sorted;
   const std::uint64_t* keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
   std::size_t nodes;
-  const std::uint32_t* parent_rank;  // [nodes]: the parents' count
+  const std::uint32_t* parent_rank;  // [nodes]: the parents' count; null: a thread per node
   const std::uint32_t* first_child;  // per parent, then nodes
   const Moments* sums;
-  const double* noise;  // the clusters' noise terms so far (noise_terms), summed
-  double band;          // the children's first trimming band (edge / trim_divisor)
+  NoiseSoFar noise;
+  double band;  // the children's first trimming band (edge / trim_divisor)
   OctreeParams params;
   int level, shift;
   std::uint8_t* state;
   std::uint32_t* is_cluster;
   std::uint32_t* group;
   Cluster* level_clusters;
+  // Thread p's parent's children: the nodes [begin, end); false where it has none to test.
+  APRON_HD bool children(std::size_t p, std::uint32_t& begin, std::uint32_t& end) const {
+    if (parent_rank != nullptr) {
+      if (p >= parent_rank[nodes]) return false;
+      begin = first_child[p], end = first_child[p + 1];
+      return true;
+    }
+    const ParentHeads heads{keys, active, starts, nodes, shift};
+    if (heads(p) == 0) return false;
+    const std::uint64_t parent = heads.parent(p);
+    begin = static_cast<std::uint32_t>(p), end = begin + 1;
+    while (end < nodes && heads.parent(end) == parent) ++end;
+    return true;
+  }
   APRON_HD void operator()(std::size_t p) const {
     if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
-    if (p >= parent_rank[nodes]) return;
-    const std::uint32_t begin = first_child[p], end = first_child[p + 1];
+    std::uint32_t begin, end;
+    if (!children(p, begin, end)) return;
     const double lmin = noise[0] / noise[2];
     if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
     const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
@@ -615,23 +657,6 @@ struct MergeSiblingHalves {
   }
 };
 
-struct AddNoise {
-  const double* level;
-  double* noise;
-  APRON_HD void operator()(std::size_t k) const { noise[k] += level[k]; }
-};
-
-struct AppendClusters {
-  const std::uint32_t* is_cluster;
-  const std::uint32_t* rank;
-  const Cluster* level_clusters;
-  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
-  Cluster* clusters;
-  APRON_HD void operator()(std::size_t s) const {
-    if (is_cluster[s] != 0) clusters[counts[0] + rank[s]] = level_clusters[s];
-  }
-};
-
 // The level's clusters flagged, or 0 past the last node: their exclusive scan ends with the total.
 struct FlagOrZero {
   const std::uint32_t* flag;
@@ -639,50 +664,89 @@ struct FlagOrZero {
   APRON_HD std::uint32_t operator()(std::size_t s) const { return s < nodes ? flag[s] : 0u; }
 };
 
-// The level's clusters (the scan's total) recorded and added to the clusters so far, on the
-// device: the host reads them once, after the last level.
-struct CountClusters {
-  const std::uint32_t* rank;
+// A tested level's clusters appended to the store after those of the levels before (totals[level
+// - 1]: their count); thread 0 adds the level's count to the totals (totals[level]) and its noise
+// terms, where it has them (sibling_halves), to the sums so far. Run by KeepPoints' threads (i <
+// nodes: node i's cluster), no launch of its own; the host reads the totals once, after the last
+// level.
+struct LevelClusters {
+  const std::uint32_t* is_cluster;
+  const std::uint32_t* rank;  // nodes + 1: the exclusive scan of is_cluster
+  const Cluster* level_clusters;
   std::size_t nodes;
   int level;
-  std::uint32_t* counts;  // [0]: all levels so far; [level]: this level's
-  APRON_HD void operator()(std::size_t) const {
-    counts[level] = rank[nodes];
-    counts[0] += rank[nodes];
+  std::uint32_t* totals;  // [l]: the clusters of levels 1 to l
+  Cluster* store;
+  const double* level_noise;  // null: none
+  double* noise;
+  APRON_HD std::uint32_t before() const { return totals[level - 1]; }
+  APRON_HD void operator()(std::size_t i) const {
+    if (i < nodes && is_cluster[i] != 0) store[before() + rank[i]] = level_clusters[i];
+    if (i != 0) return;
+    totals[level] = before() + rank[nodes];
+    if (level_noise != nullptr)
+      for (int k = 0; k < kNoiseTerms; ++k) noise[k] += level_noise[k];
   }
 };
 
 // A cluster's inliers join it; a dropped node's points leave for good; a subdivided node's points
 // and a cluster's trimmed points (another plane's points in its corner, say) stay active, to be
-// tested in the nodes of the next level.
-struct MarkPoints {
-  const std::uint32_t* active;
+// tested in the nodes of the next level. keep(i) is 1 for those, 0 past the level's points, so
+// that its exclusive scan numbers the points kept and ends with their count.
+struct TestedFate {
   const std::uint32_t* segment;
   const std::uint8_t* state;
-  const std::uint32_t* group;
-  const std::uint32_t* rank;
-  const std::uint8_t* inlier;   // null: all
-  const std::uint32_t* counts;  // counts[0]: the clusters of the levels before
+  const std::uint8_t* inlier;  // null: all
+  std::uint32_t m;
   bool deepest;
-  std::int32_t* sorted_cluster;
-  std::uint8_t* keep;
-  APRON_HD void operator()(std::size_t i) const {
+  APRON_HD bool joins(std::size_t i) const {
     const std::uint32_t s = segment[i] - 1;
-    const bool joins = state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
-    if (joins) sorted_cluster[active[i]] = static_cast<std::int32_t>(counts[0] + rank[group[s]]);
-    keep[i] = state[s] == kSubdivide || (state[s] == kCluster && !joins && !deepest);
+    return state[s] == kCluster && (inlier == nullptr || inlier[i] != 0);
+  }
+  APRON_HD std::uint32_t operator()(std::size_t i) const {
+    if (i >= m) return 0;
+    const std::uint8_t st = state[segment[i] - 1];
+    return st == kSubdivide || (st == kCluster && !joins(i) && !deepest);
   }
 };
 
 // A level above first_level: nodes with enough points are split, the others dropped.
-struct SplitOrDrop {
+struct UntestedFate {
   const std::uint32_t* segment;
   const std::uint32_t* starts;
+  std::uint32_t m;
   int min_points;
-  std::uint8_t* keep;
-  APRON_HD void operator()(std::size_t i) const {
+  APRON_HD bool joins(std::size_t) const { return false; }
+  APRON_HD std::uint32_t operator()(std::size_t i) const {
+    if (i >= m) return 0;
     const std::uint32_t s = segment[i] - 1;
-    keep[i] = starts[s + 1] - starts[s] >= static_cast<std::uint32_t>(min_points);
+    return starts[s + 1] - starts[s] >= static_cast<std::uint32_t>(min_points);
+  }
+};
+
+// Per active point by its fate: the points kept move to their rank among the kept (rank: the
+// exclusive scan of the fate's keep), and the kept count becomes the next level's point count on
+// the device. At a tested level (group not null) the level's clusters are stored as well, and
+// the points that join one are labelled with the cluster of their node's group.
+template <class Fate>
+struct KeepPoints {
+  Fate fate;
+  const std::uint32_t* active;
+  const std::uint32_t* rank;
+  std::uint32_t* active_next;
+  std::uint32_t* level_counts;
+  const std::uint32_t* group;
+  LevelClusters clusters;
+  std::int32_t* sorted_cluster;
+  APRON_HD void operator()(std::size_t i) const {
+    if (i == 0) level_counts[kLevelPoints] = rank[fate.m];
+    if (rank[i + 1] != rank[i]) active_next[rank[i]] = active[i];
+    if (group == nullptr) return;
+    clusters(i);
+    if (fate.joins(i)) {
+      const std::uint32_t c = clusters.before() + clusters.rank[group[fate.segment[i] - 1]];
+      sorted_cluster[active[i]] = static_cast<std::int32_t>(c);
+    }
   }
 };
 
@@ -708,7 +772,7 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   for_each_index(n, MortonKeys{raw(points), frame, depth_, raw(keys_), raw(order)});
   sort_pairs(keys_, order, n, 3 * depth_);
   sorted.resize(n);
-  active_.resize(n);
+  grow_to(active_, n);
   sorted_cluster.resize(n);
   for_each_index(
       n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
@@ -716,11 +780,16 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   const double zero[kNoiseTerms] = {0, 0, 0};
   noise_.assign(zero, zero + kNoiseTerms);
   const std::vector<std::uint32_t> no_clusters(static_cast<std::size_t>(depth_) + 1, 0);
-  cluster_counts_.assign(no_clusters.begin(), no_clusters.end());
+  cluster_totals_.assign(no_clusters.begin(), no_clusters.end());
   clusters_bound_ = 0;
+  const std::uint32_t start_counts[2] = {static_cast<std::uint32_t>(n), 0};
+  level_counts_.assign(start_counts, start_counts + 2);
+  std::size_t bound = n;  // the host's bound on the active points: the last level's count
   for (int level = 1; level <= depth_; ++level) {
-    if (!active_.empty()) {
-      level_pass(level, params);
+    const LevelSize size = bound > 0 ? find_nodes(level, bound) : LevelSize{};
+    bound = size.points;
+    if (size.points > 0) {
+      level_pass(level, size, params);
     } else if (global_sum_ && params.sibling_halves && level >= params.first_level) {
       double sums[kNoiseTerms] = {0, 0, 0};  // the other ranks' sums still need this rank's part
       global_sum_(sums, kNoiseTerms);
@@ -730,18 +799,20 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   }
   point_cluster.resize(n);
   for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
-  const std::vector<std::uint32_t> counts = to_host(cluster_counts_);
-  for (std::size_t l = 0; l < stats.nodes.size(); ++l) stats.clusters.push_back(counts[l + 1]);
-  clusters.resize(counts[0]);
-  copy_n(cluster_store_.begin(), counts[0], clusters.begin());
+  // The levels run are 1 to levels (the untested ones first, with no clusters).
+  const std::vector<std::uint32_t> totals = to_host(cluster_totals_);
+  const std::size_t levels = stats.nodes.size();
+  for (std::size_t l = 1; l <= levels; ++l) stats.clusters.push_back(totals[l] - totals[l - 1]);
+  clusters.resize(totals[levels]);
+  copy_n(cluster_store_.begin(), totals[levels], clusters.begin());
 }
 
 // Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the
 // clusters so far (each level's nodes added), so that no level waits for its count; where the
 // bound outgrows the store the exact count is read (a wait), and the store grows, never shrinks.
-void OctreeBuilder::reserve_clusters(std::size_t nodes) {
+void OctreeBuilder::reserve_clusters(int level, std::size_t nodes) {
   if (clusters_bound_ + nodes > cluster_store_.size()) {
-    clusters_bound_ = read_element(cluster_counts_, 0);
+    clusters_bound_ = read_element(cluster_totals_, static_cast<std::size_t>(level) - 1);
     grow_to(cluster_store_, std::max(clusters_bound_ + nodes, 2 * cluster_store_.size()));
   }
   clusters_bound_ += nodes;
@@ -762,9 +833,9 @@ void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t no
   // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
   max_tiles_ = std::min(m, nodes + m / tile_points_);
   grow_to(tile_first_, nodes + 1);
-  for_each_index(nodes + 1, TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_,
-                                       raw(tile_first_)});
-  exclusive_scan(tile_first_, nodes + 1, tile_first_);
+  exclusive_scan(nodes + 1,
+                 TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_},
+                 raw(tile_first_));
   grow_to(partial_, max_tiles_);
   lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
 }
@@ -789,19 +860,23 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
              NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
 
-void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
-  const std::size_t m = active_.size();
+// The level's nodes among its active points (their count is on the device, at most `bound`: the
+// last level's): each point's node + 1 (segment_) and the nodes' starts, then one wait for both
+// counts, so that the level's launches are sized as before.
+OctreeBuilder::LevelSize OctreeBuilder::find_nodes(int level, std::size_t bound) {
   const int shift = 3 * (depth_ - level);
-  grow_to(head_, m);
-  for_each_index(m, NodeHeads{raw(keys_), raw(active_), shift, raw(head_)});
-  grow_to(segment_, m);
-  inclusive_scan(head_, m, segment_);
-  // Written into a buffer grown, never shrunk (every use passes the node count): a select that
-  // resized it to m and back to the count would value-initialise up to m elements every level.
-  grow_to(starts_, m + 1);
-  const std::size_t nodes =
-      copy_indices_if(m + 1, raw(starts_), IsHead{raw(head_), static_cast<std::uint32_t>(m)}) - 1;
+  grow_to(segment_, bound);
+  inclusive_scan(bound, NodeHeads{raw(keys_), raw(active_), raw(level_counts_), shift},
+                 raw(segment_));
+  grow_to(starts_, bound + 1);
+  for_each_index(bound, NodeStarts{raw(segment_), raw(starts_), raw(level_counts_)});
+  const std::vector<std::uint32_t> counts = to_host(level_counts_, 2);
+  return {counts[kLevelPoints], counts[kLevelNodes]};
+}
 
+void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreeParams& params) {
+  const std::size_t m = size.points, nodes = size.nodes;
+  const int shift = 3 * (depth_ - level);
   if (level < params.first_level) {  // untested: only the node sizes matter
     untested_level(m, nodes, params);
     return;
@@ -844,22 +919,18 @@ void OctreeBuilder::level_pass(int level, const OctreeParams& params) {
                                       raw(cluster_flag_), raw(group_), raw(level_clusters_),
                                       halves ? raw(noise_terms_) : nullptr, raw(noise_bounds_)});
   if (halves) {
-    add_noise();
+    sum_level_noise();
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
   }
   grow_to(cluster_rank_, nodes + 1);
   exclusive_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
-  reserve_clusters(nodes);
-  for_each_index(nodes, AppendClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_),
-                                       raw(cluster_counts_), raw(cluster_store_)});
-  grow_to(keep_, m);
-  for_each_index(
-      m, MarkPoints{raw(active_), raw(segment_), raw(state_), raw(group_), raw(cluster_rank_),
-                    trim ? raw(inlier_) : nullptr, raw(cluster_counts_), level >= depth_,
-                    raw(sorted_cluster), raw(keep_)});
-  for_each_index(1, CountClusters{raw(cluster_rank_), nodes, level, raw(cluster_counts_)});
-  compact(active_, keep_, m, active_next_);
-  active_.swap(active_next_);
+  reserve_clusters(level, nodes);
+  const TestedFate fate{raw(segment_), raw(state_), trim ? raw(inlier_) : nullptr,
+                        static_cast<std::uint32_t>(m), level >= depth_};
+  keep_points(fate, m, raw(group_),
+              LevelClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_), nodes,
+                            level, raw(cluster_totals_), raw(cluster_store_),
+                            halves ? raw(level_noise_) : nullptr, raw(noise_)});
   stats.nodes.push_back(nodes);
   stats.active.push_back(m);
 }
@@ -911,9 +982,9 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
                         raw(node_fit_)});
 }
 
-// The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) added to the sums
-// so far, over every rank where there are several.
-void OctreeBuilder::add_noise() {
+// The noise terms of this level's clusters (nodes: ClassifyNodes wrote them) summed, over every
+// rank where there are several, into level_noise_ (LevelClusters adds them to noise_).
+void OctreeBuilder::sum_level_noise() {
   segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
   if (global_sum_) {
     double sums[kNoiseTerms];
@@ -921,7 +992,6 @@ void OctreeBuilder::add_noise() {
     global_sum_(sums, kNoiseTerms);
     level_noise_.assign(sums, sums + kNoiseTerms);
   }
-  for_each_index(kNoiseTerms, AddNoise{raw(level_noise_), raw(noise_)});
 }
 
 // Each parent's children (runs of equal prefix one level up among the level's nodes) tested by
@@ -930,25 +1000,54 @@ void OctreeBuilder::add_noise() {
 void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double first_band,
                                          const OctreeParams& params) {
   const int shift = 3 * (depth_ - level);
-  const ParentHeads heads{raw(keys_), raw(active_), raw(starts_), nodes, shift};
-  grow_to(parent_rank_, nodes + 1);
-  exclusive_scan(nodes + 1, heads, raw(parent_rank_));
-  grow_to(first_child_, nodes + 1);
-  for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
-  for_each_index(
-      nodes, MergeSiblingHalves{raw(sorted), raw(keys_), raw(active_), raw(starts_), nodes,
-                                raw(parent_rank_), raw(first_child_), raw(sums_), raw(noise_),
-                                first_band, params, level, shift, raw(state_), raw(cluster_flag_),
-                                raw(group_), raw(level_clusters_)});
+  const bool by_parent = nodes > halves_per_node_limit_;
+  if (by_parent) {
+    const ParentHeads heads{raw(keys_), raw(active_), raw(starts_), nodes, shift};
+    grow_to(parent_rank_, nodes + 1);
+    exclusive_scan(nodes + 1, heads, raw(parent_rank_));
+    grow_to(first_child_, nodes + 1);
+    for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
+  }
+  for_each_index(nodes, MergeSiblingHalves{raw(sorted),
+                                           raw(keys_),
+                                           raw(active_),
+                                           raw(starts_),
+                                           nodes,
+                                           by_parent ? raw(parent_rank_) : nullptr,
+                                           raw(first_child_),
+                                           raw(sums_),
+                                           {raw(noise_), raw(level_noise_)},
+                                           first_band,
+                                           params,
+                                           level,
+                                           shift,
+                                           raw(state_),
+                                           raw(cluster_flag_),
+                                           raw(group_),
+                                           raw(level_clusters_)});
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {
-  grow_to(keep_, m);
-  for_each_index(m, SplitOrDrop{raw(segment_), raw(starts_), params.min_points, raw(keep_)});
-  compact(active_, keep_, m, active_next_);
-  active_.swap(active_next_);
+  keep_points(
+      UntestedFate{raw(segment_), raw(starts_), static_cast<std::uint32_t>(m), params.min_points},
+      m, nullptr, LevelClusters{});
   stats.nodes.push_back(nodes);
   stats.active.push_back(m);
+}
+
+// The points the fate keeps, compacted into the next level's active points in order (a scan and a
+// scatter: their count stays on the device for the next level's find_nodes); at a tested level
+// (group not null) its clusters stored and their points labelled in the same launch.
+template <class Fate, class Clusters>
+void OctreeBuilder::keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group,
+                                const Clusters& level_clusters) {
+  grow_to(keep_rank_, m + 1);
+  exclusive_scan(m + 1, fate, raw(keep_rank_));
+  grow_to(active_next_, m);
+  for_each_index(m,
+                 KeepPoints<Fate>{fate, raw(active_), raw(keep_rank_), raw(active_next_),
+                                  raw(level_counts_), group, level_clusters, raw(sorted_cluster)});
+  active_.swap(active_next_);
 }
 
 }  // namespace apron::planes

@@ -154,9 +154,17 @@ struct OctreeStats {
 // `point_cluster` (per point: its cluster or -1). Scratch buffers are kept for the next call.
 class OctreeBuilder {
  public:
-  // tile_points: NodeMoments' tiles (the tests choose small ones to cut nodes into many).
-  explicit OctreeBuilder(std::uint32_t tile_points = NodeMoments::default_tile_points())
-      : moments_(tile_points) {}
+  // Up to this many nodes a level's sibling halves take a thread per node, of which each
+  // parent's first child works, in one launch; beyond it the parents are numbered first (three
+  // launches more) and take a thread each. Below the limit the GPU runs all the threads of that
+  // register-heavy kernel at once, so that the idle lanes cost no time.
+  static constexpr std::size_t kHalvesPerNodeLimit = 65536;
+
+  // tile_points: NodeMoments' tiles (the tests choose small ones to cut nodes into many);
+  // halves_per_node_limit: the tests choose 0 for the parents numbered at every level.
+  explicit OctreeBuilder(std::uint32_t tile_points = NodeMoments::default_tile_points(),
+                         std::size_t halves_per_node_limit = kHalvesPerNodeLimit)
+      : halves_per_node_limit_(halves_per_node_limit), moments_(tile_points) {}
 
   void build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
              const OctreeParams& params);
@@ -174,23 +182,34 @@ class OctreeBuilder {
   OctreeStats stats;
 
  private:
-  void level_pass(int level, const OctreeParams& params);
+  struct LevelSize {
+    std::size_t points = 0, nodes = 0;
+  };
+  LevelSize find_nodes(int level, std::size_t bound);
+  void level_pass(int level, const LevelSize& size, const OctreeParams& params);
+  template <class Fate, class Clusters>
+  void keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group,
+                   const Clusters& level_clusters);
   void untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params);
   void merge_sibling_halves(int level, std::size_t nodes, double first_band,
                             const OctreeParams& params);
   void seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
                          const OctreeParams& params);
-  void add_noise();
-  void reserve_clusters(std::size_t nodes);
+  void sum_level_noise();
+  void reserve_clusters(int level, std::size_t nodes);
 
   DeviceVector<std::uint64_t> keys_;
-  DeviceVector<std::uint32_t> active_, active_next_, head_, segment_, starts_, cluster_flag_,
+  DeviceVector<std::uint32_t> active_, active_next_, keep_rank_, segment_, starts_, cluster_flag_,
       cluster_rank_, group_, parent_rank_, first_child_;
-  DeviceVector<std::uint8_t> keep_, state_, inlier_;
+  // The level's active points and nodes (find_nodes), the points written by the last level's
+  // compaction: the host reads them once per level.
+  DeviceVector<std::uint32_t> level_counts_;
+  DeviceVector<std::uint8_t> state_, inlier_;
   DeviceVector<double> node_fit_;  // 7 per node: the plane that selects the next pass's points
   DeviceVector<double> noise_terms_, level_noise_, noise_;  // noise_: clusters' sums so far
   DeviceVector<std::uint32_t> noise_bounds_;
   std::function<void(double*, int)> global_sum_;
+  std::size_t halves_per_node_limit_;
   DeviceVector<Moments> sums_;
   // The octant seeds' scratch: octants' bounds and sums, the nodes' candidate planes and which
   // are planes, the candidates' counts per tile.
@@ -202,11 +221,11 @@ class OctreeBuilder {
   NodeMoments moments_;
   OctreeFrame frame_;
   DeviceVector<Cluster> level_clusters_;
-  // The clusters as the levels find them, and their counts on the device ([0]: all; [l]: level
-  // l's), read once after the last level; the host's bound on the clusters so far
-  // (reserve_clusters).
+  // The clusters as the levels find them, and their running totals on the device ([l]: the
+  // clusters of levels 1 to l), read once after the last level; the host's bound on the clusters
+  // so far (reserve_clusters).
   DeviceVector<Cluster> cluster_store_;
-  DeviceVector<std::uint32_t> cluster_counts_;
+  DeviceVector<std::uint32_t> cluster_totals_;
   std::size_t clusters_bound_ = 0;
   int depth_ = 0;
 };

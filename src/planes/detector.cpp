@@ -336,13 +336,13 @@ namespace {
 class PlaneFitter {
  public:
   PlaneFitter(MPI_Comm comm, const DetectorParams& params, const BallLayout& layout,
-              const std::vector<std::uint32_t>& peaks, std::vector<Cluster> clusters,
+              const std::vector<std::uint32_t>& peaks, std::span<const Cluster> clusters,
               std::vector<std::int32_t> cluster_peak)
       : comm_(comm),
         params_(params),
         layout_(layout),
         peaks_(peaks),
-        clusters_(std::move(clusters)),
+        clusters_(clusters),
         cluster_peak_(std::move(cluster_peak)),
         cos_merge_(std::cos(params.merge_angle_deg * kPi / 180)),
         cos_widest_(std::cos(std::min(kPi / 2, 3 * params.merge_angle_deg * kPi / 180))),
@@ -874,7 +874,7 @@ class PlaneFitter {
   const DetectorParams& params_;
   BallLayout layout_;
   const std::vector<std::uint32_t>& peaks_;
-  std::vector<Cluster> clusters_;
+  std::span<const Cluster> clusters_;
   std::vector<std::int32_t> cluster_peak_;
   double cos_merge_;
   double cos_widest_;  // of 3 merge_angle: the widest angle a cluster's own limit allows
@@ -887,13 +887,18 @@ class PlaneFitter {
 }  // namespace
 
 // The planes from the peaks and the clusters assigned to them (PlaneFitter's steps 1 to 4).
+// The clusters come to the host through page-locked memory kept between analyses: a DMA at the
+// link's speed into pages already mapped, not the driver's staged copy of pageable memory into
+// a new vector.
 std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_plane) {
-  std::vector<Cluster> clusters(octree_.clusters.size());
-  apron::copy(octree_.clusters.begin(), octree_.clusters.end(), clusters.begin());
+  const std::size_t count = octree_.clusters.size();
+  cluster_staging_.reserve(count * sizeof(Cluster));
+  auto* staged = reinterpret_cast<Cluster*>(cluster_staging_.data());
+  apron::copy(octree_.clusters.begin(), octree_.clusters.end(), staged);
   std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
   apron::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
-  PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_, std::move(clusters),
-                     std::move(cluster_peak));
+  PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_,
+                     std::span<const Cluster>(staged, count), std::move(cluster_peak));
   fitter.sum_peaks();
   if (params_.verify_planes) fitter.seed_peaks();
   fitter.merge_peaks();

@@ -117,6 +117,7 @@ class PlaneDetector {
   DeviceVector<float> u_, v_, run_extent_;
   DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
   DeviceVector<std::uint32_t> grown_;
+  PinnedBuffer cluster_staging_;   // the clusters on the host (fit_planes)
   DeviceVector<int> extent_keys_;  // the atomics path's minima and maxima, order-preserving
   bool sorted_extents_ = false;
   std::vector<std::uint32_t> peaks_;

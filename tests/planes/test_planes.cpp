@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -550,6 +551,17 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
         label_mismatch += node != ref.point_node[i];
       }
       EXPECT_LE(label_mismatch, points.size() / 200) << kind;
+
+      // The sibling halves with the parents numbered first at every level: the same clusters
+      // and labels, bit for bit (the per-node launch differs only in which thread works).
+      OctreeBuilder by_parent(tile, 0);
+      by_parent.build(device, points.size(), frame, params);
+      const auto parent_clusters = host(by_parent.clusters);
+      ASSERT_EQ(parent_clusters.size(), clusters.size()) << kind;
+      for (std::size_t c = 0; c < clusters.size(); ++c)
+        EXPECT_EQ(std::memcmp(&parent_clusters[c], &clusters[c], sizeof(Cluster)), 0)
+            << kind << ": cluster " << c;
+      EXPECT_EQ(host(by_parent.sorted_cluster), sorted_cluster) << kind;
     }
 }
 
