@@ -318,6 +318,25 @@ struct ConstraintFriction {
   }
 };
 
+// z = inverse_i (P r_i), then P z added to v_i; P = I - n n^T (n zero on a free row).
+struct BlockDescent {
+  const Block3* inverse;
+  const std::uint8_t* colour;
+  int c;
+  const ContactConstraint* constraint;
+  const V3* r;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    if (colour[i] != c) return;
+    const V3 n = constraint[i].normal;
+    const V3 q = r[i] - dot(r[i], n) * n;
+    const double* m = inverse[i].m;
+    const V3 z{m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
+               m[6] * q.x + m[7] * q.y + m[8] * q.z};
+    v[i] += z - dot(z, n) * n;
+  }
+};
+
 }  // namespace
 
 double dot_largest(const Vectors& a, const Vectors& b, std::size_t count) {
@@ -450,6 +469,13 @@ void hold(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& 
 void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
                          const Vectors& residual, std::size_t count, Vectors& velocity) {
   for_each_index(count, ConstraintFriction{Rows(s), raw(c), raw(residual), raw(velocity)});
+}
+
+void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::uint8_t>& colour,
+                   int c, const DeviceVector<ContactConstraint>& constraints,
+                   const Vectors& residual, std::size_t count, Vectors& velocity) {
+  for_each_index(count, BlockDescent{raw(inverse), raw(colour), c, raw(constraints), raw(residual),
+                                     raw(velocity)});
 }
 
 }  // namespace apron::cloth
