@@ -50,6 +50,14 @@ struct Norm {
   APRON_HD double operator()(std::size_t i) const { return norm(a[i]); }
 };
 
+struct Unfinite {
+  const V3* a;
+  APRON_HD std::int64_t operator()(std::size_t i) const {
+    using std::isfinite;
+    return isfinite(a[i].x) && isfinite(a[i].y) && isfinite(a[i].z) ? 0 : 1;
+  }
+};
+
 struct Entry {
   const double* a;
   APRON_HD double operator()(std::size_t i) const { return a[i]; }
@@ -318,22 +326,25 @@ struct ConstraintFriction {
   }
 };
 
-// z = inverse_i (P r_i), then P z added to v_i; P = I - n n^T (n zero on a free row).
+// step_i = P inverse_i (P r_i) on colour c, zero elsewhere; P = I - n n^T (n zero on a free row).
 struct BlockDescent {
   const Block3* inverse;
   const std::uint8_t* colour;
   int c;
   const ContactConstraint* constraint;
   const V3* r;
-  V3* v;
+  V3* step;
   APRON_HD void operator()(std::size_t i) const {
-    if (colour[i] != c) return;
+    if (colour[i] != c) {
+      step[i] = V3{0, 0, 0};
+      return;
+    }
     const V3 n = constraint[i].normal;
     const V3 q = r[i] - dot(r[i], n) * n;
     const double* m = inverse[i].m;
     const V3 z{m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
                m[6] * q.x + m[7] * q.y + m[8] * q.z};
-    v[i] += z - dot(z, n) * n;
+    step[i] = z - dot(z, n) * n;
   }
 };
 
@@ -358,6 +369,10 @@ std::int64_t mass_dot_fixed(const ImplicitSystem& s, const Vectors& q, std::size
 
 double max_norm(const Vectors& a, std::size_t count) {
   return transform_reduce(count, Norm{raw(a)}, 0.0, Maximum{});
+}
+
+std::int64_t unfinite_rows(const Vectors& a, std::size_t count) {
+  return transform_reduce(count, Unfinite{raw(a)}, std::int64_t{0}, Plus{});
 }
 
 double largest_entry(const DeviceVector<double>& a, std::size_t count) {

@@ -37,9 +37,9 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
   implicit_block_jacobi  implicit_ranks with the block-Jacobi preconditioner (its blocks probed
                 by colours that every rank numbers alike): bit for bit on 1-4 ranks.
   vbd           the same backward-Euler step by vertex block descent (cloth.integrator: vbd) at
-                dt = 0.01 s (4x the explicit limit), 30 steps of the swinging sheet: solved to a
+                dt = 0.01 s (2x the explicit limit), 10 steps of the swinging sheet: solved to a
                 residual of 1e-6 it gives Newton's positions (solved to 1e-8) within 1e-6 m; at
-                its default tolerance 1e-2 within 2 mm; 1 and 2 ranks bit for bit; unpinned and
+                its default tolerance 1e-2 within 1 mm; 1 and 2 ranks bit for bit; unpinned and
                 undamped at 1/240 s on 16x16 cells it falls at g t within 0.1%.
 The drape (inputs/cloth_drape.yaml):
   drape         refined to 32x32 cells on 2 ranks, the sheet crumples where it meets the sphere
@@ -405,14 +405,14 @@ def scenario_implicit_block_jacobi(r, work):
 
 
 def scenario_vbd(r, work):
-    steps = ["--set", "time.max_steps=30", "--set", "time.end=100", "--set", "output.every=0.1",
+    steps = ["--set", "time.max_steps=10", "--set", "time.end=100", "--set", "output.every=0.1",
              "--set", "cloth.implicit.dt=0.01"]
     vbd = ["--set", "cloth.integrator=vbd", "--set", "cloth.implicit.sweeps=1000"]
     newton = r.run(1, f"{work}/newton", *steps, *IMPLICIT, "--set", "cloth.implicit.tolerance=1e-10",
                    "--set", "cloth.implicit.max_iterations=1000", "--set", "cloth.implicit.newton_tolerance=1e-8",
                    "--set", "cloth.implicit.newton_iterations=50")
     _, ids, reference = final_positions(newton)
-    for tolerance, bound in ((1e-6, 1e-6), (1e-2, 2e-3)):
+    for tolerance, bound in ((1e-6, 1e-6), (1e-2, 1e-3)):
         out = r.run(1, f"{work}/vbd{tolerance:g}", *steps, *vbd, "--set", f"cloth.implicit.tolerance={tolerance:g}")
         _, other_ids, positions = final_positions(out)
         difference = float(np.max(np.linalg.norm(positions - reference, axis=1)))
