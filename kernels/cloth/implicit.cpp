@@ -182,16 +182,17 @@ struct InvertBlock {
   }
 };
 
+APRON_HD inline V3 times(const Block3& b, const V3& q) {
+  const double* m = b.m;
+  return {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
+          m[6] * q.x + m[7] * q.y + m[8] * q.z};
+}
+
 struct BlockPrecondition {
   const Block3* inverse;
   const V3* r;
   V3* z;
-  APRON_HD void operator()(std::size_t i) const {
-    const double* m = inverse[i].m;
-    const V3 q = r[i];
-    z[i] = {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
-            m[6] * q.x + m[7] * q.y + m[8] * q.z};
-  }
+  APRON_HD void operator()(std::size_t i) const { z[i] = times(inverse[i], r[i]); }
 };
 
 struct FreeMotionChange {
@@ -341,9 +342,7 @@ struct BlockDescent {
     }
     const V3 n = constraint[i].normal;
     const V3 q = r[i] - dot(r[i], n) * n;
-    const double* m = inverse[i].m;
-    const V3 z{m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
-               m[6] * q.x + m[7] * q.y + m[8] * q.z};
+    const V3 z = times(inverse[i], q);
     step[i] = z - dot(z, n) * n;
   }
 };
