@@ -50,6 +50,14 @@ struct Norm {
   APRON_HD double operator()(std::size_t i) const { return norm(a[i]); }
 };
 
+struct Unfinite {
+  const V3* a;
+  APRON_HD std::int64_t operator()(std::size_t i) const {
+    using std::isfinite;
+    return isfinite(a[i].x) && isfinite(a[i].y) && isfinite(a[i].z) ? 0 : 1;
+  }
+};
+
 struct Entry {
   const double* a;
   APRON_HD double operator()(std::size_t i) const { return a[i]; }
@@ -174,16 +182,17 @@ struct InvertBlock {
   }
 };
 
+APRON_HD inline V3 times(const Block3& b, const V3& q) {
+  const double* m = b.m;
+  return {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
+          m[6] * q.x + m[7] * q.y + m[8] * q.z};
+}
+
 struct BlockPrecondition {
   const Block3* inverse;
   const V3* r;
   V3* z;
-  APRON_HD void operator()(std::size_t i) const {
-    const double* m = inverse[i].m;
-    const V3 q = r[i];
-    z[i] = {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
-            m[6] * q.x + m[7] * q.y + m[8] * q.z};
-  }
+  APRON_HD void operator()(std::size_t i) const { z[i] = times(inverse[i], r[i]); }
 };
 
 struct FreeMotionChange {
@@ -318,6 +327,26 @@ struct ConstraintFriction {
   }
 };
 
+// step_i = P inverse_i (P r_i) on colour c, zero elsewhere; P = I - n n^T (n zero on a free row).
+struct BlockDescent {
+  const Block3* inverse;
+  const std::uint8_t* colour;
+  int c;
+  const ContactConstraint* constraint;
+  const V3* r;
+  V3* step;
+  APRON_HD void operator()(std::size_t i) const {
+    if (colour[i] != c) {
+      step[i] = V3{0, 0, 0};
+      return;
+    }
+    const V3 n = constraint[i].normal;
+    const V3 q = r[i] - dot(r[i], n) * n;
+    const V3 z = times(inverse[i], q);
+    step[i] = z - dot(z, n) * n;
+  }
+};
+
 }  // namespace
 
 double dot_largest(const Vectors& a, const Vectors& b, std::size_t count) {
@@ -339,6 +368,10 @@ std::int64_t mass_dot_fixed(const ImplicitSystem& s, const Vectors& q, std::size
 
 double max_norm(const Vectors& a, std::size_t count) {
   return transform_reduce(count, Norm{raw(a)}, 0.0, Maximum{});
+}
+
+std::int64_t unfinite_rows(const Vectors& a, std::size_t count) {
+  return transform_reduce(count, Unfinite{raw(a)}, std::int64_t{0}, Plus{});
 }
 
 double largest_entry(const DeviceVector<double>& a, std::size_t count) {
@@ -450,6 +483,13 @@ void hold(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& 
 void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
                          const Vectors& residual, std::size_t count, Vectors& velocity) {
   for_each_index(count, ConstraintFriction{Rows(s), raw(c), raw(residual), raw(velocity)});
+}
+
+void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::uint8_t>& colour,
+                   int c, const DeviceVector<ContactConstraint>& constraints,
+                   const Vectors& residual, std::size_t count, Vectors& velocity) {
+  for_each_index(count, BlockDescent{raw(inverse), raw(colour), c, raw(constraints), raw(residual),
+                                     raw(velocity)});
 }
 
 }  // namespace apron::cloth

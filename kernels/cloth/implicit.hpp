@@ -45,6 +45,9 @@ std::int64_t mass_dot_fixed(const ImplicitSystem& s, const Vectors& q, std::size
 // This rank's part of max_i |a_i| over rows [0, count).
 double max_norm(const Vectors& a, std::size_t count);
 
+// How many of rows [0, count) are not finite.
+std::int64_t unfinite_rows(const Vectors& a, std::size_t count);
+
 // This rank's part of max_i |a_i| over rows [0, count).
 double largest_entry(const DeviceVector<double>& a, std::size_t count);
 
@@ -152,5 +155,14 @@ void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactCons
 // that contact, friction and held vertices are applied as in the explicit step.
 void implicit_gradient(const ImplicitSystem& s, const Vectors& rhs, const Vectors& velocity,
                        std::size_t count, Vectors& gradient);
+
+// Vertex block descent's move of one colour (Gauss-Seidel over colours): for the owned rows of
+// colour c, step_i = P inverse_i P r_i, r = newton_residual at the iterate, P the projection off
+// row i's constraint normal (none where free), inverse_i = (M'_i + dt^2 [H_ii]+)^-1 from
+// invert_blocks; zero on the other rows. Each such row's step minimises its own part of the step's
+// incremental potential to second order with its neighbours held.
+void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::uint8_t>& colour,
+                   int c, const DeviceVector<ContactConstraint>& constraints,
+                   const Vectors& residual, std::size_t count, Vectors& velocity);
 
 }  // namespace apron::cloth

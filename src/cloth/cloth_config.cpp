@@ -91,14 +91,25 @@ ColliderConfig read_collider(MapReader r, double default_friction) {
 
 IntegratorConfig read_integrator(MapReader& cloth) {
   IntegratorConfig c;
-  c.implicit = cloth.choice("integrator", {"explicit", "implicit"}, "explicit") == "implicit";
+  const std::string name = cloth.choice("integrator", {"explicit", "implicit", "vbd"}, "explicit");
+  c.implicit = name != "explicit";
+  c.vbd = name == "vbd";
   MapReader r = cloth.child("implicit");
   if (c.implicit) {
     if (!r.has("dt"))
-      r.fail("dt",
-             "is required with 'integrator: implicit' (the step in seconds, set by the "
-             "motion: e.g. 1e-3)");
+      r.fail("dt", "is required with 'integrator: " + name +
+                       "' (the step in seconds, set by the motion: e.g. 1e-3)");
     c.dt = r.in_range("dt", 1e-9, 10);
+  }
+  if (c.vbd) {
+    for (const char* key :
+         {"max_iterations", "preconditioner", "newton_tolerance", "newton_iterations"})
+      if (r.has(key))
+        r.fail(key, "applies only with 'integrator: implicit' (vbd takes dt, tolerance, sweeps)");
+    c.newton_tolerance = r.in_range("tolerance", 1e-12, 0.5, c.newton_tolerance);
+    c.sweeps = r.get<long>("sweeps", c.sweeps);
+    if (c.sweeps < 1 || c.sweeps > 100000) r.fail("sweeps", "must be between 1 and 100000");
+  } else if (c.implicit) {
     c.tolerance = r.in_range("tolerance", 1e-12, 0.5, c.tolerance);
     c.max_iterations = r.get<long>("max_iterations", c.max_iterations);
     if (c.max_iterations < 1 || c.max_iterations > 100000)
@@ -108,9 +119,12 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
+    if (r.has("sweeps")) r.fail("sweeps", "applies only with 'integrator: vbd'");
   } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
-             r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations")) {
-    r.fail("dt", "applies only with 'integrator: implicit' (the explicit step follows cfl)");
+             r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations") ||
+             r.has("sweeps")) {
+    r.fail("dt",
+           "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");
   }
   r.finish();
   return c;

@@ -54,9 +54,14 @@ struct ColliderConfig {
 // incremental potential until the force residual is `newton_tolerance` times the first one (at
 // most `newton_iterations`), each linear system solved by conjugate gradients until its residual
 // is `tolerance` times its first (at most `max_iterations`), preconditioned by the masses ("mass")
-// or by the Hessian's probed diagonal blocks ("block_jacobi").
+// or by the Hessian's probed diagonal blocks ("block_jacobi"). "vbd": the same backward-Euler step
+// solved by vertex block descent (Chen et al. 2024): Gauss-Seidel sweeps over the probing colours,
+// each vertex moved by its own 3x3 block of M' + dt^2 H, until the residual is `tolerance` (stored
+// as newton_tolerance) of its scale, at most `sweeps`; `implicit` is true for it too.
 struct IntegratorConfig {
   bool implicit = false;
+  bool vbd = false;
+  long sweeps = 100;
   double dt = 0;  // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;

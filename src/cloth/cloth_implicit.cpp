@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
@@ -145,35 +146,7 @@ bool ClothSolver::step_along_free_motion(const ImplicitSystem& system, Product& 
 // x0 (its Gauss-Newton Hessian), so it is a quadratic in Phi.
 void ClothSolver::solve_implicit() {
   ImplicitWork& w = implicit_;
-  const std::size_t rows = store_.size();
-  for (Vectors* v : {&w.rhs, &w.residual, &w.preconditioned, &w.product, &w.velocity, &w.filtered,
-                     &w.free_motion, &w.free_product, &w.point, &w.elastic, &w.newton, &w.step,
-                     &w.contact_gradient, &w.contact_product})
-    v->resize(rows);
-  const ImplicitSystem system = implicit_system();
-  implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);  // implicit_gradient's, at the end
-  apron::fill(w.velocity.begin(), w.velocity.end(), Vector3<double>{0, 0, 0});
-  if (has_colliders()) {
-    const double on_surface = kOnSurface * motion_.thickness;
-    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness, on_surface,
-                        owned_, w.constraints);
-    for (const auto& collider : mesh_colliders_)
-      mesh_contact_constraints(system, *position_, gradient_,
-                               mesh_step(*collider, clock_.time, motion_.dt), on_surface, owned_,
-                               w.constraints);
-    hold(w.constraints, owned_, w.velocity);
-    refresh_ghost_rows(w.velocity);
-  }
-  if (self_contact_) {
-    apron::fill(w.contact_gradient.begin(), w.contact_gradient.end(), Vector3<double>{0, 0, 0});
-    self_contact_->add_gradient(w.contact_gradient);
-  }
-  // The residual's scale: the momentum that gravity, damping and the forces at x0 change in one
-  // step, R(v0) at x0's gradient. Relative to R(0), which the momentum M v0 dominates in motion,
-  // Newton would stop long before the forces are resolved.
-  cloth::newton_residual(system, *velocity_, *velocity_, gradient_, owned_, w.newton);
-  precondition(w.newton, w.preconditioned);
-  const double first = global_dot(w.newton, w.preconditioned);
+  const double first = begin_implicit_step();
   const double tolerance = case_.integrator.newton_tolerance;
   double rz = 0;
   long iteration = 0;
@@ -193,12 +166,105 @@ void ClothSolver::solve_implicit() {
                          "cloth.implicit.newton_iterations", std::sqrt(rz / first), tolerance,
                          "cloth.implicit.newton_tolerance");
   }
+  finish_implicit_step(iteration);
+}
+
+// The iterate's start (at rest, held on the colliders), the colliders' constraints at x0, the
+// self-contact's gradient there, and the residual's scale (returned): the momentum that gravity,
+// damping and the forces at x0 change in one step, R(v0) at x0's gradient, preconditioned.
+// Relative to R(0), which the momentum M v0 dominates in motion, the iterations would stop long
+// before the forces are resolved.
+double ClothSolver::begin_implicit_step() {
+  ImplicitWork& w = implicit_;
+  const std::size_t rows = store_.size();
+  for (Vectors* v : {&w.rhs, &w.residual, &w.preconditioned, &w.product, &w.velocity, &w.filtered,
+                     &w.free_motion, &w.free_product, &w.point, &w.elastic, &w.newton, &w.step,
+                     &w.contact_gradient, &w.contact_product})
+    v->resize(rows);
+  const ImplicitSystem system = implicit_system();
+  implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);  // implicit_gradient's, at the end
+  apron::fill(w.velocity.begin(), w.velocity.end(), Vector3<double>{0, 0, 0});
+  if (has_colliders()) {
+    const double on_surface = kOnSurface * motion_.thickness;
+    contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness, on_surface,
+                        owned_, w.constraints);
+    for (const auto& collider : mesh_colliders_)
+      mesh_contact_constraints(system, *position_, gradient_,
+                               mesh_step(*collider, clock_.time, motion_.dt), on_surface, owned_,
+                               w.constraints);
+    hold(w.constraints, owned_, w.velocity);
+    refresh_ghost_rows(w.velocity);
+  } else if (w.constraints.size() != owned_) {
+    w.constraints.resize(owned_);  // every row free (a zero normal)
+    apron::fill(w.constraints.begin(), w.constraints.end(), ContactConstraint{});
+  }
+  if (self_contact_) {
+    apron::fill(w.contact_gradient.begin(), w.contact_gradient.end(), Vector3<double>{0, 0, 0});
+    self_contact_->add_gradient(w.contact_gradient);
+  }
+  cloth::newton_residual(system, *velocity_, *velocity_, gradient_, owned_, w.newton);
+  precondition(w.newton, w.preconditioned);
+  return global_dot(w.newton, w.preconditioned);
+}
+
+// The counts, the friction of the constrained rows from the final residual (newton_residual's at
+// the solution: its normal parts are the impulses that held them), and gradient_ made the one
+// that advance_vertices turns into the solution.
+void ClothSolver::finish_implicit_step(long iterations) {
+  ImplicitWork& w = implicit_;
+  const ImplicitSystem system = implicit_system();
   ++w.steps;
-  w.newton_iterations += iteration;
-  w.most_newton = std::max(w.most_newton, iteration);
-  // The final residual's normal parts are the impulses that held the constrained rows.
+  w.newton_iterations += iterations;
+  w.most_newton = std::max(w.most_newton, iterations);
   if (has_colliders()) constraint_friction(system, w.constraints, w.newton, owned_, w.velocity);
   implicit_gradient(system, w.rhs, w.velocity, owned_, gradient_);
+}
+
+// The same step's incremental potential minimised by vertex block descent (Chen, Macklin, Yang,
+// Wang and Ng, "Vertex Block Descent", 2024): Gauss-Seidel sweeps over colours, each owned vertex
+// of a colour moved by its own 3x3 block of M' + dt^2 H (probed at the current iterate, negative
+// eigenvalues dropped) times its residual there, its neighbours held (kernels/cloth/implicit.hpp's
+// block_descent), as far along it as the potential falls (Newton's line_search, so that no sweep
+// creates energy: without it the 1M drape at 1/240 s went unfinite in the first sweep after first
+// contact, where the free motion's iterate stretches the edges next to the held vertices by
+// several times their length), the halo refreshed after each colour so that N ranks sweep as
+// one does. The colours lie the gradient's reach (four rings) apart, so that a colour's vertices
+// share no energy term. The iterate starts from the free motion (gravity and damping alone), held
+// on the colliders: a sheet in free fall is then solved before the first sweep (one gradient a
+// step). Each sweep's start checks the residual, mass-preconditioned as Newton's, against
+// `tolerance` of its scale; a step still above it after `sweeps` sweeps, or whose iterate is no
+// longer finite, is refused as Newton's is.
+void ClothSolver::solve_vbd() {
+  ImplicitWork& w = implicit_;
+  const double first = begin_implicit_step();
+  free_motion_change(implicit_system(), *velocity_, w.velocity, owned_, w.step);
+  axpy(1, w.step, w.velocity, owned_);
+  if (has_colliders()) hold(w.constraints, owned_, w.velocity);
+  refresh_ghost_rows(w.velocity);
+  const double tolerance = case_.integrator.newton_tolerance;
+  long sweep = 0;
+  for (;; ++sweep) {
+    newton_residual();
+    precondition(w.newton, w.preconditioned);
+    // (A row that is not finite drops out of the fixed-point sums: counted apart.)
+    const double rz = global_sum(ranks_.comm, unfinite_rows(w.newton, owned_)) > 0
+                          ? std::numeric_limits<double>::infinity()
+                          : global_dot(w.newton, w.preconditioned);
+    if (!(rz > tolerance * tolerance * first)) break;
+    if (sweep == case_.integrator.sweeps || !std::isfinite(rz))
+      refuse_unconverged("vertex block descent", sweep, "cloth.implicit.sweeps",
+                         std::sqrt(rz / first), tolerance, "cloth.implicit.tolerance");
+    for (int c = 0; c < w.colours; ++c) {
+      if (c > 0) newton_residual();
+      probe_diagonal_blocks(w.point, w.elastic, c, c + 1);
+      block_descent(w.blocks, w.colour, c, w.constraints, w.newton, owned_, w.step);
+      refresh_ghost_rows(w.step);
+      // A move whose change of the potential is within its round-off is taken whole (the
+      // residual still tells); one that finds no decrease is not (the sweeps' cap then decides).
+      if (line_search() == LineSearch::negligible) axpy(1, w.step, w.velocity, store_.size());
+    }
+  }
+  finish_implicit_step(sweep);
 }
 
 // R(v) = M v0 + dt (M g - grad(x0 + dt v)) - M' v on the owned rows, grad the elastic gradient at
@@ -320,27 +386,33 @@ ClothSolver::LineSearch ClothSolver::line_search() {
 }
 
 void ClothSolver::colour_rows(const Rings& rings) {
-  const std::vector<std::uint8_t> colour = distance_colours(rings, kProbeRings);
+  // Vertex block descent moves a colour's vertices at once, each as if the others were held: that
+  // is exact only where no energy term holds two of them, i.e. colours the gradient's whole reach
+  // apart (at two rings the 1M drape at 1/240 s went unfinite one step after first contact).
+  const std::vector<std::uint8_t> colour =
+      distance_colours(rings, case_.integrator.vbd ? kGhostRings : kProbeRings);
   const auto& ids = halo_.global_ids();
   std::vector<std::uint8_t> local(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) local[i] = colour[static_cast<std::size_t>(ids[i])];
   implicit_.colour = DeviceVector<std::uint8_t>(local.begin(), local.end());
   implicit_.colours = 1 + *std::max_element(colour.begin(), colour.end());
-  Log::info("cloth: block-Jacobi preconditioner: %d probing colours (%d gradients a step)",
+  Log::info("cloth: %s: %d probing colours (%d gradients a probe)",
+            case_.integrator.vbd ? "vertex block descent" : "block-Jacobi preconditioner",
             implicit_.colours, 3 * implicit_.colours);
 }
 
-// Forward differences of the elastic gradient from `elastic` (the step's, at x0), one colour and
-// axis at a time, with the products' probe size (kProbe). Every rank displaces its ghost rows of
-// the colour as their owners do, so no exchange is needed: the gradient at an owned vertex reads
-// only its own rows' rings.
-void ClothSolver::probe_diagonal_blocks(const Vectors& elastic) {
+// Forward differences of the elastic gradient from `elastic` (the gradient at `point`), one
+// colour and axis at a time, with the products' probe size (kProbe), for the colours [first,
+// end). Every rank displaces its ghost rows of the colour as their owners do, so no exchange is
+// needed: the gradient at an owned vertex reads only its own rows' rings.
+void ClothSolver::probe_diagonal_blocks(const Vectors& point, const Vectors& elastic, int first,
+                                        int end) {
   ImplicitWork& w = implicit_;
   w.blocks.resize(owned_);
   const double h = kProbe * shortest_.length;
-  for (int c = 0; c < w.colours; ++c)
+  for (int c = first; c < end; ++c)
     for (int axis = 0; axis < 3; ++axis) {
-      displaced_colour(*position_, h, axis, w.colour, c, w.shifted);
+      displaced_colour(point, h, axis, w.colour, c, w.shifted);
       energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
       record_block_column(w.gradient_plus, elastic, h, w.colour, c, axis, owned_, w.blocks);
     }

@@ -145,7 +145,7 @@ void ClothSolver::build(bool at_rest) {
   check_pinned(mesh);
   distribute(mesh, rings);
   build_local_mesh(mesh, rings);
-  if (case_.integrator.block_jacobi) colour_rows(rings);
+  if (case_.integrator.block_jacobi || case_.integrator.vbd) colour_rows(rings);
   build_output_triangles(mesh);
   choose_dt(mesh);
   setup_self_contact(mesh, at_rest);
@@ -478,7 +478,7 @@ double ClothSolver::take_step() {
   }
   if (case_.integrator.block_jacobi) {  // before the repulsion joins the gradient
     auto t = timers_.scope("preconditioner");
-    probe_diagonal_blocks(gradient_);
+    probe_diagonal_blocks(*position_, gradient_, 0, implicit_.colours);
   }
   if (self_contact_) {
     auto t = timers_.scope("self contact");
@@ -486,7 +486,10 @@ double ClothSolver::take_step() {
   }
   if (case_.integrator.implicit) {
     auto t = timers_.scope("implicit solve");
-    solve_implicit();
+    if (case_.integrator.vbd)
+      solve_vbd();
+    else
+      solve_implicit();
   }
   {
     auto t = timers_.scope("integrate");
@@ -634,9 +637,13 @@ void ClothSolver::report_fields(Json& json) const {
   json.value("dt", dt_);
   json.value("ghost_rings", static_cast<long long>(kGhostRings));
   json.value("halo_transport", transport_.name());
-  json.value("integrator", case_.integrator.implicit ? "implicit" : "explicit");
-  if (case_.integrator.implicit) {
-    const double steps = static_cast<double>(std::max(implicit_.steps, 1L));
+  const IntegratorConfig& integrator = case_.integrator;
+  json.value("integrator", integrator.vbd ? "vbd" : integrator.implicit ? "implicit" : "explicit");
+  const double steps = static_cast<double>(std::max(implicit_.steps, 1L));
+  if (integrator.vbd) {
+    json.value("vbd_sweeps_per_step", static_cast<double>(implicit_.newton_iterations) / steps);
+    json.value("vbd_sweeps_most", static_cast<long long>(implicit_.most_newton));
+  } else if (integrator.implicit) {
     json.value("cg_iterations_per_step", static_cast<double>(implicit_.iterations) / steps);
     json.value("cg_iterations_most", static_cast<long long>(implicit_.most_iterations));
     json.value("cg_negative_curvature_stops", static_cast<long long>(implicit_.curvature_stops));

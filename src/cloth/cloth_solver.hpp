@@ -89,6 +89,10 @@ class ClothSolver final : public SteppingWorkload {
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
   // advance_vertices' update give the backward-Euler velocity, found by Newton's method.
   void solve_implicit();
+  // The same step by vertex block descent (cloth.integrator: vbd).
+  void solve_vbd();
+  double begin_implicit_step();                // returns the residual's scale
+  void finish_implicit_step(long iterations);  // Newton iterations or sweeps
   void newton_residual();  // at implicit_.velocity: implicit_.point, .elastic and .newton
   // implicit_.step, by conjugate gradients until r.z <= tolerance^2 x its first or enough^2 / 4.
   void newton_step(bool first, double enough);
@@ -98,8 +102,8 @@ class ClothSolver final : public SteppingWorkload {
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
   void colour_rows(const Rings& rings);                         // block_jacobi's probing colours
-  // block_jacobi's blocks at this step's x0, from the elastic gradient there.
-  void probe_diagonal_blocks(const Vectors& elastic);
+  // The inverted blocks of the colours [first, end) at `point`, from the elastic gradient there.
+  void probe_diagonal_blocks(const Vectors& point, const Vectors& elastic, int first, int end);
   template <class Product, class Update>
   bool step_along_free_motion(const ImplicitSystem& system, Product& product, Update& update);
   [[noreturn]] void refuse_unconverged(const char* method, long iterations, const char* limit_key,
