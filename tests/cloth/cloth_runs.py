@@ -613,7 +613,10 @@ def main():
     parser.add_argument("--mpiexec", default="mpirun --oversubscribe")
     args = parser.parse_args()
     work = os.path.join(args.work, args.scenario)
-    os.makedirs(work, exist_ok=True)
+    # A fresh folder: the checks read a run's output files by name, and an earlier, longer run
+    # in the same folder would leave files this one does not overwrite.
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
     globals()[f"scenario_{args.scenario}"](Runner(args), work)
 
 
