@@ -52,10 +52,7 @@ struct Norm {
 
 struct Unfinite {
   const V3* a;
-  APRON_HD std::int64_t operator()(std::size_t i) const {
-    using std::isfinite;
-    return isfinite(a[i].x) && isfinite(a[i].y) && isfinite(a[i].z) ? 0 : 1;
-  }
+  APRON_HD std::int64_t operator()(std::size_t i) const { return is_finite(a[i]) ? 0 : 1; }
 };
 
 struct Entry {
