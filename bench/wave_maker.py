@@ -17,7 +17,7 @@ piston (the first gauge low already) or on the way (the heights falling with dis
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
                      [--alpha 0.01] [--wall-alpha 0] [--smoothing-ratio 1.7] [--width 0.03]
-                     [--x0 0] [--jobs N]
+                     [--x0 0] [--stroke 0.02] [--jobs N]
                      [--mpirun "mpirun -n 2"] [--set key=value ...]"""
 import argparse
 import concurrent.futures
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-G, DEPTH, STROKE, START = 9.81, 0.1, 0.02, 1.0
+G, DEPTH, START = 9.81, 0.1, 1.0
 PISTON = 0.03  # the piston's face at rest, x from the tank's wall
 WALL_HEIGHT = 0.16  # the tank's and the piston's top: above the highest crest and splash
 WINDOW_PERIODS = 4
@@ -75,7 +75,7 @@ def flume_length(period):
     return math.ceil(length * 10) / 10
 
 
-def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, smoothing_ratio, width, x0):
+def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, smoothing_ratio, width, x0, stroke):
     """The run's settings; the tank's wall at x = x0 (its coordinates' magnitude sets the ulp)."""
     length = flume_length(period)
     margin = 4 * spacing  # the walls' layers outside the tank
@@ -88,7 +88,7 @@ def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, smoothing_ratio,
         f"fluid=[{{lo: [{round(x0 + PISTON, 6)}, 0, 0], hi: [{round(x0 + length, 6)}, {width}, {DEPTH}]}}]",
         f"boundary.tank={{lo: [{x0}, 0, 0], hi: [{round(x0 + length, 6)}, {width}, {WALL_HEIGHT}]}}",
         f"boundary.solids=[{{lo: [{x0}, 0, 0], hi: [{round(x0 + PISTON, 6)}, {width}, {WALL_HEIGHT}], "
-        f"motion: {{type: sinusoid, amplitude: [{STROKE / 2}, 0, 0], period: {period}, "
+        f"motion: {{type: sinusoid, amplitude: [{stroke / 2}, 0, 0], period: {period}, "
         f"start: {START}}}}}]",
         f"gauges=[{gauges}]",
         f"time.end={end}", "output.every=0", "output.diagnostics_every=10",
@@ -130,7 +130,7 @@ def run_case(a, period, spacing):
     command = a.mpirun.split() + [a.apron, "run", "inputs/wave_flume.yaml"]
     end = windows[-1][1] + 0.05
     for s in case_sets(spacing, period, run_dir, end, a.alpha, a.wall_alpha, a.smoothing_ratio, a.width,
-                       a.x0) + a.set:
+                       a.x0, a.stroke) + a.set:
         command += ["--set", s]
     os.makedirs(run_dir, exist_ok=True)
     log = os.path.join(run_dir, "apron.log")
@@ -144,7 +144,7 @@ def run_case(a, period, spacing):
     with open(os.path.join(run_dir, "diagnostics.csv")) as f:
         rows = list(csv.DictReader(f))
     expected = biesel(k * DEPTH)
-    heights = [fitted_height(rows, g, period, *w)[0] / STROKE for g, w in enumerate(windows)]
+    heights = [fitted_height(rows, g, period, *w)[0] / a.stroke for g, w in enumerate(windows)]
     return {"period": period, "kd": k * DEPTH, "wavelength": 2 * math.pi / k, "spacing": spacing,
             "particles_per_depth": DEPTH / spacing, "flume_length": flume_length(period),
             "gauges": places, "windows": windows, "H_over_S": heights, "biesel": expected,
@@ -183,6 +183,9 @@ def main():
     p.add_argument("--width", type=float, default=0.03, help="the slab's width [m]")
     # Float32 positions: a step's displacement is a few ulps of a coordinate metres from the
     # origin at fine spacings; a flume centred on it halves the coordinates and their ulp.
+    # Biesel's is first-order theory: a smaller stroke tells what of the height the wave's
+    # steepness takes (its second and third-order parts).
+    p.add_argument("--stroke", type=float, default=0.02, help="the piston's stroke S [m]")
     p.add_argument("--x0", type=float, default=0.0, help="x of the tank's wall [m]")
     # On one GPU keep 1: six runs at once there wrote no diagnostics row in 540 s (bench/NOTES.md).
     p.add_argument("--jobs", type=int, default=1, help="runs at once (CPU runs)")

@@ -135,7 +135,7 @@ struct AccelerationKernel {
     const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
     // Pair terms summed without the constant factors pair_scale(m_b), applied once at the end.
-    Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0};
+    Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0}, laminar_sum{0, 0, 0};
     const auto near = [&](const Vec4* pos) {
       return [&, pos](std::uint32_t b) { return distance2(pa, load(pos + b)) < support2; };
     };
@@ -146,12 +146,19 @@ struct AccelerationKernel {
       const Vec3 r_ab = xyz(pa) - xyz(pb);
       const float r2 = norm2(r_ab);
       const Vec4 vb = load(fluid.vel + b);
+      const Vec3 v_ab = va - xyz(vb);
       const float pressure_term = pa_term + pb.w;
-      const float pi_ab =
-          viscosity(params.alpha, h, c, 0.5f * (rho_a + vb.w), va - xyz(vb), r_ab, r2);
-      fluid_sum += ((pressure_term + pi_ab) * params.kernel.gradient_shape(r2)) * r_ab;
+      const float pi_ab = viscosity(params.alpha, h, c, 0.5f * (rho_a + vb.w), v_ab, r_ab, r2);
+      const float shape = params.kernel.gradient_shape(r2);
+      fluid_sum += ((pressure_term + pi_ab) * shape) * r_ab;
+      // Lo & Shao (2003): nu lap(v) = sum m_b 4 nu (r_ab . grad W) v_ab / ((rho_a + rho_b)
+      // (r^2 + 0.01 h^2)); the factor 4 nu m_b and the gradient's constant come at the end.
+      if (params.viscosity > 0)
+        laminar_sum += (shape * fast_divide(r2, (rho_a + vb.w) * (r2 + 0.01f * h * h))) * v_ab;
     });
     const float fluid_scale = params.pair_scale(params.fluid_mass);
+    // grad W_ab = (|grad W| / shape) shape r_ab and fluid_scale = -m_b |grad W| / shape: so.
+    fluid_sum += (-4 * params.viscosity) * laminar_sum;
     // Boundary particles take the fluid particle's density, their own pressure (the fluid's
     // around them plus the hydrostatic head, Adami et al. 2012: compute_wall_pressure) or else
     // the fluid particle's extrapolated to them, p_b = p_a + rho_a g.(x_b - x_a), and their

@@ -88,6 +88,7 @@ struct Params {
   float boundary_mass = 0;   // [kg]
   float alpha = 0.02f;       // Monaghan artificial viscosity, fluid-fluid
   float wall_alpha = 0.02f;  // the same against boundary particles (0: free slip)
+  float viscosity = 0;       // kinematic viscosity nu of the laminar term, fluid-fluid [m^2/s]
   bool clamp_negative_pressure = true;
   Vec3 gravity{0, 0, -9.81f};
   // false: boundary particles add nothing to density or pressure and only repel fluid particles

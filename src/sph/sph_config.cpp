@@ -28,6 +28,8 @@ SphConfig read_sph(MapReader r) {
   else
     r.optional<double>("sound_speed");
   c.alpha = r.in_range("alpha", 0, 1, c.alpha);
+  c.viscosity = r.get<double>("viscosity", 0.0);
+  if (!(c.viscosity >= 0)) r.fail("viscosity", "must be 0 (none) or positive [m^2/s]");
   if (r.has("wall_viscosity") && r.has("wall_alpha"))
     r.fail("wall_viscosity", "give either wall_alpha or wall_viscosity, not both");
   c.wall_alpha = r.in_range("wall_alpha", 0, 1, c.wall_alpha);

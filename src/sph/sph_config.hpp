@@ -25,6 +25,7 @@ struct SphConfig {
   double rest_density = 1000;    // rho0 [kg/m^3]
   double sound_speed = 0;        // c0 [m/s]; 0: 10 sqrt(2 g H) from the fluid height H
   double alpha = 0.02;           // artificial viscosity (Monaghan)
+  double viscosity = 0;          // the fluid's kinematic viscosity, laminar term [m^2/s]; 0: none
   double wall_alpha = 0.02;      // artificial viscosity against boundary particles
   double wall_viscosity = 0;     // [m^2/s]; > 0 sets wall_alpha = 10 nu / (h c0) at any spacing
   Vec3d gravity{0, 0, -9.81};

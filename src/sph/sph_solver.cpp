@@ -48,6 +48,7 @@ Params make_params(const SphCase& c) {
       lattice_compression_response(s.spacing, s.smoothing_ratio) * p.gradient_correction;
   p.hydrostatic_density_slope = static_cast<float>(s.rest_density / (c0 * c0 * gradient_response));
   p.alpha = static_cast<float>(s.alpha);
+  p.viscosity = static_cast<float>(s.viscosity);
   // A wall viscosity in physical units keeps the wall friction the same at every resolution
   // (Monaghan's term acts like nu = alpha h c0 / 10 in 3-D).
   p.wall_alpha = static_cast<float>(s.wall_viscosity > 0 ? 10 * s.wall_viscosity / (p.kernel.h * c0)
@@ -408,6 +409,7 @@ double SphSolver::choose_dt() {
   const double h = params_.kernel.h;
   double dt = case_.sph.cfl * h / (params_.sound_speed + extremes[0]);
   if (extremes[1] > 0) dt = std::min(dt, case_.sph.force_factor * std::sqrt(h / extremes[1]));
+  dt = std::min(dt, viscous_step_limit());
   if (min_dt_ == 0) min_dt_ = 1e-4 * dt;  // a blow-up shows as a collapsing time step
   if (dt < min_dt_)
     throw std::runtime_error("the time step collapsed to " + std::to_string(dt) + " s at step " +
@@ -417,10 +419,23 @@ double SphSolver::choose_dt() {
   return std::min(dt, config_.time.end - clock_.time);
 }
 
-// The sound speed bounds every step: dt <= cfl h / c.
+// The laminar term's diffusion is explicit: dt <= 0.125 h^2 / nu (Morris et al. 1997).
+double SphSolver::viscous_step_limit() const {
+  const double h = params_.kernel.h;
+  return case_.sph.viscosity > 0 ? 0.125 * h * h / case_.sph.viscosity
+                                 : std::numeric_limits<double>::infinity();
+}
+
+// The sound speed bounds every step: dt <= cfl h / c, and so may the viscosity.
 StepLimit SphSolver::largest_step() const {
   const double h = params_.kernel.h, c = params_.sound_speed;
   char cause[160];
+  if (viscous_step_limit() < case_.sph.cfl * h / c) {
+    std::snprintf(cause, sizeof cause,
+                  "keys 'sph.spacing' and 'sph.viscosity' (smoothing length %.3g m, %.3g m^2/s)", h,
+                  case_.sph.viscosity);
+    return {viscous_step_limit(), cause, "raise sph.spacing or lower sph.viscosity"};
+  }
   std::snprintf(cause, sizeof cause,
                 "keys 'sph.spacing' and 'sph.sound_speed' (smoothing length %.3g m, %.3g m/s)", h,
                 c);

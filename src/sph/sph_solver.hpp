@@ -94,6 +94,7 @@ class SphSolver final : public SteppingWorkload {
     return (wall_pressure_from_fluid() ? 2 : 1) * params_.kernel.support();
   }
   double choose_dt();
+  double viscous_step_limit() const;
   // Host copies of the owned particles in output layout (position and velocity as 3 floats),
   // shared by the HDF5 series and Catalyst, filled at most once per step.
   struct HostStaging {
