@@ -3,21 +3,24 @@
 resolutions (a GPU run: minutes; bench/NOTES.md has the figures).
 
 A flume holds water of depth D = 0.1 m in a slab 0.03 m wide (quasi-2-D; --width). The water rests for
-START s (the start settles), then a piston at the left end moves by S/2 sin(2 pi t / T).
+START s (the start settles), then a piston at the left end moves by S/2 sin(2 pi t / T), its
+amplitude ramped up over the first --ramp-periods periods (default 2; 0: an abrupt start, whose
+ripples run ahead of the wave train and, reflected, come back before it).
 First-order wave-maker theory (Biesel 1951) gives the height of the progressive wave it makes,
 H/S = 2 (cosh 2kd - 1) / (sinh 2kd + 2kd), with k from the dispersion relation
 omega^2 = g k tanh(kd). Gauges read the free surface three depths from the piston (where the
 evanescent modes have died out) and one, two and three wavelengths from it; the comparison is made
 at three wavelengths. H is twice the amplitude of the sinusoid at the piston's frequency fitted at
-each gauge over a window that starts two periods after the wave front (moving at the group
-velocity) passes it and lasts four periods. The flume is made long enough that the wave reflected
-from its far wall comes back to the farthest gauge only a period after its window ends, so no
-beach is needed. The gauges between the piston and the far one say where height is lost: at the
-piston (the first gauge low already) or on the way (the heights falling with distance).
+each gauge over a window that starts a period after the ramp's end (moving at the group velocity)
+passes it (two periods after the front without a ramp) and lasts four periods. The flume is made
+long enough that the wave reflected from its far wall comes back to the farthest gauge only a
+period after its window ends, so no beach is needed. The gauges between the piston and the far one
+say where height is lost: at the piston (the first gauge low already) or on the way (the heights
+falling with distance).
 
 usage: wave_maker.py --apron EXE [--spacings 0.01 0.005] [--periods 0.8 1.2] [--out DIR]
                      [--alpha 0.01] [--wall-alpha 0] [--smoothing-ratio 1.7] [--width 0.03]
-                     [--x0 0] [--stroke 0.02] [--jobs N]
+                     [--x0 0] [--stroke 0.02] [--ramp-periods 2] [--jobs N]
                      [--mpirun "mpirun -n 2"] [--set key=value ...]"""
 import argparse
 import concurrent.futures
@@ -60,24 +63,25 @@ def gauge_places(period):
     return [PISTON + 3 * DEPTH] + [PISTON + n * wavelength for n in (1, 2, 3)]
 
 
-def window(period, gauge):
+def window(period, gauge, ramp_periods):
     cg = group_velocity(wave_number(period), period)
-    first = START + (gauge - PISTON) / cg + 2 * period
+    first = START + (gauge - PISTON) / cg + (ramp_periods + 1 if ramp_periods else 2) * period
     return first, first + WINDOW_PERIODS * period
 
 
-def flume_length(period):
+def flume_length(period, ramp_periods):
     """Long enough that the reflection from the far wall reaches the farthest gauge a period after
     its window ends."""
     gauge = gauge_places(period)[-1]
-    last = window(period, gauge)[1]
+    last = window(period, gauge, ramp_periods)[1]
     length = PISTON + 0.5 * (gauge - PISTON + group_velocity(wave_number(period), period) * (last + period - START))
     return math.ceil(length * 10) / 10
 
 
-def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, smoothing_ratio, width, x0, stroke):
+def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, smoothing_ratio, width, x0, stroke,
+              ramp_periods):
     """The run's settings; the tank's wall at x = x0 (its coordinates' magnitude sets the ulp)."""
-    length = flume_length(period)
+    length = flume_length(period, ramp_periods)
     margin = 4 * spacing  # the walls' layers outside the tank
     gauges = ", ".join(f"{{x: {x0 + x:.4f}, y: {width / 2}}}" for x in gauge_places(period))
     return [
@@ -89,7 +93,7 @@ def case_sets(spacing, period, out_dir, end, alpha, wall_alpha, smoothing_ratio,
         f"boundary.tank={{lo: [{x0}, 0, 0], hi: [{round(x0 + length, 6)}, {width}, {WALL_HEIGHT}]}}",
         f"boundary.solids=[{{lo: [{x0}, 0, 0], hi: [{round(x0 + PISTON, 6)}, {width}, {WALL_HEIGHT}], "
         f"motion: {{type: sinusoid, amplitude: [{stroke / 2}, 0, 0], period: {period}, "
-        f"start: {START}}}}}]",
+        f"start: {START}, ramp: {ramp_periods * period}}}}}]",
         f"gauges=[{gauges}]",
         f"time.end={end}", "output.every=0", "output.diagnostics_every=10",
         f"output.dir={out_dir}", "checkpoint.at_end=false"]
@@ -125,12 +129,12 @@ def run_case(a, period, spacing):
     """One flume run; its heights at every gauge against Biesel's."""
     k = wave_number(period)
     places = gauge_places(period)
-    windows = [window(period, x) for x in places]
+    windows = [window(period, x, a.ramp_periods) for x in places]
     run_dir = os.path.join(a.out, f"T{period}_dx{spacing}_w{a.width}")
     command = a.mpirun.split() + [a.apron, "run", "inputs/wave_flume.yaml"]
     end = windows[-1][1] + 0.05
     for s in case_sets(spacing, period, run_dir, end, a.alpha, a.wall_alpha, a.smoothing_ratio, a.width,
-                       a.x0, a.stroke) + a.set:
+                       a.x0, a.stroke, a.ramp_periods) + a.set:
         command += ["--set", s]
     os.makedirs(run_dir, exist_ok=True)
     log = os.path.join(run_dir, "apron.log")
@@ -146,12 +150,12 @@ def run_case(a, period, spacing):
     expected = biesel(k * DEPTH)
     heights = [fitted_height(rows, g, period, *w)[0] / a.stroke for g, w in enumerate(windows)]
     return {"period": period, "kd": k * DEPTH, "wavelength": 2 * math.pi / k, "spacing": spacing,
-            "particles_per_depth": DEPTH / spacing, "flume_length": flume_length(period),
+            "particles_per_depth": DEPTH / spacing, "flume_length": flume_length(period, a.ramp_periods),
             "gauges": places, "windows": windows, "H_over_S": heights, "biesel": expected,
             "error": abs(heights[-1] - expected) / expected, "particles": sorted({r["particles"] for r in rows}),
             "outside_tank_rows": sum(int(float(r["outside_tank"])) > 0 for r in rows),
             "wall_seconds": seconds, "width": a.width, "alpha": a.alpha, "wall_alpha": a.wall_alpha,
-            "smoothing_ratio": a.smoothing_ratio, "sets": a.set}
+            "smoothing_ratio": a.smoothing_ratio, "ramp_periods": a.ramp_periods, "sets": a.set}
 
 
 def report(r):
@@ -186,6 +190,7 @@ def main():
     # Biesel's is first-order theory: a smaller stroke tells what of the height the wave's
     # steepness takes (its second and third-order parts).
     p.add_argument("--stroke", type=float, default=0.02, help="the piston's stroke S [m]")
+    p.add_argument("--ramp-periods", type=float, default=2, help="the stroke's ramp [periods]")
     p.add_argument("--x0", type=float, default=0.0, help="x of the tank's wall [m]")
     # On one GPU keep 1: six runs at once there wrote no diagnostics row in 540 s (bench/NOTES.md).
     p.add_argument("--jobs", type=int, default=1, help="runs at once (CPU runs)")

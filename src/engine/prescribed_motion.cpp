@@ -17,6 +17,24 @@ std::array<double, 9> axis_rotation(const std::array<double, 3>& axis, double an
           t * y * z - s * x, t * x * z - s * y, t * y * z + s * x, t * z * z + c};
 }
 
+// sin(omega t + phase) - sin(phase): zero at t = 0.
+Signal oscillation(double omega, double since, double phase) {
+  const double angle = omega * since + phase;
+  return {std::sin(angle) - std::sin(phase), omega * std::cos(angle),
+          -omega * omega * std::sin(angle)};
+}
+
+// The signal times the ramp 0.5 (1 - cos(pi t / ramp)) up to t = ramp (1 after; none for ramp 0):
+// the product rule for its derivatives. The ramp starts with zero value and slope, so a ramped
+// motion starts with zero velocity.
+Signal ramped(const Signal& f, double since, double ramp) {
+  if (!(since < ramp)) return f;
+  const double w = kPi / ramp, c = std::cos(w * since), s = std::sin(w * since);
+  const Signal r{0.5 * (1 - c), 0.5 * w * s, 0.5 * w * w * c};
+  return {r.value * f.value, r.rate * f.value + r.value * f.rate,
+          r.acceleration * f.value + 2 * r.rate * f.rate + r.value * f.acceleration};
+}
+
 std::array<double, 3> table_translation(const std::vector<std::array<double, 4>>& rows, double t) {
   if (t <= rows.front()[0]) return {rows.front()[1], rows.front()[2], rows.front()[3]};
   if (t >= rows.back()[0]) return {rows.back()[1], rows.back()[2], rows.back()[3]};
@@ -80,6 +98,10 @@ std::array<double, 3> RigidPose::apply(const std::array<double, 3>& x0) const {
   return out;
 }
 
+Signal PrescribedMotion::oscillation_at(double since) const {
+  return ramped(oscillation(2 * kPi / period, since, phase), since, ramp);
+}
+
 RigidPose PrescribedMotion::at(double t) const {
   RigidPose pose;
   const double since = std::max(0.0, t - start);
@@ -87,7 +109,7 @@ RigidPose PrescribedMotion::at(double t) const {
     case Kind::none:
       break;
     case Kind::sinusoid: {
-      const double s = t < start ? 0 : std::sin(2 * kPi * since / period + phase) - std::sin(phase);
+      const double s = t < start ? 0 : oscillation_at(since).value;
       for (int d = 0; d < 3; ++d) pose.translation[d] = amplitude[d] * s;
       break;
     }
@@ -96,7 +118,7 @@ RigidPose PrescribedMotion::at(double t) const {
       break;
     case Kind::rotation: {
       const double angle =
-          period > 0 ? angle_amplitude * std::sin(2 * kPi * since / period) : rate * since;
+          period > 0 ? angle_amplitude * oscillation_at(since).value : rate * since;
       pose.rotation = axis_rotation(axis, angle);
       pose.pivot = pivot;
       break;
@@ -113,10 +135,10 @@ RigidVelocity PrescribedMotion::velocity_at(double t) const {
     case Kind::none:
       break;
     case Kind::sinusoid: {
-      const double omega = 2 * kPi / period, angle = omega * since + phase;
+      const Signal s = oscillation_at(since);
       for (int d = 0; d < 3; ++d) {
-        v.linear[d] = amplitude[d] * omega * std::cos(angle);
-        v.linear_acceleration[d] = -amplitude[d] * omega * omega * std::sin(angle);
+        v.linear[d] = amplitude[d] * s.rate;
+        v.linear_acceleration[d] = amplitude[d] * s.acceleration;
       }
       break;
     }
@@ -124,11 +146,9 @@ RigidVelocity PrescribedMotion::velocity_at(double t) const {
       v.linear = table_velocity(rows, t);
       break;
     case Kind::rotation: {
-      const double omega = 2 * kPi / period;
-      const double angle_rate =
-          period > 0 ? angle_amplitude * omega * std::cos(omega * since) : rate;
-      const double angle_acceleration =
-          period > 0 ? -angle_amplitude * omega * omega * std::sin(omega * since) : 0;
+      const Signal s = period > 0 ? oscillation_at(since) : Signal{};
+      const double angle_rate = period > 0 ? angle_amplitude * s.rate : rate;
+      const double angle_acceleration = angle_amplitude * s.acceleration;
       for (int d = 0; d < 3; ++d) {
         v.angular[d] = angle_rate * axis[d];
         v.angular_acceleration[d] = angle_acceleration * axis[d];
@@ -174,6 +194,12 @@ PrescribedMotion read_motion(config::MapReader& solid) {
       m.angle_amplitude = r.get<double>("amplitude_degrees") * kPi / 180;
       m.period = r.positive("period");
     }
+  }
+  if (r.has("ramp")) {
+    if (m.period == 0)
+      r.fail("ramp", "only an oscillation (a sinusoid, a rotation with a period) ramps up");
+    m.ramp = r.get<double>("ramp");
+    if (!std::isfinite(m.ramp) || m.ramp < 0) r.fail("ramp", "must be a time >= 0 [s]");
   }
   r.finish();
   return m;

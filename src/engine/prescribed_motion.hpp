@@ -32,10 +32,18 @@ struct RigidVelocity {
   std::array<double, 3> angular_acceleration{0, 0, 0};  // [rad/s^2]
 };
 
+// A function of time with its first two derivatives.
+struct Signal {
+  double value = 0, rate = 0, acceleration = 0;
+};
+
 struct PrescribedMotion {
   enum class Kind { none, sinusoid, table, rotation };
   Kind kind = Kind::none;
   double start = 0;  // the motion begins at this time; before it the solid rests
+  // An oscillation's amplitude rises from 0 to full over `ramp` seconds after the start (half a
+  // cosine): a wave maker started so sends a wave train without the abrupt start's transients.
+  double ramp = 0;
   // sinusoid: translation amplitude sin(2 pi (t - start) / period + phase)
   std::array<double, 3> amplitude{0, 0, 0};
   double period = 0, phase = 0;  // phase in radians
@@ -48,6 +56,8 @@ struct PrescribedMotion {
   double angle_amplitude = 0, rate = 0;
 
   bool moves() const { return kind != Kind::none; }
+  // The oscillation's sin(2 pi t / period + phase) - sin(phase), ramped, `since` after the start.
+  Signal oscillation_at(double since) const;
   RigidPose at(double t) const;
   // The time derivative of at(t) (a table's: its segment's slope; zero before the start) and its
   // own (a table's: zero, its kinks' impulses left out).
@@ -55,10 +65,10 @@ struct PrescribedMotion {
 };
 
 // Reads `motion` of a solid's mapping, if present: {type: sinusoid, amplitude: [x, y, z],
-// period, phase_degrees, start} | {type: table, file, start} | {type: rotation, axis, pivot,
-// amplitude_degrees and period, or rate_degrees, start}. A table's file: one row per line,
-// "t dx dy dz" (commas or spaces; '#' comments), times strictly increasing; errors name the file
-// and line.
+// period, phase_degrees, start, ramp} | {type: table, file, start} | {type: rotation, axis, pivot,
+// amplitude_degrees and period (and ramp), or rate_degrees, start}. A table's file: one row per
+// line, "t dx dy dz" (commas or spaces; '#' comments), times strictly increasing; errors name the
+// file and line.
 PrescribedMotion read_motion(config::MapReader& solid);
 
 }  // namespace apron

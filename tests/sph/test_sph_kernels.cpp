@@ -463,7 +463,8 @@ TEST(SphPasses, LaminarViscosityOnALatticeIsTheLaplacian) {
   EXPECT_NEAR(acc.z, 0, 1e-5 * expected);
 }
 
-// One motion of each kind (the rotation twice: oscillating and at a constant rate).
+// One motion of each kind (the rotation twice: oscillating and at a constant rate), and the
+// oscillations ramped up.
 std::vector<PrescribedMotion> motions_of_each_kind() {
   using Kind = PrescribedMotion::Kind;
   std::vector<PrescribedMotion> motions(4);
@@ -477,6 +478,11 @@ std::vector<PrescribedMotion> motions_of_each_kind() {
   motions[2].angle_amplitude = 0.4, motions[2].period = 1.3, motions[2].start = 0.05;
   motions[3] = motions[2];
   motions[3].period = 0, motions[3].rate = 1.5;
+  // Both oscillations again, ramped up over times the tests sample inside and after the ramp.
+  motions.push_back(motions[0]);
+  motions.back().ramp = 0.9;
+  motions.push_back(motions[2]);
+  motions.back().ramp = 0.5;
   return motions;
 }
 
