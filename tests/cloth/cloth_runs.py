@@ -42,11 +42,12 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 its default tolerance 1e-2 within 1 mm; 1 and 2 ranks bit for bit; unpinned and
                 undamped at 1/240 s on 16x16 cells it falls at g t within 0.1%.
   vbd_accept    vbd with a fixed number of sweeps (10) and the residual accepted
-                (cloth.implicit.unconverged: accept), the 8x8 sheet damped to rest at dt = 0.02 s:
-                the unconverged steps are counted in the run report, warned at the first and at
-                the end, their residual in the diagnostics; the rest shape within 1% of the
-                largest displacement of Newton's solved to 1e-6 (0.37%; 2 sweeps: 3.8%); 1 and 2
-                ranks bit for bit, every diagnostics row.
+                (cloth.implicit.unconverged: accept), the 8x8 sheet heavily damped (damping 5: it
+                sags without swinging) at dt = 0.02 s to t = 1 s: the unconverged steps are
+                counted in the run report, warned at the first and at the end, their residual in
+                the diagnostics; the shape within 1% of the largest displacement of Newton's
+                solved to 1e-6 (0.73%; 3 sweeps: 5.4%); 1 and 2 ranks bit for bit over 5 steps,
+                every diagnostics row.
 The drape (inputs/cloth_drape.yaml):
   drape         refined to 32x32 cells on 2 ranks, the sheet crumples where it meets the sphere
                 and the floor: it runs to the end, and its total energy never rises above its
@@ -313,9 +314,10 @@ def scenario_body_drape(r, work):
 
 
 IMPLICIT = ["--set", "cloth.integrator=implicit"]
-# vbd_accept: the swinging sheet at VBD_ACCEPT_DT, VBD_ACCEPT_SWEEPS sweeps a step, to rest.
+# vbd_accept: the sheet, heavily damped (it sags to its rest shape without swinging), at
+# VBD_ACCEPT_DT, VBD_ACCEPT_SWEEPS sweeps a step, to VBD_ACCEPT_END.
 VBD_ACCEPT_CASE = [*RESOLVED_FOLDS]
-VBD_ACCEPT_DT, VBD_ACCEPT_SWEEPS, VBD_ACCEPT_END = 0.02, 10, 8
+VBD_ACCEPT_DT, VBD_ACCEPT_SWEEPS, VBD_ACCEPT_END = 0.02, 10, 1
 
 
 def implicit_report(out_dir):
@@ -450,7 +452,7 @@ def scenario_vbd_accept(r, work):
     """Vertex block descent as published: a fixed number of sweeps a step, the residual they leave
     accepted (cloth.implicit.unconverged: accept), never silently, and the rest shape it reaches
     against Newton's solved to convergence at the same dt."""
-    steps = ["--set", "cloth.material.damping=1", "--set", f"time.end={VBD_ACCEPT_END}",
+    steps = ["--set", "cloth.material.damping=5", "--set", f"time.end={VBD_ACCEPT_END}",
              "--set", f"output.every={VBD_ACCEPT_END}", "--set", "output.diagnostics_every=10",
              "--set", f"cloth.implicit.dt={VBD_ACCEPT_DT}", *VBD_ACCEPT_CASE]
     accept = ["--set", "cloth.integrator=vbd", "--set", f"cloth.implicit.sweeps={VBD_ACCEPT_SWEEPS}",
@@ -480,10 +482,12 @@ def scenario_vbd_accept(r, work):
     rest = list(all_positions(out))[-1][1]
     largest = float(np.max(np.linalg.norm(reference - start, axis=1)))
     difference = float(np.max(np.linalg.norm(rest - reference, axis=1)))
-    print(f"      rest shapes: largest displacement {largest:.4f} m, vbd ({VBD_ACCEPT_SWEEPS} sweeps) from "
-          f"Newton's {difference:.3g} m ({100 * difference / largest:.3g}%)")
-    check(difference < 0.01 * largest, "the rest shape within 1% of the largest displacement of Newton's")
-    runs = [r.run(n, f"{work}/np{n}", *steps, *accept, "--set", "time.max_steps=20") for n in (1, 2)]
+    print(f"      at t = {VBD_ACCEPT_END} s: largest displacement {largest:.4f} m, vbd ({VBD_ACCEPT_SWEEPS} sweeps) "
+          f"from Newton's {difference:.3g} m ({100 * difference / largest:.3g}%)")
+    # Measured 0.73% (8 sweeps: 1.3%, 3: 5.4%): the accepted residual makes the sheet softer, its
+    # sag larger (bench/NOTES.md, "Cloth: session 26").
+    check(difference < 0.01 * largest, "the sagged shape within 1% of the largest displacement of Newton's")
+    runs = [r.run(n, f"{work}/np{n}", *steps, *accept, "--set", "time.max_steps=5") for n in (1, 2)]
     ranks_agree(runs, position_tolerance=0, energy_tolerance=0)
     check(rows(runs[0]) == rows(runs[1]), "2 ranks: every diagnostics row (the residual too) equals 1 rank's")
 
