@@ -549,9 +549,14 @@ ClothSolver::Diagnostics ClothSolver::diagnostics() {
 std::vector<double> ClothSolver::diagnostics_row() {
   const Diagnostics d = diagnostics();
   const double total = d.kinetic + d.potential + d.elastic() + d.contact;
-  // The implicit steps' largest relative residual since the previous row (0: explicit).
-  const double residual = implicit_.row_residual;
-  implicit_.row_residual = 0;
+  // The implicit steps' largest relative residual since the previous row (0: explicit); a row
+  // written again at the same step (a run stopped early) repeats it.
+  if (implicit_.steps != implicit_.row_steps) {
+    implicit_.row_steps = implicit_.steps;
+    implicit_.last_row_residual = implicit_.row_residual;
+    implicit_.row_residual = 0;
+  }
+  const double residual = implicit_.last_row_residual;
   return {d.kinetic, d.potential, d.elastic(), total,        d.max_speed, d.stretch,
           d.bend,    d.coupling,  d.hourglass, d.max_strain, d.contact,   residual};
 }

@@ -175,8 +175,8 @@ class ClothSolver final : public SteppingWorkload {
     // Each step's relative residual (the solve's, at the solution taken): the largest since the
     // last diagnostics row (its "residual" column), and, with cloth.implicit.unconverged: accept,
     // the steps taken above their tolerance and their largest residual.
-    double row_residual = 0, largest_accepted = 0;
-    long accepted_unconverged = 0;
+    double row_residual = 0, largest_accepted = 0, last_row_residual = 0;
+    long accepted_unconverged = 0, row_steps = 0;  // row_steps: `steps` at the last row
   } implicit_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter
