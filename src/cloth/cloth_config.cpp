@@ -105,10 +105,13 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     for (const char* key :
          {"max_iterations", "preconditioner", "newton_tolerance", "newton_iterations"})
       if (r.has(key))
-        r.fail(key, "applies only with 'integrator: implicit' (vbd takes dt, tolerance, sweeps)");
+        r.fail(key,
+               "applies only with 'integrator: implicit' (vbd takes dt, tolerance, sweeps, "
+               "unconverged)");
     c.newton_tolerance = r.in_range("tolerance", 1e-12, 0.5, c.newton_tolerance);
     c.sweeps = r.get<long>("sweeps", c.sweeps);
     if (c.sweeps < 1 || c.sweeps > 100000) r.fail("sweeps", "must be between 1 and 100000");
+    c.accept_unconverged = r.choice("unconverged", {"refuse", "accept"}, "refuse") == "accept";
   } else if (c.implicit) {
     c.tolerance = r.in_range("tolerance", 1e-12, 0.5, c.tolerance);
     c.max_iterations = r.get<long>("max_iterations", c.max_iterations);
@@ -119,10 +122,11 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
-    if (r.has("sweeps")) r.fail("sweeps", "applies only with 'integrator: vbd'");
+    for (const char* key : {"sweeps", "unconverged"})
+      if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");
   } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
              r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations") ||
-             r.has("sweeps")) {
+             r.has("sweeps") || r.has("unconverged")) {
     r.fail("dt",
            "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");
   }

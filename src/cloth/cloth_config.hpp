@@ -57,12 +57,16 @@ struct ColliderConfig {
 // or by the Hessian's probed diagonal blocks ("block_jacobi"). "vbd": the same backward-Euler step
 // solved by vertex block descent (Chen et al. 2024): Gauss-Seidel sweeps over the probing colours,
 // each vertex moved by its own 3x3 block of M' + dt^2 H, until the residual is `tolerance` (stored
-// as newton_tolerance) of its scale, at most `sweeps`; `implicit` is true for it too.
+// as newton_tolerance) of its scale, at most `sweeps`; `implicit` is true for it too. A vbd step
+// still above its tolerance after `sweeps` ends the run (exit 1), unless `unconverged: accept`
+// (accept_unconverged): then it is taken as the published method takes it (a fixed number of
+// sweeps, the residual left), its residual in the diagnostics and the count said at the end.
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
   long sweeps = 100;
-  double dt = 0;  // implicit only [s]
+  bool accept_unconverged = false;  // vbd only
+  double dt = 0;                    // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;
   bool block_jacobi = false;

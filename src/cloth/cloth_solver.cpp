@@ -76,7 +76,7 @@ SteppingDeclaration cloth_declaration() {
   d.description = {"vertex", "cloth.xmf opens in ParaView; diagnostics.csv; run_report.json"};
   d.columns = {{"kinetic", 12},   {"potential", 12}, {"elastic", 12}, {"total", 12},
                {"max_speed", 6},  {"stretch", 12},   {"bend", 12},    {"coupling", 12},
-               {"hourglass", 12}, {"max_strain", 6}, {"contact", 12}};
+               {"hourglass", 12}, {"max_strain", 6}, {"contact", 12}, {"residual", 6}};
   d.series = {"cloth"};
   d.tables = {{"vertices",
                {{"position", io::Dtype::f64, 3, ValueCheck::finite},
@@ -549,8 +549,16 @@ ClothSolver::Diagnostics ClothSolver::diagnostics() {
 std::vector<double> ClothSolver::diagnostics_row() {
   const Diagnostics d = diagnostics();
   const double total = d.kinetic + d.potential + d.elastic() + d.contact;
+  // The implicit steps' largest relative residual since the previous row (0: explicit); a row
+  // written again at the same step (a run stopped early) repeats it.
+  if (implicit_.steps != implicit_.row_steps) {
+    implicit_.row_steps = implicit_.steps;
+    implicit_.last_row_residual = implicit_.row_residual;
+    implicit_.row_residual = 0;
+  }
+  const double residual = implicit_.last_row_residual;
   return {d.kinetic, d.potential, d.elastic(), total,        d.max_speed, d.stretch,
-          d.bend,    d.coupling,  d.hourglass, d.max_strain, d.contact};
+          d.bend,    d.coupling,  d.hourglass, d.max_strain, d.contact,   residual};
 }
 
 std::vector<io::VisualBlock> ClothSolver::visual_blocks() {
@@ -643,6 +651,15 @@ void ClothSolver::report_fields(Json& json) const {
   if (integrator.vbd) {
     json.value("vbd_sweeps_per_step", static_cast<double>(implicit_.newton_iterations) / steps);
     json.value("vbd_sweeps_most", static_cast<long long>(implicit_.most_newton));
+    json.value("vbd_unconverged_steps", static_cast<long long>(implicit_.accepted_unconverged));
+    json.value("vbd_unconverged_residual_largest", implicit_.largest_accepted);
+    if (implicit_.accepted_unconverged > 0)
+      Log::warn(
+          "cloth: %ld of %ld vertex block descent steps were taken above their tolerance %.3g "
+          "after cloth.implicit.sweeps = %ld sweeps (cloth.implicit.unconverged: accept): "
+          "relative residual up to %.3g; the motion is not backward Euler's to that tolerance",
+          implicit_.accepted_unconverged, implicit_.steps, integrator.newton_tolerance,
+          integrator.sweeps, implicit_.largest_accepted);
   } else if (integrator.implicit) {
     json.value("cg_iterations_per_step", static_cast<double>(implicit_.iterations) / steps);
     json.value("cg_iterations_most", static_cast<long long>(implicit_.most_iterations));

@@ -91,8 +91,10 @@ class ClothSolver final : public SteppingWorkload {
   void solve_implicit();
   // The same step by vertex block descent (cloth.integrator: vbd).
   void solve_vbd();
-  double begin_implicit_step();                // returns the residual's scale
-  void finish_implicit_step(long iterations);  // Newton iterations or sweeps
+  void record_residual(double rz, double first);     // collective values
+  void accept_unconverged(double rz, double first);  // cloth.implicit.unconverged: accept
+  double begin_implicit_step();                      // returns the residual's scale
+  void finish_implicit_step(long iterations);        // Newton iterations or sweeps
   void newton_residual();  // at implicit_.velocity: implicit_.point, .elastic and .newton
   // implicit_.step, by conjugate gradients until r.z <= tolerance^2 x its first or enough^2 / 4.
   void newton_step(bool first, double enough);
@@ -170,6 +172,11 @@ class ClothSolver final : public SteppingWorkload {
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
     long newton_iterations = 0, most_newton = 0, capped_solves = 0;
     double smallest_step_length = 1;  // the line search's
+    // Each step's relative residual (the solve's, at the solution taken): the largest since the
+    // last diagnostics row (its "residual" column), and, with cloth.implicit.unconverged: accept,
+    // the steps taken above their tolerance and their largest residual.
+    double row_residual = 0, largest_accepted = 0, last_row_residual = 0;
+    long accepted_unconverged = 0, row_steps = 0;  // row_steps: `steps` at the last row
   } implicit_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter

@@ -41,6 +41,13 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 residual of 1e-6 it gives Newton's positions (solved to 1e-8) within 1e-6 m; at
                 its default tolerance 1e-2 within 1 mm; 1 and 2 ranks bit for bit; unpinned and
                 undamped at 1/240 s on 16x16 cells it falls at g t within 0.1%.
+  vbd_accept    vbd with a fixed number of sweeps (10) and the residual accepted
+                (cloth.implicit.unconverged: accept), the 8x8 sheet heavily damped (damping 5: it
+                sags without swinging) at dt = 0.02 s to t = 1 s: the unconverged steps are
+                counted in the run report, warned at the first and at the end, their residual in
+                the diagnostics; the shape within 1% of the largest displacement of Newton's
+                solved to 1e-6 (0.73%; 3 sweeps: 5.4%); 1 and 2 ranks bit for bit over 5 steps,
+                every diagnostics row.
 The drape (inputs/cloth_drape.yaml):
   drape         refined to 32x32 cells on 2 ranks, the sheet crumples where it meets the sphere
                 and the floor: it runs to the end, and its total energy never rises above its
@@ -110,6 +117,9 @@ class Runner:
         done = subprocess.run(command, env=self.env, capture_output=True, text=True)
         if check_status and done.returncode != 0:
             sys.exit(f"FAIL: exit status {done.returncode}:\n{done.stdout}{done.stderr}")
+        if os.path.isdir(out_dir):  # what the run said, for the checks that read its warnings
+            with open(f"{out_dir}/apron.log", "w") as f:
+                f.write(done.stdout + done.stderr)
         return out_dir
 
 
@@ -304,6 +314,10 @@ def scenario_body_drape(r, work):
 
 
 IMPLICIT = ["--set", "cloth.integrator=implicit"]
+# vbd_accept: the sheet, heavily damped (it sags to its rest shape without swinging), at
+# VBD_ACCEPT_DT, VBD_ACCEPT_SWEEPS sweeps a step, to VBD_ACCEPT_END.
+VBD_ACCEPT_CASE = [*RESOLVED_FOLDS]
+VBD_ACCEPT_DT, VBD_ACCEPT_SWEEPS, VBD_ACCEPT_END = 0.02, 10, 1
 
 
 def implicit_report(out_dir):
@@ -431,6 +445,51 @@ def scenario_vbd(r, work):
     fastest = max(abs(row["max_speed"] / (g * row["time"]) - 1) for row in rows(out)[1:])
     print(f"      free fall at 1/240 s: largest speed within {fastest:.2g} of g t to t = 0.5 s")
     check(fastest < 1e-3, "vbd: the sheet falls at g t (0.1%)")
+
+
+
+def scenario_vbd_accept(r, work):
+    """Vertex block descent as published: a fixed number of sweeps a step, the residual they leave
+    accepted (cloth.implicit.unconverged: accept), never silently, and the rest shape it reaches
+    against Newton's solved to convergence at the same dt."""
+    steps = ["--set", "cloth.material.damping=5", "--set", f"time.end={VBD_ACCEPT_END}",
+             "--set", f"output.every={VBD_ACCEPT_END}", "--set", "output.diagnostics_every=10",
+             "--set", f"cloth.implicit.dt={VBD_ACCEPT_DT}", *VBD_ACCEPT_CASE]
+    accept = ["--set", "cloth.integrator=vbd", "--set", f"cloth.implicit.sweeps={VBD_ACCEPT_SWEEPS}",
+              "--set", "cloth.implicit.unconverged=accept"]
+    newton = r.run(1, f"{work}/newton", *steps, *IMPLICIT, "--set", "cloth.implicit.tolerance=1e-8",
+                   "--set", "cloth.implicit.max_iterations=1000", "--set", "cloth.implicit.newton_tolerance=1e-6",
+                   "--set", "cloth.implicit.newton_iterations=50")
+    out = r.run(1, f"{work}/accept", *steps, *accept)
+    with open(f"{out}/run_report.json") as f:
+        cloth = json.load(f)["cloth"]
+    with open(f"{out}/apron.log") as f:
+        log = f.read()
+    table = rows(out)
+    unconverged, steps_taken = cloth["vbd_unconverged_steps"], round(table[-1]["step"])
+    largest_residual = max(row["residual"] for row in table)
+    print(f"      {VBD_ACCEPT_SWEEPS} sweeps a step: {unconverged} of {steps_taken} steps taken above the "
+          f"tolerance, relative residual up to {cloth['vbd_unconverged_residual_largest']:.3g} "
+          f"(diagnostics column up to {largest_residual:.3g})")
+    check(unconverged > 0 and abs(largest_residual - cloth["vbd_unconverged_residual_largest"]) <=
+          1e-5 * largest_residual, "the unconverged steps are counted, their residual in the diagnostics (6 digits)")
+    said = re.search(r"cloth: (\d+) of (\d+) vertex block descent steps were taken above their tolerance",
+                     log)
+    check("taken unconverged (cloth.implicit.unconverged: accept)" in log and said is not None and
+          int(said.group(1)) == unconverged, "the run warns at the first such step and counts them at its end")
+    start = next(all_positions(newton))[1]
+    reference = list(all_positions(newton))[-1][1]
+    rest = list(all_positions(out))[-1][1]
+    largest = float(np.max(np.linalg.norm(reference - start, axis=1)))
+    difference = float(np.max(np.linalg.norm(rest - reference, axis=1)))
+    print(f"      at t = {VBD_ACCEPT_END} s: largest displacement {largest:.4f} m, vbd ({VBD_ACCEPT_SWEEPS} sweeps) "
+          f"from Newton's {difference:.3g} m ({100 * difference / largest:.3g}%)")
+    # Measured 0.73% (8 sweeps: 1.3%, 3: 5.4%): the accepted residual makes the sheet softer, its
+    # sag larger (bench/NOTES.md, "Cloth: session 26").
+    check(difference < 0.01 * largest, "the sagged shape within 1% of the largest displacement of Newton's")
+    runs = [r.run(n, f"{work}/np{n}", *steps, *accept, "--set", "time.max_steps=5") for n in (1, 2)]
+    ranks_agree(runs, position_tolerance=0, energy_tolerance=0)
+    check(rows(runs[0]) == rows(runs[1]), "2 ranks: every diagnostics row (the residual too) equals 1 rank's")
 
 
 def final_positions(out_dir):
@@ -606,7 +665,7 @@ def main():
                                              "cantilever", "implicit_rest", "implicit_ranks", "drape",
                                              "mesh_sphere", "moving_table", "implicit_free_fall", "implicit_drape",
                                              "implicit_mesh_sphere", "implicit_moving_table", "implicit_block_jacobi",
-                                             "body_drape", "vbd"])
+                                             "body_drape", "vbd", "vbd_accept"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
