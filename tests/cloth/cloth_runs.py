@@ -207,6 +207,16 @@ def all_positions(out_dir):
         yield name, by_id
 
 
+def rest_shape_difference(reference, other):
+    """The reference run's largest displacement from its first output to its last, and the largest
+    distance of the other run's last output from the reference's last [m]."""
+    positions = list(all_positions(reference))
+    start, rest = positions[0][1], positions[-1][1]
+    last = list(all_positions(other))[-1][1]
+    return (float(np.max(np.linalg.norm(rest - start, axis=1))),
+            float(np.max(np.linalg.norm(last - rest, axis=1))))
+
+
 def scenario_mesh_sphere(r, work, *integrator, end=0.4, every=0.05):
     centre, radius, thickness, sagitta = np.array([0, 0, 0.2]), 0.25, 0.01, 2.9e-4
     sphere = (f"{{kind: mesh, mesh: {MESHES}/sphere_fine.ply, scale: {radius}, "
@@ -366,11 +376,7 @@ def scenario_implicit_drape(r, work):
                   for _, x in all_positions(implicit))
     print(f"      nearest the sphere or the floor at any output: {nearest:.6f} m (thickness {thickness})")
     check(nearest > thickness * (1 - 1e-3), "never inside the sphere or the floor grown by the thickness")
-    start = next(all_positions(explicit))[1]
-    rest = list(all_positions(explicit))[-1][1]
-    other = list(all_positions(implicit))[-1][1]
-    largest = float(np.max(np.linalg.norm(rest - start, axis=1)))
-    difference = float(np.max(np.linalg.norm(other - rest, axis=1)))
+    largest, difference = rest_shape_difference(explicit, implicit)
     print(f"      rest shapes: largest displacement {largest:.4f} m, implicit from explicit "
           f"{difference:.4f} m ({100 * difference / largest:.2f}%)")
     # Backward Euler solved to convergence (Newton) at 1/240 s leaves the frictional skirt 4.1% of
@@ -477,11 +483,7 @@ def scenario_vbd_accept(r, work):
                      log)
     check("taken unconverged (cloth.implicit.unconverged: accept)" in log and said is not None and
           int(said.group(1)) == unconverged, "the run warns at the first such step and counts them at its end")
-    start = next(all_positions(newton))[1]
-    reference = list(all_positions(newton))[-1][1]
-    rest = list(all_positions(out))[-1][1]
-    largest = float(np.max(np.linalg.norm(reference - start, axis=1)))
-    difference = float(np.max(np.linalg.norm(rest - reference, axis=1)))
+    largest, difference = rest_shape_difference(newton, out)
     print(f"      at t = {VBD_ACCEPT_END} s: largest displacement {largest:.4f} m, vbd ({VBD_ACCEPT_SWEEPS} sweeps) "
           f"from Newton's {difference:.3g} m ({100 * difference / largest:.3g}%)")
     # Measured 0.73% (8 sweeps: 1.3%, 3: 5.4%): the accepted residual makes the sheet softer, its
