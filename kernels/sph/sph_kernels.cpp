@@ -121,6 +121,9 @@ APRON_HD inline Vec3 wall_repulsion(const Params& params, const BoundaryArrays& 
   return acc;
 }
 
+// Laminar: with the laminar viscosity's term (Params::viscosity > 0); the pass without it is
+// compiled apart, so that its registers and loop are what they were without the term.
+template <bool Laminar>
 struct AccelerationKernel {
   Params params;
   FluidArrays fluid;
@@ -135,7 +138,8 @@ struct AccelerationKernel {
     const float h = params.kernel.h, c = params.sound_speed;
     const float support2 = params.kernel.support() * params.kernel.support();
     // Pair terms summed without the constant factors pair_scale(m_b), applied once at the end.
-    Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0}, laminar_sum{0, 0, 0};
+    Vec3 fluid_sum{0, 0, 0}, wall_sum{0, 0, 0};
+    [[maybe_unused]] Vec3 laminar_sum{0, 0, 0};
     const auto near = [&](const Vec4* pos) {
       return [&, pos](std::uint32_t b) { return distance2(pa, load(pos + b)) < support2; };
     };
@@ -153,12 +157,12 @@ struct AccelerationKernel {
       fluid_sum += ((pressure_term + pi_ab) * shape) * r_ab;
       // Lo & Shao (2003): nu lap(v) = sum m_b 4 nu (r_ab . grad W) v_ab / ((rho_a + rho_b)
       // (r^2 + 0.01 h^2)); the factor 4 nu m_b and the gradient's constant come at the end.
-      if (params.viscosity > 0)
+      if constexpr (Laminar)
         laminar_sum += (shape * fast_divide(r2, (rho_a + vb.w) * (r2 + 0.01f * h * h))) * v_ab;
     });
     const float fluid_scale = params.pair_scale(params.fluid_mass);
-    // grad W_ab = (|grad W| / shape) shape r_ab and fluid_scale = -m_b |grad W| / shape: so.
-    fluid_sum += (-4 * params.viscosity) * laminar_sum;
+    // fluid_scale = -m_b K where grad W_ab = K shape r_ab: times it, this is the laminar term.
+    if constexpr (Laminar) fluid_sum += (-4 * params.viscosity) * laminar_sum;
     // Boundary particles take the fluid particle's density, their own pressure (the fluid's
     // around them plus the hydrostatic head, Adami et al. 2012: compute_wall_pressure) or else
     // the fluid particle's extrapolated to them, p_b = p_a + rho_a g.(x_b - x_a), and their
@@ -387,7 +391,10 @@ void stage_pair_terms(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel,
 
 void compute_acceleration(const Params& params, const FluidArrays& fluid,
                           const BoundaryArrays& wall) {
-  for_each_index(fluid.n, AccelerationKernel{params, fluid, wall});
+  if (params.viscosity > 0)
+    for_each_index(fluid.n, AccelerationKernel<true>{params, fluid, wall});
+  else
+    for_each_index(fluid.n, AccelerationKernel<false>{params, fluid, wall});
 }
 
 void integrate(DeviceVector<Vec4>& pos, DeviceVector<Vec4>& vel, const DeviceVector<Vec4>& acc,
