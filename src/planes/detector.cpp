@@ -1030,8 +1030,9 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   residual_octree_.build(residual_points_, r, frame, params_.octree);
 
   // Its clusters thicker than residual_noise times the first round's noise (the median of its
-  // planes' rms) do not vote: with the surfaces' points gone, a node cut by the cloud's bounding
-  // box holds a slab of outliers only, thin enough to pass the node test.
+  // planes' rms), or slabs by their kurtosis, do not vote: with the surfaces' points gone, a node
+  // cut by the cloud's bounding box holds a slab of outliers only, thin enough to pass the node
+  // test.
   std::vector<double> rms;
   for (const Plane& p : planes) rms.push_back(p.rms);
   std::sort(rms.begin(), rms.end());
@@ -1041,8 +1042,15 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   std::vector<Cluster> host(all), thin;
   apron::copy(residual_octree_.clusters.begin(), residual_octree_.clusters.end(), host.begin());
   std::vector<std::size_t> kept;
-  for (std::size_t k = 0; k < all; ++k)
-    if (host[k].eig[0] <= limit * limit) kept.push_back(k), thin.push_back(host[k]);
+  for (std::size_t k = 0; k < all; ++k) {
+    const Cluster& c = host[k];
+    // The slab test (OctreeParams::slab_kurtosis) on every cluster of enough points: uniform
+    // outliers cut by the bounding box, however thin, have the kurtosis of a uniform slab.
+    const bool slab = params_.octree.slab_kurtosis > 0 &&
+                      static_cast<int>(c.count) >= params_.octree.slab_points && c.d2 > 0 &&
+                      c.count * c.d4 < params_.octree.slab_kurtosis * c.d2 * c.d2;
+    if (c.eig[0] <= limit * limit && !slab) kept.push_back(k), thin.push_back(c);
+  }
   residual_clusters_.assign(thin.begin(), thin.end());
   accumulator_->vote(residual_clusters_, params_.voting);
   sum_votes();
@@ -1093,16 +1101,64 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
                    CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
                                    raw(labels_), raw(residual_labels_)});
   }
+  // Each candidate refitted to the points it took (its clusters' normal, from a few dozen
+  // points, may tilt by degrees), then its points taken once more about the refitted plane,
+  // within the refit's rectangle and a band of residual_band noise deviations.
   std::vector<std::int32_t> support_label(n);
+  apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
+  std::vector<Vec4> host_points(n);
+  apron::copy(points_.begin(), points_.end(), host_points.begin());
+  std::vector<double> sums(kFitTerms * found.size(), 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (support_label[i] < 0) continue;
+    double* at = sums.data() + kFitTerms * static_cast<std::size_t>(support_label[i]);
+    const double x[3] = {host_points[i].x, host_points[i].y, host_points[i].z};
+    at[0] += 1;
+    for (int d = 0; d < 3; ++d) at[1 + d] += x[d];
+    const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+    for (int k = 0; k < 6; ++k) at[4 + k] += x[ij[k][0]] * x[ij[k][1]];
+  }
+  global_sum(comm_, std::span<double>(sums));
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    if (sums[kFitTerms * q] < 3) continue;
+    const Plane refit = fit(sums.data() + kFitTerms * q);
+    const std::uint64_t clusters = found[q].clusters;
+    found[q] = refit;
+    found[q].clusters = clusters;
+    found[q].peak_cell = kNoPeak;
+  }
+  std::vector<Plane> banded = found;
+  for (Plane& w : banded) w.rms = noise;
+  const std::vector<double> final_bands = plane_bands(banded, params_.residual_band);
+  plane_frames_.assign(final_bands.begin(), final_bands.end());
+  for_each_index(n,
+                 CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
+                                 raw(labels_), raw(residual_labels_)});
   apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
   std::vector<std::int64_t> support(found.size(), 0);
   for (std::int32_t l : support_label)
     if (l >= 0) ++support[static_cast<std::size_t>(l)];
   global_sum(comm_, std::span<std::int64_t>(support));
+  // A surface is as densely sampled as the others, within a factor: a candidate whose points
+  // are sparser than residual_density times the first round's median density (inliers over
+  // rectangle) is outliers in its band (a slab cut by the bounding box, spread wide).
+  std::swap(labels_, residual_labels_);
+  compute_extents(found);
+  std::swap(labels_, residual_labels_);
+  const auto density = [](double points, const Plane& p) {
+    const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
+    return area > 0 ? points / area : 0.0;
+  };
+  std::vector<double> densities;
+  for (const Plane& p : planes) densities.push_back(density(static_cast<double>(p.inliers), p));
+  std::sort(densities.begin(), densities.end());
+  const double min_density =
+      densities.empty() ? 0 : params_.residual_density * densities[densities.size() / 2];
   std::vector<std::int32_t> renumber(found.size(), -1);
   fine = 0;
   for (std::size_t q = 0; q < found.size(); ++q)
-    if (support[q] >= static_cast<std::int64_t>(params_.min_plane_points)) {
+    if (support[q] >= static_cast<std::int64_t>(params_.min_plane_points) &&
+        density(static_cast<double>(support[q]), found[q]) >= min_density) {
       renumber[q] = static_cast<std::int32_t>(fine);
       found[q].inliers = static_cast<std::uint64_t>(support[q]);
       found[fine++] = found[q];

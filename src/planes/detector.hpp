@@ -66,6 +66,9 @@ struct DetectorParams {
   // The candidates' inliers taken this many times, each time within the rectangle of those
   // taken before, widened (a face's clusters cover part of it: the inliers grow over the rest).
   int residual_passes = 3;
+  // A candidate's inliers over its rectangle at least this times the first round's median
+  // (a surface's sampling density against outliers spread in a band).
+  double residual_density = 0.1;
 };
 
 inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters

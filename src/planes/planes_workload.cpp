@@ -407,6 +407,7 @@ void PlaneDetection::setup() {
   p.residual_widen = pc_.residual_widen;
   p.residual_votes = pc_.residual_votes;
   p.residual_passes = pc_.residual_passes;
+  p.residual_density = pc_.residual_density;
   detector_ = std::make_unique<PlaneDetector>(ranks_.comm, p);
 }
 
