@@ -1135,10 +1135,30 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
                  CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
                                  raw(labels_), raw(residual_labels_)});
   apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
+  // Its points' distances off it: their kurtosis, as the slab test's (OctreeParams::
+  // slab_kurtosis): strips of other surfaces crossing a tilted candidate's band (a floor and a
+  // wall at their corner) lie evenly across it, a surface's noise does not.
+  std::vector<double> moments(3 * found.size(), 0.0);  // count, d^2, d^4
+  for (std::size_t i = 0; i < n; ++i) {
+    if (support_label[i] < 0) continue;
+    const auto q = static_cast<std::size_t>(support_label[i]);
+    const Plane& f = found[q];
+    const double d = f.normal[0] * (host_points[i].x - f.centroid[0]) +
+                     f.normal[1] * (host_points[i].y - f.centroid[1]) +
+                     f.normal[2] * (host_points[i].z - f.centroid[2]);
+    moments[3 * q] += 1;
+    moments[3 * q + 1] += d * d;
+    moments[3 * q + 2] += d * d * d * d;
+  }
+  global_sum(comm_, std::span<double>(moments));
   std::vector<std::int64_t> support(found.size(), 0);
-  for (std::int32_t l : support_label)
-    if (l >= 0) ++support[static_cast<std::size_t>(l)];
-  global_sum(comm_, std::span<std::int64_t>(support));
+  std::vector<char> slab(found.size(), 0);
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    support[q] = std::llround(moments[3 * q]);
+    const double c = moments[3 * q], d2 = moments[3 * q + 1], d4 = moments[3 * q + 2];
+    slab[q] = params_.octree.slab_kurtosis > 0 && d2 > 0 &&
+              c * d4 < params_.octree.slab_kurtosis * d2 * d2;
+  }
   // A surface is as densely sampled as the others, within a factor: a candidate whose points
   // are sparser than residual_density times the first round's median density (inliers over
   // rectangle) is outliers in its band (a slab cut by the bounding box, spread wide).
@@ -1157,7 +1177,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   std::vector<std::int32_t> renumber(found.size(), -1);
   fine = 0;
   for (std::size_t q = 0; q < found.size(); ++q)
-    if (support[q] >= static_cast<std::int64_t>(params_.min_plane_points) &&
+    if (support[q] >= static_cast<std::int64_t>(params_.min_plane_points) && !slab[q] &&
         density(static_cast<double>(support[q]), found[q]) >= min_density) {
       renumber[q] = static_cast<std::int32_t>(fine);
       found[q].inliers = static_cast<std::uint64_t>(support[q]);
