@@ -49,6 +49,93 @@ struct GrowLabels {
   }
 };
 
+// The residual round's points: on no plane, and not within any plane's band (the planes' values
+// as GrowLabels'; the whole plane, not only its rectangle: the points at a plane's borders that
+// its clusters missed would otherwise remain as strips, and strips of parallel surfaces, stacked,
+// look like one plane).
+struct OffPlanes {
+  const Vec4* points;
+  const double* planes;
+  int count;
+  const std::int32_t* labels;
+  APRON_HD bool operator()(std::uint32_t i) const {
+    if (labels[i] >= 0) return false;
+    const Vec4 q = points[i];
+    for (int p = 0; p < count; ++p) {
+      const double* f = planes + 18 * p;
+      const double band = f[17];
+      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
+      if (distance <= band && distance >= -band) return false;
+    }
+    return true;
+  }
+};
+
+// The residual round's labels: candidate -> plane by `plane` (-1: none).
+struct ResidualLabels {
+  const std::int32_t* candidate;
+  const std::uint32_t* plane;
+  std::int32_t* labels;
+  APRON_HD void operator()(std::size_t i) const {
+    const std::int32_t c = candidate[i];
+    if (c >= 0 && static_cast<std::int32_t>(plane[c]) >= 0)
+      labels[i] = static_cast<std::int32_t>(plane[c]);
+  }
+};
+
+// A point on no plane: the first candidate plane of the residual round (the candidates come by
+// their clusters' points, most first) within whose band and rectangle it lies (-1: none; planes'
+// values as GrowLabels'). The first, not the nearest: a small tilted cluster at a face's corner
+// would take the strip of the face that its band crosses. Points near a first-round plane count
+// too: its band holds the strip of a face that meets it (a box's side at the floor).
+struct CandidateLabels {
+  const Vec4* points;
+  const double* planes;
+  int count;
+  const std::int32_t* labels;
+  std::int32_t* candidate;
+  APRON_HD void operator()(std::size_t i) const {
+    candidate[i] = -1;
+    if (labels[i] >= 0) return;
+    const Vec4 q = points[i];
+    for (int p = 0; p < count; ++p) {
+      const double* f = planes + 18 * p;
+      const double band = f[17];
+      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
+      if (distance > band || distance < -band) continue;
+      const double d[3] = {q.x - f[4], q.y - f[5], q.z - f[6]};
+      const double u = d[0] * f[7] + d[1] * f[8] + d[2] * f[9];
+      const double v = d[0] * f[10] + d[1] * f[11] + d[2] * f[12];
+      if (u < f[13] - band || u > f[14] + band || v < f[15] - band || v > f[16] + band) continue;
+      candidate[i] = p;
+      return;
+    }
+  }
+};
+
+// Labels through a map (the planes' new order).
+struct Relabel {
+  const std::uint32_t* map;
+  std::int32_t* labels;
+  APRON_HD void operator()(std::size_t i) const {
+    if (labels[i] >= 0) labels[i] = static_cast<std::int32_t>(map[labels[i]]);
+  }
+};
+
+// The planes' values that GrowLabels and OffPlanes read (18 per plane), with the band `band`
+// times each plane's rms.
+std::vector<double> plane_bands(const std::vector<Plane>& planes, double band) {
+  std::vector<double> host;
+  for (const Plane& p : planes) {
+    const double values[18] = {
+        p.normal[0],   p.normal[1], p.normal[2], p.offset,    p.centroid[0], p.centroid[1],
+        p.centroid[2], p.axis_u[0], p.axis_u[1], p.axis_u[2], p.axis_v[0],   p.axis_v[1],
+        p.axis_v[2],   p.u_min,     p.u_max,     p.v_min,     p.v_max,       band * p.rms};
+    host.insert(host.end(), values, values + 18);
+  }
+  return host;
+}
+
 struct PlaneLabels {
   const std::int32_t* point_cluster;
   const std::int32_t* cluster_plane;
@@ -223,10 +310,13 @@ std::array<std::array<double, 3>, 4> Plane::corners() const {
 PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {
   int ranks = 1;
   MPI_Comm_size(comm_, &ranks);
-  if (ranks > 1)
-    octree_.set_global_sum([comm](double* sums, int n) {
+  if (ranks > 1) {
+    const auto sum = [comm](double* sums, int n) {
       global_sum(comm, std::span<double>(sums, static_cast<std::size_t>(n)));
-    });
+    };
+    octree_.set_global_sum(sum);
+    residual_octree_.set_global_sum(sum);
+  }
 }
 
 Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
@@ -254,15 +344,9 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   accumulator_->vote(octree_.clusters, params_.voting);
   t.vote = elapsed(mark);
 
-  // The votes of every rank (on one rank they are all here: no round trip through the host).
+  sum_votes();
   int ranks = 1;
   MPI_Comm_size(comm_, &ranks);
-  if (ranks > 1) {
-    std::vector<double> votes(accumulator_->cells());
-    apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
-    global_sum(comm_, std::span<double>(votes));
-    apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
-  }
   t.reduce = elapsed(mark);
 
   accumulator_->smooth();
@@ -273,7 +357,7 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   peak_cells_.assign(peaks_.begin(), peaks_.end());
   assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
   std::vector<std::int32_t> cluster_plane;
-  out.planes = fit_planes(cluster_plane);
+  out.planes = fit_planes(octree_.clusters, peaks_, params_, cluster_plane);
   t.planes = elapsed(mark);
 
   // Clusters -> planes, then points -> planes.
@@ -285,6 +369,10 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
 
   compute_extents(out.planes);
   t.extent = elapsed(mark);
+  if (params_.residual_pass) {
+    residual_round(out.planes, frame, out);
+    t.residual = elapsed(mark);
+  }
   if (params_.grow_band > 0) {
     out.grown = grow_inliers(out.planes);
     t.grow = elapsed(mark);
@@ -293,8 +381,8 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   t.total = wall_seconds() - start;
 
   // Outside the timed analysis: statistics and the labels on the host.
-  double* stage[] = {&t.upload, &t.octree, &t.vote,   &t.reduce, &t.peaks,
-                     &t.planes, &t.labels, &t.extent, &t.grow,   &t.total};
+  double* stage[] = {&t.upload, &t.octree, &t.vote, &t.reduce,   &t.peaks, &t.planes,
+                     &t.labels, &t.extent, &t.grow, &t.residual, &t.total};
   std::vector<double> seconds;
   for (double* s : stage) seconds.push_back(*s);
   global_max(comm_, std::span<double>(seconds));
@@ -890,21 +978,266 @@ class PlaneFitter {
 // The clusters come to the host through page-locked memory kept between analyses: a DMA at the
 // link's speed into pages already mapped, not the driver's staged copy of pageable memory into
 // a new vector.
-std::vector<Plane> PlaneDetector::fit_planes(std::vector<std::int32_t>& cluster_plane) {
-  const std::size_t count = octree_.clusters.size();
+std::vector<Plane> PlaneDetector::fit_planes(const DeviceVector<Cluster>& clusters,
+                                             const std::vector<std::uint32_t>& peaks,
+                                             const DetectorParams& params,
+                                             std::vector<std::int32_t>& cluster_plane) {
+  const std::size_t count = clusters.size();
   cluster_staging_.reserve(count * sizeof(Cluster));
   auto* staged = reinterpret_cast<Cluster*>(cluster_staging_.data());
-  apron::copy(octree_.clusters.begin(), octree_.clusters.end(), staged);
+  apron::copy(clusters.begin(), clusters.end(), staged);
   std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
   apron::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
-  PlaneFitter fitter(comm_, params_, accumulator_->host_layout(), peaks_,
+  PlaneFitter fitter(comm_, params, accumulator_->host_layout(), peaks,
                      std::span<const Cluster>(staged, count), std::move(cluster_peak));
   fitter.sum_peaks();
-  if (params_.verify_planes) fitter.seed_peaks();
+  if (params.verify_planes) fitter.seed_peaks();
   fitter.merge_peaks();
   std::vector<int> root = fitter.match_clusters();
-  if (params_.recover_orphans) fitter.recover_orphans(root);
+  if (params.recover_orphans) fitter.recover_orphans(root);
   return fitter.final_planes(root, cluster_plane);
+}
+
+// The votes of every rank (on one rank they are all here: no round trip through the host).
+void PlaneDetector::sum_votes() {
+  int ranks = 1;
+  MPI_Comm_size(comm_, &ranks);
+  if (ranks < 2) return;
+  std::vector<double> votes(accumulator_->cells());
+  apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
+  global_sum(comm_, std::span<double>(votes));
+  apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+}
+
+// The second round (DetectorParams::residual_pass) over the points the first left off every
+// plane; planes in centred coordinates, their extents known. Every decision follows from sums
+// over all ranks, so the ranks add the same planes.
+void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame& frame,
+                                   Detection& out) {
+  const std::size_t n = labels_.size();
+  const std::vector<double> bands = plane_bands(planes, params_.residual_band);
+  plane_frames_.assign(bands.begin(), bands.end());
+  residual_index_.resize(n);
+  const std::size_t r =
+      n ? copy_indices_if(n, raw(residual_index_),
+                          OffPlanes{raw(points_), raw(plane_frames_),
+                                    static_cast<int>(planes.size()), raw(labels_)})
+        : 0;
+  residual_points_.resize(r);
+  if (r > 0)
+    apron::gather(residual_index_.begin(), residual_index_.begin() + static_cast<std::ptrdiff_t>(r),
+                  points_.begin(), residual_points_.begin());
+  residual_octree_.build(residual_points_, r, frame, params_.octree);
+
+  // Its clusters thicker than residual_noise times the first round's noise (the median of its
+  // planes' rms), or slabs by their kurtosis, do not vote: with the surfaces' points gone, a node
+  // cut by the cloud's bounding box holds a slab of outliers only, thin enough to pass the node
+  // test.
+  std::vector<double> rms;
+  for (const Plane& p : planes) rms.push_back(p.rms);
+  std::sort(rms.begin(), rms.end());
+  const double noise = rms.empty() ? 0 : rms[rms.size() / 2];
+  const double limit = params_.residual_noise * noise;
+  const std::size_t all = residual_octree_.clusters.size();
+  std::vector<Cluster> host(all), thin;
+  apron::copy(residual_octree_.clusters.begin(), residual_octree_.clusters.end(), host.begin());
+  std::vector<std::size_t> kept;
+  for (std::size_t k = 0; k < all; ++k) {
+    const Cluster& c = host[k];
+    // The slab test (OctreeParams::slab_kurtosis) on every cluster of enough points: uniform
+    // outliers cut by the bounding box, however thin, have the kurtosis of a uniform slab.
+    const bool slab = params_.octree.slab_kurtosis > 0 &&
+                      static_cast<int>(c.count) >= params_.octree.slab_points && c.d2 > 0 &&
+                      c.count * c.d4 < params_.octree.slab_kurtosis * c.d2 * c.d2;
+    if (c.eig[0] <= limit * limit && !slab) kept.push_back(k), thin.push_back(c);
+  }
+  residual_clusters_.assign(thin.begin(), thin.end());
+  accumulator_->vote(residual_clusters_, params_.voting);
+  sum_votes();
+  accumulator_->smooth();
+  const std::vector<std::uint32_t> peaks =
+      accumulator_->peaks(params_.residual_votes * params_.min_votes);
+  peak_cells_.assign(peaks.begin(), peaks.end());
+  assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
+  // Candidates: planes of these clusters from the octree's minimum of points on, no thicker
+  // than the limit.
+  DetectorParams loose = params_;
+  loose.min_plane_points = static_cast<std::uint64_t>(std::max(3, params_.octree.min_points));
+  std::vector<std::int32_t> kept_plane;
+  std::vector<Plane> found = fit_planes(residual_clusters_, peaks, loose, kept_plane);
+  std::size_t fine = 0;
+  for (std::size_t q = 0; q < found.size(); ++q)
+    if (found[q].rms <= limit) found[fine++] = found[q];
+  found.resize(fine);
+  std::vector<std::int64_t> counts = {static_cast<std::int64_t>(r),
+                                      static_cast<std::int64_t>(kept.size())};
+  global_sum(comm_, std::span<std::int64_t>(counts));
+  out.residual_points = static_cast<std::uint64_t>(counts[0]);
+  out.residual_clusters = static_cast<std::uint64_t>(counts[1]);
+  if (found.empty()) return;
+
+  // A candidate's inliers: the residual points within residual_band of its rms of it and within
+  // its clusters' rectangle widened by residual_widen of its half-widths (each point to the
+  // nearest such candidate). The clusters alone hold too few: a face's nodes that also held
+  // its neighbours' strips or a corner of the next face failed in this octree too. A candidate
+  // with at least the minimum of inliers (over all ranks) is a plane.
+  residual_labels_.resize(n);
+  for (int pass = 0; pass < params_.residual_passes; ++pass) {
+    if (pass > 0) {  // the rectangle of the points it took, then widened again
+      std::swap(labels_, residual_labels_);
+      compute_extents(found);
+      std::swap(labels_, residual_labels_);
+    }
+    std::vector<Plane> widened = found;
+    for (Plane& w : widened) {
+      w.rms = std::max(w.rms, noise);  // a small cluster's own spread underestimates the noise
+      const double grow_u = 0.5 * params_.residual_widen * (w.u_max - w.u_min);
+      const double grow_v = 0.5 * params_.residual_widen * (w.v_max - w.v_min);
+      w.u_min -= grow_u, w.u_max += grow_u, w.v_min -= grow_v, w.v_max += grow_v;
+    }
+    const std::vector<double> candidate_bands = plane_bands(widened, params_.residual_band);
+    plane_frames_.assign(candidate_bands.begin(), candidate_bands.end());
+    for_each_index(n,
+                   CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
+                                   raw(labels_), raw(residual_labels_)});
+  }
+  // Each candidate refitted to the points it took (its clusters' normal, from a few dozen
+  // points, may tilt by degrees), then its points taken once more about the refitted plane,
+  // within the refit's rectangle and a band of residual_band noise deviations.
+  std::vector<std::int32_t> support_label(n);
+  apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
+  std::vector<Vec4> host_points(n);
+  apron::copy(points_.begin(), points_.end(), host_points.begin());
+  std::vector<double> sums(kFitTerms * found.size(), 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (support_label[i] < 0) continue;
+    double* at = sums.data() + kFitTerms * static_cast<std::size_t>(support_label[i]);
+    const double x[3] = {host_points[i].x, host_points[i].y, host_points[i].z};
+    at[0] += 1;
+    for (int d = 0; d < 3; ++d) at[1 + d] += x[d];
+    const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
+    for (int k = 0; k < 6; ++k) at[4 + k] += x[ij[k][0]] * x[ij[k][1]];
+  }
+  global_sum(comm_, std::span<double>(sums));
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    if (sums[kFitTerms * q] < 3) continue;
+    const Plane refit = fit(sums.data() + kFitTerms * q);
+    const std::uint64_t clusters = found[q].clusters;
+    found[q] = refit;
+    found[q].clusters = clusters;
+    found[q].peak_cell = kNoPeak;
+  }
+  std::vector<Plane> banded = found;
+  for (Plane& w : banded) w.rms = noise;
+  const std::vector<double> final_bands = plane_bands(banded, params_.residual_band);
+  plane_frames_.assign(final_bands.begin(), final_bands.end());
+  for_each_index(n,
+                 CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
+                                 raw(labels_), raw(residual_labels_)});
+  apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
+  // Its points' distances off it: their kurtosis, as the slab test's (OctreeParams::
+  // slab_kurtosis): strips of other surfaces crossing a tilted candidate's band (a floor and a
+  // wall at their corner) lie evenly across it, a surface's noise does not.
+  std::vector<double> moments(3 * found.size(), 0.0);  // count, d^2, d^4
+  for (std::size_t i = 0; i < n; ++i) {
+    if (support_label[i] < 0) continue;
+    const auto q = static_cast<std::size_t>(support_label[i]);
+    const Plane& f = found[q];
+    const double d = f.normal[0] * (host_points[i].x - f.centroid[0]) +
+                     f.normal[1] * (host_points[i].y - f.centroid[1]) +
+                     f.normal[2] * (host_points[i].z - f.centroid[2]);
+    moments[3 * q] += 1;
+    moments[3 * q + 1] += d * d;
+    moments[3 * q + 2] += d * d * d * d;
+  }
+  global_sum(comm_, std::span<double>(moments));
+  std::vector<std::int64_t> support(found.size(), 0);
+  std::vector<char> slab(found.size(), 0);
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    support[q] = std::llround(moments[3 * q]);
+    const double c = moments[3 * q], d2 = moments[3 * q + 1], d4 = moments[3 * q + 2];
+    slab[q] = params_.octree.slab_kurtosis > 0 && d2 > 0 &&
+              c * d4 < params_.octree.slab_kurtosis * d2 * d2;
+  }
+  // A surface is as densely sampled as the others, within a factor: a candidate whose points
+  // are sparser than residual_density times the first round's median density (inliers over
+  // rectangle) is outliers in its band (a slab cut by the bounding box, spread wide).
+  std::swap(labels_, residual_labels_);
+  compute_extents(found);
+  std::swap(labels_, residual_labels_);
+  const auto density = [](double points, const Plane& p) {
+    const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
+    return area > 0 ? points / area : 0.0;
+  };
+  std::vector<double> densities;
+  for (const Plane& p : planes) densities.push_back(density(static_cast<double>(p.inliers), p));
+  std::sort(densities.begin(), densities.end());
+  const double min_density =
+      densities.empty() ? 0 : params_.residual_density * densities[densities.size() / 2];
+  std::vector<std::int32_t> renumber(found.size(), -1);
+  fine = 0;
+  for (std::size_t q = 0; q < found.size(); ++q)
+    if (support[q] >= static_cast<std::int64_t>(params_.min_plane_points) && !slab[q] &&
+        density(static_cast<double>(support[q]), found[q]) >= min_density) {
+      renumber[q] = static_cast<std::int32_t>(fine);
+      found[q].inliers = static_cast<std::uint64_t>(support[q]);
+      found[fine++] = found[q];
+    }
+  found.resize(fine);
+  if (found.empty()) return;
+
+  // A found plane on a first-round plane (within the merge angle, its centroid within the merge
+  // distance) adds its points to it; the others are appended.
+  const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
+  std::vector<std::int32_t> target(found.size());
+  const std::size_t first = planes.size();
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    const Plane& f = found[q];
+    int joined = -1;
+    for (std::size_t p = 0; p < first && joined < 0; ++p) {
+      const Plane& e = planes[p];
+      double c = 0, distance = -e.offset;
+      for (int d = 0; d < 3; ++d) {
+        c += e.normal[d] * f.normal[d];
+        distance += e.normal[d] * f.centroid[d];
+      }
+      if (std::fabs(c) >= cos_merge && std::fabs(distance) <= params_.merge_distance)
+        joined = static_cast<int>(p);
+    }
+    if (joined >= 0) {
+      planes[static_cast<std::size_t>(joined)].inliers += f.inliers;
+      planes[static_cast<std::size_t>(joined)].clusters += f.clusters;
+      ++out.residual_joined;
+    } else {
+      joined = static_cast<int>(planes.size());
+      planes.push_back(f);
+      ++out.residual_new;
+    }
+    target[q] = joined;
+  }
+  std::vector<std::uint32_t> candidate_plane(renumber.size(), 0xffffffffu);
+  for (std::size_t q = 0; q < renumber.size(); ++q)
+    if (renumber[q] >= 0)
+      candidate_plane[q] =
+          static_cast<std::uint32_t>(target[static_cast<std::size_t>(renumber[q])]);
+  plane_map_.assign(candidate_plane.begin(), candidate_plane.end());
+  for_each_index(n, ResidualLabels{raw(residual_labels_), raw(plane_map_), raw(labels_)});
+
+  // By inliers again, most first (ties: the earlier plane first).
+  std::vector<std::uint32_t> order(planes.size()), map(planes.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return planes[a].inliers > planes[b].inliers;
+  });
+  std::vector<Plane> sorted(planes.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    sorted[k] = planes[order[k]];
+    map[order[k]] = static_cast<std::uint32_t>(k);
+  }
+  planes = std::move(sorted);
+  plane_map_.assign(map.begin(), map.end());
+  for_each_index(n, Relabel{raw(plane_map_), raw(labels_)});
+  compute_extents(planes);
 }
 
 // The oriented rectangles (in centred coordinates): each plane's smallest and largest
@@ -1008,16 +1341,7 @@ void PlaneDetector::to_cloud_coordinates(std::vector<Plane>& planes,
 }
 
 std::uint64_t PlaneDetector::grow_inliers(const std::vector<Plane>& planes) {
-  std::vector<double> host;
-  for (const Plane& p : planes) {
-    const double values[18] = {p.normal[0],   p.normal[1],   p.normal[2],
-                               p.offset,      p.centroid[0], p.centroid[1],
-                               p.centroid[2], p.axis_u[0],   p.axis_u[1],
-                               p.axis_u[2],   p.axis_v[0],   p.axis_v[1],
-                               p.axis_v[2],   p.u_min,       p.u_max,
-                               p.v_min,       p.v_max,       params_.grow_band * p.rms};
-    host.insert(host.end(), values, values + 18);
-  }
+  const std::vector<double> host = plane_bands(planes, params_.grow_band);
   plane_frames_.assign(host.begin(), host.end());
   grown_.resize(points_.size());
   for_each_index(points_.size(),

@@ -39,6 +39,36 @@ struct DetectorParams {
   // plane whose fit leans off the normal its clusters agree on (parallel surfaces a few
   // centimetres apart) keeps only the clusters on the larger one; false: the paper's.
   bool verify_planes = true;
+  // A second round over the points that the first left on no plane and outside every plane's
+  // band (residual_band times its rms; the whole plane, not only its rectangle): their own
+  // octree, votes and peaks give candidate planes (from the octree's minimum of points on). A
+  // face whose octree nodes also held a neighbouring face (a box's side beside its top or the
+  // floor) holds its nodes alone once the neighbour's points are gone, but few enough of them
+  // pass that its clusters hold too few points: a candidate's inliers are the points on no plane
+  // within its band and its rectangle, grown over residual_passes (below), and it is a plane when
+  // they are at least min_plane_points. One on a first-round plane (merge_angle_deg,
+  // merge_distance) adds its points to it; the others are new planes. false: one round, as in
+  // the paper.
+  bool residual_pass = false;
+  double residual_band = 3;
+  // Its clusters and candidates no thicker than residual_noise times the first round's noise
+  // (the median of its planes' rms): with the surfaces' points gone, nodes cut by the cloud's
+  // bounding box hold slabs of outliers only, thin enough to pass the node test, and curved or
+  // cluttered surfaces give tilted clusters about twice the noise thick.
+  double residual_noise = 1.5;
+  // A candidate's rectangle (its clusters' spread at first, then its inliers' extents) widened by
+  // this of its half-widths on each side; its band: residual_band times the larger of its rms and
+  // the first round's noise.
+  double residual_widen = 0.5;
+  // Its peaks need this fraction of min_votes: a face's few clusters there, each alone in its
+  // cell, vote less than the first round's many (the candidates' inliers decide).
+  double residual_votes = 0.25;
+  // The candidates' inliers taken this many times, each time within the rectangle of those
+  // taken before, widened (a face's clusters cover part of it: the inliers grow over the rest).
+  int residual_passes = 3;
+  // A candidate's inliers over its rectangle at least this times the first round's median
+  // (a surface's sampling density against outliers spread in a band).
+  double residual_density = 0.1;
 };
 
 inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters
@@ -60,7 +90,7 @@ struct Plane {
 // Seconds per stage (the maximum over ranks), from points in host memory.
 struct StageTimes {
   double upload = 0, octree = 0, vote = 0, reduce = 0, peaks = 0, planes = 0, labels = 0,
-         extent = 0, grow = 0, total = 0;
+         extent = 0, grow = 0, residual = 0, total = 0;
 };
 
 struct Detection {
@@ -72,6 +102,10 @@ struct Detection {
   std::uint64_t votes = 0;     // (cell, vote) pairs over all ranks
   std::uint64_t grown = 0;     // points that joined a plane by growing (over all ranks)
   std::size_t peaks = 0;       // before merging and the inlier minimum
+  // The residual round (residual_pass): its points and voting clusters over all ranks, the planes
+  // it added and those of its planes that joined a first-round plane.
+  std::uint64_t residual_points = 0, residual_clusters = 0;
+  std::size_t residual_new = 0, residual_joined = 0;
   std::vector<std::uint64_t> nodes_per_level, clusters_per_level;  // over all ranks
   // Per rank: its octree's work, the points active at each tested level summed (the levels
   // above first_level, untested, at a fifth), the quantity the split's cost estimate predicts.
@@ -98,7 +132,12 @@ class PlaneDetector {
   void set_sorted_extents(bool on) { sorted_extents_ = on; }
 
  private:
-  std::vector<Plane> fit_planes(std::vector<std::int32_t>& cluster_plane);
+  std::vector<Plane> fit_planes(const DeviceVector<Cluster>& clusters,
+                                const std::vector<std::uint32_t>& peaks,
+                                const DetectorParams& params,
+                                std::vector<std::int32_t>& cluster_plane);
+  void sum_votes();
+  void residual_round(std::vector<Plane>& planes, const OctreeFrame& frame, Detection& out);
   void compute_extents(std::vector<Plane>& planes);
   void extents_by_sort(std::size_t planes, std::vector<double>& most);
   void extents_by_atomics(std::size_t planes, std::vector<double>& most);
@@ -107,7 +146,7 @@ class PlaneDetector {
 
   MPI_Comm comm_;
   DetectorParams params_;
-  OctreeBuilder octree_;
+  OctreeBuilder octree_, residual_octree_;
   std::unique_ptr<Accumulator> accumulator_;
   double rho_max_ = 0;
   DeviceVector<Vec4> points_;
@@ -117,6 +156,10 @@ class PlaneDetector {
   DeviceVector<float> u_, v_, run_extent_;
   DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
   DeviceVector<std::uint32_t> grown_;
+  DeviceVector<std::uint32_t> residual_index_, plane_map_;
+  DeviceVector<Vec4> residual_points_;
+  DeviceVector<Cluster> residual_clusters_;
+  DeviceVector<std::int32_t> residual_labels_;
   PinnedBuffer cluster_staging_;   // the clusters on the host (fit_planes)
   DeviceVector<int> extent_keys_;  // the atomics path's minima and maxima, order-preserving
   bool sorted_extents_ = false;

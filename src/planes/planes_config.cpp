@@ -88,6 +88,13 @@ std::shared_ptr<const PlanesConfig> read_planes_config(MapReader& root) {
   c->grow_band = m.in_range("grow_band", 0, 100, c->grow_band);
   c->recover_orphans = m.get<bool>("recover_orphans", c->recover_orphans);
   c->verify_planes = m.get<bool>("verify_planes", c->verify_planes);
+  c->residual_pass = m.get<bool>("residual_pass", c->residual_pass);
+  c->residual_band = m.in_range("residual_band", 0, 100, c->residual_band);
+  c->residual_noise = m.in_range("residual_noise", 0, 1e6, c->residual_noise);
+  c->residual_widen = m.in_range("residual_widen", 0, 100, c->residual_widen);
+  c->residual_votes = m.in_range("residual_votes", 0, 1, c->residual_votes);
+  c->residual_passes = int_in_range(m, "residual_passes", 1, 20, c->residual_passes);
+  c->residual_density = m.in_range("residual_density", 0, 1, c->residual_density);
   c->balance = m.choice("balance", {"cost", "count"}, c->balance);
   c->point_output = m.get<bool>("point_output", c->point_output);
   c->repeat = int_in_range(m, "repeat", 1, 1000, c->repeat);

@@ -36,6 +36,16 @@ struct PlanesConfig : config::WorkloadSettings {
   // Clusters join the plane their centroid lies on, and a plane whose fit leans off its clusters'
   // common normal keeps the clusters on its larger surface; false: the paper's.
   bool verify_planes = true;
+  // A second round over the points left off every plane: faces whose octree nodes also held a
+  // neighbouring face (DetectorParams says what each setting does). false: one round, the
+  // paper's.
+  bool residual_pass = false;
+  double residual_band = 3;
+  double residual_noise = 1.5;
+  double residual_widen = 0.5;
+  double residual_votes = 0.25;
+  int residual_passes = 3;
+  double residual_density = 0.1;
   // The split over ranks: "cost", cuts where the ranks' estimated octree work is equal
   // (src/planes/split_cost.hpp); "count", where their point counts are.
   std::string balance = "cost";

@@ -401,6 +401,13 @@ void PlaneDetection::setup() {
   p.grow_band = pc_.grow_band;
   p.recover_orphans = pc_.recover_orphans;
   p.verify_planes = pc_.verify_planes;
+  p.residual_pass = pc_.residual_pass;
+  p.residual_band = pc_.residual_band;
+  p.residual_noise = pc_.residual_noise;
+  p.residual_widen = pc_.residual_widen;
+  p.residual_votes = pc_.residual_votes;
+  p.residual_passes = pc_.residual_passes;
+  p.residual_density = pc_.residual_density;
   detector_ = std::make_unique<PlaneDetector>(ranks_.comm, p);
 }
 
@@ -438,9 +445,14 @@ void PlaneDetection::print_table() const {
   const StageTimes& t = detection_.times;
   Log::info(
       "stages (ms): upload %.3f, octree %.3f, vote %.3f, reduce %.3f, peaks %.3f, planes %.3f, "
-      "labels %.3f, extent %.3f, grow %.3f; total %.3f",
+      "labels %.3f, extent %.3f, grow %.3f, residual %.3f; total %.3f",
       1e3 * t.upload, 1e3 * t.octree, 1e3 * t.vote, 1e3 * t.reduce, 1e3 * t.peaks, 1e3 * t.planes,
-      1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.total);
+      1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.residual, 1e3 * t.total);
+  if (pc_.residual_pass)
+    Log::info("residual round: %llu points, %llu clusters; %zu planes added, %zu joined",
+              static_cast<unsigned long long>(detection_.residual_points),
+              static_cast<unsigned long long>(detection_.residual_clusters),
+              detection_.residual_new, detection_.residual_joined);
   if (has_truth_)
     Log::info(
         "ground truth: %zu of %zu planes with enough points found, %zu detected planes "
@@ -603,6 +615,7 @@ void PlaneDetection::report(Json& j) const {
   j.value("peaks", detection_.peaks);
   j.value("grow_band", pc_.grow_band);
   j.value("recover_orphans", pc_.recover_orphans);
+  j.value("residual_pass", pc_.residual_pass);
   j.value("slab_kurtosis", pc_.octree.slab_kurtosis);
   j.value("sibling_halves", pc_.octree.sibling_halves);
   j.value("grown", static_cast<std::size_t>(detection_.grown));
@@ -647,6 +660,7 @@ void PlaneDetection::report(Json& j) const {
   j.value("upload", t.upload).value("octree", t.octree).value("vote", t.vote);
   j.value("reduce", t.reduce).value("peaks", t.peaks).value("planes", t.planes);
   j.value("labels", t.labels).value("extent", t.extent).value("grow", t.grow);
+  j.value("residual", t.residual);
   j.value("total", t.total);
   j.end_object();
   j.values("analysis_seconds", analysis_seconds_);
@@ -656,6 +670,7 @@ void PlaneDetection::report(Json& j) const {
     j.value("upload", r.upload).value("octree", r.octree).value("vote", r.vote);
     j.value("reduce", r.reduce).value("peaks", r.peaks).value("planes", r.planes);
     j.value("labels", r.labels).value("extent", r.extent).value("grow", r.grow);
+    j.value("residual", r.residual);
     j.value("total", r.total);
     j.end_object();
   }

@@ -871,9 +871,11 @@ std::string scene_yaml(const std::string& kind, long points, const std::string& 
 TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
   for (const auto& [kind, prefix] : {std::pair<std::string, std::string>{"stairs", "tread"},
                                      std::pair<std::string, std::string>{"shelving", "board"}}) {
-    const auto run = run_case(
-        scene_yaml(kind, 150000, "  octree: {seed_octants: true, coplanar_children: true}\n"),
-        self_ranks());
+    const auto run =
+        run_case(scene_yaml(kind, 150000,
+                            "  residual_pass: true\n"
+                            "  octree: {seed_octants: true, coplanar_children: true}\n"),
+                 self_ranks());
     const GroundTruthScore* s = run->workload->score();
     ASSERT_NE(s, nullptr);
     const TreadCheck t = check_named(kind, *s, run->workload->detection().planes, prefix);
@@ -891,9 +893,16 @@ TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
     // Box a's side -y (775 points, rotated 0.4 rad): its nodes at the box's edges also hold the
     // top or the floor, and their planes of all points lean between the two; only the octant
     // seeds (seed_octants) bring enough of it to clusters.
+    // The boxes' other sides (361-680 points): their nodes at the box's edges also hold the top,
+    // the floor or the next side, so the octree takes 10-60% of their points into clusters; the
+    // residual round (residual_pass) finds them among the points the first round left. Box b's
+    // side +x (308 points against the minimum of 300) is still missed: 20-30 of its points lie
+    // in the floor's and the box top's clusters.
     if (kind == "stairs") {
-      for (const char* face : {"box b top", "box a side -y"})
+      for (const char* face : {"box b top", "box a side -y", "box a side +y", "box a side -x",
+                               "box a side +x", "box b side -y", "box b side +y"})
         EXPECT_EQ(check_named(kind, *s, run->workload->detection().planes, face).found, 1u) << face;
+      EXPECT_GE(s->found_required + 1, s->required);
     }
   }
   // Shelving's lowest board, 0.15 m above the floor: nodes small enough to hold it without the
@@ -1074,7 +1083,9 @@ TEST(Ranks, SamePlanesAndLabelsOnAnyRankCount) {
 
 // Planes recovered from orphan clusters (gathered over the ranks) are the same on any split.
 TEST(Ranks, StairsAndShelvingSamePlanesOnAnyRankCount) {
-  expect_same_planes_and_labels(scene_yaml("stairs", 150000));
+  // The stairs with the residual round: its candidates' inliers and refits are summed over the
+  // ranks as well.
+  expect_same_planes_and_labels(scene_yaml("stairs", 150000, "  residual_pass: true\n"));
   expect_same_planes_and_labels(scene_yaml("shelving", 150000));
 }
 
