@@ -19,6 +19,24 @@ namespace {
 
 constexpr int kFitTerms = 10;  // count, sum x (3), sum x x^T (6)
 
+// One plane of plane_bands' values (18: normal, offset, centroid, u, v, u/v extents, band): a
+// point's signed distance from it, and whether the point lies in its band and in its rectangle
+// widened by the band.
+struct PlaneBand {
+  const double* f;
+  APRON_HD double distance(const Vec4& q) const {
+    return f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
+  }
+  APRON_HD bool in_band(double distance) const { return distance <= f[17] && distance >= -f[17]; }
+  APRON_HD bool in_rectangle(const Vec4& q) const {
+    const double band = f[17];
+    const double d[3] = {q.x - f[4], q.y - f[5], q.z - f[6]};
+    const double u = d[0] * f[7] + d[1] * f[8] + d[2] * f[9];
+    const double v = d[0] * f[10] + d[1] * f[11] + d[2] * f[12];
+    return u >= f[13] - band && u <= f[14] + band && v >= f[15] - band && v <= f[16] + band;
+  }
+};
+
 // Growing (optional): a point on no cluster joins the nearest plane within `band` plane rms of
 // it whose rectangle (widened by the band) holds its projection.
 struct GrowLabels {
@@ -34,14 +52,9 @@ struct GrowLabels {
     int best = -1;
     double best_distance = 0;
     for (int p = 0; p < count; ++p) {
-      const double* f = planes + 18 * p;
-      const double band = f[17];
-      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
-      if (distance > band || distance < -band) continue;
-      const double d[3] = {q.x - f[4], q.y - f[5], q.z - f[6]};
-      const double u = d[0] * f[7] + d[1] * f[8] + d[2] * f[9];
-      const double v = d[0] * f[10] + d[1] * f[11] + d[2] * f[12];
-      if (u < f[13] - band || u > f[14] + band || v < f[15] - band || v > f[16] + band) continue;
+      const PlaneBand plane{planes + 18 * p};
+      const double distance = plane.distance(q);
+      if (!plane.in_band(distance) || !plane.in_rectangle(q)) continue;
       const double a = distance < 0 ? -distance : distance;
       if (best < 0 || a < best_distance) best = p, best_distance = a;
     }
@@ -62,10 +75,8 @@ struct OffPlanes {
     if (labels[i] >= 0) return false;
     const Vec4 q = points[i];
     for (int p = 0; p < count; ++p) {
-      const double* f = planes + 18 * p;
-      const double band = f[17];
-      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
-      if (distance <= band && distance >= -band) return false;
+      const PlaneBand plane{planes + 18 * p};
+      if (plane.in_band(plane.distance(q))) return false;
     }
     return true;
   }
@@ -99,14 +110,8 @@ struct CandidateLabels {
     if (labels[i] >= 0) return;
     const Vec4 q = points[i];
     for (int p = 0; p < count; ++p) {
-      const double* f = planes + 18 * p;
-      const double band = f[17];
-      const double distance = f[0] * q.x + f[1] * q.y + f[2] * q.z - f[3];
-      if (distance > band || distance < -band) continue;
-      const double d[3] = {q.x - f[4], q.y - f[5], q.z - f[6]};
-      const double u = d[0] * f[7] + d[1] * f[8] + d[2] * f[9];
-      const double v = d[0] * f[10] + d[1] * f[11] + d[2] * f[12];
-      if (u < f[13] - band || u > f[14] + band || v < f[15] - band || v > f[16] + band) continue;
+      const PlaneBand plane{planes + 18 * p};
+      if (!plane.in_band(plane.distance(q)) || !plane.in_rectangle(q)) continue;
       candidate[i] = p;
       return;
     }
