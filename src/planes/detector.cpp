@@ -372,7 +372,7 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
                  PlaneLabels{raw(octree_.point_cluster), raw(cluster_plane_), raw(labels_)});
   t.labels = elapsed(mark);
 
-  compute_extents(out.planes);
+  compute_extents(out.planes, labels_);
   t.extent = elapsed(mark);
   if (params_.residual_pass) {
     residual_round(out.planes, frame, out);
@@ -1089,9 +1089,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   residual_labels_.resize(n);
   for (int pass = 0; pass < params_.residual_passes; ++pass) {
     if (pass > 0) {  // the rectangle of the points it took, then widened again
-      std::swap(labels_, residual_labels_);
-      compute_extents(found);
-      std::swap(labels_, residual_labels_);
+      compute_extents(found, residual_labels_);
     }
     std::vector<Plane> widened = found;
     for (Plane& w : widened) {
@@ -1167,9 +1165,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   // A surface is as densely sampled as the others, within a factor: a candidate whose points
   // are sparser than residual_density times the first round's median density (inliers over
   // rectangle) is outliers in its band (a slab cut by the bounding box, spread wide).
-  std::swap(labels_, residual_labels_);
-  compute_extents(found);
-  std::swap(labels_, residual_labels_);
+  compute_extents(found, residual_labels_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
     return area > 0 ? points / area : 0.0;
@@ -1242,12 +1238,13 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   planes = std::move(sorted);
   plane_map_.assign(map.begin(), map.end());
   for_each_index(n, Relabel{raw(plane_map_), raw(labels_)});
-  compute_extents(planes);
+  compute_extents(planes, labels_);
 }
 
 // The oriented rectangles (in centred coordinates): each plane's smallest and largest
-// projections of its points on its in-plane axes, over all ranks.
-void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
+// projections of its points (those `labels` give it) on its in-plane axes, over all ranks.
+void PlaneDetector::compute_extents(std::vector<Plane>& planes,
+                                    const DeviceVector<std::int32_t>& labels) {
   std::vector<double> frames(9 * planes.size());
   for (std::size_t p = 0; p < planes.size(); ++p)
     for (int d = 0; d < 3; ++d) {
@@ -1259,10 +1256,10 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
   std::vector<double> most(4 * planes.size(), -1e300);  // minima as negated maxima
 #if defined(__CUDACC__)
   if (!sorted_extents_ && planes.size() <= static_cast<std::size_t>(kExtentPlanesMax))
-    extents_by_atomics(planes.size(), most);
+    extents_by_atomics(planes.size(), labels, most);
   else
 #endif
-    extents_by_sort(planes.size(), most);
+    extents_by_sort(planes.size(), labels, most);
   global_max(comm_, std::span<double>(most));
   for (std::size_t p = 0; p < planes.size(); ++p) {
     Plane& plane = planes[p];
@@ -1272,12 +1269,13 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes) {
 }
 
 #if defined(__CUDACC__)
-void PlaneDetector::extents_by_atomics(std::size_t planes, std::vector<double>& most) {
+void PlaneDetector::extents_by_atomics(std::size_t planes, const DeviceVector<std::int32_t>& labels,
+                                       std::vector<double>& most) {
   std::vector<int> init(4 * planes);
   for (std::size_t k = 0; k < init.size(); ++k)
     init[k] = k % 2 == 0 ? std::numeric_limits<int>::max() : std::numeric_limits<int>::min();
   extent_keys_.assign(init.begin(), init.end());
-  const std::size_t n = labels_.size();
+  const std::size_t n = labels.size();
   if (n > 0 && planes > 0) {
     int sms = 0, device = 0;
     cudaGetDevice(&device);
@@ -1286,7 +1284,7 @@ void PlaneDetector::extents_by_atomics(std::size_t planes, std::vector<double>& 
     const auto blocks = static_cast<unsigned>(std::max<std::size_t>(
         1, std::min<std::size_t>(wanted, static_cast<std::size_t>(std::max(1, sms)) * 8)));
     plane_extent_kernel<<<blocks, kBlockThreads, 4 * planes * sizeof(int)>>>(
-        n, raw(points_), raw(labels_), raw(plane_frames_), static_cast<int>(planes),
+        n, raw(points_), raw(labels), raw(plane_frames_), static_cast<int>(planes),
         raw(extent_keys_));
     check_launch("plane_extent_kernel");
   }
@@ -1303,11 +1301,12 @@ void PlaneDetector::extents_by_atomics(std::size_t planes, std::vector<double>& 
 
 // The portable path: the points sorted by label (one radix pass for up to 255 planes), each
 // plane's run reduced to the minimum and maximum projections.
-void PlaneDetector::extents_by_sort(std::size_t planes, std::vector<double>& most) {
-  const std::size_t n = labels_.size();
+void PlaneDetector::extents_by_sort(std::size_t planes, const DeviceVector<std::int32_t>& labels,
+                                    std::vector<double>& most) {
+  const std::size_t n = labels.size();
   label_keys_.resize(n);
   label_index_.resize(n);
-  for_each_index(n, LabelKeys{raw(labels_), raw(label_keys_), raw(label_index_)});
+  for_each_index(n, LabelKeys{raw(labels), raw(label_keys_), raw(label_index_)});
   sort_pairs(label_keys_, label_index_, n, key_bits(planes + 1));
   u_.resize(n);
   v_.resize(n);

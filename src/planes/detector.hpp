@@ -138,9 +138,11 @@ class PlaneDetector {
                                 std::vector<std::int32_t>& cluster_plane);
   void sum_votes();
   void residual_round(std::vector<Plane>& planes, const OctreeFrame& frame, Detection& out);
-  void compute_extents(std::vector<Plane>& planes);
-  void extents_by_sort(std::size_t planes, std::vector<double>& most);
-  void extents_by_atomics(std::size_t planes, std::vector<double>& most);
+  void compute_extents(std::vector<Plane>& planes, const DeviceVector<std::int32_t>& labels);
+  void extents_by_sort(std::size_t planes, const DeviceVector<std::int32_t>& labels,
+                       std::vector<double>& most);
+  void extents_by_atomics(std::size_t planes, const DeviceVector<std::int32_t>& labels,
+                          std::vector<double>& most);
   std::uint64_t grow_inliers(const std::vector<Plane>& planes);
   void to_cloud_coordinates(std::vector<Plane>& planes, const std::array<double, 3>& centre);
 
