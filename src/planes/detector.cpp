@@ -118,6 +118,13 @@ struct CandidateLabels {
   }
 };
 
+// Whether distances off a plane with these sums (count, sum d^2, sum d^4) spread as evenly as a
+// uniform slab's (OctreeParams::slab_kurtosis): their kurtosis below `limit` (0: no test); a
+// surface's noise has a larger one.
+bool slab_spread(double limit, double count, double d2, double d4) {
+  return limit > 0 && d2 > 0 && count * d4 < limit * d2 * d2;
+}
+
 // Labels through a map (the planes' new order).
 struct Relabel {
   const std::uint32_t* map;
@@ -1051,9 +1058,8 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
     const Cluster& c = host[k];
     // The slab test (OctreeParams::slab_kurtosis) on every cluster of enough points: uniform
     // outliers cut by the bounding box, however thin, have the kurtosis of a uniform slab.
-    const bool slab = params_.octree.slab_kurtosis > 0 &&
-                      static_cast<int>(c.count) >= params_.octree.slab_points && c.d2 > 0 &&
-                      c.count * c.d4 < params_.octree.slab_kurtosis * c.d2 * c.d2;
+    const bool slab = static_cast<int>(c.count) >= params_.octree.slab_points &&
+                      slab_spread(params_.octree.slab_kurtosis, c.count, c.d2, c.d4);
     if (c.eig[0] <= limit * limit && !slab) kept.push_back(k), thin.push_back(c);
   }
   residual_clusters_.assign(thin.begin(), thin.end());
@@ -1158,9 +1164,8 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   std::vector<char> slab(found.size(), 0);
   for (std::size_t q = 0; q < found.size(); ++q) {
     support[q] = std::llround(moments[3 * q]);
-    const double c = moments[3 * q], d2 = moments[3 * q + 1], d4 = moments[3 * q + 2];
-    slab[q] = params_.octree.slab_kurtosis > 0 && d2 > 0 &&
-              c * d4 < params_.octree.slab_kurtosis * d2 * d2;
+    slab[q] = slab_spread(params_.octree.slab_kurtosis, moments[3 * q], moments[3 * q + 1],
+                          moments[3 * q + 2]);
   }
   // A surface is as densely sampled as the others, within a factor: a candidate whose points
   // are sparser than residual_density times the first round's median density (inliers over
