@@ -98,17 +98,26 @@ struct ResidualLabels {
 // their clusters' points, most first) within whose band and rectangle it lies (-1: none; planes'
 // values as GrowLabels'). The first, not the nearest: a small tilted cluster at a face's corner
 // would take the strip of the face that its band crosses. Points near a first-round plane count
-// too: its band holds the strip of a face that meets it (a box's side at the floor).
+// too: its band holds the strip of a face that meets it (a box's side at the floor). With
+// `first` (the first round's planes' bands, as OffPlanes'), so do the points of a first-round
+// plane outside its band: its clusters took them although they lie off its fit (a neighbouring
+// face's strip in a node that passed the coplanarity test beside it).
 struct CandidateLabels {
   const Vec4* points;
   const double* planes;
   int count;
   const std::int32_t* labels;
+  const double* first;  // null: points on a first-round plane stay on it
   std::int32_t* candidate;
   APRON_HD void operator()(std::size_t i) const {
     candidate[i] = -1;
-    if (labels[i] >= 0) return;
+    const std::int32_t own = labels[i];
     const Vec4 q = points[i];
+    if (own >= 0) {
+      if (first == nullptr) return;
+      const PlaneBand plane{first + 18 * own};
+      if (plane.in_band(plane.distance(q))) return;
+    }
     for (int p = 0; p < count; ++p) {
       const PlaneBand plane{planes + 18 * p};
       if (!plane.in_band(plane.distance(q)) || !plane.in_rectangle(q)) continue;
@@ -1087,11 +1096,11 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
 std::size_t PlaneDetector::gather_residual_points(const std::vector<Plane>& planes) {
   const std::size_t n = labels_.size();
   const std::vector<double> bands = plane_bands(planes, params_.residual.band);
-  plane_frames_.assign(bands.begin(), bands.end());
+  first_bands_.assign(bands.begin(), bands.end());
   residual_index_.resize(n);
   const std::size_t r =
       n ? copy_indices_if(n, raw(residual_index_),
-                          OffPlanes{raw(points_), raw(plane_frames_),
+                          OffPlanes{raw(points_), raw(first_bands_),
                                     static_cast<int>(planes.size()), raw(labels_)})
         : 0;
   residual_points_.resize(r);
@@ -1149,9 +1158,11 @@ void PlaneDetector::label_candidates(const std::vector<Plane>& found, double lea
   const std::vector<double> bands = plane_bands(banded, params_.residual.band);
   plane_frames_.assign(bands.begin(), bands.end());
   residual_labels_.resize(labels_.size());
-  for_each_index(labels_.size(),
-                 CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
-                                 raw(labels_), raw(residual_labels_)});
+  for_each_index(
+      labels_.size(),
+      CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
+                      raw(labels_), params_.residual.reclaim ? raw(first_bands_) : nullptr,
+                      raw(residual_labels_)});
 }
 
 // A candidate's inliers: the points on no plane within its band (residual.band times the larger
@@ -1293,9 +1304,26 @@ void PlaneDetector::adopt_candidate_planes(std::vector<Plane>& planes,
     if (renumber[q] >= 0)
       candidate_plane[q] =
           static_cast<std::uint32_t>(target[static_cast<std::size_t>(renumber[q])]);
+  if (params_.residual.reclaim) release_reclaimed(planes, first, candidate_plane);
   plane_map_.assign(candidate_plane.begin(), candidate_plane.end());
   for_each_index(labels_.size(),
                  ResidualLabels{raw(residual_labels_), raw(plane_map_), raw(labels_)});
+}
+
+// The points that the found planes (candidate_plane: per candidate its plane, or none) reclaimed
+// from the first `first` planes leave them: those planes' inliers less theirs, over all ranks.
+void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t first,
+                                      const std::vector<std::uint32_t>& candidate_plane) {
+  std::vector<std::int32_t> label(labels_.size()), candidate(labels_.size());
+  apron::copy(labels_.begin(), labels_.end(), label.begin());
+  apron::copy(residual_labels_.begin(), residual_labels_.end(), candidate.begin());
+  std::vector<std::int64_t> left(first, 0);
+  for (std::size_t i = 0; i < label.size(); ++i)
+    if (label[i] >= 0 && candidate[i] >= 0 &&
+        candidate_plane[static_cast<std::size_t>(candidate[i])] != 0xffffffffu)
+      ++left[static_cast<std::size_t>(label[i])];
+  global_sum(comm_, std::span<std::int64_t>(left));
+  for (std::size_t p = 0; p < first; ++p) planes[p].inliers -= static_cast<std::uint64_t>(left[p]);
 }
 
 // The planes by inliers again, most first (ties: the earlier plane first), and the labels

@@ -125,6 +125,8 @@ class PlaneDetector {
                                                   const std::vector<Vec4>& host_points);
   void adopt_candidate_planes(std::vector<Plane>& planes, const std::vector<Plane>& found,
                               const std::vector<std::int32_t>& renumber, Detection& out);
+  void release_reclaimed(std::vector<Plane>& planes, std::size_t first,
+                         const std::vector<std::uint32_t>& candidate_plane);
   void sort_by_inliers(std::vector<Plane>& planes);
   void compute_extents(std::vector<Plane>& planes, const DeviceVector<std::int32_t>& labels);
   void extents_by_sort(std::size_t planes, const DeviceVector<std::int32_t>& labels,
@@ -143,6 +145,7 @@ class PlaneDetector {
   DeviceVector<std::uint32_t> peak_cells_;
   DeviceVector<std::int32_t> cluster_peak_, cluster_plane_, labels_;
   DeviceVector<double> plane_frames_;
+  DeviceVector<double> first_bands_;  // the residual round: the first round's planes' bands
   DeviceVector<float> u_, v_, run_extent_;
   DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
   DeviceVector<std::uint32_t> grown_;

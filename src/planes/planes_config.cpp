@@ -95,6 +95,7 @@ std::shared_ptr<const PlanesConfig> read_planes_config(MapReader& root) {
   c->residual.votes = m.in_range("residual_votes", 0, 1, c->residual.votes);
   c->residual.passes = int_in_range(m, "residual_passes", 1, 20, c->residual.passes);
   c->residual.density = m.in_range("residual_density", 0, 1, c->residual.density);
+  c->residual.reclaim = m.get<bool>("residual_reclaim", c->residual.reclaim);
   c->balance = m.choice("balance", {"cost", "count"}, c->balance);
   c->point_output = m.get<bool>("point_output", c->point_output);
   c->repeat = int_in_range(m, "repeat", 1, 1000, c->repeat);

@@ -36,6 +36,11 @@ struct ResidualParams {
   // A candidate's inliers over its rectangle at least this times the first round's median (a
   // surface's sampling density against outliers spread in a band; `residual_density`).
   double density = 0.1;
+  // A candidate also takes the points of a first-round plane that lie outside that plane's band:
+  // its clusters took them although they lie off its fit (a box side's strip in the floor's or
+  // the box top's nodes), and they leave it when the candidate is a plane
+  // (`residual_reclaim`; false: the points on a first-round plane stay on it).
+  bool reclaim = true;
 };
 
 }  // namespace apron::planes
