@@ -127,6 +127,49 @@ struct CandidateLabels {
   }
 };
 
+// One point's share of candidate c's sums (PlaneDetector::candidate_sums): nothing unless the
+// point is c's; its coordinates, or (distances) its distance off the plane through plane[3..5]
+// with normal plane[0..2].
+struct CandidateMoments {
+  const Vec4* points;
+  const std::int32_t* candidate;
+  std::int32_t c;
+  bool distances;
+  double plane[6];
+  APRON_HD Moments operator()(std::size_t i) const {
+    Moments m;
+    if (candidate[i] != c) return m;
+    const Vec4 x = points[i];
+    if (!distances) {
+      m.add(x.x, x.y, x.z);
+      return m;
+    }
+    m.count = 1;
+    m.add_distance(plane[0] * (x.x - plane[3]) + plane[1] * (x.y - plane[4]) +
+                   plane[2] * (x.z - plane[5]));
+    return m;
+  }
+};
+struct MergeMoments {
+  APRON_HD Moments operator()(Moments a, const Moments& b) const {
+    a.merge(b);
+    return a;
+  }
+};
+
+// 1 where a point of first-round plane p went to a candidate that is a plane (map: per
+// candidate its plane, 0xffffffff none).
+struct Reclaimed {
+  const std::int32_t* labels;
+  const std::int32_t* candidate;
+  const std::uint32_t* map;
+  std::int32_t p;
+  APRON_HD std::int64_t operator()(std::size_t i) const {
+    const std::int32_t c = candidate[i];
+    return labels[i] == p && c >= 0 && map[c] != 0xffffffffu ? 1 : 0;
+  }
+};
+
 // Whether distances off a plane with these sums (count, sum d^2, sum d^4) spread as evenly as a
 // uniform slab's (OctreeParams::slab_kurtosis): their kurtosis below `limit` (0: no test); a
 // surface's noise has a larger one.
@@ -1081,10 +1124,8 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   if (found.empty()) return;
 
   grow_candidates(found, noise);
-  std::vector<Vec4> host_points(points_.size());
-  apron::copy(points_.begin(), points_.end(), host_points.begin());
-  refit_candidates(found, noise, host_points);
-  const std::vector<std::int32_t> renumber = keep_candidate_planes(found, planes, host_points);
+  refit_candidates(found, noise);
+  const std::vector<std::int32_t> renumber = keep_candidate_planes(found, planes);
   if (found.empty()) return;
   adopt_candidate_planes(planes, found, renumber, out);
   sort_by_inliers(planes);
@@ -1184,27 +1225,23 @@ void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
   }
 }
 
-// Per candidate, the sums of its points (residual_labels_) over all ranks: with `about` null
-// their coordinates' (Moments::add), otherwise their distances' off about[candidate]
-// (count, Moments::add_distance).
+// Per candidate, the sums of its points (residual_labels_) over all ranks, on the device (one
+// reduction per candidate: a few dozen): with `about` null their coordinates' (Moments::add),
+// otherwise their distances' off about[candidate] (count, Moments::add_distance).
 std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
-                                                   const std::vector<Vec4>& host_points,
                                                    const std::vector<Plane>* about) {
-  std::vector<std::int32_t> label(residual_labels_.size());
-  apron::copy(residual_labels_.begin(), residual_labels_.end(), label.begin());
   std::vector<Moments> sums(candidates);
-  for (std::size_t i = 0; i < label.size(); ++i) {
-    if (label[i] < 0) continue;
-    const auto q = static_cast<std::size_t>(label[i]);
-    const Vec4& x = host_points[i];
-    if (!about) {
-      sums[q].add(x.x, x.y, x.z);
-      continue;
+  for (std::size_t q = 0; q < candidates; ++q) {
+    CandidateMoments f{
+        raw(points_), raw(residual_labels_), static_cast<std::int32_t>(q), false, {}};
+    if (about) {
+      f.distances = true;
+      for (int d = 0; d < 3; ++d) {
+        f.plane[d] = (*about)[q].normal[d];
+        f.plane[3 + d] = (*about)[q].centroid[d];
+      }
     }
-    const Plane& f = (*about)[q];
-    sums[q].count += 1;
-    sums[q].add_distance(f.normal[0] * (x.x - f.centroid[0]) + f.normal[1] * (x.y - f.centroid[1]) +
-                         f.normal[2] * (x.z - f.centroid[2]));
+    sums[q] = transform_reduce(residual_labels_.size(), f, Moments{}, MergeMoments{});
   }
   sum_over_ranks(comm_, sums);
   return sums;
@@ -1213,9 +1250,8 @@ std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
 // Each candidate refitted to the points it took (its clusters' normal, from a few dozen points,
 // may tilt by degrees), then its points taken once more about the refitted plane, within the
 // refit's rectangle and a band of residual.band noise deviations.
-void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise,
-                                     const std::vector<Vec4>& host_points) {
-  const std::vector<Moments> sums = candidate_sums(found.size(), host_points, nullptr);
+void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise) {
+  const std::vector<Moments> sums = candidate_sums(found.size(), nullptr);
   for (std::size_t q = 0; q < found.size(); ++q) {
     if (sums[q].count < 3) continue;
     const std::uint64_t clusters = found[q].clusters;
@@ -1235,10 +1271,9 @@ void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise,
 // surface's noise does not), and it is as densely sampled as the first round's planes within a
 // factor (residual.density times their median density, inliers over rectangle: a candidate
 // sparser than that is outliers in its band, a slab cut by the bounding box, spread wide).
-std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(
-    std::vector<Plane>& found, const std::vector<Plane>& planes,
-    const std::vector<Vec4>& host_points) {
-  const std::vector<Moments> spread = candidate_sums(found.size(), host_points, &found);
+std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane>& found,
+                                                               const std::vector<Plane>& planes) {
+  const std::vector<Moments> spread = candidate_sums(found.size(), &found);
   compute_extents(found, residual_labels_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
@@ -1304,24 +1339,21 @@ void PlaneDetector::adopt_candidate_planes(std::vector<Plane>& planes,
     if (renumber[q] >= 0)
       candidate_plane[q] =
           static_cast<std::uint32_t>(target[static_cast<std::size_t>(renumber[q])]);
-  if (params_.residual.reclaim) release_reclaimed(planes, first, candidate_plane);
   plane_map_.assign(candidate_plane.begin(), candidate_plane.end());
+  if (params_.residual.reclaim) release_reclaimed(planes, first);
   for_each_index(labels_.size(),
                  ResidualLabels{raw(residual_labels_), raw(plane_map_), raw(labels_)});
 }
 
-// The points that the found planes (candidate_plane: per candidate its plane, or none) reclaimed
-// from the first `first` planes leave them: those planes' inliers less theirs, over all ranks.
-void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t first,
-                                      const std::vector<std::uint32_t>& candidate_plane) {
-  std::vector<std::int32_t> label(labels_.size()), candidate(labels_.size());
-  apron::copy(labels_.begin(), labels_.end(), label.begin());
-  apron::copy(residual_labels_.begin(), residual_labels_.end(), candidate.begin());
+// The points that the found planes (plane_map_: per candidate its plane, or none) reclaimed from
+// the first `first` planes leave them: those planes' inliers less theirs, over all ranks.
+void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t first) {
   std::vector<std::int64_t> left(first, 0);
-  for (std::size_t i = 0; i < label.size(); ++i)
-    if (label[i] >= 0 && candidate[i] >= 0 &&
-        candidate_plane[static_cast<std::size_t>(candidate[i])] != 0xffffffffu)
-      ++left[static_cast<std::size_t>(label[i])];
+  for (std::size_t p = 0; p < first; ++p)
+    left[p] = transform_reduce(labels_.size(),
+                               Reclaimed{raw(labels_), raw(residual_labels_), raw(plane_map_),
+                                         static_cast<std::int32_t>(p)},
+                               std::int64_t{0}, Plus{});
   global_sum(comm_, std::span<std::int64_t>(left));
   for (std::size_t p = 0; p < first; ++p) planes[p].inliers -= static_cast<std::uint64_t>(left[p]);
 }

@@ -116,17 +116,13 @@ class PlaneDetector {
   std::vector<Plane> residual_candidates(double limit);
   void grow_candidates(std::vector<Plane>& found, double noise);
   void label_candidates(const std::vector<Plane>& found, double least_rms);
-  std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Vec4>& host_points,
-                                      const std::vector<Plane>* about);
-  void refit_candidates(std::vector<Plane>& found, double noise,
-                        const std::vector<Vec4>& host_points);
+  std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Plane>* about);
+  void refit_candidates(std::vector<Plane>& found, double noise);
   std::vector<std::int32_t> keep_candidate_planes(std::vector<Plane>& found,
-                                                  const std::vector<Plane>& planes,
-                                                  const std::vector<Vec4>& host_points);
+                                                  const std::vector<Plane>& planes);
   void adopt_candidate_planes(std::vector<Plane>& planes, const std::vector<Plane>& found,
                               const std::vector<std::int32_t>& renumber, Detection& out);
-  void release_reclaimed(std::vector<Plane>& planes, std::size_t first,
-                         const std::vector<std::uint32_t>& candidate_plane);
+  void release_reclaimed(std::vector<Plane>& planes, std::size_t first);
   void sort_by_inliers(std::vector<Plane>& planes);
   void compute_extents(std::vector<Plane>& planes, const DeviceVector<std::int32_t>& labels);
   void extents_by_sort(std::size_t planes, const DeviceVector<std::int32_t>& labels,
