@@ -98,23 +98,75 @@ struct ResidualLabels {
 // their clusters' points, most first) within whose band and rectangle it lies (-1: none; planes'
 // values as GrowLabels'). The first, not the nearest: a small tilted cluster at a face's corner
 // would take the strip of the face that its band crosses. Points near a first-round plane count
-// too: its band holds the strip of a face that meets it (a box's side at the floor).
+// too: its band holds the strip of a face that meets it (a box's side at the floor). With
+// `first` (the first round's planes' bands, as OffPlanes'), so do the points of a first-round
+// plane outside its band: its clusters took them although they lie off its fit (a neighbouring
+// face's strip in a node that passed the coplanarity test beside it).
 struct CandidateLabels {
   const Vec4* points;
   const double* planes;
   int count;
   const std::int32_t* labels;
+  const double* first;  // null: points on a first-round plane stay on it
   std::int32_t* candidate;
   APRON_HD void operator()(std::size_t i) const {
     candidate[i] = -1;
-    if (labels[i] >= 0) return;
+    const std::int32_t own = labels[i];
     const Vec4 q = points[i];
+    if (own >= 0) {
+      if (first == nullptr) return;
+      const PlaneBand plane{first + 18 * own};
+      if (plane.in_band(plane.distance(q))) return;
+    }
     for (int p = 0; p < count; ++p) {
       const PlaneBand plane{planes + 18 * p};
       if (!plane.in_band(plane.distance(q)) || !plane.in_rectangle(q)) continue;
       candidate[i] = p;
       return;
     }
+  }
+};
+
+// One point's share of candidate c's sums (PlaneDetector::candidate_sums): nothing unless the
+// point is c's; its coordinates, or (distances) its distance off the plane through plane[3..5]
+// with normal plane[0..2].
+struct CandidateMoments {
+  const Vec4* points;
+  const std::int32_t* candidate;
+  std::int32_t c;
+  bool distances;
+  double plane[6];
+  APRON_HD Moments operator()(std::size_t i) const {
+    Moments m;
+    if (candidate[i] != c) return m;
+    const Vec4 x = points[i];
+    if (!distances) {
+      m.add(x.x, x.y, x.z);
+      return m;
+    }
+    m.count = 1;
+    m.add_distance(plane[0] * (x.x - plane[3]) + plane[1] * (x.y - plane[4]) +
+                   plane[2] * (x.z - plane[5]));
+    return m;
+  }
+};
+struct MergeMoments {
+  APRON_HD Moments operator()(Moments a, const Moments& b) const {
+    a.merge(b);
+    return a;
+  }
+};
+
+// 1 where a point of first-round plane p went to a candidate that is a plane (map: per
+// candidate its plane, 0xffffffff none).
+struct Reclaimed {
+  const std::int32_t* labels;
+  const std::int32_t* candidate;
+  const std::uint32_t* map;
+  std::int32_t p;
+  APRON_HD std::int64_t operator()(std::size_t i) const {
+    const std::int32_t c = candidate[i];
+    return labels[i] == p && c >= 0 && map[c] != 0xffffffffu ? 1 : 0;
   }
 };
 
@@ -274,12 +326,8 @@ void add_cluster(const Cluster& c, double* sums) {
 }
 
 // The least-squares plane of summed inliers, in centred coordinates (normal . mean >= 0).
-Plane fit(const double* sums) {
+Plane fit(const Moments& m) {
   Plane p;
-  Moments m;
-  m.count = sums[0];
-  for (int d = 0; d < 3; ++d) m.s[d] = sums[1 + d];
-  for (int k = 0; k < 6; ++k) m.ss[k] = sums[4 + k];
   double mean[3];
   const Eigen3 e = eigen_symmetric(m.covariance(mean));
   double dot = 0;
@@ -299,9 +347,41 @@ Plane fit(const double* sums) {
   const double half_v = std::sqrt(3 * std::max(0.0, e.value[1]));
   p.u_min = -half_u, p.u_max = half_u, p.v_min = -half_v, p.v_max = half_v;
   p.offset = std::fabs(dot);
-  p.inliers = static_cast<std::uint64_t>(std::llround(sums[0]));
+  p.inliers = static_cast<std::uint64_t>(std::llround(m.count));
   p.rms = std::sqrt(std::max(0.0, e.value[0]));
   return p;
+}
+
+// The same from sums laid out as count, sum x (3), sum x x^T (6) (kFitTerms).
+Plane fit(const double* sums) {
+  Moments m;
+  m.count = sums[0];
+  for (int d = 0; d < 3; ++d) m.s[d] = sums[1 + d];
+  for (int k = 0; k < 6; ++k) m.ss[k] = sums[4 + k];
+  return fit(m);
+}
+
+// Moments summed over all ranks, term by term.
+void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
+  constexpr int kTerms = 12;  // count, s (3), ss (6), d2, d4
+  std::vector<double> flat(kTerms * moments.size());
+  for (std::size_t q = 0; q < moments.size(); ++q) {
+    const Moments& m = moments[q];
+    double* at = flat.data() + kTerms * q;
+    at[0] = m.count;
+    for (int d = 0; d < 3; ++d) at[1 + d] = m.s[d];
+    for (int k = 0; k < 6; ++k) at[4 + k] = m.ss[k];
+    at[10] = m.d2, at[11] = m.d4;
+  }
+  global_sum(comm, std::span<double>(flat));
+  for (std::size_t q = 0; q < moments.size(); ++q) {
+    Moments& m = moments[q];
+    const double* at = flat.data() + kTerms * q;
+    m.count = at[0];
+    for (int d = 0; d < 3; ++d) m.s[d] = at[1 + d];
+    for (int k = 0; k < 6; ++k) m.ss[k] = at[4 + k];
+    m.d2 = at[10], m.d4 = at[11];
+  }
 }
 
 int find_root(std::vector<int>& parent, int i) {
@@ -381,7 +461,7 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
 
   compute_extents(out.planes, labels_);
   t.extent = elapsed(mark);
-  if (params_.residual_pass) {
+  if (params_.residual.on) {
     residual_round(out.planes, frame, out);
     t.residual = elapsed(mark);
   }
@@ -1021,155 +1101,179 @@ void PlaneDetector::sum_votes() {
   apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
 }
 
-// The second round (DetectorParams::residual_pass) over the points the first left off every
-// plane; planes in centred coordinates, their extents known. Every decision follows from sums
-// over all ranks, so the ranks add the same planes.
+// The second round (DetectorParams::residual) over the points the first left off every plane;
+// planes in centred coordinates, their extents known. Every decision follows from sums over all
+// ranks, so the ranks add the same planes.
 void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame& frame,
                                    Detection& out) {
+  std::vector<double> rms;
+  for (const Plane& p : planes) rms.push_back(p.rms);
+  std::sort(rms.begin(), rms.end());
+  const double noise = rms.empty() ? 0 : rms[rms.size() / 2];  // the first round's
+  const double limit = params_.residual.noise * noise;
+
+  const std::size_t points = gather_residual_points(planes);
+  residual_octree_.build(residual_points_, points, frame, params_.octree);
+  const std::size_t voting = vote_thin_clusters(limit);
+  std::vector<Plane> found = residual_candidates(limit);
+  std::vector<std::int64_t> counts = {static_cast<std::int64_t>(points),
+                                      static_cast<std::int64_t>(voting)};
+  global_sum(comm_, std::span<std::int64_t>(counts));
+  out.residual_points = static_cast<std::uint64_t>(counts[0]);
+  out.residual_clusters = static_cast<std::uint64_t>(counts[1]);
+  if (found.empty()) return;
+
+  grow_candidates(found, noise);
+  refit_candidates(found, noise);
+  const std::vector<std::int32_t> renumber = keep_candidate_planes(found, planes);
+  if (found.empty()) return;
+  adopt_candidate_planes(planes, found, renumber, out);
+  sort_by_inliers(planes);
+  compute_extents(planes, labels_);
+}
+
+// The residual round's points (residual_points_): those on no plane and outside every plane's
+// band; returns their count on this rank.
+std::size_t PlaneDetector::gather_residual_points(const std::vector<Plane>& planes) {
   const std::size_t n = labels_.size();
-  const std::vector<double> bands = plane_bands(planes, params_.residual_band);
-  plane_frames_.assign(bands.begin(), bands.end());
+  const std::vector<double> bands = plane_bands(planes, params_.residual.band);
+  first_bands_.assign(bands.begin(), bands.end());
   residual_index_.resize(n);
   const std::size_t r =
       n ? copy_indices_if(n, raw(residual_index_),
-                          OffPlanes{raw(points_), raw(plane_frames_),
+                          OffPlanes{raw(points_), raw(first_bands_),
                                     static_cast<int>(planes.size()), raw(labels_)})
         : 0;
   residual_points_.resize(r);
   if (r > 0)
     apron::gather(residual_index_.begin(), residual_index_.begin() + static_cast<std::ptrdiff_t>(r),
                   points_.begin(), residual_points_.begin());
-  residual_octree_.build(residual_points_, r, frame, params_.octree);
+  return r;
+}
 
-  // Its clusters thicker than residual_noise times the first round's noise (the median of its
-  // planes' rms), or slabs by their kurtosis, do not vote: with the surfaces' points gone, a node
-  // cut by the cloud's bounding box holds a slab of outliers only, thin enough to pass the node
-  // test.
-  std::vector<double> rms;
-  for (const Plane& p : planes) rms.push_back(p.rms);
-  std::sort(rms.begin(), rms.end());
-  const double noise = rms.empty() ? 0 : rms[rms.size() / 2];
-  const double limit = params_.residual_noise * noise;
+// The residual octree's clusters no thicker than `limit` and not slabs by their kurtosis vote
+// (into residual_clusters_), and the votes' peaks are found; returns the voting clusters' count
+// on this rank. With the surfaces' points gone, a node cut by the cloud's bounding box holds a
+// slab of outliers only, thin enough to pass the node test.
+std::size_t PlaneDetector::vote_thin_clusters(double limit) {
   const std::size_t all = residual_octree_.clusters.size();
   std::vector<Cluster> host(all), thin;
   apron::copy(residual_octree_.clusters.begin(), residual_octree_.clusters.end(), host.begin());
-  std::vector<std::size_t> kept;
-  for (std::size_t k = 0; k < all; ++k) {
-    const Cluster& c = host[k];
+  for (const Cluster& c : host) {
     // The slab test (OctreeParams::slab_kurtosis) on every cluster of enough points: uniform
     // outliers cut by the bounding box, however thin, have the kurtosis of a uniform slab.
     const bool slab = static_cast<int>(c.count) >= params_.octree.slab_points &&
                       slab_spread(params_.octree.slab_kurtosis, c.count, c.d2, c.d4);
-    if (c.eig[0] <= limit * limit && !slab) kept.push_back(k), thin.push_back(c);
+    if (c.eig[0] <= limit * limit && !slab) thin.push_back(c);
   }
   residual_clusters_.assign(thin.begin(), thin.end());
   accumulator_->vote(residual_clusters_, params_.voting);
   sum_votes();
   accumulator_->smooth();
+  return thin.size();
+}
+
+// Candidates: the planes of the voting clusters' peaks from the octree's minimum of points on,
+// no thicker than `limit`.
+std::vector<Plane> PlaneDetector::residual_candidates(double limit) {
   const std::vector<std::uint32_t> peaks =
-      accumulator_->peaks(params_.residual_votes * params_.min_votes);
+      accumulator_->peaks(params_.residual.votes * params_.min_votes);
   peak_cells_.assign(peaks.begin(), peaks.end());
   assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
-  // Candidates: planes of these clusters from the octree's minimum of points on, no thicker
-  // than the limit.
   DetectorParams loose = params_;
   loose.min_plane_points = static_cast<std::uint64_t>(std::max(3, params_.octree.min_points));
-  std::vector<std::int32_t> kept_plane;
-  std::vector<Plane> found = fit_planes(residual_clusters_, peaks, loose, kept_plane);
+  std::vector<std::int32_t> cluster_plane;
+  std::vector<Plane> found = fit_planes(residual_clusters_, peaks, loose, cluster_plane);
   std::size_t fine = 0;
   for (std::size_t q = 0; q < found.size(); ++q)
     if (found[q].rms <= limit) found[fine++] = found[q];
   found.resize(fine);
-  std::vector<std::int64_t> counts = {static_cast<std::int64_t>(r),
-                                      static_cast<std::int64_t>(kept.size())};
-  global_sum(comm_, std::span<std::int64_t>(counts));
-  out.residual_points = static_cast<std::uint64_t>(counts[0]);
-  out.residual_clusters = static_cast<std::uint64_t>(counts[1]);
-  if (found.empty()) return;
+  return found;
+}
 
-  // A candidate's inliers: the residual points within residual_band of its rms of it and within
-  // its clusters' rectangle widened by residual_widen of its half-widths (each point to the
-  // nearest such candidate). The clusters alone hold too few: a face's nodes that also held
-  // its neighbours' strips or a corner of the next face failed in this octree too. A candidate
-  // with at least the minimum of inliers (over all ranks) is a plane.
-  residual_labels_.resize(n);
-  for (int pass = 0; pass < params_.residual_passes; ++pass) {
-    if (pass > 0) {  // the rectangle of the points it took, then widened again
-      compute_extents(found, residual_labels_);
-    }
+// Labels the points on no plane by candidate (residual_labels_, CandidateLabels), each candidate
+// with a band of residual.band times the larger of its rms and `least_rms`.
+void PlaneDetector::label_candidates(const std::vector<Plane>& found, double least_rms) {
+  std::vector<Plane> banded = found;
+  for (Plane& w : banded) w.rms = std::max(w.rms, least_rms);
+  const std::vector<double> bands = plane_bands(banded, params_.residual.band);
+  plane_frames_.assign(bands.begin(), bands.end());
+  residual_labels_.resize(labels_.size());
+  for_each_index(
+      labels_.size(),
+      CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
+                      raw(labels_), params_.residual.reclaim ? raw(first_bands_) : nullptr,
+                      raw(residual_labels_)});
+}
+
+// A candidate's inliers: the points on no plane within its band (residual.band times the larger
+// of its rms and the noise: a small cluster's own spread underestimates the noise) and within
+// its clusters' rectangle widened by residual.widen of its half-widths, then residual.passes - 1
+// times within the rectangle of the points it took, widened again. The clusters alone hold too
+// few: a face's nodes that also held its neighbours' strips or a corner of the next face failed
+// in this octree too.
+void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
+  for (int pass = 0; pass < params_.residual.passes; ++pass) {
+    if (pass > 0) compute_extents(found, residual_labels_);
     std::vector<Plane> widened = found;
     for (Plane& w : widened) {
-      w.rms = std::max(w.rms, noise);  // a small cluster's own spread underestimates the noise
-      const double grow_u = 0.5 * params_.residual_widen * (w.u_max - w.u_min);
-      const double grow_v = 0.5 * params_.residual_widen * (w.v_max - w.v_min);
+      const double grow_u = 0.5 * params_.residual.widen * (w.u_max - w.u_min);
+      const double grow_v = 0.5 * params_.residual.widen * (w.v_max - w.v_min);
       w.u_min -= grow_u, w.u_max += grow_u, w.v_min -= grow_v, w.v_max += grow_v;
     }
-    const std::vector<double> candidate_bands = plane_bands(widened, params_.residual_band);
-    plane_frames_.assign(candidate_bands.begin(), candidate_bands.end());
-    for_each_index(n,
-                   CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
-                                   raw(labels_), raw(residual_labels_)});
+    label_candidates(widened, noise);
   }
-  // Each candidate refitted to the points it took (its clusters' normal, from a few dozen
-  // points, may tilt by degrees), then its points taken once more about the refitted plane,
-  // within the refit's rectangle and a band of residual_band noise deviations.
-  std::vector<std::int32_t> support_label(n);
-  apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
-  std::vector<Vec4> host_points(n);
-  apron::copy(points_.begin(), points_.end(), host_points.begin());
-  std::vector<double> sums(kFitTerms * found.size(), 0.0);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (support_label[i] < 0) continue;
-    double* at = sums.data() + kFitTerms * static_cast<std::size_t>(support_label[i]);
-    const double x[3] = {host_points[i].x, host_points[i].y, host_points[i].z};
-    at[0] += 1;
-    for (int d = 0; d < 3; ++d) at[1 + d] += x[d];
-    const int ij[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}};
-    for (int k = 0; k < 6; ++k) at[4 + k] += x[ij[k][0]] * x[ij[k][1]];
+}
+
+// Per candidate, the sums of its points (residual_labels_) over all ranks, on the device (one
+// reduction per candidate: a few dozen): with `about` null their coordinates' (Moments::add),
+// otherwise their distances' off about[candidate] (count, Moments::add_distance).
+std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
+                                                   const std::vector<Plane>* about) {
+  std::vector<Moments> sums(candidates);
+  for (std::size_t q = 0; q < candidates; ++q) {
+    CandidateMoments f{
+        raw(points_), raw(residual_labels_), static_cast<std::int32_t>(q), false, {}};
+    if (about) {
+      f.distances = true;
+      for (int d = 0; d < 3; ++d) {
+        f.plane[d] = (*about)[q].normal[d];
+        f.plane[3 + d] = (*about)[q].centroid[d];
+      }
+    }
+    sums[q] = transform_reduce(residual_labels_.size(), f, Moments{}, MergeMoments{});
   }
-  global_sum(comm_, std::span<double>(sums));
+  sum_over_ranks(comm_, sums);
+  return sums;
+}
+
+// Each candidate refitted to the points it took (its clusters' normal, from a few dozen points,
+// may tilt by degrees), then its points taken once more about the refitted plane, within the
+// refit's rectangle and a band of residual.band noise deviations.
+void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise) {
+  const std::vector<Moments> sums = candidate_sums(found.size(), nullptr);
   for (std::size_t q = 0; q < found.size(); ++q) {
-    if (sums[kFitTerms * q] < 3) continue;
-    const Plane refit = fit(sums.data() + kFitTerms * q);
+    if (sums[q].count < 3) continue;
     const std::uint64_t clusters = found[q].clusters;
-    found[q] = refit;
+    found[q] = fit(sums[q]);
     found[q].clusters = clusters;
     found[q].peak_cell = kNoPeak;
   }
   std::vector<Plane> banded = found;
   for (Plane& w : banded) w.rms = noise;
-  const std::vector<double> final_bands = plane_bands(banded, params_.residual_band);
-  plane_frames_.assign(final_bands.begin(), final_bands.end());
-  for_each_index(n,
-                 CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
-                                 raw(labels_), raw(residual_labels_)});
-  apron::copy(residual_labels_.begin(), residual_labels_.end(), support_label.begin());
-  // Its points' distances off it: their kurtosis, as the slab test's (OctreeParams::
-  // slab_kurtosis): strips of other surfaces crossing a tilted candidate's band (a floor and a
-  // wall at their corner) lie evenly across it, a surface's noise does not.
-  std::vector<double> moments(3 * found.size(), 0.0);  // count, d^2, d^4
-  for (std::size_t i = 0; i < n; ++i) {
-    if (support_label[i] < 0) continue;
-    const auto q = static_cast<std::size_t>(support_label[i]);
-    const Plane& f = found[q];
-    const double d = f.normal[0] * (host_points[i].x - f.centroid[0]) +
-                     f.normal[1] * (host_points[i].y - f.centroid[1]) +
-                     f.normal[2] * (host_points[i].z - f.centroid[2]);
-    moments[3 * q] += 1;
-    moments[3 * q + 1] += d * d;
-    moments[3 * q + 2] += d * d * d * d;
-  }
-  global_sum(comm_, std::span<double>(moments));
-  std::vector<std::int64_t> support(found.size(), 0);
-  std::vector<char> slab(found.size(), 0);
-  for (std::size_t q = 0; q < found.size(); ++q) {
-    support[q] = std::llround(moments[3 * q]);
-    slab[q] = slab_spread(params_.octree.slab_kurtosis, moments[3 * q], moments[3 * q + 1],
-                          moments[3 * q + 2]);
-  }
-  // A surface is as densely sampled as the others, within a factor: a candidate whose points
-  // are sparser than residual_density times the first round's median density (inliers over
-  // rectangle) is outliers in its band (a slab cut by the bounding box, spread wide).
+  label_candidates(banded, 0);
+}
+
+// The candidates that are planes, in `found` (their inliers set), and per candidate its number
+// among them (-1: none). A plane holds at least min_plane_points, its points' distances off it
+// are not a slab's by their kurtosis (OctreeParams::slab_kurtosis: strips of other surfaces
+// crossing a tilted candidate's band, a floor and a wall at their corner, lie evenly across it, a
+// surface's noise does not), and it is as densely sampled as the first round's planes within a
+// factor (residual.density times their median density, inliers over rectangle: a candidate
+// sparser than that is outliers in its band, a slab cut by the bounding box, spread wide).
+std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane>& found,
+                                                               const std::vector<Plane>& planes) {
+  const std::vector<Moments> spread = candidate_sums(found.size(), &found);
   compute_extents(found, residual_labels_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
@@ -1179,21 +1283,30 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   for (const Plane& p : planes) densities.push_back(density(static_cast<double>(p.inliers), p));
   std::sort(densities.begin(), densities.end());
   const double min_density =
-      densities.empty() ? 0 : params_.residual_density * densities[densities.size() / 2];
+      densities.empty() ? 0 : params_.residual.density * densities[densities.size() / 2];
   std::vector<std::int32_t> renumber(found.size(), -1);
-  fine = 0;
-  for (std::size_t q = 0; q < found.size(); ++q)
-    if (support[q] >= static_cast<std::int64_t>(params_.min_plane_points) && !slab[q] &&
-        density(static_cast<double>(support[q]), found[q]) >= min_density) {
-      renumber[q] = static_cast<std::int32_t>(fine);
-      found[q].inliers = static_cast<std::uint64_t>(support[q]);
-      found[fine++] = found[q];
+  std::size_t kept = 0;
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    const Moments& m = spread[q];
+    const std::int64_t support = std::llround(m.count);
+    if (support >= static_cast<std::int64_t>(params_.min_plane_points) &&
+        !slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4) &&
+        density(static_cast<double>(support), found[q]) >= min_density) {
+      renumber[q] = static_cast<std::int32_t>(kept);
+      found[q].inliers = static_cast<std::uint64_t>(support);
+      found[kept++] = found[q];
     }
-  found.resize(fine);
-  if (found.empty()) return;
+  }
+  found.resize(kept);
+  return renumber;
+}
 
-  // A found plane on a first-round plane (within the merge angle, its centroid within the merge
-  // distance) adds its points to it; the others are appended.
+// A found plane on a first-round plane (within the merge angle, its centroid within the merge
+// distance) adds its points to it; the others are appended. Its points' labels follow.
+void PlaneDetector::adopt_candidate_planes(std::vector<Plane>& planes,
+                                           const std::vector<Plane>& found,
+                                           const std::vector<std::int32_t>& renumber,
+                                           Detection& out) {
   const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
   std::vector<std::int32_t> target(found.size());
   const std::size_t first = planes.size();
@@ -1227,9 +1340,27 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
       candidate_plane[q] =
           static_cast<std::uint32_t>(target[static_cast<std::size_t>(renumber[q])]);
   plane_map_.assign(candidate_plane.begin(), candidate_plane.end());
-  for_each_index(n, ResidualLabels{raw(residual_labels_), raw(plane_map_), raw(labels_)});
+  if (params_.residual.reclaim) release_reclaimed(planes, first);
+  for_each_index(labels_.size(),
+                 ResidualLabels{raw(residual_labels_), raw(plane_map_), raw(labels_)});
+}
 
-  // By inliers again, most first (ties: the earlier plane first).
+// The points that the found planes (plane_map_: per candidate its plane, or none) reclaimed from
+// the first `first` planes leave them: those planes' inliers less theirs, over all ranks.
+void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t first) {
+  std::vector<std::int64_t> left(first, 0);
+  for (std::size_t p = 0; p < first; ++p)
+    left[p] = transform_reduce(labels_.size(),
+                               Reclaimed{raw(labels_), raw(residual_labels_), raw(plane_map_),
+                                         static_cast<std::int32_t>(p)},
+                               std::int64_t{0}, Plus{});
+  global_sum(comm_, std::span<std::int64_t>(left));
+  for (std::size_t p = 0; p < first; ++p) planes[p].inliers -= static_cast<std::uint64_t>(left[p]);
+}
+
+// The planes by inliers again, most first (ties: the earlier plane first), and the labels
+// renumbered.
+void PlaneDetector::sort_by_inliers(std::vector<Plane>& planes) {
   std::vector<std::uint32_t> order(planes.size()), map(planes.size());
   std::iota(order.begin(), order.end(), 0u);
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -1242,8 +1373,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   }
   planes = std::move(sorted);
   plane_map_.assign(map.begin(), map.end());
-  for_each_index(n, Relabel{raw(plane_map_), raw(labels_)});
-  compute_extents(planes, labels_);
+  for_each_index(labels_.size(), Relabel{raw(plane_map_), raw(labels_)});
 }
 
 // The oriented rectangles (in centred coordinates): each plane's smallest and largest

@@ -17,6 +17,7 @@
 #include "kernels/common/vec.hpp"
 #include "kernels/planes/accumulator.hpp"
 #include "kernels/planes/octree.hpp"
+#include "planes/residual_params.hpp"
 
 namespace apron::planes {
 
@@ -39,36 +40,7 @@ struct DetectorParams {
   // plane whose fit leans off the normal its clusters agree on (parallel surfaces a few
   // centimetres apart) keeps only the clusters on the larger one; false: the paper's.
   bool verify_planes = true;
-  // A second round over the points that the first left on no plane and outside every plane's
-  // band (residual_band times its rms; the whole plane, not only its rectangle): their own
-  // octree, votes and peaks give candidate planes (from the octree's minimum of points on). A
-  // face whose octree nodes also held a neighbouring face (a box's side beside its top or the
-  // floor) holds its nodes alone once the neighbour's points are gone, but few enough of them
-  // pass that its clusters hold too few points: a candidate's inliers are the points on no plane
-  // within its band and its rectangle, grown over residual_passes (below), and it is a plane when
-  // they are at least min_plane_points. One on a first-round plane (merge_angle_deg,
-  // merge_distance) adds its points to it; the others are new planes. false: one round, as in
-  // the paper.
-  bool residual_pass = false;
-  double residual_band = 3;
-  // Its clusters and candidates no thicker than residual_noise times the first round's noise
-  // (the median of its planes' rms): with the surfaces' points gone, nodes cut by the cloud's
-  // bounding box hold slabs of outliers only, thin enough to pass the node test, and curved or
-  // cluttered surfaces give tilted clusters about twice the noise thick.
-  double residual_noise = 1.5;
-  // A candidate's rectangle (its clusters' spread at first, then its inliers' extents) widened by
-  // this of its half-widths on each side; its band: residual_band times the larger of its rms and
-  // the first round's noise.
-  double residual_widen = 0.5;
-  // Its peaks need this fraction of min_votes: a face's few clusters there, each alone in its
-  // cell, vote less than the first round's many (the candidates' inliers decide).
-  double residual_votes = 0.25;
-  // The candidates' inliers taken this many times, each time within the rectangle of those
-  // taken before, widened (a face's clusters cover part of it: the inliers grow over the rest).
-  int residual_passes = 3;
-  // A candidate's inliers over its rectangle at least this times the first round's median
-  // (a surface's sampling density against outliers spread in a band).
-  double residual_density = 0.1;
+  ResidualParams residual;  // the second round (residual_params.hpp); off by default
 };
 
 inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters
@@ -102,8 +74,8 @@ struct Detection {
   std::uint64_t votes = 0;     // (cell, vote) pairs over all ranks
   std::uint64_t grown = 0;     // points that joined a plane by growing (over all ranks)
   std::size_t peaks = 0;       // before merging and the inlier minimum
-  // The residual round (residual_pass): its points and voting clusters over all ranks, the planes
-  // it added and those of its planes that joined a first-round plane.
+  // The residual round (DetectorParams::residual): its points and voting clusters over all ranks,
+  // the planes it added and those of its planes that joined a first-round plane.
   std::uint64_t residual_points = 0, residual_clusters = 0;
   std::size_t residual_new = 0, residual_joined = 0;
   std::vector<std::uint64_t> nodes_per_level, clusters_per_level;  // over all ranks
@@ -137,7 +109,21 @@ class PlaneDetector {
                                 const DetectorParams& params,
                                 std::vector<std::int32_t>& cluster_plane);
   void sum_votes();
+  // The residual round (residual_params.hpp) and its steps, in order.
   void residual_round(std::vector<Plane>& planes, const OctreeFrame& frame, Detection& out);
+  std::size_t gather_residual_points(const std::vector<Plane>& planes);
+  std::size_t vote_thin_clusters(double limit);
+  std::vector<Plane> residual_candidates(double limit);
+  void grow_candidates(std::vector<Plane>& found, double noise);
+  void label_candidates(const std::vector<Plane>& found, double least_rms);
+  std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Plane>* about);
+  void refit_candidates(std::vector<Plane>& found, double noise);
+  std::vector<std::int32_t> keep_candidate_planes(std::vector<Plane>& found,
+                                                  const std::vector<Plane>& planes);
+  void adopt_candidate_planes(std::vector<Plane>& planes, const std::vector<Plane>& found,
+                              const std::vector<std::int32_t>& renumber, Detection& out);
+  void release_reclaimed(std::vector<Plane>& planes, std::size_t first);
+  void sort_by_inliers(std::vector<Plane>& planes);
   void compute_extents(std::vector<Plane>& planes, const DeviceVector<std::int32_t>& labels);
   void extents_by_sort(std::size_t planes, const DeviceVector<std::int32_t>& labels,
                        std::vector<double>& most);
@@ -155,6 +141,7 @@ class PlaneDetector {
   DeviceVector<std::uint32_t> peak_cells_;
   DeviceVector<std::int32_t> cluster_peak_, cluster_plane_, labels_;
   DeviceVector<double> plane_frames_;
+  DeviceVector<double> first_bands_;  // the residual round: the first round's planes' bands
   DeviceVector<float> u_, v_, run_extent_;
   DeviceVector<std::uint32_t> label_keys_, label_index_, run_label_, run_count_, run_start_;
   DeviceVector<std::uint32_t> grown_;

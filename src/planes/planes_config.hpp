@@ -9,6 +9,7 @@
 
 #include "config/workload_schema.hpp"
 #include "kernels/planes/plane_math.hpp"
+#include "planes/residual_params.hpp"
 #include "planes/scenes.hpp"
 
 namespace apron::planes {
@@ -37,15 +38,9 @@ struct PlanesConfig : config::WorkloadSettings {
   // common normal keeps the clusters on its larger surface; false: the paper's.
   bool verify_planes = true;
   // A second round over the points left off every plane: faces whose octree nodes also held a
-  // neighbouring face (DetectorParams says what each setting does). false: one round, the
+  // neighbouring face (residual_params.hpp says what each setting does). Off: one round, the
   // paper's.
-  bool residual_pass = false;
-  double residual_band = 3;
-  double residual_noise = 1.5;
-  double residual_widen = 0.5;
-  double residual_votes = 0.25;
-  int residual_passes = 3;
-  double residual_density = 0.1;
+  ResidualParams residual;
   // The split over ranks: "cost", cuts where the ranks' estimated octree work is equal
   // (src/planes/split_cost.hpp); "count", where their point counts are.
   std::string balance = "cost";

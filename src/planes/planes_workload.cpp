@@ -401,13 +401,7 @@ void PlaneDetection::setup() {
   p.grow_band = pc_.grow_band;
   p.recover_orphans = pc_.recover_orphans;
   p.verify_planes = pc_.verify_planes;
-  p.residual_pass = pc_.residual_pass;
-  p.residual_band = pc_.residual_band;
-  p.residual_noise = pc_.residual_noise;
-  p.residual_widen = pc_.residual_widen;
-  p.residual_votes = pc_.residual_votes;
-  p.residual_passes = pc_.residual_passes;
-  p.residual_density = pc_.residual_density;
+  p.residual = pc_.residual;
   detector_ = std::make_unique<PlaneDetector>(ranks_.comm, p);
 }
 
@@ -448,7 +442,7 @@ void PlaneDetection::print_table() const {
       "labels %.3f, extent %.3f, grow %.3f, residual %.3f; total %.3f",
       1e3 * t.upload, 1e3 * t.octree, 1e3 * t.vote, 1e3 * t.reduce, 1e3 * t.peaks, 1e3 * t.planes,
       1e3 * t.labels, 1e3 * t.extent, 1e3 * t.grow, 1e3 * t.residual, 1e3 * t.total);
-  if (pc_.residual_pass)
+  if (pc_.residual.on)
     Log::info("residual round: %llu points, %llu clusters; %zu planes added, %zu joined",
               static_cast<unsigned long long>(detection_.residual_points),
               static_cast<unsigned long long>(detection_.residual_clusters),
@@ -615,7 +609,7 @@ void PlaneDetection::report(Json& j) const {
   j.value("peaks", detection_.peaks);
   j.value("grow_band", pc_.grow_band);
   j.value("recover_orphans", pc_.recover_orphans);
-  j.value("residual_pass", pc_.residual_pass);
+  j.value("residual_pass", pc_.residual.on);
   j.value("slab_kurtosis", pc_.octree.slab_kurtosis);
   j.value("sibling_halves", pc_.octree.sibling_halves);
   j.value("grown", static_cast<std::size_t>(detection_.grown));

@@ -896,13 +896,14 @@ TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
     // The boxes' other sides (361-680 points): their nodes at the box's edges also hold the top,
     // the floor or the next side, so the octree takes 10-60% of their points into clusters; the
     // residual round (residual_pass) finds them among the points the first round left. Box b's
-    // side +x (308 points against the minimum of 300) is still missed: 20-30 of its points lie
-    // in the floor's and the box top's clusters.
+    // side +x (308 points against the minimum of 300): 20-30 of its points lie in the floor's
+    // and the box top's clusters, off those planes' bands; the round takes them back
+    // (residual_reclaim) and the side holds 301 (without: 284, missed).
     if (kind == "stairs") {
       for (const char* face : {"box b top", "box a side -y", "box a side +y", "box a side -x",
-                               "box a side +x", "box b side -y", "box b side +y"})
+                               "box a side +x", "box b side -y", "box b side +y", "box b side +x"})
         EXPECT_EQ(check_named(kind, *s, run->workload->detection().planes, face).found, 1u) << face;
-      EXPECT_GE(s->found_required + 1, s->required);
+      EXPECT_EQ(s->found_required, s->required);
     }
   }
   // Shelving's lowest board, 0.15 m above the floor: nodes small enough to hold it without the

@@ -1,0 +1,46 @@
+// The residual round's settings, one struct that the case file's `planes:` section fills
+// (PlanesConfig) and the detector reads (DetectorParams).
+#pragma once
+
+namespace apron::planes {
+
+// A second round over the points that the first left on no plane and outside every plane's
+// band (band times its rms; the whole plane, not only its rectangle): their own octree, votes and
+// peaks give candidate planes (from the octree's minimum of points on). A face whose octree nodes
+// also held a neighbouring face (a box's side beside its top or the floor) holds its nodes alone
+// once the neighbour's points are gone, but few enough of them pass that its clusters hold too
+// few points: a candidate's inliers are the points on no plane within its band and its
+// rectangle, grown over `passes` (below), and it is a plane when they are at least the detector's
+// min_plane_points. One on a first-round plane (the detector's merge angle and distance) adds its
+// points to it; the others are new planes.
+struct ResidualParams {
+  bool on = false;  // false: one round, as in the paper (`planes.residual_pass`)
+  double band = 3;  // `residual_band`
+  // Its clusters and candidates no thicker than `noise` times the first round's noise (the
+  // median of its planes' rms): with the surfaces' points gone, nodes cut by the cloud's bounding
+  // box hold slabs of outliers only, thin enough to pass the node test, and curved or cluttered
+  // surfaces give tilted clusters about twice the noise thick (`residual_noise`).
+  double noise = 1.5;
+  // A candidate's rectangle (its clusters' spread at first, then its inliers' extents) widened by
+  // this of its half-widths on each side; its band: `band` times the larger of its rms and the
+  // first round's noise (`residual_widen`).
+  double widen = 0.5;
+  // Its peaks need this fraction of the detector's min_votes: a face's few clusters there, each
+  // alone in its cell, vote less than the first round's many (the candidates' inliers decide;
+  // `residual_votes`).
+  double votes = 0.25;
+  // The candidates' inliers taken this many times, each time within the rectangle of those taken
+  // before, widened (a face's clusters cover part of it: the inliers grow over the rest;
+  // `residual_passes`).
+  int passes = 3;
+  // A candidate's inliers over its rectangle at least this times the first round's median (a
+  // surface's sampling density against outliers spread in a band; `residual_density`).
+  double density = 0.1;
+  // A candidate also takes the points of a first-round plane that lie outside that plane's band:
+  // its clusters took them although they lie off its fit (a box side's strip in the floor's or
+  // the box top's nodes), and they leave it when the candidate is a plane
+  // (`residual_reclaim`; false: the points on a first-round plane stay on it).
+  bool reclaim = true;
+};
+
+}  // namespace apron::planes
