@@ -344,7 +344,126 @@ struct BlockDescent {
   }
 };
 
+struct StartSearch {
+  const std::uint8_t* colour;
+  int c;
+  std::size_t count;
+  double* alpha;
+  std::uint8_t* searching;
+  APRON_HD void operator()(std::size_t i) const {
+    const bool mine = i < count && colour[i] == c;
+    alpha[i] = mine ? 1.0 : 0.0;
+    searching[i] = mine ? 1 : 0;
+  }
+};
+
+struct ScaledDisplaced {
+  const V3* x;
+  double h;
+  const double* alpha;
+  const V3* q;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = x[i] + (h * alpha[i]) * q[i]; }
+};
+
+// Row i's share of the potential's change at alpha, and its round-off (2^-48 of the energies it
+// reads: the sum of a 2-ring's differences cancels to about that).
+struct Share {
+  Rows rows;
+  const double* before;
+  const double* after;
+  const V3* step;
+  const V3* r;
+  const V3* g;
+  const std::uint32_t* offsets;
+  const std::uint32_t* reach;
+  APRON_HD double slope(std::size_t i) const { return -dot(step[i], r[i]); }
+  APRON_HD double change(std::size_t i, double alpha, double& round_off) const {
+    using std::fabs;
+    double elastic = 0, scale = 0;
+    for (std::uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) {
+      const std::uint32_t v = reach[k];
+      elastic += after[v] - before[v];
+      scale += fabs(before[v]);
+    }
+    round_off = 0x1p-48 * scale;
+    const double linear = slope(i) - rows.dt * dot(step[i], g[i]);
+    const double quadratic = rows.pinned[i] ? 0.0 : rows.damped_mass(i) * dot(step[i], step[i]);
+    return alpha * linear + 0.5 * alpha * alpha * quadratic + elastic;
+  }
+};
+
+struct SearchRound {
+  Share share;
+  double* alpha;
+  std::uint8_t* searching;
+  APRON_HD void operator()(std::size_t i) const {
+    if (!searching[i]) return;
+    const double a = alpha[i];
+    double round_off = 0;
+    const double change = share.change(i, a, round_off);
+    const double slope = share.slope(i);
+    constexpr double kArmijo = 1e-4;
+    if (-slope <= round_off || change <= kArmijo * a * slope + round_off) {
+      searching[i] = 0;
+      return;
+    }
+    const double next = 0.5 * a;
+    if (next < 0x1p-20) {
+      alpha[i] = 0;
+      searching[i] = 0;
+    } else {
+      alpha[i] = next;
+    }
+  }
+};
+
+struct Searching {
+  const std::uint8_t* searching;
+  APRON_HD std::int64_t operator()(std::size_t i) const { return searching[i] ? 1 : 0; }
+};
+
+struct ScaleRows {
+  const double* alpha;
+  V3* step;
+  APRON_HD void operator()(std::size_t i) const { step[i] = alpha[i] * step[i]; }
+};
+
 }  // namespace
+
+void start_vertex_search(const DeviceVector<std::uint8_t>& colour, int c, std::size_t count,
+                         VertexSearch& search) {
+  const std::size_t rows = colour.size();
+  search.alpha.resize(rows);
+  search.searching.resize(rows);
+  for_each_index(rows,
+                 StartSearch{raw(colour), c, count, raw(search.alpha), raw(search.searching)});
+}
+
+void scaled_displacement(const Vectors& x, double h, const DeviceVector<double>& alpha,
+                         const Vectors& q, Vectors& out) {
+  for_each_index(x.size(), ScaledDisplaced{raw(x), h, raw(alpha), raw(q), raw(out)});
+}
+
+std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<double>& before,
+                                 const DeviceVector<double>& after, const Vectors& step,
+                                 const Vectors& residual, const Vectors& elastic, std::size_t count,
+                                 VertexSearch& search) {
+  const Share share{Rows(s),
+                    raw(before),
+                    raw(after),
+                    raw(step),
+                    raw(residual),
+                    raw(elastic),
+                    raw(search.reach_offsets),
+                    raw(search.reach)};
+  for_each_index(count, SearchRound{share, raw(search.alpha), raw(search.searching)});
+  return transform_reduce(count, Searching{raw(search.searching)}, std::int64_t{0}, Plus{});
+}
+
+void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step) {
+  for_each_index(count, ScaleRows{raw(alpha), raw(step)});
+}
 
 double dot_largest(const Vectors& a, const Vectors& b, std::size_t count) {
   return largest(count, Dot{raw(a), raw(b)});

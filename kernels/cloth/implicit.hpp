@@ -165,4 +165,34 @@ void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::
                    int c, const DeviceVector<ContactConstraint>& constraints,
                    const Vectors& residual, std::size_t count, Vectors& velocity);
 
+// Vertex block descent's line search per vertex. The vertices of one colour lie more than four
+// rings apart, and W_v |V_v| reads the positions of v's closed 2-ring only, so each vertex i's
+// move changes the step's potential by its own share, independent of the others':
+//   alpha (-s_i.R_i - dt s_i.g_i) + alpha^2 / 2 M'_i |s_i|^2 + sum_{v in reach(i)} (after_v -
+//   before_v),
+// s the step (block_descent's), R the residual and g the elastic gradient at the iterate, reach(i)
+// i's closed 2-ring (CSR over the owned rows, local indices), before/after the vertices' energies
+// at the iterate and with each searching row moved by its alpha. One round: a searching row whose
+// change meets Armijo's rule (c = 1e-4, or whose slope is within its round-off) stops with its
+// alpha; any other halves it, and one below 2^-20 stops at alpha 0 (the row does not move).
+// alpha and searching span every local row (zero beyond the owned rows and off colour c).
+struct VertexSearch {
+  DeviceVector<double> alpha;
+  DeviceVector<std::uint8_t> searching;
+  DeviceVector<std::uint32_t> reach_offsets, reach;  // owned rows + 1, and the 2-rings
+};
+// alpha_i = 1 and searching on the owned rows of colour c, 0 on every other row.
+void start_vertex_search(const DeviceVector<std::uint8_t>& colour, int c, std::size_t count,
+                         VertexSearch& search);
+// out_i = x_i + h alpha_i q_i on every row.
+void scaled_displacement(const Vectors& x, double h, const DeviceVector<double>& alpha,
+                         const Vectors& q, Vectors& out);
+// One backtracking round over the owned rows; returns this rank's count of rows still searching.
+std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<double>& before,
+                                 const DeviceVector<double>& after, const Vectors& step,
+                                 const Vectors& residual, const Vectors& elastic, std::size_t count,
+                                 VertexSearch& search);
+// step_i *= alpha_i, rows [0, count).
+void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step);
+
 }  // namespace apron::cloth

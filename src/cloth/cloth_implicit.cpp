@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
@@ -265,6 +266,10 @@ void ClothSolver::solve_vbd() {
       if (c > 0) newton_residual();
       probe_diagonal_blocks(w.point, w.elastic, c, c + 1);
       block_descent(w.blocks, w.colour, c, w.constraints, w.newton, owned_, w.step);
+      if (case_.integrator.vertex_line_search && !self_contact_) {
+        vertex_line_search(c);
+        continue;
+      }
       refresh_ghost_rows(w.step);
       // A move whose change of the potential is within its round-off is taken whole (the
       // residual still tells); one that finds no decrease is not (the sweeps' cap then decides).
@@ -273,6 +278,34 @@ void ClothSolver::solve_vbd() {
   }
   record_residual(rz, first);
   finish_implicit_step(sweep);
+}
+
+// Each vertex of colour c moved by its own step length (implicit.hpp's vertex_search_round):
+// backtracking until each one's share of Phi falls by Armijo's rule. One step length for the
+// whole colour (line_search) is held back by its worst vertex: on the 100 x 100 patch of the
+// 1 mm drape at 1/240 s the colour's alpha fell to 2^-k wherever one vertex next to the contact's
+// rim was stretched, and the sweeps barely moved the sheet (session 26). The shares are
+// independent (a colour's vertices lie more than four rings apart, W_v reads a 2-ring), so
+// every vertex's own potential falls and so does Phi, the sum of the shares' changes. Each
+// vertex's decision reads only its neighbourhood's rows, so any rank count gives the same alphas.
+// With self-contact, whose linearised Hessian couples vertices of one colour, line_search.
+void ClothSolver::vertex_line_search(int c) {
+  ImplicitWork& w = implicit_;
+  const std::size_t rows = store_.size();
+  vertex_energies(mesh_, w.point, reference_, model_, w.energy);
+  start_vertex_search(w.colour, c, owned_, w.search);
+  for (;;) {
+    scaled_displacement(w.point, motion_.dt, w.search.alpha, w.step, w.shifted);
+    vertex_energies(mesh_, w.shifted, reference_, model_, w.trial_energy);
+    ++w.search_rounds;
+    if (global_sum(ranks_.comm,
+                   vertex_search_round(implicit_system(), w.energy, w.trial_energy, w.step,
+                                       w.newton, w.elastic, owned_, w.search)) == 0)
+      break;
+  }
+  scale_rows(w.search.alpha, owned_, w.step);
+  refresh_ghost_rows(w.step);
+  axpy(1, w.step, w.velocity, rows);
 }
 
 // The step's relative residual (rz of the scale `first`, both preconditioned squares) into the
@@ -427,9 +460,42 @@ void ClothSolver::colour_rows(const Rings& rings) {
   for (std::size_t i = 0; i < ids.size(); ++i) local[i] = colour[static_cast<std::size_t>(ids[i])];
   implicit_.colour = DeviceVector<std::uint8_t>(local.begin(), local.end());
   implicit_.colours = 1 + *std::max_element(colour.begin(), colour.end());
+  if (case_.integrator.vbd) build_reach(rings);
   Log::info("cloth: %s: %d probing colours (%d gradients a probe)",
             case_.integrator.vbd ? "vertex block descent" : "block-Jacobi preconditioner",
             implicit_.colours, 3 * implicit_.colours);
+}
+
+// Each owned row's closed 2-ring in local rows (the vertices whose energy reads its position),
+// for vertex_line_search; the halo's four rings hold them all.
+void ClothSolver::build_reach(const Rings& rings) {
+  const auto& ids = halo_.global_ids();
+  std::vector<std::uint32_t> offsets{0}, reach, frontier, next;
+  std::vector<std::int64_t> local;
+  for (std::size_t i = 0; i < owned_; ++i) {
+    local.assign(1, static_cast<std::int64_t>(ids[i]));
+    frontier.assign(1, static_cast<std::uint32_t>(ids[i]));
+    for (int ring = 0; ring < 2; ++ring) {
+      next.clear();
+      for (const std::uint32_t u : frontier)
+        for (std::uint32_t k = rings.offsets[u]; k < rings.offsets[u + 1]; ++k) {
+          const std::uint32_t v = rings.neighbours[k];
+          if (std::find(local.begin(), local.end(), static_cast<std::int64_t>(v)) != local.end())
+            continue;
+          local.push_back(v);
+          next.push_back(v);
+        }
+      frontier.swap(next);
+    }
+    for (const std::int64_t v : local) {
+      const std::int64_t index = halo_.local_index(v);
+      if (index < 0) throw std::logic_error("cloth: a 2-ring vertex is missing from the halo");
+      reach.push_back(static_cast<std::uint32_t>(index));
+    }
+    offsets.push_back(static_cast<std::uint32_t>(reach.size()));
+  }
+  implicit_.search.reach_offsets = DeviceVector<std::uint32_t>(offsets.begin(), offsets.end());
+  implicit_.search.reach = DeviceVector<std::uint32_t>(reach.begin(), reach.end());
 }
 
 // Forward differences of the elastic gradient from `elastic` (the gradient at `point`), one
