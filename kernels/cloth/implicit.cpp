@@ -423,6 +423,51 @@ struct Searching {
   APRON_HD std::int64_t operator()(std::size_t i) const { return searching[i] ? 1 : 0; }
 };
 
+APRON_HD inline bool held(const ContactConstraint& c) {
+  return c.normal.x != 0 || c.normal.y != 0 || c.normal.z != 0;
+}
+
+struct PullStart {
+  const ContactConstraint* c;
+  V3* pull;
+  APRON_HD void operator()(std::size_t i) const { pull[i] = held(c[i]) ? c[i].normal : V3{0, 0, 0}; }
+};
+
+struct PullPass {
+  const std::uint32_t* offsets;
+  const std::uint32_t* neighbours;
+  double fall;
+  const V3* in;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    V3 best = in[i];
+    double largest = norm(best);
+    for (std::uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) {
+      const V3 q = in[neighbours[k]];
+      const double size = norm(q);
+      if (size - fall > largest) {
+        largest = size - fall;
+        best = (largest / size) * q;
+      }
+    }
+    out[i] = best;
+  }
+};
+
+struct ContactStart {
+  const ContactConstraint* c;
+  const V3* pull;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    if (held(c[i])) return;
+    const double weight = norm(pull[i]);
+    if (!(weight > 0)) return;
+    const V3 n = (1 / weight) * pull[i];
+    const double into = dot(v[i], n);
+    if (into < 0) v[i] = v[i] - (weight * into) * n;
+  }
+};
+
 struct ScaleRows {
   const double* alpha;
   V3* step;
@@ -459,6 +504,23 @@ std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<dou
                     raw(search.reach)};
   for_each_index(count, SearchRound{share, raw(search.alpha), raw(search.searching)});
   return transform_reduce(count, Searching{raw(search.searching)}, std::int64_t{0}, Plus{});
+}
+
+void contact_pull_start(const DeviceVector<ContactConstraint>& c, std::size_t count,
+                        Vectors& pull) {
+  for_each_index(count, PullStart{raw(c), raw(pull)});
+}
+
+void contact_pull_pass(const DeviceVector<std::uint32_t>& ring_offsets,
+                       const DeviceVector<std::uint32_t>& ring_neighbours, double fall,
+                       const Vectors& in, std::size_t count, Vectors& out) {
+  for_each_index(count,
+                 PullPass{raw(ring_offsets), raw(ring_neighbours), fall, raw(in), raw(out)});
+}
+
+void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull,
+                   std::size_t count, Vectors& velocity) {
+  for_each_index(count, ContactStart{raw(c), raw(pull), raw(velocity)});
 }
 
 void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step) {

@@ -192,6 +192,21 @@ std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<dou
                                  const DeviceVector<double>& after, const Vectors& step,
                                  const Vectors& residual, const Vectors& elastic, std::size_t count,
                                  VertexSearch& search);
+// Vertex block descent's contact start. The free motion held on the colliders starts the
+// vertices next to a held one a whole step's fall from it; instead, each free vertex within
+// `rings` ring steps of a held one starts with the part of its velocity that moves it into the
+// collider, along the nearest held vertex's normal, scaled by (1 - d / rings), d its ring distance.
+// pull_i = (1 - d_i / rings) n (the nearest held normal), zero beyond; one pass spreads it a ring:
+// out_i = n_i on the held rows, else the largest of in_i and (|in_j| - 1 / rings) in_j / |in_j|
+// over i's ring. Rows [0, count); the caller refreshes the ghosts between passes.
+void contact_pull_start(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& pull);
+void contact_pull_pass(const DeviceVector<std::uint32_t>& ring_offsets,
+                       const DeviceVector<std::uint32_t>& ring_neighbours, double fall,
+                       const Vectors& in, std::size_t count, Vectors& out);
+// v_i -= |pull_i| (v_i . n) n where v_i . n < 0 (n = pull_i / |pull_i|), on the free rows.
+void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull,
+                   std::size_t count, Vectors& velocity);
+
 // step_i *= alpha_i, rows [0, count).
 void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step);
 

@@ -241,7 +241,10 @@ void ClothSolver::solve_vbd() {
   const double first = begin_implicit_step();
   free_motion_change(implicit_system(), *velocity_, w.velocity, owned_, w.step);
   axpy(1, w.step, w.velocity, owned_);
-  if (has_colliders()) hold(w.constraints, owned_, w.velocity);
+  if (has_colliders()) {
+    hold(w.constraints, owned_, w.velocity);
+    if (case_.integrator.contact_start_rings > 0) soften_contact_start();
+  }
   refresh_ghost_rows(w.velocity);
   const double tolerance = case_.integrator.newton_tolerance;
   long sweep = 0;
@@ -306,6 +309,24 @@ void ClothSolver::vertex_line_search(int c) {
   scale_rows(w.search.alpha, owned_, w.step);
   refresh_ghost_rows(w.step);
   axpy(1, w.step, w.velocity, rows);
+}
+
+// cloth.implicit.contact_start (implicit.hpp's contact_start): the free vertices within that
+// many rings of a held one start with their fall into the collider cut in proportion to their
+// nearness, instead of a whole step's fall next to a vertex that does not move. The pull spreads
+// a ring a pass, the halo refreshed between passes (w.step and w.product as its two buffers).
+void ClothSolver::soften_contact_start() {
+  ImplicitWork& w = implicit_;
+  const int rings = case_.integrator.contact_start_rings;
+  contact_pull_start(w.constraints, owned_, w.step);
+  refresh_ghost_rows(w.step);
+  for (int pass = 0; pass < rings; ++pass) {
+    contact_pull_pass(mesh_.ring_offsets, mesh_.ring_neighbours, 1.0 / rings, w.step, owned_,
+                      w.product);
+    refresh_ghost_rows(w.product);
+    std::swap(w.step, w.product);
+  }
+  contact_start(w.constraints, w.step, owned_, w.velocity);
 }
 
 // The step's relative residual (rz of the scale `first`, both preconditioned squares) into the
