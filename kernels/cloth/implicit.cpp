@@ -430,7 +430,9 @@ APRON_HD inline bool held(const ContactConstraint& c) {
 struct PullStart {
   const ContactConstraint* c;
   V3* pull;
-  APRON_HD void operator()(std::size_t i) const { pull[i] = held(c[i]) ? c[i].normal : V3{0, 0, 0}; }
+  APRON_HD void operator()(std::size_t i) const {
+    pull[i] = held(c[i]) ? c[i].normal : V3{0, 0, 0};
+  }
 };
 
 struct PullPass {
@@ -514,12 +516,11 @@ void contact_pull_start(const DeviceVector<ContactConstraint>& c, std::size_t co
 void contact_pull_pass(const DeviceVector<std::uint32_t>& ring_offsets,
                        const DeviceVector<std::uint32_t>& ring_neighbours, double fall,
                        const Vectors& in, std::size_t count, Vectors& out) {
-  for_each_index(count,
-                 PullPass{raw(ring_offsets), raw(ring_neighbours), fall, raw(in), raw(out)});
+  for_each_index(count, PullPass{raw(ring_offsets), raw(ring_neighbours), fall, raw(in), raw(out)});
 }
 
-void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull,
-                   std::size_t count, Vectors& velocity) {
+void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull, std::size_t count,
+                   Vectors& velocity) {
   for_each_index(count, ContactStart{raw(c), raw(pull), raw(velocity)});
 }
 

@@ -204,8 +204,8 @@ void contact_pull_pass(const DeviceVector<std::uint32_t>& ring_offsets,
                        const DeviceVector<std::uint32_t>& ring_neighbours, double fall,
                        const Vectors& in, std::size_t count, Vectors& out);
 // v_i -= |pull_i| (v_i . n) n where v_i . n < 0 (n = pull_i / |pull_i|), on the free rows.
-void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull,
-                   std::size_t count, Vectors& velocity);
+void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull, std::size_t count,
+                   Vectors& velocity);
 
 // step_i *= alpha_i, rows [0, count).
 void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step);

@@ -226,16 +226,17 @@ void ClothSolver::finish_implicit_step(long iterations) {
 // Wang and Ng, "Vertex Block Descent", 2024): Gauss-Seidel sweeps over colours, each owned vertex
 // of a colour moved by its own 3x3 block of M' + dt^2 H (probed at the current iterate, negative
 // eigenvalues dropped) times its residual there, its neighbours held (kernels/cloth/implicit.hpp's
-// block_descent), as far along it as the potential falls (Newton's line_search, so that no sweep
-// creates energy: without it the 1M drape at 1/240 s went unfinite in the first sweep after first
-// contact, where the free motion's iterate stretches the edges next to the held vertices by
-// several times their length), the halo refreshed after each colour so that N ranks sweep as
-// one does. The colours lie the gradient's reach (four rings) apart, so that a colour's vertices
-// share no energy term. The iterate starts from the free motion (gravity and damping alone), held
-// on the colliders: a sheet in free fall is then solved before the first sweep (one gradient a
-// step). Each sweep's start checks the residual, mass-preconditioned as Newton's, against
-// `tolerance` of its scale; a step still above it after `sweeps` sweeps, or whose iterate is no
-// longer finite, is refused as Newton's is.
+// block_descent), as far along it as its own share of the potential falls (vertex_line_search;
+// with self-contact, or cloth.implicit.line_search: colour, the colour's by Newton's line_search),
+// so that no sweep creates energy (without it the 1M drape at 1/240 s went unfinite in the first
+// sweep after first contact, where the free motion's iterate stretches the edges next to the held
+// vertices by several times their length), the halo refreshed after each colour so that N ranks
+// sweep as one does. The colours lie the gradient's reach (four rings) apart, so that a colour's
+// vertices share no energy term. The iterate starts from the free motion (gravity and damping
+// alone), held on the colliders (cloth.implicit.contact_start: softened near them): a sheet in free
+// fall is then solved before the first sweep (one gradient a step). Each sweep's start checks the
+// residual, mass-preconditioned as Newton's, against `tolerance` of its scale; a step still above
+// it after `sweeps` sweeps, or whose iterate is no longer finite, is refused as Newton's is.
 void ClothSolver::solve_vbd() {
   ImplicitWork& w = implicit_;
   const double first = begin_implicit_step();

@@ -101,7 +101,7 @@ class ClothSolver final : public SteppingWorkload {
   enum class LineSearch { moved, negligible, stalled };
   LineSearch line_search();                // v += alpha step where Phi falls
   void vertex_line_search(int colour);     // v += alpha_i step_i, each vertex's share falling
-  void soften_contact_start();  // cloth.implicit.contact_start
+  void soften_contact_start();             // cloth.implicit.contact_start
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
