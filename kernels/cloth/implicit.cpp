@@ -344,7 +344,189 @@ struct BlockDescent {
   }
 };
 
+struct StartSearch {
+  const std::uint8_t* colour;
+  int c;
+  std::size_t count;
+  double* alpha;
+  std::uint8_t* searching;
+  APRON_HD void operator()(std::size_t i) const {
+    const bool mine = i < count && colour[i] == c;
+    alpha[i] = mine ? 1.0 : 0.0;
+    searching[i] = mine ? 1 : 0;
+  }
+};
+
+struct ScaledDisplaced {
+  const V3* x;
+  double h;
+  const double* alpha;
+  const V3* q;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = x[i] + (h * alpha[i]) * q[i]; }
+};
+
+// Row i's share of the potential's change at alpha, and its round-off (2^-48 of the energies it
+// reads: the sum of a 2-ring's differences cancels to about that).
+struct Share {
+  Rows rows;
+  const double* before;
+  const double* after;
+  const V3* step;
+  const V3* r;
+  const V3* g;
+  const std::uint32_t* offsets;
+  const std::uint32_t* reach;
+  APRON_HD double slope(std::size_t i) const { return -dot(step[i], r[i]); }
+  APRON_HD double change(std::size_t i, double alpha, double& round_off) const {
+    using std::fabs;
+    double elastic = 0, scale = 0;
+    for (std::uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) {
+      const std::uint32_t v = reach[k];
+      elastic += after[v] - before[v];
+      scale += fabs(before[v]);
+    }
+    round_off = 0x1p-48 * scale;
+    const double linear = slope(i) - rows.dt * dot(step[i], g[i]);
+    const double quadratic = rows.pinned[i] ? 0.0 : rows.damped_mass(i) * dot(step[i], step[i]);
+    return alpha * linear + 0.5 * alpha * alpha * quadratic + elastic;
+  }
+};
+
+struct SearchRound {
+  Share share;
+  double* alpha;
+  std::uint8_t* searching;
+  APRON_HD void operator()(std::size_t i) const {
+    if (!searching[i]) return;
+    const double a = alpha[i];
+    double round_off = 0;
+    const double change = share.change(i, a, round_off);
+    const double slope = share.slope(i);
+    constexpr double kArmijo = 1e-4;
+    if (-slope <= round_off || change <= kArmijo * a * slope + round_off) {
+      searching[i] = 0;
+      return;
+    }
+    const double next = 0.5 * a;
+    if (next < 0x1p-20) {
+      alpha[i] = 0;
+      searching[i] = 0;
+    } else {
+      alpha[i] = next;
+    }
+  }
+};
+
+struct Searching {
+  const std::uint8_t* searching;
+  APRON_HD std::int64_t operator()(std::size_t i) const { return searching[i] ? 1 : 0; }
+};
+
+APRON_HD inline bool held(const ContactConstraint& c) {
+  return c.normal.x != 0 || c.normal.y != 0 || c.normal.z != 0;
+}
+
+struct PullStart {
+  const ContactConstraint* c;
+  V3* pull;
+  APRON_HD void operator()(std::size_t i) const {
+    pull[i] = held(c[i]) ? c[i].normal : V3{0, 0, 0};
+  }
+};
+
+struct PullPass {
+  const std::uint32_t* offsets;
+  const std::uint32_t* neighbours;
+  double fall;
+  const V3* in;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    V3 best = in[i];
+    double largest = norm(best);
+    for (std::uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) {
+      const V3 q = in[neighbours[k]];
+      const double size = norm(q);
+      if (size - fall > largest) {
+        largest = size - fall;
+        best = (largest / size) * q;
+      }
+    }
+    out[i] = best;
+  }
+};
+
+struct ContactStart {
+  const ContactConstraint* c;
+  const V3* pull;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    if (held(c[i])) return;
+    const double weight = norm(pull[i]);
+    if (!(weight > 0)) return;
+    const V3 n = (1 / weight) * pull[i];
+    const double into = dot(v[i], n);
+    if (into < 0) v[i] = v[i] - (weight * into) * n;
+  }
+};
+
+struct ScaleRows {
+  const double* alpha;
+  V3* step;
+  APRON_HD void operator()(std::size_t i) const { step[i] = alpha[i] * step[i]; }
+};
+
 }  // namespace
+
+void start_vertex_search(const DeviceVector<std::uint8_t>& colour, int c, std::size_t count,
+                         VertexSearch& search) {
+  const std::size_t rows = colour.size();
+  search.alpha.resize(rows);
+  search.searching.resize(rows);
+  for_each_index(rows,
+                 StartSearch{raw(colour), c, count, raw(search.alpha), raw(search.searching)});
+}
+
+void scaled_displacement(const Vectors& x, double h, const DeviceVector<double>& alpha,
+                         const Vectors& q, Vectors& out) {
+  for_each_index(x.size(), ScaledDisplaced{raw(x), h, raw(alpha), raw(q), raw(out)});
+}
+
+std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<double>& before,
+                                 const DeviceVector<double>& after, const Vectors& step,
+                                 const Vectors& residual, const Vectors& elastic, std::size_t count,
+                                 VertexSearch& search) {
+  const Share share{Rows(s),
+                    raw(before),
+                    raw(after),
+                    raw(step),
+                    raw(residual),
+                    raw(elastic),
+                    raw(search.reach_offsets),
+                    raw(search.reach)};
+  for_each_index(count, SearchRound{share, raw(search.alpha), raw(search.searching)});
+  return transform_reduce(count, Searching{raw(search.searching)}, std::int64_t{0}, Plus{});
+}
+
+void contact_pull_start(const DeviceVector<ContactConstraint>& c, std::size_t count,
+                        Vectors& pull) {
+  for_each_index(count, PullStart{raw(c), raw(pull)});
+}
+
+void contact_pull_pass(const DeviceVector<std::uint32_t>& ring_offsets,
+                       const DeviceVector<std::uint32_t>& ring_neighbours, double fall,
+                       const Vectors& in, std::size_t count, Vectors& out) {
+  for_each_index(count, PullPass{raw(ring_offsets), raw(ring_neighbours), fall, raw(in), raw(out)});
+}
+
+void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull, std::size_t count,
+                   Vectors& velocity) {
+  for_each_index(count, ContactStart{raw(c), raw(pull), raw(velocity)});
+}
+
+void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step) {
+  for_each_index(count, ScaleRows{raw(alpha), raw(step)});
+}
 
 double dot_largest(const Vectors& a, const Vectors& b, std::size_t count) {
   return largest(count, Dot{raw(a), raw(b)});

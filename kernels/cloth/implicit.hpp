@@ -165,4 +165,49 @@ void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::
                    int c, const DeviceVector<ContactConstraint>& constraints,
                    const Vectors& residual, std::size_t count, Vectors& velocity);
 
+// Vertex block descent's line search per vertex. The vertices of one colour lie more than four
+// rings apart, and W_v |V_v| reads the positions of v's closed 2-ring only, so each vertex i's
+// move changes the step's potential by its own share, independent of the others':
+//   alpha (-s_i.R_i - dt s_i.g_i) + alpha^2 / 2 M'_i |s_i|^2 + sum_{v in reach(i)} (after_v -
+//   before_v),
+// s the step (block_descent's), R the residual and g the elastic gradient at the iterate, reach(i)
+// i's closed 2-ring (CSR over the owned rows, local indices), before/after the vertices' energies
+// at the iterate and with each searching row moved by its alpha. One round: a searching row whose
+// change meets Armijo's rule (c = 1e-4, or whose slope is within its round-off) stops with its
+// alpha; any other halves it, and one below 2^-20 stops at alpha 0 (the row does not move).
+// alpha and searching span every local row (zero beyond the owned rows and off colour c).
+struct VertexSearch {
+  DeviceVector<double> alpha;
+  DeviceVector<std::uint8_t> searching;
+  DeviceVector<std::uint32_t> reach_offsets, reach;  // owned rows + 1, and the 2-rings
+};
+// alpha_i = 1 and searching on the owned rows of colour c, 0 on every other row.
+void start_vertex_search(const DeviceVector<std::uint8_t>& colour, int c, std::size_t count,
+                         VertexSearch& search);
+// out_i = x_i + h alpha_i q_i on every row.
+void scaled_displacement(const Vectors& x, double h, const DeviceVector<double>& alpha,
+                         const Vectors& q, Vectors& out);
+// One backtracking round over the owned rows; returns this rank's count of rows still searching.
+std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<double>& before,
+                                 const DeviceVector<double>& after, const Vectors& step,
+                                 const Vectors& residual, const Vectors& elastic, std::size_t count,
+                                 VertexSearch& search);
+// Vertex block descent's contact start. The free motion held on the colliders starts the
+// vertices next to a held one a whole step's fall from it; instead, each free vertex within
+// `rings` ring steps of a held one starts with the part of its velocity that moves it into the
+// collider, along the nearest held vertex's normal, scaled by (1 - d / rings), d its ring distance.
+// pull_i = (1 - d_i / rings) n (the nearest held normal), zero beyond; one pass spreads it a ring:
+// out_i = n_i on the held rows, else the largest of in_i and (|in_j| - 1 / rings) in_j / |in_j|
+// over i's ring. Rows [0, count); the caller refreshes the ghosts between passes.
+void contact_pull_start(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& pull);
+void contact_pull_pass(const DeviceVector<std::uint32_t>& ring_offsets,
+                       const DeviceVector<std::uint32_t>& ring_neighbours, double fall,
+                       const Vectors& in, std::size_t count, Vectors& out);
+// v_i -= |pull_i| (v_i . n) n where v_i . n < 0 (n = pull_i / |pull_i|), on the free rows.
+void contact_start(const DeviceVector<ContactConstraint>& c, const Vectors& pull, std::size_t count,
+                   Vectors& velocity);
+
+// step_i *= alpha_i, rows [0, count).
+void scale_rows(const DeviceVector<double>& alpha, std::size_t count, Vectors& step);
+
 }  // namespace apron::cloth

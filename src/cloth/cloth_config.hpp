@@ -61,11 +61,18 @@ struct ColliderConfig {
 // still above its tolerance after `sweeps` ends the run (exit 1), unless `unconverged: accept`
 // (accept_unconverged): then it is taken as the published method takes it (a fixed number of
 // sweeps, the residual left), its residual in the diagnostics and the count said at the end.
+// `line_search` (vbd only): "vertex" backtracks each vertex's move on its own share of the
+// potential (its inertia and the energies of its 2-ring, which no other vertex of its colour
+// touches), "colour" one step length for the whole colour on the whole potential.
+// `contact_start` (vbd only, rings, 0 = off): the free vertices within that many rings of one
+// held on a collider start the sweeps with their fall into it cut by (1 - d / rings).
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
   long sweeps = 100;
   bool accept_unconverged = false;  // vbd only
+  bool vertex_line_search = true;   // vbd only
+  int contact_start_rings = 0;      // vbd only
   double dt = 0;                    // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
@@ -225,22 +226,26 @@ void ClothSolver::finish_implicit_step(long iterations) {
 // Wang and Ng, "Vertex Block Descent", 2024): Gauss-Seidel sweeps over colours, each owned vertex
 // of a colour moved by its own 3x3 block of M' + dt^2 H (probed at the current iterate, negative
 // eigenvalues dropped) times its residual there, its neighbours held (kernels/cloth/implicit.hpp's
-// block_descent), as far along it as the potential falls (Newton's line_search, so that no sweep
-// creates energy: without it the 1M drape at 1/240 s went unfinite in the first sweep after first
-// contact, where the free motion's iterate stretches the edges next to the held vertices by
-// several times their length), the halo refreshed after each colour so that N ranks sweep as
-// one does. The colours lie the gradient's reach (four rings) apart, so that a colour's vertices
-// share no energy term. The iterate starts from the free motion (gravity and damping alone), held
-// on the colliders: a sheet in free fall is then solved before the first sweep (one gradient a
-// step). Each sweep's start checks the residual, mass-preconditioned as Newton's, against
-// `tolerance` of its scale; a step still above it after `sweeps` sweeps, or whose iterate is no
-// longer finite, is refused as Newton's is.
+// block_descent), as far along it as its own share of the potential falls (vertex_line_search;
+// with self-contact, or cloth.implicit.line_search: colour, the colour's by Newton's line_search),
+// so that no sweep creates energy (without it the 1M drape at 1/240 s went unfinite in the first
+// sweep after first contact, where the free motion's iterate stretches the edges next to the held
+// vertices by several times their length), the halo refreshed after each colour so that N ranks
+// sweep as one does. The colours lie the gradient's reach (four rings) apart, so that a colour's
+// vertices share no energy term. The iterate starts from the free motion (gravity and damping
+// alone), held on the colliders (cloth.implicit.contact_start: softened near them): a sheet in free
+// fall is then solved before the first sweep (one gradient a step). Each sweep's start checks the
+// residual, mass-preconditioned as Newton's, against `tolerance` of its scale; a step still above
+// it after `sweeps` sweeps, or whose iterate is no longer finite, is refused as Newton's is.
 void ClothSolver::solve_vbd() {
   ImplicitWork& w = implicit_;
   const double first = begin_implicit_step();
   free_motion_change(implicit_system(), *velocity_, w.velocity, owned_, w.step);
   axpy(1, w.step, w.velocity, owned_);
-  if (has_colliders()) hold(w.constraints, owned_, w.velocity);
+  if (has_colliders()) {
+    hold(w.constraints, owned_, w.velocity);
+    if (case_.integrator.contact_start_rings > 0) soften_contact_start();
+  }
   refresh_ghost_rows(w.velocity);
   const double tolerance = case_.integrator.newton_tolerance;
   long sweep = 0;
@@ -265,6 +270,10 @@ void ClothSolver::solve_vbd() {
       if (c > 0) newton_residual();
       probe_diagonal_blocks(w.point, w.elastic, c, c + 1);
       block_descent(w.blocks, w.colour, c, w.constraints, w.newton, owned_, w.step);
+      if (case_.integrator.vertex_line_search && !self_contact_) {
+        vertex_line_search(c);
+        continue;
+      }
       refresh_ghost_rows(w.step);
       // A move whose change of the potential is within its round-off is taken whole (the
       // residual still tells); one that finds no decrease is not (the sweeps' cap then decides).
@@ -273,6 +282,52 @@ void ClothSolver::solve_vbd() {
   }
   record_residual(rz, first);
   finish_implicit_step(sweep);
+}
+
+// Each vertex of colour c moved by its own step length (implicit.hpp's vertex_search_round):
+// backtracking until each one's share of Phi falls by Armijo's rule. One step length for the
+// whole colour (line_search) is held back by its worst vertex: on the 100 x 100 patch of the
+// 1 mm drape at 1/240 s the colour's alpha fell to 2^-k wherever one vertex next to the contact's
+// rim was stretched, and the sweeps barely moved the sheet (session 26). The shares are
+// independent (a colour's vertices lie more than four rings apart, W_v reads a 2-ring), so
+// every vertex's own potential falls and so does Phi, the sum of the shares' changes. Each
+// vertex's decision reads only its neighbourhood's rows, so any rank count gives the same alphas.
+// With self-contact, whose linearised Hessian couples vertices of one colour, line_search.
+void ClothSolver::vertex_line_search(int c) {
+  ImplicitWork& w = implicit_;
+  const std::size_t rows = store_.size();
+  vertex_energies(mesh_, w.point, reference_, model_, w.energy);
+  start_vertex_search(w.colour, c, owned_, w.search);
+  for (;;) {
+    scaled_displacement(w.point, motion_.dt, w.search.alpha, w.step, w.shifted);
+    vertex_energies(mesh_, w.shifted, reference_, model_, w.trial_energy);
+    ++w.search_rounds;
+    if (global_sum(ranks_.comm,
+                   vertex_search_round(implicit_system(), w.energy, w.trial_energy, w.step,
+                                       w.newton, w.elastic, owned_, w.search)) == 0)
+      break;
+  }
+  scale_rows(w.search.alpha, owned_, w.step);
+  refresh_ghost_rows(w.step);
+  axpy(1, w.step, w.velocity, rows);
+}
+
+// cloth.implicit.contact_start (implicit.hpp's contact_start): the free vertices within that
+// many rings of a held one start with their fall into the collider cut in proportion to their
+// nearness, instead of a whole step's fall next to a vertex that does not move. The pull spreads
+// a ring a pass, the halo refreshed between passes (w.step and w.product as its two buffers).
+void ClothSolver::soften_contact_start() {
+  ImplicitWork& w = implicit_;
+  const int rings = case_.integrator.contact_start_rings;
+  contact_pull_start(w.constraints, owned_, w.step);
+  refresh_ghost_rows(w.step);
+  for (int pass = 0; pass < rings; ++pass) {
+    contact_pull_pass(mesh_.ring_offsets, mesh_.ring_neighbours, 1.0 / rings, w.step, owned_,
+                      w.product);
+    refresh_ghost_rows(w.product);
+    std::swap(w.step, w.product);
+  }
+  contact_start(w.constraints, w.step, owned_, w.velocity);
 }
 
 // The step's relative residual (rz of the scale `first`, both preconditioned squares) into the
@@ -427,9 +482,42 @@ void ClothSolver::colour_rows(const Rings& rings) {
   for (std::size_t i = 0; i < ids.size(); ++i) local[i] = colour[static_cast<std::size_t>(ids[i])];
   implicit_.colour = DeviceVector<std::uint8_t>(local.begin(), local.end());
   implicit_.colours = 1 + *std::max_element(colour.begin(), colour.end());
+  if (case_.integrator.vbd) build_reach(rings);
   Log::info("cloth: %s: %d probing colours (%d gradients a probe)",
             case_.integrator.vbd ? "vertex block descent" : "block-Jacobi preconditioner",
             implicit_.colours, 3 * implicit_.colours);
+}
+
+// Each owned row's closed 2-ring in local rows (the vertices whose energy reads its position),
+// for vertex_line_search; the halo's four rings hold them all.
+void ClothSolver::build_reach(const Rings& rings) {
+  const auto& ids = halo_.global_ids();
+  std::vector<std::uint32_t> offsets{0}, reach, frontier, next;
+  std::vector<std::int64_t> local;
+  for (std::size_t i = 0; i < owned_; ++i) {
+    local.assign(1, static_cast<std::int64_t>(ids[i]));
+    frontier.assign(1, static_cast<std::uint32_t>(ids[i]));
+    for (int ring = 0; ring < 2; ++ring) {
+      next.clear();
+      for (const std::uint32_t u : frontier)
+        for (std::uint32_t k = rings.offsets[u]; k < rings.offsets[u + 1]; ++k) {
+          const std::uint32_t v = rings.neighbours[k];
+          if (std::find(local.begin(), local.end(), static_cast<std::int64_t>(v)) != local.end())
+            continue;
+          local.push_back(v);
+          next.push_back(v);
+        }
+      frontier.swap(next);
+    }
+    for (const std::int64_t v : local) {
+      const std::int64_t index = halo_.local_index(v);
+      if (index < 0) throw std::logic_error("cloth: a 2-ring vertex is missing from the halo");
+      reach.push_back(static_cast<std::uint32_t>(index));
+    }
+    offsets.push_back(static_cast<std::uint32_t>(reach.size()));
+  }
+  implicit_.search.reach_offsets = DeviceVector<std::uint32_t>(offsets.begin(), offsets.end());
+  implicit_.search.reach = DeviceVector<std::uint32_t>(reach.begin(), reach.end());
 }
 
 // Forward differences of the elastic gradient from `elastic` (the gradient at `point`), one

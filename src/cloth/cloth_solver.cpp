@@ -653,6 +653,7 @@ void ClothSolver::report_fields(Json& json) const {
     json.value("vbd_sweeps_most", static_cast<long long>(implicit_.most_newton));
     json.value("vbd_unconverged_steps", static_cast<long long>(implicit_.accepted_unconverged));
     json.value("vbd_unconverged_residual_largest", implicit_.largest_accepted);
+    json.value("vbd_search_rounds_per_step", static_cast<double>(implicit_.search_rounds) / steps);
     if (implicit_.accepted_unconverged > 0)
       Log::warn(
           "cloth: %ld of %ld vertex block descent steps were taken above their tolerance %.3g "

@@ -100,10 +100,13 @@ class ClothSolver final : public SteppingWorkload {
   void newton_step(bool first, double enough);
   enum class LineSearch { moved, negligible, stalled };
   LineSearch line_search();                // v += alpha step where Phi falls
+  void vertex_line_search(int colour);     // v += alpha_i step_i, each vertex's share falling
+  void soften_contact_start();             // cloth.implicit.contact_start
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
   void colour_rows(const Rings& rings);                         // block_jacobi's probing colours
+  void build_reach(const Rings& rings);                         // vbd's 2-rings per owned row
   // The inverted blocks of the colours [first, end) at `point`, from the elastic gradient there.
   void probe_diagonal_blocks(const Vectors& point, const Vectors& elastic, int first, int end);
   template <class Product, class Update>
@@ -169,6 +172,8 @@ class ClothSolver final : public SteppingWorkload {
     // linearised there), the vertices' energies at the iterate and at the line search's trial.
     Vectors point, elastic, newton, step, contact_gradient, contact_product;
     DeviceVector<double> energy, trial_energy;
+    VertexSearch search;  // vbd's line search per vertex (cloth.implicit.line_search: vertex)
+    long search_rounds = 0, stalled_vertices = 0;  // its backtracking rounds, rows left at alpha 0
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
     long newton_iterations = 0, most_newton = 0, capped_solves = 0;
     double smallest_step_length = 1;  // the line search's

@@ -1279,5 +1279,131 @@ TEST(ClothNewton, ResidualIsMinusTheIncrementalPotentialsGradient) {
   EXPECT_NEAR(change, expected, 1e-9 * std::abs(expected) + 1e-11 * top);
 }
 
+// Vertex block descent's line search per vertex (implicit.hpp's vertex_search_round): each vertex
+// of a colour ends at a step length at which its own move, the others held, lowers the step's
+// incremental potential Phi (built on the host from total_energy, as above) by Armijo's rule; the
+// shares are independent, so the colour's moves together change Phi by the sum of theirs. The
+// step is 30x block descent's, so that most vertices must backtrack.
+TEST(ClothVbd, VertexLineSearchLowersEachVertexsPotential) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 8, .perturbed = true, .seed = 6};
+  const HostMesh rest = grid_mesh(spec);
+  const EnergySetup setup(rest, kMaterial);
+  const std::vector<Point> x0 = jittered(rest.positions, 0.03, 7);
+  const std::size_t n = x0.size();
+  const Rings rings = build_rings(rest);
+  const std::vector<std::uint8_t> colour = distance_colours(rings, kGradientReach);
+  std::vector<double> mass(n);
+  std::vector<std::uint8_t> pinned(n, 0);
+  std::vector<Vector3<double>> v0(n), v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    mass[i] = 0.01 + 0.001 * static_cast<double>(i % 5);
+    v0[i] = {0.1 * std::sin(1.0 * i), 0.2 * std::cos(2.0 * i), -0.3};
+    v[i] = {0.5 * std::cos(3.0 * i), -0.4 * std::sin(1.5 * i), -0.4 + 0.3 * std::sin(1.0 * i)};
+  }
+  pinned[0] = 1;
+  DeviceVector<double> mass_device;
+  DeviceVector<std::uint8_t> pinned_device, colour_device(colour.begin(), colour.end());
+  to_device(mass, mass_device);
+  to_device(pinned, pinned_device);
+  const double dt = 0.02, damping = 0.5;
+  const Vector3<double> g{0, 0, -9.81};
+  const ImplicitSystem system{&mass_device, &pinned_device, dt, damping, g};
+  const auto at = [&](const std::vector<Vector3<double>>& velocity) {
+    std::vector<Point> x = x0;
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = {x0[i][0] + dt * velocity[i].x, x0[i][1] + dt * velocity[i].y,
+              x0[i][2] + dt * velocity[i].z};
+    return x;
+  };
+  const auto phi = [&](const std::vector<Vector3<double>>& velocity) {
+    double inertia = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double m = mass[i], damped = m * (1 + dt * damping);
+      inertia +=
+          0.5 * damped * dot(velocity[i], velocity[i]) - dot(velocity[i], m * v0[i] + dt * m * g);
+    }
+    return inertia + setup.energy(at(velocity));
+  };
+  // The search's 2-rings, from the host rings.
+  VertexSearch search;
+  {
+    std::vector<std::uint32_t> offsets{0}, reach;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      reach.push_back(i);
+      for (const std::uint32_t w : within_rings(rings, i, 2)) reach.push_back(w);
+      offsets.push_back(static_cast<std::uint32_t>(reach.size()));
+    }
+    to_device(offsets, search.reach_offsets);
+    to_device(reach, search.reach);
+  }
+  Vectors v0_device, v_device, elastic, residual(n), step(n), shifted;
+  to_device(v0, v0_device);
+  to_device(v, v_device);
+  const DeviceVector<Vector3<double>> point = upload_positions<double>(at(v));
+  energy_gradient(setup.mesh, point, setup.reference, setup.model, elastic);
+  newton_residual(system, v0_device, v_device, elastic, n, residual);
+  // The blocks at the iterate, probed as the solver does.
+  const int colours = 1 + *std::max_element(colour.begin(), colour.end());
+  DeviceVector<Block3> blocks(n);
+  for (int c = 0; c < colours; ++c)
+    for (int axis = 0; axis < 3; ++axis) {
+      DeviceVector<Vector3<double>> plus;
+      displaced_colour(point, 1e-6, axis, colour_device, c, shifted);
+      energy_gradient(setup.mesh, shifted, setup.reference, setup.model, plus);
+      record_block_column(plus, elastic, 1e-6, colour_device, c, axis, n, blocks);
+    }
+  invert_blocks(system, n, blocks);
+  DeviceVector<ContactConstraint> free(n);
+  DeviceVector<double> before, after;
+  vertex_energies(setup.mesh, point, setup.reference, setup.model, before);
+  const double phi0 = phi(v);
+  int backtracked = 0, checked = 0;
+  for (int c = 0; c < 2; ++c) {
+    block_descent(blocks, colour_device, c, free, residual, n, step);
+    std::vector<Vector3<double>> s = to_host(step);
+    for (auto& row : s) row = 30.0 * row;
+    to_device(s, step);
+    start_vertex_search(colour_device, c, n, search);
+    int rounds = 0;
+    for (;; ++rounds) {
+      scaled_displacement(point, dt, search.alpha, step, shifted);
+      vertex_energies(setup.mesh, shifted, setup.reference, setup.model, after);
+      if (vertex_search_round(system, before, after, step, residual, elastic, n, search) == 0)
+        break;
+      ASSERT_LT(rounds, 22);
+    }
+    const std::vector<double> alpha = to_host(search.alpha);
+    const std::vector<Vector3<double>> r = to_host(residual);
+    std::vector<Vector3<double>> all = v;
+    double shares = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (colour[i] != c) {
+        EXPECT_EQ(alpha[i], 0);
+        continue;
+      }
+      std::vector<Vector3<double>> moved = v;
+      moved[i] = v[i] + alpha[i] * s[i];
+      all[i] = moved[i];
+      const double change = phi(moved) - phi0;
+      const double slope = -alpha[i] * dot(s[i], r[i]);  // d Phi along the move
+      // Armijo's rule, to the host totals' round-off.
+      EXPECT_LE(change, 1e-4 * slope + 1e-12 * std::abs(phi0)) << "vertex " << i;
+      if (alpha[i] > 0 && !pinned[i]) {  // a held row has no step
+        EXPECT_LT(change, 0) << "vertex " << i;
+      }
+      shares += change;
+      backtracked += alpha[i] < 1;
+      ++checked;
+    }
+    const double together = phi(all) - phi0;
+    EXPECT_NEAR(together, shares, 1e-9 * std::abs(shares) + 1e-12 * std::abs(phi0));
+    std::printf("  colour %d: %d rounds, Phi %.6e -> change %.3e (sum of shares %.3e)\n", c,
+                rounds + 1, phi0, together, shares);
+  }
+  std::printf("  %d of %d vertices backtracked\n", backtracked, checked);
+  EXPECT_GT(backtracked, 0);
+  EXPECT_GT(checked, backtracked);  // not every vertex: some take 30x a block step or a half
+}
+
 }  // namespace
 }  // namespace apron::cloth
