@@ -1202,40 +1202,36 @@ TEST(ClothPreconditioner, BlocksInvertTheirPositivePart) {
   for (const double entry : inverse[2].m) EXPECT_EQ(entry, 0);
 }
 
-// Newton's residual is minus the gradient of the step's incremental potential
-// Phi(v) = 1/2 v.M'v - v.(M v0 + dt M g) + E(x0 + dt v), against central differences of Phi built
-// on the host from total_energy; and the line search's per-vertex energy change sums to the
-// difference of the totals.
-TEST(ClothNewton, ResidualIsMinusTheIncrementalPotentialsGradient) {
-  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 7, .ny = 6, .perturbed = true, .seed = 3};
-  const HostMesh rest = grid_mesh(spec);
-  const EnergySetup setup(rest, kMaterial);
-  const std::vector<Point> x0 = jittered(rest.positions, 0.02, 5);
-  const std::size_t n = x0.size();
-  std::vector<double> mass(n);
-  std::vector<std::uint8_t> pinned(n, 0);
-  std::vector<Vector3<double>> v0(n), v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    mass[i] = 0.01 + 0.001 * static_cast<double>(i % 5);
-    v0[i] = {0.1 * std::sin(1.0 * i), 0.2 * std::cos(2.0 * i), -0.3};
-    v[i] = {0.05 * std::cos(3.0 * i), -0.1 * std::sin(1.5 * i), -0.4 + 0.01 * std::sin(1.0 * i)};
+// The step's incremental potential Phi(v) = 1/2 v.M'v - v.(M v0 + dt M g) + E(x0 + dt v) of a
+// sheet at x0, built on the host from total_energy: unequal masses, vertex 0 held, a start
+// velocity v0 of every vertex; the reference the implicit solver's residual and line search are
+// tested against.
+struct IncrementalPotential {
+  IncrementalPotential(const EnergySetup& energy_setup, std::vector<Point> start, double step)
+      : setup(energy_setup),
+        x0(std::move(start)),
+        n(x0.size()),
+        dt(step),
+        mass(n),
+        pinned(n, 0),
+        v0(n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      mass[i] = 0.01 + 0.001 * static_cast<double>(i % 5);
+      v0[i] = {0.1 * std::sin(1.0 * i), 0.2 * std::cos(2.0 * i), -0.3};
+    }
+    pinned[0] = 1;
+    to_device(mass, mass_device);
+    to_device(pinned, pinned_device);
   }
-  pinned[0] = 1;
-  DeviceVector<double> mass_device;
-  DeviceVector<std::uint8_t> pinned_device;
-  to_device(mass, mass_device);
-  to_device(pinned, pinned_device);
-  const double dt = 0.01, damping = 0.5;
-  const Vector3<double> g{0, 0, -9.81};
-  const ImplicitSystem system{&mass_device, &pinned_device, dt, damping, g};
-  const auto at = [&](const std::vector<Vector3<double>>& velocity) {
+  ImplicitSystem system() const { return {&mass_device, &pinned_device, dt, damping, g}; }
+  std::vector<Point> at(const std::vector<Vector3<double>>& velocity) const {
     std::vector<Point> x = x0;
     for (std::size_t i = 0; i < n; ++i)
       x[i] = {x0[i][0] + dt * velocity[i].x, x0[i][1] + dt * velocity[i].y,
               x0[i][2] + dt * velocity[i].z};
     return x;
-  };
-  const auto phi = [&](const std::vector<Vector3<double>>& velocity) {
+  }
+  double operator()(const std::vector<Vector3<double>>& velocity) const {
     double inertia = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const double m = mass[i], damped = m * (1 + dt * damping);
@@ -1243,7 +1239,36 @@ TEST(ClothNewton, ResidualIsMinusTheIncrementalPotentialsGradient) {
           0.5 * damped * dot(velocity[i], velocity[i]) - dot(velocity[i], m * v0[i] + dt * m * g);
     }
     return inertia + setup.energy(at(velocity));
-  };
+  }
+
+  const EnergySetup& setup;
+  std::vector<Point> x0;
+  std::size_t n;
+  double dt, damping = 0.5;
+  Vector3<double> g{0, 0, -9.81};
+  std::vector<double> mass;
+  std::vector<std::uint8_t> pinned;
+  std::vector<Vector3<double>> v0;
+  DeviceVector<double> mass_device;
+  DeviceVector<std::uint8_t> pinned_device;
+};
+
+// Newton's residual is minus the gradient of the step's incremental potential Phi, against
+// central differences of Phi; and the line search's per-vertex energy change sums to the
+// difference of the totals.
+TEST(ClothNewton, ResidualIsMinusTheIncrementalPotentialsGradient) {
+  const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 7, .ny = 6, .perturbed = true, .seed = 3};
+  const HostMesh rest = grid_mesh(spec);
+  const EnergySetup setup(rest, kMaterial);
+  const IncrementalPotential phi(setup, jittered(rest.positions, 0.02, 5), 0.01);
+  const std::size_t n = phi.n;
+  const std::vector<Point>& x0 = phi.x0;
+  const std::vector<Vector3<double>>& v0 = phi.v0;
+  std::vector<Vector3<double>> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = {0.05 * std::cos(3.0 * i), -0.1 * std::sin(1.5 * i), -0.4 + 0.01 * std::sin(1.0 * i)};
+  const ImplicitSystem system = phi.system();
+  const auto at = [&](const std::vector<Vector3<double>>& velocity) { return phi.at(velocity); };
   Vectors v0_device, v_device, elastic, residual(n);
   to_device(v0, v0_device);
   to_device(v, v_device);
@@ -1288,42 +1313,19 @@ TEST(ClothVbd, VertexLineSearchLowersEachVertexsPotential) {
   const GridSpec spec{.size_x = 1, .size_y = 0.8, .nx = 9, .ny = 8, .perturbed = true, .seed = 6};
   const HostMesh rest = grid_mesh(spec);
   const EnergySetup setup(rest, kMaterial);
-  const std::vector<Point> x0 = jittered(rest.positions, 0.03, 7);
-  const std::size_t n = x0.size();
+  const IncrementalPotential phi(setup, jittered(rest.positions, 0.03, 7), 0.02);
+  const std::size_t n = phi.n;
+  const std::vector<Vector3<double>>& v0 = phi.v0;
+  const std::vector<std::uint8_t>& pinned = phi.pinned;
   const Rings rings = build_rings(rest);
   const std::vector<std::uint8_t> colour = distance_colours(rings, kGradientReach);
-  std::vector<double> mass(n);
-  std::vector<std::uint8_t> pinned(n, 0);
-  std::vector<Vector3<double>> v0(n), v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    mass[i] = 0.01 + 0.001 * static_cast<double>(i % 5);
-    v0[i] = {0.1 * std::sin(1.0 * i), 0.2 * std::cos(2.0 * i), -0.3};
+  std::vector<Vector3<double>> v(n);
+  for (std::size_t i = 0; i < n; ++i)
     v[i] = {0.5 * std::cos(3.0 * i), -0.4 * std::sin(1.5 * i), -0.4 + 0.3 * std::sin(1.0 * i)};
-  }
-  pinned[0] = 1;
-  DeviceVector<double> mass_device;
-  DeviceVector<std::uint8_t> pinned_device, colour_device(colour.begin(), colour.end());
-  to_device(mass, mass_device);
-  to_device(pinned, pinned_device);
-  const double dt = 0.02, damping = 0.5;
-  const Vector3<double> g{0, 0, -9.81};
-  const ImplicitSystem system{&mass_device, &pinned_device, dt, damping, g};
-  const auto at = [&](const std::vector<Vector3<double>>& velocity) {
-    std::vector<Point> x = x0;
-    for (std::size_t i = 0; i < n; ++i)
-      x[i] = {x0[i][0] + dt * velocity[i].x, x0[i][1] + dt * velocity[i].y,
-              x0[i][2] + dt * velocity[i].z};
-    return x;
-  };
-  const auto phi = [&](const std::vector<Vector3<double>>& velocity) {
-    double inertia = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double m = mass[i], damped = m * (1 + dt * damping);
-      inertia +=
-          0.5 * damped * dot(velocity[i], velocity[i]) - dot(velocity[i], m * v0[i] + dt * m * g);
-    }
-    return inertia + setup.energy(at(velocity));
-  };
+  DeviceVector<std::uint8_t> colour_device(colour.begin(), colour.end());
+  const double dt = phi.dt;
+  const ImplicitSystem system = phi.system();
+  const auto at = [&](const std::vector<Vector3<double>>& velocity) { return phi.at(velocity); };
   // The search's 2-rings, from the host rings.
   VertexSearch search;
   {
