@@ -288,7 +288,7 @@ void ClothSolver::solve_vbd() {
 // backtracking until each one's share of Phi falls by Armijo's rule. One step length for the
 // whole colour (line_search) is held back by its worst vertex: on the 100 x 100 patch of the
 // 1 mm drape at 1/240 s the colour's alpha fell to 2^-k wherever one vertex next to the contact's
-// rim was stretched, and the sweeps barely moved the sheet (session 26). The shares are
+// rim was stretched, and the sweeps barely moved the sheet. The shares are
 // independent (a colour's vertices lie more than four rings apart, W_v reads a 2-ring), so
 // every vertex's own potential falls and so does Phi, the sum of the shares' changes. Each
 // vertex's decision reads only its neighbourhood's rows, so any rank count gives the same alphas.
