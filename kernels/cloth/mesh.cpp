@@ -317,28 +317,39 @@ template void upload_rings<double>(const std::vector<std::array<double, 3>>&, co
 template DeviceMesh<float> upload_mesh<float>(const HostMesh&);
 template DeviceMesh<double> upload_mesh<double>(const HostMesh&);
 
+RingWalk::RingWalk(const Rings& rings) : rings_(rings), seen_(rings.offsets.size() - 1, 0) {}
+
+const std::vector<std::uint32_t>& RingWalk::around(std::uint32_t v, int distance) {
+  ++stamp_;
+  seen_[v] = stamp_;
+  found_.clear();
+  std::size_t ring_start = 0;
+  found_.push_back(v);  // the first frontier, dropped below
+  for (int step = 0; step < distance; ++step) {
+    const std::size_t ring_end = found_.size();
+    for (std::size_t f = ring_start; f < ring_end; ++f) {
+      const std::uint32_t u = found_[f];
+      for (std::uint32_t k = rings_.offsets[u]; k < rings_.offsets[u + 1]; ++k) {
+        const std::uint32_t w = rings_.neighbours[k];
+        if (seen_[w] == stamp_) continue;
+        seen_[w] = stamp_;
+        found_.push_back(w);
+      }
+    }
+    ring_start = ring_end;
+  }
+  found_.erase(found_.begin());
+  return found_;
+}
+
 std::vector<std::uint8_t> distance_colours(const Rings& rings, int distance) {
   const std::size_t n = rings.offsets.size() - 1;
   std::vector<std::uint8_t> colour(n, 0);
-  std::vector<std::uint32_t> seen(n, 0), frontier, next;
-  std::uint32_t stamp = 0;
+  RingWalk walk(rings);
   for (std::size_t v = 0; v < n; ++v) {
-    ++stamp;
     std::bitset<256> taken;
-    frontier.assign(1, static_cast<std::uint32_t>(v));
-    seen[v] = stamp;
-    for (int step = 0; step < distance; ++step) {  // breadth first, `distance` rings out
-      next.clear();
-      for (const std::uint32_t u : frontier)
-        for (std::uint32_t k = rings.offsets[u]; k < rings.offsets[u + 1]; ++k) {
-          const std::uint32_t w = rings.neighbours[k];
-          if (seen[w] == stamp) continue;
-          seen[w] = stamp;
-          next.push_back(w);
-          if (w < v) taken.set(colour[w]);  // coloured already
-        }
-      frontier.swap(next);
-    }
+    for (const std::uint32_t w : walk.around(static_cast<std::uint32_t>(v), distance))
+      if (w < v) taken.set(colour[w]);  // coloured already
     std::size_t c = 0;
     while (c < taken.size() && taken.test(c)) ++c;
     if (c == taken.size())

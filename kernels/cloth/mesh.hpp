@@ -48,6 +48,20 @@ std::string check_mesh(const HostMesh& mesh);
 // The ordered 1-rings; throws MeshError with check_mesh's message for a bad mesh.
 Rings build_rings(const HostMesh& mesh);
 
+// The vertices within a number of ring steps of one vertex, breadth first (each ring in the order
+// its vertices are first reached), the vertex itself excluded. One walker serves many vertices:
+// it marks what it reached with a stamp per walk instead of clearing a set.
+class RingWalk {
+ public:
+  explicit RingWalk(const Rings& rings);
+  const std::vector<std::uint32_t>& around(std::uint32_t v, int distance);
+
+ private:
+  const Rings& rings_;
+  std::vector<std::uint32_t> seen_, found_;
+  std::uint32_t stamp_ = 0;
+};
+
 // A colour per vertex such that no two vertices within `distance` ring steps of each other share
 // one (greedy, in vertex order: the same on every rank). Displacing every vertex of one colour
 // at once then moves each one's own gradient only by its own displacement, when the gradient at

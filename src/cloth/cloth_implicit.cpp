@@ -492,28 +492,16 @@ void ClothSolver::colour_rows(const Rings& rings) {
 // for vertex_line_search; the halo's four rings hold them all.
 void ClothSolver::build_reach(const Rings& rings) {
   const auto& ids = halo_.global_ids();
-  std::vector<std::uint32_t> offsets{0}, reach, frontier, next;
-  std::vector<std::int64_t> local;
+  RingWalk walk(rings);
+  std::vector<std::uint32_t> offsets{0}, reach;
+  const auto add = [&](std::int64_t v) {
+    const std::int64_t index = halo_.local_index(v);
+    if (index < 0) throw std::logic_error("cloth: a 2-ring vertex is missing from the halo");
+    reach.push_back(static_cast<std::uint32_t>(index));
+  };
   for (std::size_t i = 0; i < owned_; ++i) {
-    local.assign(1, static_cast<std::int64_t>(ids[i]));
-    frontier.assign(1, static_cast<std::uint32_t>(ids[i]));
-    for (int ring = 0; ring < 2; ++ring) {
-      next.clear();
-      for (const std::uint32_t u : frontier)
-        for (std::uint32_t k = rings.offsets[u]; k < rings.offsets[u + 1]; ++k) {
-          const std::uint32_t v = rings.neighbours[k];
-          if (std::find(local.begin(), local.end(), static_cast<std::int64_t>(v)) != local.end())
-            continue;
-          local.push_back(v);
-          next.push_back(v);
-        }
-      frontier.swap(next);
-    }
-    for (const std::int64_t v : local) {
-      const std::int64_t index = halo_.local_index(v);
-      if (index < 0) throw std::logic_error("cloth: a 2-ring vertex is missing from the halo");
-      reach.push_back(static_cast<std::uint32_t>(index));
-    }
+    add(ids[i]);
+    for (const std::uint32_t v : walk.around(static_cast<std::uint32_t>(ids[i]), 2)) add(v);
     offsets.push_back(static_cast<std::uint32_t>(reach.size()));
   }
   implicit_.search.reach_offsets = DeviceVector<std::uint32_t>(offsets.begin(), offsets.end());
