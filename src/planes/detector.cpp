@@ -136,10 +136,16 @@ struct CandidateMoments {
   std::int32_t c;
   bool distances;
   double plane[6];
+  const double* bands = nullptr;  // set: every point within c's band and rectangle counts
   APRON_HD Moments operator()(std::size_t i) const {
     Moments m;
-    if (candidate[i] != c) return m;
     const Vec4 x = points[i];
+    if (bands) {
+      const PlaneBand band{bands + 18 * c};
+      if (!band.in_band(band.distance(x)) || !band.in_rectangle(x)) return m;
+    } else if (candidate[i] != c) {
+      return m;
+    }
     if (!distances) {
       m.add(x.x, x.y, x.z);
       return m;
@@ -1225,15 +1231,20 @@ void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
   }
 }
 
-// Per candidate, the sums of its points (residual_labels_) over all ranks, on the device (one
-// reduction per candidate: a few dozen): with `about` null their coordinates' (Moments::add),
-// otherwise their distances' off about[candidate] (count, Moments::add_distance).
+// Per candidate, the sums of its points (residual_labels_; `shared`: every point within its band
+// and rectangle, plane_frames_) over all ranks, on the device (one reduction per candidate: a few
+// dozen): with `about` null their coordinates' (Moments::add), otherwise their distances' off
+// about[candidate] (count, Moments::add_distance).
 std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
-                                                   const std::vector<Plane>* about) {
+                                                   const std::vector<Plane>* about, bool shared) {
   std::vector<Moments> sums(candidates);
   for (std::size_t q = 0; q < candidates; ++q) {
-    CandidateMoments f{
-        raw(points_), raw(residual_labels_), static_cast<std::int32_t>(q), false, {}};
+    CandidateMoments f{raw(points_),
+                       raw(residual_labels_),
+                       static_cast<std::int32_t>(q),
+                       false,
+                       {},
+                       shared ? raw(plane_frames_) : nullptr};
     if (about) {
       f.distances = true;
       for (int d = 0; d < 3; ++d) {
@@ -1251,7 +1262,7 @@ std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
 // may tilt by degrees), then its points taken once more about the refitted plane, within the
 // refit's rectangle and a band of residual.band noise deviations.
 void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise) {
-  const std::vector<Moments> sums = candidate_sums(found.size(), nullptr);
+  std::vector<Moments> sums = candidate_sums(found.size(), nullptr);
   for (std::size_t q = 0; q < found.size(); ++q) {
     if (sums[q].count < 3) continue;
     const std::uint64_t clusters = found[q].clusters;
@@ -1259,9 +1270,52 @@ void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise) {
     found[q].clusters = clusters;
     found[q].peak_cell = kNoPeak;
   }
+  join_split_candidates(found, sums);
   std::vector<Plane> banded = found;
   for (Plane& w : banded) w.rms = noise;
   label_candidates(banded, 0);
+}
+
+// Candidates that are one face split in two (their clusters' normals a degree apart, so two
+// peaks): the same plane within merge_angle and merge_distance either way, their rectangles
+// touching. Each such pair becomes one candidate, the larger, refitted to both's points; apart,
+// each might hold less than the minimum of points.
+void PlaneDetector::join_split_candidates(std::vector<Plane>& found, std::vector<Moments>& sums) {
+  const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
+  const auto on_plane = [&](const Plane& a, const Plane& b) {
+    double c = 0, distance = 0;
+    for (int d = 0; d < 3; ++d) {
+      c += a.normal[d] * b.normal[d];
+      distance += a.normal[d] * (b.centroid[d] - a.centroid[d]);
+    }
+    return std::fabs(c) >= cos_merge && std::fabs(distance) <= params_.merge_distance;
+  };
+  const auto reach = [](const Plane& p) {
+    return 0.5 * std::hypot(p.u_max - p.u_min, p.v_max - p.v_min);
+  };
+  std::vector<bool> gone(found.size(), false);
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    for (std::size_t r = q + 1; r < found.size() && !gone[q]; ++r) {
+      if (gone[r] || sums[q].count < 3 || sums[r].count < 3) continue;
+      double apart = 0;
+      for (int d = 0; d < 3; ++d)
+        apart += (found[q].centroid[d] - found[r].centroid[d]) *
+                 (found[q].centroid[d] - found[r].centroid[d]);
+      if (!on_plane(found[q], found[r]) || !on_plane(found[r], found[q]) ||
+          std::sqrt(apart) > reach(found[q]) + reach(found[r]))
+        continue;
+      sums[q].merge(sums[r]);
+      const std::uint64_t clusters = found[q].clusters + found[r].clusters;
+      found[q] = fit(sums[q]);
+      found[q].clusters = clusters;
+      found[q].peak_cell = kNoPeak;
+      gone[r] = true;
+    }
+  }
+  std::size_t kept = 0;
+  for (std::size_t q = 0; q < found.size(); ++q)
+    if (!gone[q]) sums[kept] = sums[q], found[kept++] = found[q];
+  found.resize(kept), sums.resize(kept);
 }
 
 // The candidates that are planes, in `found` (their inliers set), and per candidate its number
@@ -1271,9 +1325,15 @@ void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise) {
 // surface's noise does not), and it is as densely sampled as the first round's planes within a
 // factor (residual.density times their median density, inliers over rectangle: a candidate
 // sparser than that is outliers in its band, a slab cut by the bounding box, spread wide).
+// A face short of the minimum on its own points may count those it shares with the planes beside
+// it (every point within its band and rectangle): the strips along its edges lie within the
+// noise of both faces and went to the floor, the top or a side, so a face of just over the
+// minimum cannot hold it alone. Its own points must then be the most of them, and the shared set
+// no slab either, so that a candidate crossing another plane cannot live on that plane's points.
 std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane>& found,
                                                                const std::vector<Plane>& planes) {
   const std::vector<Moments> spread = candidate_sums(found.size(), &found);
+  const std::vector<Moments> shared = candidate_sums(found.size(), &found, true);
   compute_extents(found, residual_labels_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
@@ -1284,16 +1344,20 @@ std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane
   std::sort(densities.begin(), densities.end());
   const double min_density =
       densities.empty() ? 0 : params_.residual.density * densities[densities.size() / 2];
+  const auto min_points = static_cast<std::int64_t>(params_.min_plane_points);
+  const auto slab = [&](const Moments& m) {
+    return slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4);
+  };
   std::vector<std::int32_t> renumber(found.size(), -1);
   std::size_t kept = 0;
   for (std::size_t q = 0; q < found.size(); ++q) {
-    const Moments& m = spread[q];
-    const std::int64_t support = std::llround(m.count);
-    if (support >= static_cast<std::int64_t>(params_.min_plane_points) &&
-        !slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4) &&
-        density(static_cast<double>(support), found[q]) >= min_density) {
+    const std::int64_t own = std::llround(spread[q].count);
+    const std::int64_t within = std::llround(shared[q].count);
+    const bool enough =
+        own >= min_points || (within >= min_points && 2 * own >= within && !slab(shared[q]));
+    if (enough && !slab(spread[q]) && density(static_cast<double>(own), found[q]) >= min_density) {
       renumber[q] = static_cast<std::int32_t>(kept);
-      found[q].inliers = static_cast<std::uint64_t>(support);
+      found[q].inliers = static_cast<std::uint64_t>(own);
       found[kept++] = found[q];
     }
   }

@@ -116,8 +116,10 @@ class PlaneDetector {
   std::vector<Plane> residual_candidates(double limit);
   void grow_candidates(std::vector<Plane>& found, double noise);
   void label_candidates(const std::vector<Plane>& found, double least_rms);
-  std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Plane>* about);
+  std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Plane>* about,
+                                      bool shared = false);
   void refit_candidates(std::vector<Plane>& found, double noise);
+  void join_split_candidates(std::vector<Plane>& found, std::vector<Moments>& sums);
   std::vector<std::int32_t> keep_candidate_planes(std::vector<Plane>& found,
                                                   const std::vector<Plane>& planes);
   void adopt_candidate_planes(std::vector<Plane>& planes, const std::vector<Plane>& found,

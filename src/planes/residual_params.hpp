@@ -11,8 +11,10 @@ namespace apron::planes {
 // once the neighbour's points are gone, but few enough of them pass that its clusters hold too
 // few points: a candidate's inliers are the points on no plane within its band and its
 // rectangle, grown over `passes` (below), and it is a plane when they are at least the detector's
-// min_plane_points. One on a first-round plane (the detector's merge angle and distance) adds its
-// points to it; the others are new planes.
+// min_plane_points (or, with the points its band shares with other planes, as many, most of
+// them its own). Two candidates on one plane, their rectangles touching, are one. One on a
+// first-round plane (the detector's merge angle and distance) adds its points to it; the others are
+// new planes.
 struct ResidualParams {
   bool on = false;  // false: one round, as in the paper (`planes.residual_pass`)
   double band = 3;  // `residual_band`
@@ -28,7 +30,7 @@ struct ResidualParams {
   // Its peaks need this fraction of the detector's min_votes: a face's few clusters there, each
   // alone in its cell, vote less than the first round's many (the candidates' inliers decide;
   // `residual_votes`).
-  double votes = 0.25;
+  double votes = 0.15;
   // The candidates' inliers taken this many times, each time within the rectangle of those taken
   // before, widened (a face's clusters cover part of it: the inliers grow over the rest;
   // `residual_passes`).
