@@ -97,33 +97,49 @@ struct ResidualLabels {
 // A point on no plane: the first candidate plane of the residual round (the candidates come by
 // their clusters' points, most first) within whose band and rectangle it lies (-1: none; planes'
 // values as GrowLabels'). The first, not the nearest: a small tilted cluster at a face's corner
-// would take the strip of the face that its band crosses. Points near a first-round plane count
-// too: its band holds the strip of a face that meets it (a box's side at the floor). With
-// `first` (the first round's planes' bands, as OffPlanes'), so do the points of a first-round
-// plane outside its band: its clusters took them although they lie off its fit (a neighbouring
-// face's strip in a node that passed the coplanarity test beside it).
+// would take the strip of the face that its band crosses. Points within a first-round plane's
+// band and rectangle count too if they are nearer the candidate: that band holds the strip of a
+// face that meets the plane (a box's side at the floor); the others are that plane's (a board's
+// front edge, which a vertical candidate through it would take). With `reclaim`, so do the points
+// of a first-round plane outside its band: its clusters took them although they lie off its fit
+// (a neighbouring face's strip in a node that passed the coplanarity test beside it).
 struct CandidateLabels {
   const Vec4* points;
   const double* planes;
   int count;
   const std::int32_t* labels;
-  const double* first;  // null: points on a first-round plane stay on it
+  const double* first;  // the first round's planes' bands, as OffPlanes'
+  int first_count;
+  bool reclaim;  // false: points on a first-round plane stay on it
   std::int32_t* candidate;
   APRON_HD void operator()(std::size_t i) const {
     candidate[i] = -1;
     const std::int32_t own = labels[i];
     const Vec4 q = points[i];
     if (own >= 0) {
-      if (first == nullptr) return;
+      if (!reclaim) return;
       const PlaneBand plane{first + 18 * own};
       if (plane.in_band(plane.distance(q))) return;
     }
-    for (int p = 0; p < count; ++p) {
+    int taken = -1;
+    double distance = 0;
+    for (int p = 0; p < count && taken < 0; ++p) {
       const PlaneBand plane{planes + 18 * p};
-      if (!plane.in_band(plane.distance(q)) || !plane.in_rectangle(q)) continue;
-      candidate[i] = p;
-      return;
+      distance = plane.distance(q);
+      if (plane.in_band(distance) && plane.in_rectangle(q)) taken = p;
     }
+    if (taken < 0) return;
+    if (own < 0 && nearer_first_plane(q, distance < 0 ? -distance : distance)) return;
+    candidate[i] = taken;
+  }
+  // Whether a first-round plane's band and rectangle hold q nearer than `distance`.
+  APRON_HD bool nearer_first_plane(const Vec4& q, double distance) const {
+    for (int p = 0; p < first_count; ++p) {
+      const PlaneBand plane{first + 18 * p};
+      const double d = plane.distance(q);
+      if (plane.in_band(d) && (d < 0 ? -d : d) < distance && plane.in_rectangle(q)) return true;
+    }
+    return false;
   }
 };
 
@@ -1208,8 +1224,8 @@ void PlaneDetector::label_candidates(const std::vector<Plane>& found, double lea
   for_each_index(
       labels_.size(),
       CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
-                      raw(labels_), params_.residual.reclaim ? raw(first_bands_) : nullptr,
-                      raw(residual_labels_)});
+                      raw(labels_), raw(first_bands_), static_cast<int>(first_bands_.size() / 18),
+                      params_.residual.reclaim, raw(residual_labels_)});
 }
 
 // A candidate's inliers: the points on no plane within its band (residual.band times the larger
