@@ -36,6 +36,32 @@
 
 namespace apron::cloth {
 
+namespace {
+
+constexpr std::uint32_t kNoNode = 0xffffffffu;
+
+// The hat function's weight along one axis at lattice coordinate u for node j.
+double hat(double u, int j) {
+  return std::max(0.0, 1.0 - std::abs(u - j));
+}
+
+// The node of residue r (mod p) nearest to u, or -1 if it lies outside [0, count).
+int nearest_of_residue(double u, int r, int p, int count) {
+  const int base = static_cast<int>(std::floor(u));
+  int best = -1;
+  double distance = std::numeric_limits<double>::infinity();
+  for (int j = base - p; j <= base + p; ++j) {
+    if (((j % p) + p) % p != r) continue;
+    if (std::abs(u - j) < distance) {
+      distance = std::abs(u - j);
+      best = j;
+    }
+  }
+  return best >= 0 && best < count ? best : -1;
+}
+
+}  // namespace
+
 void ClothSolver::setup_coarse(const HostMesh& mesh) {
   CoarseWork& k = coarse_;
   const double factor = case_.integrator.coarse_factor;
@@ -116,6 +142,49 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
               : 0.0;
   k.pinned = to_host(pinned_, owned_);
   k.colours = k.period[0] * k.period[1] * k.period[2];
+  // Each row's corners (none where pinned), and per probing colour its node (the colour's
+  // nearest per axis) and its hat weight there.
+  k.corner_offsets.assign(1, 0);
+  k.corner_node.clear();
+  k.corner_weight.clear();
+  std::size_t node[8];
+  double weight[8];
+  for (std::size_t i = 0; i < owned_; ++i) {
+    const int n = k.pinned[i] ? 0 : coarse_corners(i, node, weight);
+    for (int c = 0; c < n; ++c) {
+      k.corner_node.push_back(static_cast<std::uint32_t>(node[c]));
+      k.corner_weight.push_back(weight[c]);
+    }
+    k.corner_offsets.push_back(static_cast<std::uint32_t>(k.corner_node.size()));
+  }
+  k.owner.assign(static_cast<std::size_t>(k.colours) * owned_, kNoNode);
+  k.share.assign(static_cast<std::size_t>(k.colours) * owned_, 0.0);
+  for (int colour = 0; colour < k.colours; ++colour) {
+    const int residue[3] = {colour % k.period[0], (colour / k.period[0]) % k.period[1],
+                            colour / (k.period[0] * k.period[1])};
+    const std::size_t base = static_cast<std::size_t>(colour) * owned_;
+    // Each row's node of this colour (nearest per axis) and its hat weight there.
+    // Rows outside every support of the colour may still see one within the reach: attributed
+    // to the nearest node all the same (share 0: not displaced).
+    for (std::size_t i = 0; i < owned_; ++i) {
+      double s = 1;
+      std::size_t index = 0;
+      bool found = true;
+      for (int a = 0; a < 3; ++a) {
+        const double u = k.lattice[3 * i + static_cast<std::size_t>(a)];
+        const int j = nearest_of_residue(u, residue[a], k.period[a], k.count[a]);
+        if (j < 0) {
+          found = false;
+          break;
+        }
+        if (k.count[a] > 1) s *= hat(u, j);
+        index += static_cast<std::size_t>(j) * k.stride[a];
+      }
+      if (!found) continue;
+      k.owner[base + i] = static_cast<std::uint32_t>(index);
+      k.share[base + i] = k.pinned[i] ? 0 : s;
+    }
+  }
   Log::info(
       "cloth: coarse correction: %zu x %zu x %zu lattice (%zu nodes, %.3g m apart), %d probing "
       "colours (%d products a build), band %zu",
@@ -125,30 +194,6 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
                 k.spacing[2] * (k.count[2] > 1)}),
       k.colours, 3 * k.colours, k.band);
 }
-
-namespace {
-
-// The hat function's weight along one axis at lattice coordinate u for node j.
-double hat(double u, int j) {
-  return std::max(0.0, 1.0 - std::abs(u - j));
-}
-
-// The node of residue r (mod p) nearest to u, or -1 if it lies outside [0, count).
-int nearest_of_residue(double u, int r, int p, int count) {
-  const int base = static_cast<int>(std::floor(u));
-  int best = -1;
-  double distance = std::numeric_limits<double>::infinity();
-  for (int j = base - p; j <= base + p; ++j) {
-    if (((j % p) + p) % p != r) continue;
-    if (std::abs(u - j) < distance) {
-      distance = std::abs(u - j);
-      best = j;
-    }
-  }
-  return best >= 0 && best < count ? best : -1;
-}
-
-}  // namespace
 
 // The row's corners: up to 8 nodes and weights (weight 0: no node).
 int ClothSolver::coarse_corners(std::size_t row, std::size_t* node, double* weight) const {
@@ -186,35 +231,10 @@ bool ClothSolver::coarse_correction() {
   const std::size_t rows = store_.size(), unknowns = 3 * k.nodes, width = 2 * k.band + 1;
   std::vector<double> matrix(unknowns * width, 0.0);  // row p, column q at p * width + q - p + band
   std::vector<Vector3<double>> probe(rows);
-  std::size_t node[8];
-  double weight[8];
   // The operator: one colour and axis at a time.
   for (int colour = 0; colour < k.colours; ++colour) {
-    const int residue[3] = {colour % k.period[0], (colour / k.period[0]) % k.period[1],
-                            colour / (k.period[0] * k.period[1])};
-    // Each row's node of this colour (nearest per axis) and its hat weight there.
-    std::vector<std::size_t> owner(owned_, SIZE_MAX);
-    std::vector<double> share(owned_, 0.0);
-    // Rows outside every support of the colour may still see one within the reach: attributed
-    // to the nearest node all the same (share 0: not displaced).
-    for (std::size_t i = 0; i < owned_; ++i) {
-      double s = 1;
-      std::size_t index = 0;
-      bool found = true;
-      for (int a = 0; a < 3; ++a) {
-        const double u = k.lattice[3 * i + static_cast<std::size_t>(a)];
-        const int j = nearest_of_residue(u, residue[a], k.period[a], k.count[a]);
-        if (j < 0) {
-          found = false;
-          break;
-        }
-        if (k.count[a] > 1) s *= hat(u, j);
-        index += static_cast<std::size_t>(j) * k.stride[a];
-      }
-      if (!found) continue;
-      owner[i] = index;
-      share[i] = k.pinned[i] ? 0 : s;
-    }
+    const std::uint32_t* owner = k.owner.data() + static_cast<std::size_t>(colour) * owned_;
+    const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
     for (int b = 0; b < 3; ++b) {
       std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
       bool any = false;
@@ -233,16 +253,16 @@ bool ClothSolver::coarse_correction() {
       if (has_colliders()) filter(w.constraints, owned_, w.product);
       const std::vector<Vector3<double>> column = to_host(w.product, owned_);
       for (std::size_t i = 0; i < owned_; ++i) {
-        if (owner[i] == SIZE_MAX || k.pinned[i]) continue;
-        const std::size_t q = 3 * owner[i] + static_cast<std::size_t>(b);
-        const int n = coarse_corners(i, node, weight);
+        if (owner[i] == kNoNode) continue;
+        const std::size_t q = 3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
         const double y[3] = {column[i].x, column[i].y, column[i].z};
-        for (int c = 0; c < n; ++c)
+        for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
           for (int a = 0; a < 3; ++a) {
-            const std::size_t p = 3 * node[c] + static_cast<std::size_t>(a);
+            const std::size_t p =
+                3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
             const std::size_t offset = q + k.band - p;        // q - p + band, >= 0 within the band
             if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
-            matrix[p * width + offset] += weight[c] * y[a];
+            matrix[p * width + offset] += k.corner_weight[c] * y[a];
           }
       }
     }
@@ -254,12 +274,11 @@ bool ClothSolver::coarse_correction() {
   {
     const std::vector<Vector3<double>> r = to_host(w.filtered, owned_);
     for (std::size_t i = 0; i < owned_; ++i) {
-      if (k.pinned[i]) continue;
-      const int n = coarse_corners(i, node, weight);
-      for (int c = 0; c < n; ++c) {
-        rhs[3 * node[c]] += weight[c] * r[i].x;
-        rhs[3 * node[c] + 1] += weight[c] * r[i].y;
-        rhs[3 * node[c] + 2] += weight[c] * r[i].z;
+      for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c) {
+        const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[c]);
+        rhs[n] += k.corner_weight[c] * r[i].x;
+        rhs[n + 1] += k.corner_weight[c] * r[i].y;
+        rhs[n + 2] += k.corner_weight[c] * r[i].z;
       }
     }
   }
@@ -315,12 +334,12 @@ bool ClothSolver::coarse_correction() {
   // The step P c, filtered, and the line search on Phi.
   std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
   for (std::size_t i = 0; i < owned_; ++i) {
-    if (k.pinned[i]) continue;
-    const int n = coarse_corners(i, node, weight);
     Vector3<double> s{0, 0, 0};
-    for (int c = 0; c < n; ++c)
-      s = s + Vector3<double>{weight[c] * rhs[3 * node[c]], weight[c] * rhs[3 * node[c] + 1],
-                              weight[c] * rhs[3 * node[c] + 2]};
+    for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c) {
+      const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[c]);
+      const double h = k.corner_weight[c];
+      s = s + Vector3<double>{h * rhs[n], h * rhs[n + 1], h * rhs[n + 2]};
+    }
     probe[i] = s;
   }
   to_device(probe, w.step);

@@ -196,6 +196,10 @@ class ClothSolver final : public SteppingWorkload {
     std::size_t stride[3] = {0, 0, 0}, nodes = 0, band = 0;
     std::vector<double> lattice;
     std::vector<std::uint8_t> pinned;
+    std::vector<std::uint32_t> corner_offsets, corner_node;  // each owned row's nodes (CSR)
+    std::vector<double> corner_weight;                       // and its hat weights there
+    std::vector<std::uint32_t> owner;  // per probing colour and owned row: the colour's node
+    std::vector<double> share;         // and the row's hat weight for it (0: outside)
     long corrections = 0, moved = 0, shifted = 0;
     double phi_drop = 0, step_lengths = 0;
   } coarse_;
