@@ -104,7 +104,8 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
                     factor, k.spacing[a], a, reach[a]);
       throw config::ConfigError(config_.file + text);
     }
-    k.period[a] = k.spacing[a] > 2 * reach[a] ? 3 : 4;
+    // (With no more nodes than the period, every node is a residue of its own.)
+    k.period[a] = std::min(k.spacing[a] > 2 * reach[a] ? 3 : 4, k.count[a]);
   }
   // Node numbering: the axis with the most nodes varies slowest (the narrowest band).
   int order[3] = {0, 1, 2};
