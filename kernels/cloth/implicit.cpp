@@ -271,39 +271,6 @@ struct FindConstraint {
   }
 };
 
-// A free row whose iterate x0 + dt v lies inside a collider (grown by the thickness) is held from
-// here on: along the normal there, at the velocity that brings x0 onto the grown surface within
-// the step (its depth at x0 over dt; the analytic colliders are static).
-struct FindStepConstraint {
-  Rows rows;
-  const V3* x0;
-  const V3* x;
-  const Collider* colliders;
-  int collider_count;
-  double thickness;
-  ContactConstraint* out;
-  APRON_HD void operator()(std::size_t i) const {
-    if (rows.pinned[i] || dot(out[i].normal, out[i].normal) > 0) return;
-    ContactConstraint held;
-    held.depth = 0;
-    for (int k = 0; k < collider_count; ++k) {
-      const Contact c = contact(colliders[k], x[i], thickness);
-      if (!(c.depth > held.depth)) continue;
-      const Contact start = contact(colliders[k], x0[i], thickness);
-      const double approach = start.depth < 0 ? start.depth / rows.dt : 0.0;
-      held = {c.normal, colliders[k].friction, approach * c.normal, c.depth};
-    }
-    if (held.depth > 0) out[i] = held;
-  }
-};
-
-struct HeldRow {
-  const ContactConstraint* c;
-  APRON_HD std::int64_t operator()(std::size_t i) const {
-    return dot(c[i].normal, c[i].normal) > 0 ? 1 : 0;
-  }
-};
-
 struct FindMeshConstraint {
   Rows rows;
   const V3* x;
@@ -682,20 +649,6 @@ void mesh_contact_constraints(const ImplicitSystem& s, const Vectors& position,
                               DeviceVector<ContactConstraint>& out) {
   for_each_index(count, FindMeshConstraint{Rows(s), raw(position), raw(gradient), collider,
                                            tolerance, raw(out)});
-}
-
-std::int64_t step_constraints(const ImplicitSystem& s, const Vectors& position0,
-                              const Vectors& iterate, const DeviceVector<Collider>& colliders,
-                              double thickness, std::size_t count,
-                              DeviceVector<ContactConstraint>& out) {
-  const auto held = [](const DeviceVector<ContactConstraint>& c, std::size_t n) {
-    return transform_reduce(n, HeldRow{raw(c)}, std::int64_t{0}, Plus{});
-  };
-  const std::int64_t before = held(out, count);
-  for_each_index(count,
-                 FindStepConstraint{Rows(s), raw(position0), raw(iterate), raw(colliders),
-                                    static_cast<int>(colliders.size()), thickness, raw(out)});
-  return held(out, count) - before;
 }
 
 void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v) {

@@ -141,16 +141,6 @@ void mesh_contact_constraints(const ImplicitSystem& s, const Vectors& position,
                               const Vectors& gradient, const MeshColliderStep& collider,
                               double tolerance, std::size_t count,
                               DeviceVector<ContactConstraint>& out);
-// Contact inside the step (cloth.implicit.contact: iterate): each free row whose iterate
-// x0 + dt v lies inside an analytic collider grown by the thickness is held from then on, along
-// the normal at the iterate, at the normal velocity that takes x0 onto the grown surface within
-// the step (its depth at x0 over dt), so that the step ends on the surface instead of inside it
-// (then projected out after the step, its neighbours left behind). Returns how many rows this
-// rank newly holds.
-std::int64_t step_constraints(const ImplicitSystem& s, const Vectors& position0,
-                              const Vectors& iterate, const DeviceVector<Collider>& colliders,
-                              double thickness, std::size_t count,
-                              DeviceVector<ContactConstraint>& out);
 // v_i less its part along its row's constraint normal: the solve's subspace.
 void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v);
 // v_i with its normal part set to the collider's: the solve's first guess.

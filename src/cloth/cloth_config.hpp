@@ -69,9 +69,6 @@ struct ColliderConfig {
 // `coarse` (vbd only, off when absent): a Galerkin coarse correction of the sweeps' iterate on
 // multilinear hat functions over a lattice of the rest positions, `factor` shortest edges apart,
 // before every `every`-th sweep (src/cloth/cloth_coarse.cpp). One rank only in this version.
-// `contact` (vbd only): "start" holds on the analytic colliders the rows found on them at x0, for
-// the whole step; "iterate" also holds, before each sweep, the rows the iterate has taken into one
-// (implicit.hpp's step_constraints).
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
@@ -81,7 +78,6 @@ struct IntegratorConfig {
   int contact_start_rings = 0;      // vbd only
   double coarse_factor = 0;         // vbd only; 0: no coarse correction
   long coarse_every = 1;            // vbd only: a correction before every this many sweeps
-  bool contact_in_step = false;     // vbd only: cloth.implicit.contact: iterate (else start)
   double dt = 0;                    // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;

@@ -252,14 +252,6 @@ void ClothSolver::solve_vbd() {
   double rz = 0;
   for (;; ++sweep) {
     newton_residual();
-    // cloth.implicit.contact: iterate: rows the iterate has taken into a collider held on it.
-    if (case_.integrator.contact_in_step && !colliders_.empty() &&
-        global_sum(ranks_.comm, step_constraints(implicit_system(), *position_, w.point, colliders_,
-                                                 motion_.thickness, owned_, w.constraints)) > 0) {
-      hold(w.constraints, owned_, w.velocity);
-      refresh_ghost_rows(w.velocity);
-      newton_residual();
-    }
     precondition(w.newton, w.preconditioned);
     // (A row that is not finite drops out of the fixed-point sums: counted apart.)
     rz = global_sum(ranks_.comm, unfinite_rows(w.newton, owned_)) > 0
