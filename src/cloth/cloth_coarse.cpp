@@ -21,13 +21,14 @@
 // p = 4 (the spacing must exceed the reach: refused otherwise). 3 p^2 products a build on a flat
 // sheet (27 or 48), at every correction, since H changes with the iterate. The coarse matrix is
 // banded (nodes couple within two lattice steps) and factored on the host by a banded Cholesky
-// (shifted where H's compression makes it indefinite). Host arithmetic over the owned rows in one
-// order: one rank only in this version (a rank-independent assembly would sum the rows' parts in
-// fixed point, as global_dot does).
+// (shifted where H's compression makes it indefinite). Each rank assembles its owned rows' parts
+// in fixed point and the integers are summed over ranks, so every rank factors the same matrix
+// and N ranks correct as one does, bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "cloth/cloth_solver.hpp"
@@ -66,12 +67,6 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
   CoarseWork& k = coarse_;
   const double factor = case_.integrator.coarse_factor;
   if (!(factor > 0)) return;
-  if (ranks_.size > 1)
-    throw config::ConfigError(
-        config_.file +
-        ": key 'cloth.implicit.coarse': the coarse correction runs on one rank only in this "
-        "version (its coarse operator is assembled on one host); run on one rank, or remove the "
-        "key");
   // The rows' rest positions and the box, and how far one Hessian row reaches along each axis
   // (four rings: four times the longest edge's extent along it).
   double low[3], high[3], reach[3] = {0, 0, 0};
@@ -230,7 +225,18 @@ bool ClothSolver::coarse_correction() {
   ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
   const std::size_t rows = store_.size(), unknowns = 3 * k.nodes, width = 2 * k.band + 1;
-  std::vector<double> matrix(unknowns * width, 0.0);  // row p, column q at p * width + q - p + band
+  // Every entry is a sum over rows of hat weight x product, summed in fixed point (each term
+  // rounded alone, the integers added exactly, over ranks too), so that any rank count assembles
+  // the same matrix: a column's terms all come from one probe, whose largest |product| over the
+  // sheet sets that column's power-of-two scale (as reproducible_sum does for global_dot).
+  const double terms = 8.0 * static_cast<double>(global_vertices_);
+  const auto scale_for = [&](double local_largest) {
+    const double top = global_max(ranks_.comm, local_largest);
+    return top > 0 ? std::ldexp(1.0, 62 - std::ilogb(top * terms) - 1) : 0.0;
+  };
+  std::vector<std::int64_t> fixed(unknowns * width,
+                                  0);  // row p, column q at p * width + q - p + band
+  std::vector<double> column_scale(unknowns, 0.0);
   std::vector<Vector3<double>> probe(rows);
   // The operator: one colour and axis at a time.
   for (int colour = 0; colour < k.colours; ++colour) {
@@ -238,24 +244,32 @@ bool ClothSolver::coarse_correction() {
     const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
     for (int b = 0; b < 3; ++b) {
       std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
-      bool any = false;
+      std::int64_t any = 0;
       for (std::size_t i = 0; i < owned_; ++i)
         if (share[i] > 0) {
           double e[3] = {0, 0, 0};
           e[b] = share[i];
           probe[i] = Vector3<double>{e[0], e[1], e[2]};
-          any = true;
+          any = 1;
         }
-      if (!any) continue;
+      if (global_sum(ranks_.comm, any) == 0) continue;
       to_device(probe, w.residual);
       if (has_colliders()) filter(w.constraints, owned_, w.residual);
       refresh_ghost_rows(w.residual);
       implicit_product(w.residual, w.product);
       if (has_colliders()) filter(w.constraints, owned_, w.product);
       const std::vector<Vector3<double>> column = to_host(w.product, owned_);
+      double largest = 0;
+      for (std::size_t i = 0; i < owned_; ++i)
+        if (owner[i] != kNoNode)
+          largest = std::max(
+              {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
+      const double scale = scale_for(largest);
+      if (!(scale > 0)) continue;
       for (std::size_t i = 0; i < owned_; ++i) {
         if (owner[i] == kNoNode) continue;
         const std::size_t q = 3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
+        column_scale[q] = scale;
         const double y[3] = {column[i].x, column[i].y, column[i].z};
         for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
           for (int a = 0; a < 3; ++a) {
@@ -263,25 +277,47 @@ bool ClothSolver::coarse_correction() {
                 3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
             const std::size_t offset = q + k.band - p;        // q - p + band, >= 0 within the band
             if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
-            matrix[p * width + offset] += k.corner_weight[c] * y[a];
+            fixed[p * width + offset] += std::llround(k.corner_weight[c] * y[a] * scale);
           }
       }
     }
   }
-  // The right-hand side P^T R (R filtered), and the symmetric part of the probed matrix.
+  global_sum(ranks_.comm, std::span<std::int64_t>(fixed));
+  // (A column no rank reached has no scale: every rank sets it alike.)
+  global_max(ranks_.comm, std::span<double>(column_scale));
+  std::vector<double> matrix(unknowns * width, 0.0);
+  for (std::size_t p = 0; p < unknowns; ++p)
+    for (std::size_t offset = 0; offset < width; ++offset) {
+      const std::size_t q = p + offset;  // + band - band
+      if (q < k.band || q - k.band >= unknowns) continue;
+      const double scale = column_scale[q - k.band];
+      if (scale > 0)
+        matrix[p * width + offset] = static_cast<double>(fixed[p * width + offset]) / scale;
+    }
+  // The right-hand side P^T R (R filtered), in fixed point alike, and the symmetric part of the
+  // probed matrix.
   std::vector<double> rhs(unknowns, 0.0);
   apron::copy(w.newton.begin(), w.newton.end(), w.filtered.begin());
   if (has_colliders()) filter(w.constraints, owned_, w.filtered);
   {
     const std::vector<Vector3<double>> r = to_host(w.filtered, owned_);
-    for (std::size_t i = 0; i < owned_; ++i) {
-      for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c) {
-        const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[c]);
-        rhs[n] += k.corner_weight[c] * r[i].x;
-        rhs[n + 1] += k.corner_weight[c] * r[i].y;
-        rhs[n + 2] += k.corner_weight[c] * r[i].z;
-      }
-    }
+    double largest = 0;
+    for (std::size_t i = 0; i < owned_; ++i)
+      largest = std::max({largest, std::abs(r[i].x), std::abs(r[i].y), std::abs(r[i].z)});
+    const double scale = scale_for(largest);
+    std::vector<std::int64_t> sums(unknowns, 0);
+    if (scale > 0)
+      for (std::size_t i = 0; i < owned_; ++i)
+        for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c) {
+          const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[c]);
+          const double h = k.corner_weight[c] * scale;
+          sums[n] += std::llround(h * r[i].x);
+          sums[n + 1] += std::llround(h * r[i].y);
+          sums[n + 2] += std::llround(h * r[i].z);
+        }
+    global_sum(ranks_.comm, std::span<std::int64_t>(sums));
+    if (scale > 0)
+      for (std::size_t n = 0; n < unknowns; ++n) rhs[n] = static_cast<double>(sums[n]) / scale;
   }
   // Banded lower factor L (row p, column p - d at p * (band + 1) + d).
   const std::size_t band = k.band;

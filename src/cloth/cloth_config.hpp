@@ -68,7 +68,7 @@ struct ColliderConfig {
 // held on a collider start the sweeps with their fall into it cut by (1 - d / rings).
 // `coarse` (vbd only, off when absent): a Galerkin coarse correction of the sweeps' iterate on
 // multilinear hat functions over a lattice of the rest positions, `factor` shortest edges apart,
-// before every `every`-th sweep (src/cloth/cloth_coarse.cpp). One rank only in this version.
+// before every `every`-th sweep (src/cloth/cloth_coarse.cpp).
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
