@@ -221,7 +221,7 @@ int ClothSolver::coarse_corners(std::size_t row, std::size_t* node, double* weig
 
 // One correction at the current iterate (newton_residual's point, elastic gradient and residual
 // current): returns whether the line search moved v. Leaves the residual stale.
-bool ClothSolver::coarse_correction() {
+bool ClothSolver::coarse_correction(bool rebuild) {
   ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
   const std::size_t rows = store_.size(), unknowns = 3 * k.nodes, width = 2 * k.band + 1;
@@ -234,68 +234,112 @@ bool ClothSolver::coarse_correction() {
     const double top = global_max(ranks_.comm, local_largest);
     return top > 0 ? std::ldexp(1.0, 62 - std::ilogb(top * terms) - 1) : 0.0;
   };
-  std::vector<std::int64_t> fixed(unknowns * width,
-                                  0);  // row p, column q at p * width + q - p + band
-  std::vector<double> column_scale(unknowns, 0.0);
   std::vector<Vector3<double>> probe(rows);
-  // The operator: one colour and axis at a time.
-  for (int colour = 0; colour < k.colours; ++colour) {
-    const std::uint32_t* owner = k.owner.data() + static_cast<std::size_t>(colour) * owned_;
-    const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
-    for (int b = 0; b < 3; ++b) {
-      std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
-      std::int64_t any = 0;
-      for (std::size_t i = 0; i < owned_; ++i)
-        if (share[i] > 0) {
-          double e[3] = {0, 0, 0};
-          e[b] = share[i];
-          probe[i] = Vector3<double>{e[0], e[1], e[2]};
-          any = 1;
-        }
-      if (global_sum(ranks_.comm, any) == 0) continue;
-      to_device(probe, w.residual);
-      if (has_colliders()) filter(w.constraints, owned_, w.residual);
-      refresh_ghost_rows(w.residual);
-      implicit_product(w.residual, w.product);
-      if (has_colliders()) filter(w.constraints, owned_, w.product);
-      const std::vector<Vector3<double>> column = to_host(w.product, owned_);
-      double largest = 0;
-      for (std::size_t i = 0; i < owned_; ++i)
-        if (owner[i] != kNoNode)
-          largest = std::max(
-              {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
-      const double scale = scale_for(largest);
-      if (!(scale > 0)) continue;
-      for (std::size_t i = 0; i < owned_; ++i) {
-        if (owner[i] == kNoNode) continue;
-        const std::size_t q = 3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
-        column_scale[q] = scale;
-        const double y[3] = {column[i].x, column[i].y, column[i].z};
-        for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
-          for (int a = 0; a < 3; ++a) {
-            const std::size_t p =
-                3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
-            const std::size_t offset = q + k.band - p;        // q - p + band, >= 0 within the band
-            if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
-            fixed[p * width + offset] += std::llround(k.corner_weight[c] * y[a] * scale);
+  const std::size_t band = k.band;
+  // The operator and its factor: at every correction, or (refresh: step) at a step's first.
+  if (rebuild || k.lower.empty()) {
+    ++k.builds;
+    std::vector<std::int64_t> fixed(unknowns * width,
+                                    0);  // row p, column q at p * width + q - p + band
+    std::vector<double> column_scale(unknowns, 0.0);
+    // The operator: one colour and axis at a time.
+    for (int colour = 0; colour < k.colours; ++colour) {
+      const std::uint32_t* owner = k.owner.data() + static_cast<std::size_t>(colour) * owned_;
+      const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
+      for (int b = 0; b < 3; ++b) {
+        std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
+        std::int64_t any = 0;
+        for (std::size_t i = 0; i < owned_; ++i)
+          if (share[i] > 0) {
+            double e[3] = {0, 0, 0};
+            e[b] = share[i];
+            probe[i] = Vector3<double>{e[0], e[1], e[2]};
+            any = 1;
           }
+        if (global_sum(ranks_.comm, any) == 0) continue;
+        to_device(probe, w.residual);
+        if (has_colliders()) filter(w.constraints, owned_, w.residual);
+        refresh_ghost_rows(w.residual);
+        implicit_product(w.residual, w.product);
+        if (has_colliders()) filter(w.constraints, owned_, w.product);
+        const std::vector<Vector3<double>> column = to_host(w.product, owned_);
+        double largest = 0;
+        for (std::size_t i = 0; i < owned_; ++i)
+          if (owner[i] != kNoNode)
+            largest = std::max(
+                {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
+        const double scale = scale_for(largest);
+        if (!(scale > 0)) continue;
+        for (std::size_t i = 0; i < owned_; ++i) {
+          if (owner[i] == kNoNode) continue;
+          const std::size_t q =
+              3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
+          column_scale[q] = scale;
+          const double y[3] = {column[i].x, column[i].y, column[i].z};
+          for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
+            for (int a = 0; a < 3; ++a) {
+              const std::size_t p =
+                  3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
+              const std::size_t offset = q + k.band - p;  // q - p + band, >= 0 within the band
+              if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
+              fixed[p * width + offset] += std::llround(k.corner_weight[c] * y[a] * scale);
+            }
+        }
+      }
+    }
+    global_sum(ranks_.comm, std::span<std::int64_t>(fixed));
+    // (A column no rank reached has no scale: every rank sets it alike.)
+    global_max(ranks_.comm, std::span<double>(column_scale));
+    std::vector<double> matrix(unknowns * width, 0.0);
+    for (std::size_t p = 0; p < unknowns; ++p)
+      for (std::size_t offset = 0; offset < width; ++offset) {
+        const std::size_t q = p + offset;  // + band - band
+        if (q < k.band || q - k.band >= unknowns) continue;
+        const double scale = column_scale[q - k.band];
+        if (scale > 0)
+          matrix[p * width + offset] = static_cast<double>(fixed[p * width + offset]) / scale;
+      }
+    // Its symmetric part's banded lower factor L (row p, column p - d at p * (band + 1) + d).
+    std::vector<double>& lower = k.lower;
+    lower.assign(unknowns * (band + 1), 0.0);
+    const auto entry = [&](std::size_t p, std::size_t q) {  // symmetric part, q <= p
+      return 0.5 * (matrix[p * width + q + band - p] + matrix[q * width + p + band - q]);
+    };
+    double largest = 0;
+    for (std::size_t p = 0; p < unknowns; ++p) largest = std::max(largest, entry(p, p));
+    double shift = 0;
+    for (;;) {
+      bool ok = true;
+      for (std::size_t p = 0; p < unknowns && ok; ++p) {
+        const std::size_t first = p > band ? p - band : 0;
+        for (std::size_t q = first; q <= p; ++q) {
+          double sum = entry(p, q) + (p == q ? shift : 0);
+          const std::size_t from = std::max(first, q > band ? q - band : 0);
+          for (std::size_t m = from; m < q; ++m)
+            sum -= lower[p * (band + 1) + p - m] * lower[q * (band + 1) + q - m];
+          if (p == q) {
+            // An unknown no row reaches (a node whose support holds only held rows): identity.
+            if (entry(p, p) == 0 && sum == 0) sum = 1;
+            if (!(sum > 0)) {
+              ok = false;
+              break;
+            }
+            lower[p * (band + 1)] = std::sqrt(sum);
+          } else {
+            lower[p * (band + 1) + p - q] = sum / lower[q * (band + 1)];
+          }
+        }
+      }
+      if (ok) break;
+      shift = shift == 0 ? 1e-8 * largest : 100 * shift;
+      ++k.shifted;
+      if (!(shift < 1e4 * largest)) {
+        lower.clear();
+        return false;
       }
     }
   }
-  global_sum(ranks_.comm, std::span<std::int64_t>(fixed));
-  // (A column no rank reached has no scale: every rank sets it alike.)
-  global_max(ranks_.comm, std::span<double>(column_scale));
-  std::vector<double> matrix(unknowns * width, 0.0);
-  for (std::size_t p = 0; p < unknowns; ++p)
-    for (std::size_t offset = 0; offset < width; ++offset) {
-      const std::size_t q = p + offset;  // + band - band
-      if (q < k.band || q - k.band >= unknowns) continue;
-      const double scale = column_scale[q - k.band];
-      if (scale > 0)
-        matrix[p * width + offset] = static_cast<double>(fixed[p * width + offset]) / scale;
-    }
-  // The right-hand side P^T R (R filtered), in fixed point alike, and the symmetric part of the
-  // probed matrix.
+  // The right-hand side P^T R (R filtered), in fixed point alike.
   std::vector<double> rhs(unknowns, 0.0);
   apron::copy(w.newton.begin(), w.newton.end(), w.filtered.begin());
   if (has_colliders()) filter(w.constraints, owned_, w.filtered);
@@ -319,43 +363,8 @@ bool ClothSolver::coarse_correction() {
     if (scale > 0)
       for (std::size_t n = 0; n < unknowns; ++n) rhs[n] = static_cast<double>(sums[n]) / scale;
   }
-  // Banded lower factor L (row p, column p - d at p * (band + 1) + d).
-  const std::size_t band = k.band;
-  std::vector<double> lower(unknowns * (band + 1), 0.0);
-  const auto entry = [&](std::size_t p, std::size_t q) {  // symmetric part, q <= p
-    return 0.5 * (matrix[p * width + q + band - p] + matrix[q * width + p + band - q]);
-  };
-  double largest = 0;
-  for (std::size_t p = 0; p < unknowns; ++p) largest = std::max(largest, entry(p, p));
-  double shift = 0;
-  for (;;) {
-    bool ok = true;
-    for (std::size_t p = 0; p < unknowns && ok; ++p) {
-      const std::size_t first = p > band ? p - band : 0;
-      for (std::size_t q = first; q <= p; ++q) {
-        double sum = entry(p, q) + (p == q ? shift : 0);
-        const std::size_t from = std::max(first, q > band ? q - band : 0);
-        for (std::size_t m = from; m < q; ++m)
-          sum -= lower[p * (band + 1) + p - m] * lower[q * (band + 1) + q - m];
-        if (p == q) {
-          // An unknown no row reaches (a node whose support holds only held rows): identity.
-          if (entry(p, p) == 0 && sum == 0) sum = 1;
-          if (!(sum > 0)) {
-            ok = false;
-            break;
-          }
-          lower[p * (band + 1)] = std::sqrt(sum);
-        } else {
-          lower[p * (band + 1) + p - q] = sum / lower[q * (band + 1)];
-        }
-      }
-    }
-    if (ok) break;
-    shift = shift == 0 ? 1e-8 * largest : 100 * shift;
-    ++k.shifted;
-    if (!(shift < 1e4 * largest)) return false;
-  }
   // Solve L L^T c = rhs.
+  const std::vector<double>& lower = k.lower;
   for (std::size_t p = 0; p < unknowns; ++p) {
     const std::size_t first = p > band ? p - band : 0;
     double sum = rhs[p];

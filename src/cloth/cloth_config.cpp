@@ -122,6 +122,7 @@ IntegratorConfig read_integrator(MapReader& cloth) {
       c.coarse_every = k.get<long>("every", 1);
       if (c.coarse_every < 1 || c.coarse_every > 100000)
         k.fail("every", "must be between 1 and 100000 (sweeps)");
+      c.coarse_refresh_step = k.choice("refresh", {"correction", "step"}, "correction") == "step";
       k.finish();
     }
   } else if (c.implicit) {

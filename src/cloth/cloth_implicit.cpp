@@ -268,7 +268,7 @@ void ClothSolver::solve_vbd() {
                          std::sqrt(rz / first), tolerance, "cloth.implicit.tolerance");
     // The coarse correction before this sweep (cloth_coarse.cpp), the residual then refreshed.
     if (coarse_.nodes > 0 && sweep % case_.integrator.coarse_every == 0) {
-      coarse_correction();
+      coarse_correction(sweep == 0 || !case_.integrator.coarse_refresh_step);
       newton_residual();
     }
     for (int c = 0; c < w.colours; ++c) {

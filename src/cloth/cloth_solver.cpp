@@ -659,6 +659,7 @@ void ClothSolver::report_fields(Json& json) const {
       json.value("vbd_coarse_nodes", static_cast<long long>(coarse_.nodes));
       json.value("vbd_coarse_corrections", static_cast<long long>(coarse_.corrections));
       json.value("vbd_coarse_moved", static_cast<long long>(coarse_.moved));
+      json.value("vbd_coarse_builds", static_cast<long long>(coarse_.builds));
       json.value("vbd_coarse_shifted", static_cast<long long>(coarse_.shifted));
       json.value("vbd_coarse_phi_drop", coarse_.phi_drop);
       json.value("vbd_coarse_step_length_mean",

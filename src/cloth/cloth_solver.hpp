@@ -104,7 +104,7 @@ class ClothSolver final : public SteppingWorkload {
   void soften_contact_start();          // cloth.implicit.contact_start
   // cloth.implicit.coarse (cloth_coarse.cpp): the lattice, and one correction of the iterate.
   void setup_coarse(const HostMesh& mesh);
-  bool coarse_correction();
+  bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
   int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
@@ -196,11 +196,12 @@ class ClothSolver final : public SteppingWorkload {
     std::size_t stride[3] = {0, 0, 0}, nodes = 0, band = 0;
     std::vector<double> lattice;
     std::vector<std::uint8_t> pinned;
+    std::vector<double> lower;  // the operator's banded Cholesky factor (empty: none yet)
     std::vector<std::uint32_t> corner_offsets, corner_node;  // each owned row's nodes (CSR)
     std::vector<double> corner_weight;                       // and its hat weights there
     std::vector<std::uint32_t> owner;  // per probing colour and owned row: the colour's node
     std::vector<double> share;         // and the row's hat weight for it (0: outside)
-    long corrections = 0, moved = 0, shifted = 0;
+    long corrections = 0, moved = 0, shifted = 0, builds = 0;
     double phi_drop = 0, step_lengths = 0;
   } coarse_;
 
