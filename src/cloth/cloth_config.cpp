@@ -107,7 +107,7 @@ IntegratorConfig read_integrator(MapReader& cloth) {
       if (r.has(key))
         r.fail(key,
                "applies only with 'integrator: implicit' (vbd takes dt, tolerance, sweeps, "
-               "unconverged, line_search, contact_start)");
+               "unconverged, line_search, contact_start, coarse)");
     c.newton_tolerance = r.in_range("tolerance", 1e-12, 0.5, c.newton_tolerance);
     c.sweeps = r.get<long>("sweeps", c.sweeps);
     if (c.sweeps < 1 || c.sweeps > 100000) r.fail("sweeps", "must be between 1 and 100000");
@@ -116,6 +116,15 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     const long rings = r.get<long>("contact_start", 0);
     if (rings < 0 || rings > 1000) r.fail("contact_start", "must be between 0 and 1000 (rings)");
     c.contact_start_rings = static_cast<int>(rings);
+    if (r.has("coarse")) {
+      MapReader k = r.child("coarse");
+      c.coarse_factor = k.in_range("factor", 4, 1e6, 8.0);
+      c.coarse_every = k.get<long>("every", 1);
+      if (c.coarse_every < 1 || c.coarse_every > 100000)
+        k.fail("every", "must be between 1 and 100000 (sweeps)");
+      c.coarse_refresh_step = k.choice("refresh", {"correction", "step"}, "correction") == "step";
+      k.finish();
+    }
   } else if (c.implicit) {
     c.tolerance = r.in_range("tolerance", 1e-12, 0.5, c.tolerance);
     c.max_iterations = r.get<long>("max_iterations", c.max_iterations);
@@ -126,12 +135,12 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
-    for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start"})
+    for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start", "coarse"})
       if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");
   } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
              r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations") ||
              r.has("sweeps") || r.has("unconverged") || r.has("line_search") ||
-             r.has("contact_start")) {
+             r.has("contact_start") || r.has("coarse")) {
     r.fail("dt",
            "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");
   }

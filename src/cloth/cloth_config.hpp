@@ -66,14 +66,21 @@ struct ColliderConfig {
 // touches), "colour" one step length for the whole colour on the whole potential.
 // `contact_start` (vbd only, rings, 0 = off): the free vertices within that many rings of one
 // held on a collider start the sweeps with their fall into it cut by (1 - d / rings).
+// `coarse` (vbd only, off when absent): a Galerkin coarse correction of the sweeps' iterate on
+// multilinear hat functions over a lattice of the rest positions, `factor` shortest edges apart,
+// before every `every`-th sweep (src/cloth/cloth_coarse.cpp), its operator probed and factored
+// at each correction (`refresh: correction`) or at a step's first only (`refresh: step`).
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
   long sweeps = 100;
-  bool accept_unconverged = false;  // vbd only
-  bool vertex_line_search = true;   // vbd only
-  int contact_start_rings = 0;      // vbd only
-  double dt = 0;                    // implicit only [s]
+  bool accept_unconverged = false;   // vbd only
+  bool vertex_line_search = true;    // vbd only
+  int contact_start_rings = 0;       // vbd only
+  double coarse_factor = 0;          // vbd only; 0: no coarse correction
+  long coarse_every = 1;             // vbd only: a correction before every this many sweeps
+  bool coarse_refresh_step = false;  // vbd only: the coarse operator probed once a step
+  double dt = 0;                     // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;
   bool block_jacobi = false;

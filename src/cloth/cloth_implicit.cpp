@@ -266,6 +266,11 @@ void ClothSolver::solve_vbd() {
     if (sweep == case_.integrator.sweeps || !std::isfinite(rz))
       refuse_unconverged("vertex block descent", sweep, "cloth.implicit.sweeps",
                          std::sqrt(rz / first), tolerance, "cloth.implicit.tolerance");
+    // The coarse correction before this sweep (cloth_coarse.cpp), the residual then refreshed.
+    if (coarse_.nodes > 0 && sweep % case_.integrator.coarse_every == 0) {
+      coarse_correction(sweep == 0 || !case_.integrator.coarse_refresh_step);
+      newton_residual();
+    }
     for (int c = 0; c < w.colours; ++c) {
       if (c > 0) newton_residual();
       probe_diagonal_blocks(w.point, w.elastic, c, c + 1);
@@ -464,6 +469,8 @@ ClothSolver::LineSearch ClothSolver::line_search() {
     const double change = alpha * linear + 0.5 * alpha * alpha * quadratic + elastic;
     if (change <= kArmijo * alpha * slope + round_off) {
       axpy(alpha, w.step, w.velocity, store_.size());
+      w.last_change = change;
+      w.last_alpha = alpha;
       w.smallest_step_length = std::min(w.smallest_step_length, alpha);
       return LineSearch::moved;
     }

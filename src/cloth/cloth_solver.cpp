@@ -148,6 +148,7 @@ void ClothSolver::build(bool at_rest) {
   if (case_.integrator.block_jacobi || case_.integrator.vbd) colour_rows(rings);
   build_output_triangles(mesh);
   choose_dt(mesh);
+  if (case_.integrator.vbd) setup_coarse(mesh);
   setup_self_contact(mesh, at_rest);
   Log::info(
       "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
@@ -654,6 +655,16 @@ void ClothSolver::report_fields(Json& json) const {
     json.value("vbd_unconverged_steps", static_cast<long long>(implicit_.accepted_unconverged));
     json.value("vbd_unconverged_residual_largest", implicit_.largest_accepted);
     json.value("vbd_search_rounds_per_step", static_cast<double>(implicit_.search_rounds) / steps);
+    if (coarse_.nodes > 0) {
+      json.value("vbd_coarse_nodes", static_cast<long long>(coarse_.nodes));
+      json.value("vbd_coarse_corrections", static_cast<long long>(coarse_.corrections));
+      json.value("vbd_coarse_moved", static_cast<long long>(coarse_.moved));
+      json.value("vbd_coarse_builds", static_cast<long long>(coarse_.builds));
+      json.value("vbd_coarse_shifted", static_cast<long long>(coarse_.shifted));
+      json.value("vbd_coarse_phi_drop", coarse_.phi_drop);
+      json.value("vbd_coarse_step_length_mean",
+                 coarse_.step_lengths / static_cast<double>(std::max(coarse_.moved, 1L)));
+    }
     if (implicit_.accepted_unconverged > 0)
       Log::warn(
           "cloth: %ld of %ld vertex block descent steps were taken above their tolerance %.3g "

@@ -99,9 +99,13 @@ class ClothSolver final : public SteppingWorkload {
   // implicit_.step, by conjugate gradients until r.z <= tolerance^2 x its first or enough^2 / 4.
   void newton_step(bool first, double enough);
   enum class LineSearch { moved, negligible, stalled };
-  LineSearch line_search();                // v += alpha step where Phi falls
-  void vertex_line_search(int colour);     // v += alpha_i step_i, each vertex's share falling
-  void soften_contact_start();             // cloth.implicit.contact_start
+  LineSearch line_search();             // v += alpha step where Phi falls
+  void vertex_line_search(int colour);  // v += alpha_i step_i, each vertex's share falling
+  void soften_contact_start();          // cloth.implicit.contact_start
+  // cloth.implicit.coarse (cloth_coarse.cpp): the lattice, and one correction of the iterate.
+  void setup_coarse(const HostMesh& mesh);
+  bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
+  int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
@@ -176,13 +180,30 @@ class ClothSolver final : public SteppingWorkload {
     long search_rounds = 0, stalled_vertices = 0;  // its backtracking rounds, rows left at alpha 0
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;
     long newton_iterations = 0, most_newton = 0, capped_solves = 0;
-    double smallest_step_length = 1;  // the line search's
+    double smallest_step_length = 1;         // the line search's
+    double last_change = 0, last_alpha = 0;  // Phi's change and alpha of its last move
     // Each step's relative residual (the solve's, at the solution taken): the largest since the
     // last diagnostics row (its "residual" column), and, with cloth.implicit.unconverged: accept,
     // the steps taken above their tolerance and their largest residual.
     double row_residual = 0, largest_accepted = 0, last_row_residual = 0;
     long accepted_unconverged = 0, row_steps = 0;  // row_steps: `steps` at the last row
   } implicit_;
+  // cloth.implicit.coarse: the lattice (nodes per axis, origin, spacing, probing period, index
+  // stride), each owned row's lattice coordinates, the pinned rows, and the counts.
+  struct CoarseWork {
+    int count[3] = {1, 1, 1}, period[3] = {1, 1, 1}, colours = 0;
+    double origin[3] = {0, 0, 0}, spacing[3] = {1, 1, 1};
+    std::size_t stride[3] = {0, 0, 0}, nodes = 0, band = 0;
+    std::vector<double> lattice;
+    std::vector<std::uint8_t> pinned;
+    std::vector<double> lower;  // the operator's banded Cholesky factor (empty: none yet)
+    std::vector<std::uint32_t> corner_offsets, corner_node;  // each owned row's nodes (CSR)
+    std::vector<double> corner_weight;                       // and its hat weights there
+    std::vector<std::uint32_t> owner;  // per probing colour and owned row: the colour's node
+    std::vector<double> share;         // and the row's hat weight for it (0: outside)
+    long corrections = 0, moved = 0, shifted = 0, builds = 0;
+    double phi_drop = 0, step_lengths = 0;
+  } coarse_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter
   double explicit_dt_ = 0;  // cfl x the stability limit, whichever integrator steps
