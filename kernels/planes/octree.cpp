@@ -632,7 +632,6 @@ struct NoiseSoFar {
 // node, of which each parent's first child works: at a level of few nodes one launch instead of
 // the numbering's three, and the GPU holds all their threads at once either way.
 struct MergeSiblingHalves {
-  static constexpr int kMaxChildren = 8;  // a parent's octants
   const Vec4* sorted;
   const std::uint64_t* keys;
   const std::uint32_t* active;
@@ -658,66 +657,34 @@ struct MergeSiblingHalves {
     }
     const ParentHeads heads{keys, active, starts, nodes, shift};
     if (heads(p) == 0) return false;
-    // The parents of the next 7 nodes (a parent has at most 8 children), each a chain of three
-    // dependent loads, all issued before any is compared: one chain's latency, not seven.
-    constexpr std::uint64_t kNone = ~std::uint64_t{0};  // no node: a prefix is below 2^63
     const std::uint64_t parent = heads.parent(p);
-    std::uint64_t next[kMaxChildren - 1];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int k = 0; k < kMaxChildren - 1; ++k) {
-      const std::size_t s = p + 1 + static_cast<std::size_t>(k);
-      next[k] = s < nodes ? heads.parent(s) : kNone;
-    }
     begin = static_cast<std::uint32_t>(p), end = begin + 1;
-    for (int k = 0; k < kMaxChildren - 1 && next[k] == parent; ++k) ++end;
+    while (end < nodes && heads.parent(end) == parent) ++end;
     return true;
   }
   APRON_HD void operator()(std::size_t p) const {
     if (!(noise[2] > 0)) return;  // no cluster yet: no noise to compare with
-    const double lmin = noise[0] / noise[2];
-    if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
     std::uint32_t begin, end;
     if (!children(p, begin, end)) return;
+    const double lmin = noise[0] / noise[2];
+    if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return;
     const HalfLimits limits{params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
                             lmin > 0 ? std::erf(band / std::sqrt(2 * lmin)) : 1.0};
-    // The children's bounds, then their first points, octants and states: each step's loads
-    // for all children at once (independent chains), not one child after another.
-    const int children_count = static_cast<int>(end - begin);
-    std::uint32_t lo_pos[kMaxChildren] = {}, hi_pos[kMaxChildren] = {}, first[kMaxChildren] = {};
-    std::uint64_t key[kMaxChildren] = {};
-    std::uint8_t st[kMaxChildren] = {};
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int k = 0; k < kMaxChildren; ++k)
-      if (k < children_count) lo_pos[k] = starts[begin + k], hi_pos[k] = starts[begin + k + 1];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int k = 0; k < kMaxChildren; ++k)
-      if (k < children_count) first[k] = active[lo_pos[k]], st[k] = state[begin + k];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int k = 0; k < kMaxChildren; ++k)
-      if (k < children_count) key[k] = keys[first[k]];
     Moments m[8];
     double ref[8][3] = {};
     double count[8] = {};
     std::uint32_t node[8] = {};
     unsigned eligible = 0;
-    for (int k = 0; k < children_count; ++k) {
-      const std::uint32_t s = begin + static_cast<std::uint32_t>(k);
-      const auto o = static_cast<int>((key[k] >> shift) & 7u);
+    for (std::uint32_t s = begin; s < end; ++s) {
+      const std::uint32_t first = active[starts[s]];
+      const auto o = static_cast<int>((keys[first] >> shift) & 7u);
       node[o] = s;
-      if (st[k] == kCluster) continue;
+      if (state[s] == kCluster) continue;
       eligible |= 1u << o;
       m[o] = sums[s];
-      const Vec4 r = sorted[first[k]];
+      const Vec4 r = sorted[first];
       ref[o][0] = r.x, ref[o][1] = r.y, ref[o][2] = r.z;
-      count[o] = static_cast<double>(hi_pos[k] - lo_pos[k]);
+      count[o] = static_cast<double>(starts[s + 1] - starts[s]);
     }
     SiblingGroup g[3];
     const int groups = sibling_groups(params, level, eligible, m, ref, count, limits, g);
