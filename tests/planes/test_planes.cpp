@@ -36,9 +36,18 @@ std::vector<T> host(const DeviceVector<T>& v) {
   return out;
 }
 
+// This process alone (MPI_COMM_SELF), on its own device: the node-local rank stays the world's,
+// so that DeviceInfo::select keeps this rank's GPU. With local rank 0, rank 1 of two on two GPUs
+// moved to GPU 0 while its cached scratch memory stayed on GPU 1, and its one-rank run never
+// finished (suspected cause of the Ranks tests' hang there). RankInfo::world() is collective:
+// read once, at the first call, which every rank makes at the same point (the tests run in the
+// same order everywhere).
 RankInfo self_ranks() {
-  RankInfo r;
+  static const RankInfo world = RankInfo::world();
+  RankInfo r = world;
   r.comm = MPI_COMM_SELF;
+  r.rank = 0;
+  r.size = 1;
   return r;
 }
 
