@@ -1,9 +1,15 @@
 #include "kernels/planes/octree.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
+
+#include <unistd.h>
 
 #include "kernels/common/primitives.hpp"
 
@@ -11,6 +17,50 @@ namespace apron::planes {
 namespace {
 
 constexpr int kFit = 7;  // normal, mean, band
+
+// APRON_OCTREE_PROFILE set: the build's steps timed on the host, each after a device
+// synchronisation (which slows the build: for finding where the time goes, not for figures), one
+// line per level on stderr. Unset: nothing is synchronised or timed.
+class StepClock {
+ public:
+  StepClock() : on_(std::getenv("APRON_OCTREE_PROFILE") != nullptr) {}
+  bool on() const { return on_; }
+  void start() {
+    if (!on_) return;
+    device_synchronize();
+    last_ = now();
+    line_.clear();
+  }
+  void lap(const char* step) {
+    if (!on_) return;
+    device_synchronize();
+    const double t = now();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s %.3f", step, 1e3 * (t - last_));
+    line_ += buf;
+    last_ = t;
+  }
+  void print(const char* what, std::size_t points, std::size_t nodes) {
+    if (!on_) return;
+    std::fprintf(stderr, "octree-profile pid %d %s points %zu nodes %zu ms:%s\n",
+                 static_cast<int>(getpid()), what, points, nodes, line_.c_str());
+    line_.clear();
+  }
+
+ private:
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  bool on_;
+  double last_ = 0;
+  std::string line_;
+};
+
+StepClock& step_clock() {
+  static StepClock clock;
+  return clock;
+}
 
 // Scratch arrays indexed by explicit counts: grown, never shrunk, so that the levels and analyses
 // after the largest reuse them without a launch to value-initialise their new elements.
@@ -750,13 +800,6 @@ struct KeepPoints {
   }
 };
 
-struct ScatterLabels {
-  const std::uint32_t* order;
-  const std::int32_t* sorted_cluster;
-  std::int32_t* point_cluster;
-  APRON_HD void operator()(std::size_t i) const { point_cluster[order[i]] = sorted_cluster[i]; }
-};
-
 }  // namespace
 
 void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
@@ -767,15 +810,20 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
     throw std::invalid_argument("octree: more than 2^32 - 2 points on one rank");
   depth_ = params.max_depth;
   frame_ = frame;
+  StepClock& clock = step_clock();
+  clock.start();
   keys_.resize(n);
   order.resize(n);
   for_each_index(n, MortonKeys{raw(points), frame, depth_, raw(keys_), raw(order)});
+  clock.lap("keys");
   sort_pairs(keys_, order, n, 3 * depth_);
+  clock.lap("sort");
   sorted.resize(n);
   grow_to(active_, n);
   sorted_cluster.resize(n);
   for_each_index(
       n, GatherSorted{raw(points), raw(order), raw(sorted), raw(active_), raw(sorted_cluster)});
+  clock.lap("gather");
   stats = {};
   const double zero[kNoiseTerms] = {0, 0, 0};
   noise_.assign(zero, zero + kNoiseTerms);
@@ -785,8 +833,11 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   const std::uint32_t start_counts[2] = {static_cast<std::uint32_t>(n), 0};
   level_counts_.assign(start_counts, start_counts + 2);
   std::size_t bound = n;  // the host's bound on the active points: the last level's count
+  clock.lap("start");
+  clock.print("prepare", n, 0);
   for (int level = 1; level <= depth_; ++level) {
     const LevelSize size = bound > 0 ? find_nodes(level, bound) : LevelSize{};
+    clock.lap("find");
     bound = size.points;
     if (size.points > 0) {
       level_pass(level, size, params);
@@ -796,15 +847,17 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
     } else if (!global_sum_) {
       break;
     }
+    if (clock.on())
+      clock.print(("level " + std::to_string(level)).c_str(), size.points, size.nodes);
   }
-  point_cluster.resize(n);
-  for_each_index(n, ScatterLabels{raw(order), raw(sorted_cluster), raw(point_cluster)});
   // The levels run are 1 to levels (the untested ones first, with no clusters).
   const std::vector<std::uint32_t> totals = to_host(cluster_totals_);
   const std::size_t levels = stats.nodes.size();
   for (std::size_t l = 1; l <= levels; ++l) stats.clusters.push_back(totals[l] - totals[l - 1]);
   clusters.resize(totals[levels]);
   copy_n(cluster_store_.begin(), totals[levels], clusters.begin());
+  clock.lap("clusters");
+  clock.print("finish", n, totals[levels]);
 }
 
 // Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the
@@ -877,8 +930,10 @@ OctreeBuilder::LevelSize OctreeBuilder::find_nodes(int level, std::size_t bound)
 void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreeParams& params) {
   const std::size_t m = size.points, nodes = size.nodes;
   const int shift = 3 * (depth_ - level);
+  StepClock& clock = step_clock();
   if (level < params.first_level) {  // untested: only the node sizes matter
     untested_level(m, nodes, params);
+    clock.lap("keep");
     return;
   }
   const bool trim =
@@ -899,11 +954,13 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
     moments_.reduce(sorted, active_, starts_, nullptr, nullptr, sums_,
                     {trim ? raw(node_fit_) : nullptr, first_band, false});
   }
+  clock.lap("sums");
   for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
     const bool more = pass + 1 < params.trim_passes;
     moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,
                     {more ? raw(node_fit_) : nullptr, first_band, true});
   }
+  clock.lap("trim");
 
   grow_to(state_, nodes);
   grow_to(cluster_flag_, nodes);
@@ -918,19 +975,24 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
                                       raw(sums_), params, level, shift, nodes, raw(state_),
                                       raw(cluster_flag_), raw(group_), raw(level_clusters_),
                                       halves ? raw(noise_terms_) : nullptr, raw(noise_bounds_)});
+  clock.lap("classify");
   if (halves) {
     sum_level_noise();
+    clock.lap("noise");
     if (level > params.first_level) merge_sibling_halves(level, nodes, first_band, params);
+    clock.lap("halves");
   }
   grow_to(cluster_rank_, nodes + 1);
   exclusive_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
   reserve_clusters(level, nodes);
+  clock.lap("rank");
   const TestedFate fate{raw(segment_), raw(state_), trim ? raw(inlier_) : nullptr,
                         static_cast<std::uint32_t>(m), level >= depth_};
   keep_points(fate, m, raw(group_),
               LevelClusters{raw(cluster_flag_), raw(cluster_rank_), raw(level_clusters_), nodes,
                             level, raw(cluster_totals_), raw(cluster_store_),
                             halves ? raw(level_noise_) : nullptr, raw(noise_)});
+  clock.lap("keep");
   stats.nodes.push_back(nodes);
   stats.active.push_back(m);
 }
@@ -986,11 +1048,10 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
 // rank where there are several, into level_noise_ (LevelClusters adds them to noise_).
 void OctreeBuilder::sum_level_noise() {
   segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
-  if (global_sum_) {
-    double sums[kNoiseTerms];
-    for (int k = 0; k < kNoiseTerms; ++k) sums[k] = read_element(level_noise_, k);
-    global_sum_(sums, kNoiseTerms);
-    level_noise_.assign(sums, sums + kNoiseTerms);
+  if (global_sum_) {  // one copy of the three sums each way (a wait), not one per sum
+    std::vector<double> sums = to_host(level_noise_, kNoiseTerms);
+    global_sum_(sums.data(), kNoiseTerms);
+    to_device(sums, level_noise_);
   }
 }
 

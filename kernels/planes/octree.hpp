@@ -151,7 +151,9 @@ struct OctreeStats {
 
 // Builds the clusters of n points (positions in `points`, xyz used). The result: `clusters` in
 // order of level, then Morton code; `order` (sorted position -> point index) and
-// `point_cluster` (per point: its cluster or -1). Scratch buffers are kept for the next call.
+// `sorted_cluster` (per sorted position: its point's cluster or -1; a caller wanting them in the
+// input's order scatters them through `order`, random writes that cost about 1 ms at 20M points).
+// Scratch buffers are kept for the next call.
 class OctreeBuilder {
  public:
   // Up to this many nodes a level's sibling halves take a thread per node, of which each
@@ -176,9 +178,8 @@ class OctreeBuilder {
 
   DeviceVector<Cluster> clusters;
   DeviceVector<std::uint32_t> order;
-  DeviceVector<std::int32_t> point_cluster;
-  DeviceVector<std::int32_t> sorted_cluster;  // the same per sorted position
-  DeviceVector<Vec4> sorted;                  // the points in Morton order
+  DeviceVector<std::int32_t> sorted_cluster;
+  DeviceVector<Vec4> sorted;  // the points in Morton order
   OctreeStats stats;
 
  private:

@@ -222,14 +222,24 @@ std::vector<double> plane_bands(const std::vector<Plane>& planes, double band) {
   return host;
 }
 
+// Per point in the octree's (Morton) order: its plane, from its cluster's.
 struct PlaneLabels {
-  const std::int32_t* point_cluster;
+  const std::int32_t* sorted_cluster;
   const std::int32_t* cluster_plane;
   std::int32_t* labels;
   APRON_HD void operator()(std::size_t i) const {
-    const std::int32_t c = point_cluster[i];
+    const std::int32_t c = sorted_cluster[i];
     labels[i] = c < 0 ? -1 : cluster_plane[c];
   }
+};
+
+// The labels in the input's order (order: sorted position -> point): a scatter of random writes,
+// about 1 ms at 20M points, so made only where asked for.
+struct InputOrderLabels {
+  const std::uint32_t* order;
+  const std::int32_t* sorted_labels;
+  std::int32_t* labels;
+  APRON_HD void operator()(std::size_t i) const { labels[order[i]] = sorted_labels[i]; }
 };
 
 // The planes' extents: each point's label + 1 as a sort key (0: no plane), its index as value.
@@ -278,6 +288,30 @@ void upload(std::span<const Vec4> points, DeviceVector<Vec4>& device) {
 #else
   apron::copy(points.begin(), points.end(), device.begin());
 #endif
+}
+
+// Points given as x, y, z floats widened to Vec4 (w = 0, as the workload's Vec4s had it).
+struct WidenPoints {
+  const float* xyz;
+  Vec4* points;
+  APRON_HD void operator()(std::size_t i) const {
+    points[i] = Vec4{xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2], 0.f};
+  }
+};
+
+// The same for packed points: one copy of their 12 bytes each into `staging`, then widened on
+// the device.
+void upload(std::span<const float> xyz, DeviceVector<float>& staging, DeviceVector<Vec4>& device) {
+  if (xyz.empty()) return;
+#if defined(__CUDACC__)
+  const cudaError_t status =
+      cudaMemcpy(raw(staging), xyz.data(), xyz.size_bytes(), cudaMemcpyHostToDevice);
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
+#else
+  apron::copy(xyz.begin(), xyz.end(), staging.begin());
+#endif
+  for_each_index(xyz.size() / 3, WidenPoints{raw(staging), raw(device)});
 }
 
 #if defined(__CUDACC__)
@@ -435,20 +469,39 @@ PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm)
 
 Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
                                 double half_extent, double rho_max, bool want_labels) {
+  return analyse(
+      points.size(), [&] { upload(points, points_); }, centre, half_extent, rho_max, want_labels);
+}
+
+Detection PlaneDetector::detect(std::span<const float> xyz, const std::array<double, 3>& centre,
+                                double half_extent, double rho_max, bool want_labels) {
+  if (xyz.size() % 3 != 0)
+    throw std::invalid_argument("planes: packed points must be 3 floats each, got " +
+                                std::to_string(xyz.size()) + " floats");
+  packed_.resize(xyz.size());  // before the clock: an allocation, once
+  return analyse(
+      xyz.size() / 3, [&] { upload(xyz, packed_, points_); }, centre, half_extent, rho_max,
+      want_labels);
+}
+
+template <class Upload>
+Detection PlaneDetector::analyse(std::size_t n, const Upload& upload_points,
+                                 const std::array<double, 3>& centre, double half_extent,
+                                 double rho_max, bool want_labels) {
   Detection out;
-  points_.resize(points.size());  // before the clock: an allocation, once
+  points_.resize(n);  // before the clock: an allocation, once
   MPI_Barrier(comm_);
   const double start = wall_seconds();
   double mark = start;
   StageTimes& t = out.times;
-  upload(points, points_);
+  upload_points();
   t.upload = elapsed(mark);
 
   OctreeFrame frame;
   const double size = 2 * half_extent * (1 + 1e-6) + 1e-30;
   for (int d = 0; d < 3; ++d) frame.origin[d] = -size / 2;
   frame.size = size;
-  octree_.build(points_, points.size(), frame, params_.octree);
+  octree_.build(points_, n, frame, params_.octree);
   t.octree = elapsed(mark);
 
   if (!accumulator_ || rho_max_ != rho_max)
@@ -474,14 +527,19 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   out.planes = fit_planes(octree_.clusters, peaks_, params_, cluster_plane);
   t.planes = elapsed(mark);
 
-  // Clusters -> planes, then points -> planes.
+  // Clusters -> planes, then points -> planes: in the octree's order, which the extents need
+  // (with the points in that order); in the input's order only where asked for.
   cluster_plane_.assign(cluster_plane.begin(), cluster_plane.end());
-  labels_.resize(points.size());
-  for_each_index(points.size(),
-                 PlaneLabels{raw(octree_.point_cluster), raw(cluster_plane_), raw(labels_)});
+  sorted_labels_.resize(n);
+  for_each_index(
+      n, PlaneLabels{raw(octree_.sorted_cluster), raw(cluster_plane_), raw(sorted_labels_)});
+  if (want_labels || params_.residual.on || params_.grow_band > 0) {
+    labels_.resize(n);
+    for_each_index(n, InputOrderLabels{raw(octree_.order), raw(sorted_labels_), raw(labels_)});
+  }
   t.labels = elapsed(mark);
 
-  compute_extents(out.planes, labels_);
+  compute_extents(out.planes, sorted_labels_, octree_.sorted);
   t.extent = elapsed(mark);
   if (params_.residual.on) {
     residual_round(out.planes, frame, out);
@@ -525,7 +583,7 @@ Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<d
   out.octree_work.resize(static_cast<std::size_t>(ranks));
   MPI_Allgather(&work, 1, MPI_DOUBLE, out.octree_work.data(), 1, MPI_DOUBLE, comm_);
   if (want_labels) {
-    out.labels.resize(points.size());
+    out.labels.resize(n);
     apron::copy(labels_.begin(), labels_.end(), out.labels.begin());
   }
   return out;
@@ -1117,10 +1175,14 @@ void PlaneDetector::sum_votes() {
   int ranks = 1;
   MPI_Comm_size(comm_, &ranks);
   if (ranks < 2) return;
-  std::vector<double> votes(accumulator_->cells());
-  apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes.begin());
-  global_sum(comm_, std::span<double>(votes));
-  apron::copy(votes.begin(), votes.end(), accumulator_->votes.begin());
+  // Through page-locked memory kept between analyses (a pageable copy each way is staged by the
+  // driver: a few times slower for the accumulator's ~1 MB).
+  const std::size_t cells = accumulator_->cells();
+  vote_staging_.reserve(cells * sizeof(double));
+  auto* votes = reinterpret_cast<double*>(vote_staging_.data());
+  apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes);
+  global_sum(comm_, std::span<double>(votes, cells));
+  apron::copy(votes, votes + cells, accumulator_->votes.begin());
 }
 
 // The second round (DetectorParams::residual) over the points the first left off every plane;
@@ -1151,7 +1213,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   if (found.empty()) return;
   adopt_candidate_planes(planes, found, renumber, out);
   sort_by_inliers(planes);
-  compute_extents(planes, labels_);
+  compute_extents(planes, labels_, points_);
 }
 
 // The residual round's points (residual_points_): those on no plane and outside every plane's
@@ -1236,7 +1298,7 @@ void PlaneDetector::label_candidates(const std::vector<Plane>& found, double lea
 // in this octree too.
 void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
   for (int pass = 0; pass < params_.residual.passes; ++pass) {
-    if (pass > 0) compute_extents(found, residual_labels_);
+    if (pass > 0) compute_extents(found, residual_labels_, points_);
     std::vector<Plane> widened = found;
     for (Plane& w : widened) {
       const double grow_u = 0.5 * params_.residual.widen * (w.u_max - w.u_min);
@@ -1350,7 +1412,7 @@ std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane
                                                                const std::vector<Plane>& planes) {
   const std::vector<Moments> spread = candidate_sums(found.size(), &found);
   const std::vector<Moments> shared = candidate_sums(found.size(), &found, true);
-  compute_extents(found, residual_labels_);
+  compute_extents(found, residual_labels_, points_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
     return area > 0 ? points / area : 0.0;
@@ -1459,7 +1521,8 @@ void PlaneDetector::sort_by_inliers(std::vector<Plane>& planes) {
 // The oriented rectangles (in centred coordinates): each plane's smallest and largest
 // projections of its points (those `labels` give it) on its in-plane axes, over all ranks.
 void PlaneDetector::compute_extents(std::vector<Plane>& planes,
-                                    const DeviceVector<std::int32_t>& labels) {
+                                    const DeviceVector<std::int32_t>& labels,
+                                    const DeviceVector<Vec4>& points) {
   std::vector<double> frames(9 * planes.size());
   for (std::size_t p = 0; p < planes.size(); ++p)
     for (int d = 0; d < 3; ++d) {
@@ -1471,10 +1534,10 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes,
   std::vector<double> most(4 * planes.size(), -1e300);  // minima as negated maxima
 #if defined(__CUDACC__)
   if (!sorted_extents_ && planes.size() <= static_cast<std::size_t>(kExtentPlanesMax))
-    extents_by_atomics(planes.size(), labels, most);
+    extents_by_atomics(planes.size(), labels, points, most);
   else
 #endif
-    extents_by_sort(planes.size(), labels, most);
+    extents_by_sort(planes.size(), labels, points, most);
   global_max(comm_, std::span<double>(most));
   for (std::size_t p = 0; p < planes.size(); ++p) {
     Plane& plane = planes[p];
@@ -1485,6 +1548,7 @@ void PlaneDetector::compute_extents(std::vector<Plane>& planes,
 
 #if defined(__CUDACC__)
 void PlaneDetector::extents_by_atomics(std::size_t planes, const DeviceVector<std::int32_t>& labels,
+                                       const DeviceVector<Vec4>& points,
                                        std::vector<double>& most) {
   std::vector<int> init(4 * planes);
   for (std::size_t k = 0; k < init.size(); ++k)
@@ -1499,7 +1563,7 @@ void PlaneDetector::extents_by_atomics(std::size_t planes, const DeviceVector<st
     const auto blocks = static_cast<unsigned>(std::max<std::size_t>(
         1, std::min<std::size_t>(wanted, static_cast<std::size_t>(std::max(1, sms)) * 8)));
     plane_extent_kernel<<<blocks, kBlockThreads, 4 * planes * sizeof(int)>>>(
-        n, raw(points_), raw(labels), raw(plane_frames_), static_cast<int>(planes),
+        n, raw(points), raw(labels), raw(plane_frames_), static_cast<int>(planes),
         raw(extent_keys_));
     check_launch("plane_extent_kernel");
   }
@@ -1517,7 +1581,7 @@ void PlaneDetector::extents_by_atomics(std::size_t planes, const DeviceVector<st
 // The portable path: the points sorted by label (one radix pass for up to 255 planes), each
 // plane's run reduced to the minimum and maximum projections.
 void PlaneDetector::extents_by_sort(std::size_t planes, const DeviceVector<std::int32_t>& labels,
-                                    std::vector<double>& most) {
+                                    const DeviceVector<Vec4>& points, std::vector<double>& most) {
   const std::size_t n = labels.size();
   label_keys_.resize(n);
   label_index_.resize(n);
@@ -1525,7 +1589,7 @@ void PlaneDetector::extents_by_sort(std::size_t planes, const DeviceVector<std::
   sort_pairs(label_keys_, label_index_, n, key_bits(planes + 1));
   u_.resize(n);
   v_.resize(n);
-  for_each_index(n, PointProjections{raw(points_), raw(label_keys_), raw(label_index_),
+  for_each_index(n, PointProjections{raw(points), raw(label_keys_), raw(label_index_),
                                      raw(plane_frames_), raw(u_), raw(v_)});
   const std::size_t runs =
       n ? run_length_encode(label_keys_, n, run_label_, run_count_, run_start_) : 0;

@@ -332,7 +332,7 @@ void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& c
       if (cell_owner[c] == ranks_.rank) count += grid->count[c];
   }
   auto page_locked = std::async(std::launch::async, [this, count] {
-    local_points_.reserve(std::max<std::size_t>(1, count) * sizeof(Vec4));
+    local_points_.reserve(std::max<std::size_t>(1, count) * 3 * sizeof(float));
   });
   // Each chunk's points counted, then written from the chunk's offset: in parallel and in the
   // cloud's order, into arrays sized once (a vector per chunk grown point by point, then joined
@@ -362,16 +362,14 @@ void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& c
   const double select = lap(mark);
   page_locked.get();
   const double page_lock_wait = lap(mark);
-  auto* points = reinterpret_cast<Vec4*>(local_points_.data());
+  auto* xyz = reinterpret_cast<float*>(local_points_.data());
 #pragma omp parallel for schedule(static)
   for (std::int64_t k = 0; k < static_cast<std::int64_t>(count); ++k) {
     const std::uint64_t i = local_index_[static_cast<std::size_t>(k)];
-    points[k] = Vec4{static_cast<float>(cloud[i][0] - centre_[0]),
-                     static_cast<float>(cloud[i][1] - centre_[1]),
-                     static_cast<float>(cloud[i][2] - centre_[2]), 0.f};
+    for (int d = 0; d < 3; ++d) xyz[3 * k + d] = static_cast<float>(cloud[i][d] - centre_[d]);
     if (has_truth_) local_truth_[static_cast<std::size_t>(k)] = truth[i];
   }
-  local_ = std::span<const Vec4>(points, count);
+  local_ = std::span<const float>(xyz, 3 * count);
   Log::info(
       "keep (s): select %.3f, then waited for the page-locked buffer %.3f, centre and "
       "copy %.3f",
@@ -382,7 +380,7 @@ void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& c
 // buffers, moments per node, labels); refused before anything is allocated if it cannot fit.
 void PlaneDetection::check_memory() const {
   constexpr double kBytesPerPoint = 200;
-  const double most = global_max(ranks_.comm, static_cast<double>(local_.size()));
+  const double most = global_max(ranks_.comm, static_cast<double>(local_count()));
   const double free_bytes = global_min(ranks_.comm, static_cast<double>(device_.free_bytes));
   if (most * kBytesPerPoint > 0.9 * free_bytes) {
     char text[256];
@@ -416,7 +414,7 @@ void PlaneDetection::setup() {
   Log::info("points: %llu (%s), %zu on rank 0; bounding box (%.6g %.6g %.6g) - (%.6g %.6g %.6g)",
             static_cast<unsigned long long>(total_points_),
             pc_.file.empty() ? ("scene " + pc_.scene.kind).c_str() : pc_.file.c_str(),
-            local_.size(), lo_[0], lo_[1], lo_[2], hi_[0], hi_[1], hi_[2]);
+            local_count(), lo_[0], lo_[1], lo_[2], hi_[0], hi_[1], hi_[2]);
   check_memory();
   DetectorParams p;
   p.octree = pc_.octree;
@@ -510,12 +508,9 @@ void PlaneDetection::write_csv() const {
 
 // Positions in the cloud's coordinates (float) and the rectangles as quads / triangles.
 void PlaneDetection::build_visual_buffers() {
-  vis_position_.resize(3 * local_.size());
-  for (std::size_t i = 0; i < local_.size(); ++i) {
-    vis_position_[3 * i] = static_cast<float>(local_[i].x + centre_[0]);
-    vis_position_[3 * i + 1] = static_cast<float>(local_[i].y + centre_[1]);
-    vis_position_[3 * i + 2] = static_cast<float>(local_[i].z + centre_[2]);
-  }
+  vis_position_.resize(local_.size());
+  for (std::size_t i = 0; i < local_.size(); ++i)
+    vis_position_[i] = static_cast<float>(local_[i] + centre_[i % 3]);
   rect_position_.clear();
   rect_quads_.clear();
   rect_triangles_.clear();
@@ -544,7 +539,7 @@ void PlaneDetection::write_point_outputs() {
   fields.push_back({"index", io::Dtype::i64, 1, index.data()});
   if (has_truth_) fields.push_back({"truth", io::Dtype::i32, 1, local_truth_.data()});
   io::SeriesWriter points(ranks_.comm, dir, "planes_points");
-  points.write(0, 0, io::PointSetPart{local_.size(), fields});
+  points.write(0, 0, io::PointSetPart{local_count(), fields});
   // The plane rectangles (two triangles each, the plane's index per triangle).
   const io::HostField rect_vertex[] = {{"position", io::Dtype::f64, 3, rect_position_.data()}};
   const io::HostField rect_cells[] = {{"plane", io::Dtype::i32, 1, rect_triangle_plane_.data()}};
@@ -554,7 +549,7 @@ void PlaneDetection::write_point_outputs() {
                                    rect_triangles_.size() / 3, rect_triangles_.data(), rect_cells});
 
   // A PLY coloured by plane, in the cloud's order: rank 0 gathers the labels by point index.
-  const int mine = static_cast<int>(local_.size());
+  const int mine = static_cast<int>(local_count());
   std::vector<int> counts(ranks_.size), offsets(ranks_.size);
   MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, ranks_.comm);
   for (int k = 1; k < ranks_.size; ++k) offsets[k] = offsets[k - 1] + counts[k - 1];
@@ -603,7 +598,7 @@ std::vector<io::VisualBlock> PlaneDetection::visual_blocks() {
   io::VisualBlock points;
   points.channel = "points";
   points.kind = io::VisualBlock::Kind::points;
-  points.points = local_.size();
+  points.points = local_count();
   points.point_fields = {{"position", io::Dtype::f32, 3, vis_position_.data()},
                          {"plane", io::Dtype::i32, 1, detection_.labels.data()}};
   io::VisualBlock rects;

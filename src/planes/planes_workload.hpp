@@ -102,10 +102,12 @@ class PlaneDetection final : public Workload {
   std::array<double, 3> centre_{}, lo_{}, hi_{};
   double half_extent_ = 0, rho_max_ = 0;
   std::vector<double> estimated_work_;  // per rank
-  // This rank's points, centred, float: in page-locked host memory (filled at setup), so that
-  // each analysis uploads them by DMA at the link's speed.
+  // This rank's points, centred, float, x y z one after another (12 bytes a point, a Vec4's 16
+  // would travel a third more): in page-locked host memory (filled at setup), so that each
+  // analysis uploads them by DMA at the link's speed.
   PinnedBuffer local_points_;
-  std::span<const Vec4> local_;
+  std::span<const float> local_;
+  std::size_t local_count() const { return local_.size() / 3; }
   // Their indices in the cloud and their scene planes (synthetic input), left unset by resize:
   // the threads that fill them touch their pages first (one thread zeroing 240 MB first took
   // 0.25 s at 20M points).

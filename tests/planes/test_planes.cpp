@@ -36,9 +36,18 @@ std::vector<T> host(const DeviceVector<T>& v) {
   return out;
 }
 
+// This process alone (MPI_COMM_SELF), on its own device: the node-local rank stays the world's,
+// so that DeviceInfo::select keeps this rank's GPU. With local rank 0, rank 1 of two on two GPUs
+// moved to GPU 0 while its cached scratch memory stayed on GPU 1, and its one-rank run never
+// finished (suspected cause of the Ranks tests' hang there). RankInfo::world() is collective:
+// read once, at the first call, which every rank makes at the same point (the tests run in the
+// same order everywhere).
 RankInfo self_ranks() {
-  RankInfo r;
+  static const RankInfo world = RankInfo::world();
+  RankInfo r = world;
   r.comm = MPI_COMM_SELF;
+  r.rank = 0;
+  r.size = 1;
   return r;
 }
 
@@ -1028,6 +1037,36 @@ TEST(Scenes, ExtentPathsAgree) {
     EXPECT_NEAR(a.v_max, b.v_max, tolerance) << "plane " << p;
     EXPECT_LT(a.u_min, a.u_max) << "plane " << p;
   }
+}
+
+// Points given as packed x, y, z floats (how the workload keeps them: a quarter of the upload
+// less) give the Vec4 path's planes and labels bit for bit: the device widens them to the same
+// Vec4s.
+TEST(Scenes, PackedPointsEqualVec4Points) {
+  const auto points = scene_points("boxes", 100000, 0.2);
+  const CloudBounds bounds(points);
+  DetectorParams params;
+  params.min_plane_points = 200;
+  PlaneDetector detector(MPI_COMM_SELF, params);
+  const Detection wide = detector.detect(points, {0, 0, 0}, bounds.half, bounds.rho, true);
+  std::vector<float> xyz;
+  for (const Vec4& p : points) xyz.insert(xyz.end(), {p.x, p.y, p.z});
+  const Detection packed =
+      detector.detect(std::span<const float>(xyz), {0, 0, 0}, bounds.half, bounds.rho, true);
+  ASSERT_GT(wide.planes.size(), 5u);
+  ASSERT_EQ(wide.planes.size(), packed.planes.size());
+  for (std::size_t p = 0; p < wide.planes.size(); ++p) {
+    const Plane &a = wide.planes[p], &b = packed.planes[p];
+    EXPECT_EQ(a.normal, b.normal) << "plane " << p;
+    EXPECT_EQ(a.offset, b.offset) << "plane " << p;
+    EXPECT_EQ(a.inliers, b.inliers) << "plane " << p;
+    EXPECT_EQ(a.u_min, b.u_min) << "plane " << p;
+    EXPECT_EQ(a.v_max, b.v_max) << "plane " << p;
+  }
+  EXPECT_EQ(wide.labels, packed.labels);
+  EXPECT_THROW(detector.detect(std::span<const float>(xyz.data(), 4), {0, 0, 0}, bounds.half,
+                               bounds.rho, false),
+               std::invalid_argument);
 }
 
 TEST(Scenes, NoPlaneGivesAnEmptyResult) {
