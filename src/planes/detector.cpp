@@ -278,16 +278,21 @@ struct PointProjections {
 // One copy of the points to the device: cudaMemcpy straight from the caller's memory (from
 // page-locked memory a DMA at the link's speed; from pageable memory the driver stages it), no
 // temporary on either side.
-void upload(std::span<const Vec4> points, DeviceVector<Vec4>& device) {
+template <class T>
+void copy_to_device(std::span<const T> host, DeviceVector<T>& device) {
+  if (host.empty()) return;
 #if defined(__CUDACC__)
-  if (points.empty()) return;
   const cudaError_t status =
-      cudaMemcpy(raw(device), points.data(), points.size_bytes(), cudaMemcpyHostToDevice);
+      cudaMemcpy(raw(device), host.data(), host.size_bytes(), cudaMemcpyHostToDevice);
   if (status != cudaSuccess)
     throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
 #else
-  apron::copy(points.begin(), points.end(), device.begin());
+  apron::copy(host.begin(), host.end(), device.begin());
 #endif
+}
+
+void upload(std::span<const Vec4> points, DeviceVector<Vec4>& device) {
+  copy_to_device(points, device);
 }
 
 // Points given as x, y, z floats widened to Vec4 (w = 0, as the workload's Vec4s had it).
@@ -303,14 +308,7 @@ struct WidenPoints {
 // the device.
 void upload(std::span<const float> xyz, DeviceVector<float>& staging, DeviceVector<Vec4>& device) {
   if (xyz.empty()) return;
-#if defined(__CUDACC__)
-  const cudaError_t status =
-      cudaMemcpy(raw(staging), xyz.data(), xyz.size_bytes(), cudaMemcpyHostToDevice);
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
-#else
-  apron::copy(xyz.begin(), xyz.end(), staging.begin());
-#endif
+  copy_to_device(xyz, staging);
   for_each_index(xyz.size() / 3, WidenPoints{raw(staging), raw(device)});
 }
 
