@@ -55,12 +55,19 @@ class Log {
     std::printf("\n");
     std::fflush(stdout);
   }
+  // The whole line in one write: stderr is unbuffered, and a reader that merges it with stdout
+  // (ctest, a batch system's log) could otherwise put other output inside the line.
   template <class... A>
   static void warn(const char* fmt, A... args) {
     if (rank_ != 0) return;
-    std::fprintf(stderr, "warning: ");
-    std::fprintf(stderr, fmt, args...);
-    std::fprintf(stderr, "\n");
+    const int length = std::snprintf(nullptr, 0, fmt, args...);
+    if (length < 0) return;
+    std::string line = "warning: ";
+    const std::size_t start = line.size();
+    line.resize(start + static_cast<std::size_t>(length) + 1);
+    std::snprintf(line.data() + start, static_cast<std::size_t>(length) + 1, fmt, args...);
+    line.back() = '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
   }
   static void error_all(const std::string& message);  // from any rank, prefixed with the rank
 
