@@ -113,11 +113,12 @@ std::string DeviceInfo::libraries() {
 }
 
 void Log::error_all(const std::string& message) {
-  std::cerr << "apron: error";
+  std::string line = "apron: error";
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size > 1) std::cerr << " (rank " << rank_ << ")";
-  std::cerr << ": " << message << std::endl;
+  if (size > 1) line += " (rank " + std::to_string(rank_) + ")";
+  line += ": " + message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one write, as warn()'s
 }
 
 namespace {
