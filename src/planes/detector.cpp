@@ -192,6 +192,17 @@ struct Reclaimed {
   }
 };
 
+// Two planes given by normal and a point on each: their normals within the angle whose cosine is
+// `min_cosine` (either orientation), each point within `distance` of the other plane.
+bool on_one_plane(const double* na, const double* pa, const double* nb, const double* pb,
+                  double min_cosine, double distance) {
+  const double cosine = na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2];
+  const double d[3] = {pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2]};
+  return std::fabs(cosine) >= min_cosine &&
+         std::fabs(na[0] * d[0] + na[1] * d[1] + na[2] * d[2]) <= distance &&
+         std::fabs(nb[0] * d[0] + nb[1] * d[1] + nb[2] * d[2]) <= distance;
+}
+
 // Whether distances off a plane with these sums (count, sum d^2, sum d^4) spread as evenly as a
 // uniform slab's (OctreeParams::slab_kurtosis): their kurtosis below `limit` (0: no test); a
 // surface's noise has a larger one.
@@ -1099,11 +1110,7 @@ class PlaneFitter {
   // The same with the normals' angle limited by its cosine `min_cosine`.
   bool near(const double* na, const double* pa, const double* nb, const double* pb,
             double min_cosine) const {
-    const double cosine = na[0] * nb[0] + na[1] * nb[1] + na[2] * nb[2];
-    const double d[3] = {pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2]};
-    return std::fabs(cosine) >= min_cosine &&
-           std::fabs(na[0] * d[0] + na[1] * d[1] + na[2] * d[2]) <= params_.merge_distance &&
-           std::fabs(nb[0] * d[0] + nb[1] * d[1] + nb[2] * d[2]) <= params_.merge_distance;
+    return on_one_plane(na, pa, nb, pb, min_cosine, params_.merge_distance);
   }
 
   // Planes within merge_angle (either orientation) and merge_distance of each other.
@@ -1307,14 +1314,18 @@ void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
   }
 }
 
-// Per candidate, the sums of its points (residual_labels_; `shared`: every point within its band
-// and rectangle, plane_frames_) over all ranks, on the device (one reduction per candidate: a few
-// dozen): with `about` null their coordinates' (Moments::add), otherwise their distances' off
-// about[candidate] (count, Moments::add_distance).
+// Per candidate, the sums of its points (residual_labels_) over all ranks, on the device (one
+// reduction per candidate: a few dozen): with `about` null their coordinates' (Moments::add),
+// otherwise their distances' off about[candidate] (count, Moments::add_distance). With `shared`,
+// only the candidates it marks are summed (the others left empty), over every point within their
+// band and rectangle (plane_frames_) instead of their own; the marks must be the same on every
+// rank.
 std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
-                                                   const std::vector<Plane>* about, bool shared) {
+                                                   const std::vector<Plane>* about,
+                                                   const std::vector<char>* shared) {
   std::vector<Moments> sums(candidates);
   for (std::size_t q = 0; q < candidates; ++q) {
+    if (shared && !(*shared)[q]) continue;
     CandidateMoments f{raw(points_),
                        raw(residual_labels_),
                        static_cast<std::int32_t>(q),
@@ -1359,12 +1370,8 @@ void PlaneDetector::refit_candidates(std::vector<Plane>& found, double noise) {
 void PlaneDetector::join_split_candidates(std::vector<Plane>& found, std::vector<Moments>& sums) {
   const double cos_merge = std::cos(params_.merge_angle_deg * kPi / 180);
   const auto on_plane = [&](const Plane& a, const Plane& b) {
-    double c = 0, distance = 0;
-    for (int d = 0; d < 3; ++d) {
-      c += a.normal[d] * b.normal[d];
-      distance += a.normal[d] * (b.centroid[d] - a.centroid[d]);
-    }
-    return std::fabs(c) >= cos_merge && std::fabs(distance) <= params_.merge_distance;
+    return on_one_plane(a.normal.data(), a.centroid.data(), b.normal.data(), b.centroid.data(),
+                        cos_merge, params_.merge_distance);
   };
   const auto reach = [](const Plane& p) {
     return 0.5 * std::hypot(p.u_max - p.u_min, p.v_max - p.v_min);
@@ -1377,8 +1384,7 @@ void PlaneDetector::join_split_candidates(std::vector<Plane>& found, std::vector
       for (int d = 0; d < 3; ++d)
         apart += (found[q].centroid[d] - found[r].centroid[d]) *
                  (found[q].centroid[d] - found[r].centroid[d]);
-      if (!on_plane(found[q], found[r]) || !on_plane(found[r], found[q]) ||
-          std::sqrt(apart) > reach(found[q]) + reach(found[r]))
+      if (!on_plane(found[q], found[r]) || std::sqrt(apart) > reach(found[q]) + reach(found[r]))
         continue;
       sums[q].merge(sums[r]);
       const std::uint64_t clusters = found[q].clusters + found[r].clusters;
@@ -1408,8 +1414,12 @@ void PlaneDetector::join_split_candidates(std::vector<Plane>& found, std::vector
 // no slab either, so that a candidate crossing another plane cannot live on that plane's points.
 std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane>& found,
                                                                const std::vector<Plane>& planes) {
+  const auto min_points = static_cast<std::int64_t>(params_.min_plane_points);
   const std::vector<Moments> spread = candidate_sums(found.size(), &found);
-  const std::vector<Moments> shared = candidate_sums(found.size(), &found, true);
+  std::vector<char> short_of_minimum(found.size());
+  for (std::size_t q = 0; q < found.size(); ++q)
+    short_of_minimum[q] = std::llround(spread[q].count) < min_points;
+  const std::vector<Moments> shared = candidate_sums(found.size(), &found, &short_of_minimum);
   compute_extents(found, residual_labels_, points_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
@@ -1420,7 +1430,6 @@ std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane
   std::sort(densities.begin(), densities.end());
   const double min_density =
       densities.empty() ? 0 : params_.residual.density * densities[densities.size() / 2];
-  const auto min_points = static_cast<std::int64_t>(params_.min_plane_points);
   const auto slab = [&](const Moments& m) {
     return slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4);
   };

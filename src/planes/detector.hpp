@@ -125,7 +125,7 @@ class PlaneDetector {
   void grow_candidates(std::vector<Plane>& found, double noise);
   void label_candidates(const std::vector<Plane>& found, double least_rms);
   std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Plane>* about,
-                                      bool shared = false);
+                                      const std::vector<char>* shared = nullptr);
   void refit_candidates(std::vector<Plane>& found, double noise);
   void join_split_candidates(std::vector<Plane>& found, std::vector<Moments>& sums);
   std::vector<std::int32_t> keep_candidate_planes(std::vector<Plane>& found,

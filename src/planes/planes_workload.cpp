@@ -73,9 +73,9 @@ GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
   // A detected plane is the scene plane that holds most of its points, if the scene planes in
   // that plane (coplanar faces, such as two boxes' sides in line, are one plane to a detector)
   // hold more than half of them and the detected plane lies within 5 degrees and 2% of the
-  // scene's size of it; each scene plane is matched once, the largest
-  // overlaps first. By the points, not by the planes' parameters alone: a tread and a box top 9 cm
-  // apart are within 2% of each other, and a tilted plane made of one was matched to the other.
+  // scene's size of it; each scene plane is matched once, the largest overlaps first. By the
+  // points, not by the planes' parameters alone: a tread and a box top 9 cm apart are within 2% of
+  // each other, and a tilted plane made of one was matched to the other.
   const std::size_t scene_planes = scene.planes.size();
   const auto near = [&](const std::array<double, 3>& normal, double offset, const ScenePlane& t,
                         double degrees, double fraction) {
@@ -83,6 +83,11 @@ GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
            std::fabs(offset - aligned_offset(normal, t.normal, t.offset)) <=
                fraction * scene.diagonal;
   };
+  std::vector<char> coplanar(scene_planes * scene_planes);
+  for (std::size_t g = 0; g < scene_planes; ++g)
+    for (std::size_t h = 0; h < scene_planes; ++h)
+      coplanar[g * scene_planes + h] =
+          near(scene.planes[g].normal, scene.planes[g].offset, scene.planes[h], 0.01, 1e-6);
   std::vector<std::int64_t> overlap(planes.size() * (scene_planes + 1), 0);
   for (std::size_t i = 0; i < labels.size(); ++i)
     if (labels[i] >= 0)
@@ -102,7 +107,7 @@ GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,
       if (!near(planes[p].normal, planes[p].offset, t, 5, 0.02)) continue;
       std::int64_t on_plane = 0;
       for (std::size_t h = 0; h < scene_planes; ++h)
-        if (near(t.normal, t.offset, scene.planes[h], 0.01, 1e-6)) on_plane += row[h + 1];
+        if (coplanar[g * scene_planes + h]) on_plane += row[h + 1];
       if (2 * on_plane > labelled) pairs.push_back({row[g + 1], p, g});
     }
   }
