@@ -106,6 +106,9 @@ JobCompType=jobcomp/none
 SwitchType=switch/none
 MpiDefault=none
 SchedulerType=sched/backfill
+# A requeued job may start cred_expire + 1 s after its requeue; the main scheduler's default
+# 60 s period started it 20-50 s later than that.
+SchedulerParameters=sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
