@@ -985,10 +985,9 @@ class PlaneFitter {
   // at its centroid along one in-plane axis, a true plane's halves fit planes that meet at the
   // cut; a bridge's halves fit its two surfaces, a step apart. A plane whose halves lie more than
   // kBridgeStep noise deviations (the cleaner half's rms) apart there keeps the clusters on the
-  // cleaner half's fit (the larger half may hold both surfaces); the others go to the residual
-  // round. Measured over 51 scenes (stairs, shelving, boxes, room): bridges 7.7-18.7
-  // deviations, true planes at most 2.9 (a half of 31 points). True when a plane lost clusters
-  // (the sums are global: the same on every rank).
+  // fit of one half (kept_half); the others go to the residual round. Measured over 51 scenes
+  // (stairs, shelving, boxes, room): bridges 7.7-18.7 deviations, true planes at most 2.9 (a half
+  // of 31 points). True when a plane lost clusters (the sums are global: the same on every rank).
   static constexpr double kBridgeStep = 6;
   bool split_bridges(const std::vector<double>& sums, std::vector<int>& cluster_root) const {
     const std::size_t roots = fits_.size();
@@ -1021,7 +1020,7 @@ class PlaneFitter {
         const Plane pa = fit(a), pb = fit(b);
         const double step = std::fabs(height_at(pa, whole[p]) - height_at(pb, whole[p]));
         if (step > kBridgeStep * std::min(pa.rms, pb.rms) && step > widest)
-          widest = step, keep_on[p] = pa.rms <= pb.rms ? pa : pb;
+          widest = step, keep_on[p] = kept_half(pa, pb);
       }
       any = any || keep_on[p].inliers > 0;
     }
@@ -1033,6 +1032,13 @@ class PlaneFitter {
         cluster_root[c] = -1;
     }
     return true;
+  }
+  // The half of a bridge whose fit its clusters keep: the larger, unless the other is clearly
+  // cleaner (the larger then holds both surfaces).
+  static const Plane& kept_half(const Plane& a, const Plane& b) {
+    const Plane& larger = a.inliers >= b.inliers ? a : b;
+    const Plane& smaller = a.inliers >= b.inliers ? b : a;
+    return larger.rms > 1.25 * smaller.rms ? smaller : larger;
   }
   // A point's coordinate along `axis` from `origin`.
   static double along(const std::array<double, 3>& axis, const double* point,
