@@ -411,9 +411,10 @@ bool ClothSolver::coarse_correction(bool rebuild) {
 // c (fixed, every entry nonzero), P^T F A F P c from one product A (F P c) (the probes' own
 // product), against the banded matrix times c, and the matrix's asymmetry; the largest of each
 // relative to its largest entry, over the builds, into the run report. Probing is exact but for
-// the finite differences (~1e-8 relative measured, 1.6e-6 at the patch's first contact on an
-// H200): a colouring whose supports overlap within the Hessian's reach, a stale or unrefreshed
-// buffer, or a device gradient that differs from the portable one would show as far more.
+// the finite differences (measured ~1e-10 on a smooth sheet, 1e-6 to 1e-4 at the patch's first
+// contact, on CPU and GPU alike): a colouring whose supports overlap within the Hessian's reach
+// (0.46 with the period forced to 2), a stale or unrefreshed buffer, or a device gradient that
+// differs from the portable one would show as far more. One product a build (of 3 p^2).
 void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
   ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
