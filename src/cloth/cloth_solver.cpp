@@ -662,6 +662,8 @@ void ClothSolver::report_fields(Json& json) const {
       json.value("vbd_coarse_builds", static_cast<long long>(coarse_.builds));
       json.value("vbd_coarse_shifted", static_cast<long long>(coarse_.shifted));
       json.value("vbd_coarse_phi_drop", coarse_.phi_drop);
+      json.value("vbd_coarse_operator_error", coarse_.operator_error);
+      json.value("vbd_coarse_asymmetry", coarse_.asymmetry);
       json.value("vbd_coarse_step_length_mean",
                  coarse_.step_lengths / static_cast<double>(std::max(coarse_.moved, 1L)));
     }

@@ -106,6 +106,7 @@ class ClothSolver final : public SteppingWorkload {
   void setup_coarse(const HostMesh& mesh);
   bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
   int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
+  void check_coarse_operator(const std::vector<double>& matrix);  // into operator_error
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
@@ -203,6 +204,7 @@ class ClothSolver final : public SteppingWorkload {
     std::vector<double> share;         // and the row's hat weight for it (0: outside)
     long corrections = 0, moved = 0, shifted = 0, builds = 0;
     double phi_drop = 0, step_lengths = 0;
+    double operator_error = 0, asymmetry = 0;  // check_coarse_operator's, the largest
   } coarse_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter

@@ -519,6 +519,13 @@ def scenario_vbd_coarse(r, work):
     check(b["vbd_coarse_corrections"] >= 3 and b["vbd_coarse_moved"] == b["vbd_coarse_corrections"] and
           b["vbd_coarse_phi_drop"] > 0, "every coarse correction lowers Phi")
     check(b["vbd_coarse_step_length_mean"] >= 0.5, "the Galerkin step is a good Newton step (alpha >= 0.5 on average)")
+    # The probed coarse matrix against one product A (P c) at every build, and its symmetry: exact
+    # but for the finite differences (about 1e-8 relative measured, here and on an H200; a
+    # colouring, buffer or device-gradient fault shows as 1e-3 or more).
+    print(f"      coarse operator: largest relative difference from P^T A P c "
+          f"{b['vbd_coarse_operator_error']:.3g}, asymmetry {b['vbd_coarse_asymmetry']:.3g}")
+    check(b["vbd_coarse_operator_error"] < 1e-5 and b["vbd_coarse_asymmetry"] < 1e-5,
+          "the probed coarse matrix is P^T A P and symmetric (1e-5 relative)")
     check(b["vbd_sweeps_per_step"] * 3 <= a["vbd_sweeps_per_step"], "at most a third of plain vbd's sweeps")
     _, ids, reference = final_positions(plain)
     _, other_ids, positions = final_positions(coarse)
