@@ -2,6 +2,8 @@
 // (PlanesConfig) and the detector reads (DetectorParams).
 #pragma once
 
+#include <cstdint>
+
 namespace apron::planes {
 
 // A second round over the points that the first left on no plane and outside every plane's
@@ -43,6 +45,12 @@ struct ResidualParams {
   // the box top's nodes), and they leave it when the candidate is a plane
   // (`residual_reclaim`; false: the points on a first-round plane stay on it).
   bool reclaim = true;
+  // The round's octree is built from at most about this many of its points (every k-th in the
+  // octree's order, k the same on every rank; 0: all of them). It only seeds the candidates,
+  // whose inliers are then taken from all the points: above a million points the residual
+  // points are mostly outliers, which cost the octree's coarse levels their whole count each
+  // (`residual_octree_points`).
+  std::uint64_t octree_points = 500000;
 };
 
 }  // namespace apron::planes
