@@ -1623,19 +1623,20 @@ std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane
   const std::vector<Moments> spread = candidate_sums(found.size(), &found);
   // Shared points are summed only where they could help: a candidate needs its own points to be
   // at least half of the shared ones, so one with fewer than half the minimum cannot pass.
+  // Nor for one whose own points are a slab: it fails whatever they share.
+  const auto slab = [&](const Moments& m) {
+    return slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4);
+  };
   std::vector<char> short_of_minimum(found.size());
   bool any_short = false;
   for (std::size_t q = 0; q < found.size(); ++q) {
     const std::int64_t own = std::llround(spread[q].count);
-    short_of_minimum[q] = own < min_points && 2 * own >= min_points;
+    short_of_minimum[q] = own < min_points && 2 * own >= min_points && !slab(spread[q]);
     any_short = any_short || short_of_minimum[q];
   }
   const std::vector<Moments> shared = any_short
                                           ? candidate_sums(found.size(), &found, &short_of_minimum)
                                           : std::vector<Moments>(found.size());
-  const auto slab = [&](const Moments& m) {
-    return slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4);
-  };
   std::vector<char> enough(found.size());
   bool any = false;
   for (std::size_t q = 0; q < found.size(); ++q) {

@@ -16,9 +16,11 @@ namespace apron::planes {
 // min_plane_points (or, with the points its band shares with other planes, as many, most of
 // them its own). Two candidates on one plane, their rectangles touching, are one. One on a
 // first-round plane (the detector's merge angle and distance) adds its points to it; the others are
-// new planes.
+// new planes. On by default: without it the stairs' box sides and treads next to boxes are
+// missed (13-15 of 21 required planes against 21 of 21); on one H200 it costs about 4 ms at 20M
+// points and 2.7 ms at 1M (bench/NOTES.md, "Planes: session 29 (helper)").
 struct ResidualParams {
-  bool on = false;  // false: one round, as in the paper (`planes.residual_pass`)
+  bool on = true;   // false: one round, as in the paper (`planes.residual_pass`)
   double band = 3;  // `residual_band`
   // Its clusters and candidates no thicker than `noise` times the first round's noise (the
   // median of its planes' rms): with the surfaces' points gone, nodes cut by the cloud's bounding
