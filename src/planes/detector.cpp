@@ -141,8 +141,14 @@ struct CandidateLabels {
   int first_count;
   bool reclaim;  // false: points on a first-round plane stay on it
   std::int32_t* candidate;
-  APRON_HD void operator()(std::size_t i) const {
+  // Set: 1 where some candidate's band holds the point, whatever the rectangles (grow_candidates'
+  // later passes, whose bands are the same, visit only those points).
+  std::uint8_t* near = nullptr;
+  const std::uint32_t* index = nullptr;  // set: operator()(j) labels point index[j]
+  APRON_HD void operator()(std::size_t j) const {
+    const std::size_t i = index ? index[j] : j;
     candidate[i] = -1;
+    if (near) near[i] = 0;
     const std::int32_t own = labels[i];
     const Vec4 q = points[i];
     if (own >= 0) {
@@ -154,8 +160,10 @@ struct CandidateLabels {
     double distance = 0;
     for (int p = 0; p < count && taken < 0; ++p) {
       const PlaneBand plane{planes + 18 * p};
-      distance = plane.distance(q);
-      if (plane.in_band(distance) && plane.in_rectangle(q)) taken = p;
+      const double d = plane.distance(q);
+      if (!plane.in_band(d)) continue;
+      if (near) near[i] = 1;
+      if (taken < 0 && plane.in_rectangle(q)) taken = p, distance = d;
     }
     if (taken < 0) return;
     if (own < 0 && nearer_first_plane(q, distance < 0 ? -distance : distance)) return;
@@ -242,6 +250,12 @@ struct ListedMoments {
       for (int k = 0; k < 6; ++k) c.plane[k] = planes[6 * g + k];
     return c(index[j]);
   }
+};
+
+// Whether a flag is set.
+struct Flagged {
+  const std::uint8_t* flags;
+  APRON_HD bool operator()(std::uint32_t i) const { return flags[i] != 0; }
 };
 
 // Whether an eligible point went to a candidate.
@@ -1456,17 +1470,32 @@ std::vector<Plane> PlaneDetector::residual_candidates(double limit) {
 
 // Labels the points on no plane by candidate (residual_labels_, CandidateLabels), each candidate
 // with a band of residual.band times the larger of its rms and `least_rms`.
-void PlaneDetector::label_candidates(const std::vector<Plane>& found, double least_rms) {
+void PlaneDetector::label_candidates(const std::vector<Plane>& found, double least_rms,
+                                     Visit visit) {
   std::vector<Plane> banded = found;
   for (Plane& w : banded) w.rms = std::max(w.rms, least_rms);
   const std::vector<double> bands = plane_bands(banded, params_.residual.band);
   plane_frames_.assign(bands.begin(), bands.end());
-  residual_labels_.resize(eligible_points_.size());
-  for_each_index(eligible_points_.size(),
-                 CandidateLabels{raw(eligible_points_), raw(plane_frames_),
-                                 static_cast<int>(found.size()), raw(eligible_labels_),
-                                 raw(first_bands_), static_cast<int>(first_bands_.size() / 18),
-                                 params_.residual.reclaim, raw(residual_labels_)});
+  const std::size_t e = eligible_points_.size();
+  residual_labels_.resize(e);
+  CandidateLabels f{
+      raw(eligible_points_),    raw(plane_frames_),   static_cast<int>(found.size()),
+      raw(eligible_labels_),    raw(first_bands_),    static_cast<int>(first_bands_.size() / 18),
+      params_.residual.reclaim, raw(residual_labels_)};
+  if (visit == Visit::near) {
+    f.index = raw(near_index_);
+    for_each_index(near_points_, f);
+    return;
+  }
+  if (visit == Visit::all_marking_near) {
+    near_.resize(e);
+    f.near = raw(near_);
+  }
+  for_each_index(e, f);
+  if (visit == Visit::all_marking_near) {
+    near_index_.resize(e);
+    near_points_ = e ? copy_indices_if(e, raw(near_index_), Flagged{raw(near_)}) : 0;
+  }
 }
 
 // A candidate's inliers: the points on no plane within its band (residual.band times the larger
@@ -1484,7 +1513,7 @@ void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
       const double grow_v = 0.5 * params_.residual.widen * (w.v_max - w.v_min);
       w.u_min -= grow_u, w.u_max += grow_u, w.v_min -= grow_v, w.v_max += grow_v;
     }
-    label_candidates(widened, noise);
+    label_candidates(widened, noise, pass == 0 ? Visit::all_marking_near : Visit::near);
   }
 }
 

@@ -130,7 +130,11 @@ class PlaneDetector {
   std::size_t vote_thin_clusters(double limit);
   std::vector<Plane> residual_candidates(double limit);
   void grow_candidates(std::vector<Plane>& found, double noise);
-  void label_candidates(const std::vector<Plane>& found, double least_rms);
+  // Which eligible points label_candidates visits: all; all, marking those within some
+  // candidate's band (near_index_); only those marked (the same bands since).
+  enum class Visit { all, all_marking_near, near };
+  void label_candidates(const std::vector<Plane>& found, double least_rms,
+                        Visit visit = Visit::all);
   std::vector<Moments> candidate_sums(std::size_t candidates, const std::vector<Plane>* about,
                                       const std::vector<char>* shared = nullptr);
   std::size_t list_candidate_points();
@@ -182,6 +186,9 @@ class PlaneDetector {
   // The eligible points that went to a candidate, the candidates' planes (candidate_sums) and the
   // grouped sums' partials and totals.
   DeviceVector<std::uint32_t> candidate_index_;
+  DeviceVector<std::uint8_t> near_;         // per eligible point: within some candidate's band
+  DeviceVector<std::uint32_t> near_index_;  // those points
+  std::size_t near_points_ = 0;
   DeviceVector<double> candidate_frames_;
   DeviceVector<Moments> group_moments_;
   DeviceVector<Tally> group_tallies_;
