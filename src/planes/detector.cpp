@@ -1518,11 +1518,12 @@ void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
 }
 
 // Per candidate, the sums of its points (residual_labels_) over all ranks, on the device (one
-// reduction per candidate: a few dozen): with `about` null their coordinates' (Moments::add),
+// grouped pass over the points that went to a candidate): with `about` null their coordinates'
+// (Moments::add),
 // otherwise their distances' off about[candidate] (count, Moments::add_distance). With `shared`,
 // only the candidates it marks are summed (the others left empty), over every point within their
-// band and rectangle (plane_frames_) instead of their own; the marks must be the same on every
-// rank.
+// band and rectangle (plane_frames_) instead of their own, one reduction each; the marks must be
+// the same on every rank.
 std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
                                                    const std::vector<Plane>* about,
                                                    const std::vector<char>* shared) {

@@ -40,7 +40,7 @@ struct DetectorParams {
   // plane whose fit leans off the normal its clusters agree on (parallel surfaces a few
   // centimetres apart) keeps only the clusters on the larger one; false: the paper's.
   bool verify_planes = true;
-  ResidualParams residual;  // the second round (residual_params.hpp); off by default
+  ResidualParams residual;  // the second round (residual_params.hpp); on by default
 };
 
 // A count with merge(), for the residual round's grouped sums.
