@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -82,15 +84,42 @@ struct OffPlanes {
   }
 };
 
+// The points a candidate of the residual round may take (CandidateLabels): those on no plane,
+// and with `reclaim` those of a first-round plane outside its band (planes' values as
+// OffPlanes'). The round's passes run over these only.
+struct Eligible {
+  const Vec4* points;
+  const double* planes;
+  const std::int32_t* labels;
+  bool reclaim;
+  APRON_HD bool operator()(std::uint32_t i) const {
+    const std::int32_t own = labels[i];
+    if (own < 0) return true;
+    if (!reclaim) return false;
+    const PlaneBand plane{planes + 18 * own};
+    return !plane.in_band(plane.distance(points[i]));
+  }
+};
+
+// Every k-th point.
+struct EveryKth {
+  const Vec4* points;
+  std::size_t k;
+  Vec4* out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = points[i * k]; }
+};
+
 // The residual round's labels: candidate -> plane by `plane` (-1: none).
+// (candidate: per eligible point; index: its point.)
 struct ResidualLabels {
   const std::int32_t* candidate;
+  const std::uint32_t* index;
   const std::uint32_t* plane;
   std::int32_t* labels;
   APRON_HD void operator()(std::size_t i) const {
     const std::int32_t c = candidate[i];
     if (c >= 0 && static_cast<std::int32_t>(plane[c]) >= 0)
-      labels[i] = static_cast<std::int32_t>(plane[c]);
+      labels[index[i]] = static_cast<std::int32_t>(plane[c]);
   }
 };
 
@@ -112,8 +141,14 @@ struct CandidateLabels {
   int first_count;
   bool reclaim;  // false: points on a first-round plane stay on it
   std::int32_t* candidate;
-  APRON_HD void operator()(std::size_t i) const {
+  // Set: 1 where some candidate's band holds the point, whatever the rectangles (grow_candidates'
+  // later passes, whose bands are the same, visit only those points).
+  std::uint8_t* near = nullptr;
+  const std::uint32_t* index = nullptr;  // set: operator()(j) labels point index[j]
+  APRON_HD void operator()(std::size_t j) const {
+    const std::size_t i = index ? index[j] : j;
     candidate[i] = -1;
+    if (near) near[i] = 0;
     const std::int32_t own = labels[i];
     const Vec4 q = points[i];
     if (own >= 0) {
@@ -125,8 +160,10 @@ struct CandidateLabels {
     double distance = 0;
     for (int p = 0; p < count && taken < 0; ++p) {
       const PlaneBand plane{planes + 18 * p};
-      distance = plane.distance(q);
-      if (plane.in_band(distance) && plane.in_rectangle(q)) taken = p;
+      const double d = plane.distance(q);
+      if (!plane.in_band(d)) continue;
+      if (near) near[i] = 1;
+      if (taken < 0 && plane.in_rectangle(q)) taken = p, distance = d;
     }
     if (taken < 0) return;
     if (own < 0 && nearer_first_plane(q, distance < 0 ? -distance : distance)) return;
@@ -172,6 +209,61 @@ struct CandidateMoments {
     return m;
   }
 };
+// Per group g (a candidate) and lane l: the sum, in order, of f(g, j) over the items j = l,
+// l + lanes, ... < count (one launch for every group instead of a reduction each); then per group
+// its lanes' sums in lane order (GroupTotals). With one lane the sum runs in the items' order, as
+// a reduction on one thread does.
+template <class T, class F>
+struct GroupPartials {
+  F f;
+  std::size_t count;
+  std::size_t lanes;
+  T* partial;  // groups x lanes
+  APRON_HD void operator()(std::size_t i) const {
+    const std::size_t g = i / lanes;
+    T sum{};
+    for (std::size_t j = i % lanes; j < count; j += lanes) sum.merge(f(g, j));
+    partial[i] = sum;
+  }
+};
+template <class T>
+struct GroupTotals {
+  const T* partial;
+  std::size_t lanes;
+  T* total;
+  APRON_HD void operator()(std::size_t g) const {
+    T sum{};
+    for (std::size_t l = 0; l < lanes; ++l) sum.merge(partial[g * lanes + l]);
+    total[g] = sum;
+  }
+};
+
+// Item j of a list of eligible points (index) as CandidateMoments' point index[j], for group g.
+struct ListedMoments {
+  CandidateMoments f;
+  const std::uint32_t* index;
+  const double* planes;  // distances: per candidate normal and centroid (6); null: coordinates
+  APRON_HD Moments operator()(std::size_t g, std::size_t j) const {
+    CandidateMoments c = f;
+    c.c = static_cast<std::int32_t>(g);
+    if (planes)
+      for (int k = 0; k < 6; ++k) c.plane[k] = planes[6 * g + k];
+    return c(index[j]);
+  }
+};
+
+// Whether a flag is set.
+struct Flagged {
+  const std::uint8_t* flags;
+  APRON_HD bool operator()(std::uint32_t i) const { return flags[i] != 0; }
+};
+
+// Whether an eligible point went to a candidate.
+struct HasCandidate {
+  const std::int32_t* candidate;
+  APRON_HD bool operator()(std::uint32_t i) const { return candidate[i] >= 0; }
+};
+
 struct MergeMoments {
   APRON_HD Moments operator()(Moments a, const Moments& b) const {
     a.merge(b);
@@ -179,16 +271,17 @@ struct MergeMoments {
   }
 };
 
-// 1 where a point of first-round plane p went to a candidate that is a plane (map: per
-// candidate its plane, 0xffffffff none).
-struct Reclaimed {
-  const std::int32_t* labels;
+// 1 where listed point j (index: eligible point) of first-round plane p went to a candidate that
+// is a plane (map: per candidate its plane, 0xffffffff none).
+struct ListedReclaimed {
+  const std::int32_t* labels;  // the eligible points' first-round planes
   const std::int32_t* candidate;
   const std::uint32_t* map;
-  std::int32_t p;
-  APRON_HD std::int64_t operator()(std::size_t i) const {
+  const std::uint32_t* index;
+  APRON_HD Tally operator()(std::size_t p, std::size_t j) const {
+    const std::uint32_t i = index[j];
     const std::int32_t c = candidate[i];
-    return labels[i] == p && c >= 0 && map[c] != 0xffffffffu ? 1 : 0;
+    return Tally{labels[i] == static_cast<std::int32_t>(p) && c >= 0 && map[c] != 0xffffffffu};
   }
 };
 
@@ -449,6 +542,50 @@ void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
   }
 }
 
+// APRON_OCTREE_PROFILE set: the residual round's steps timed on the host, each after a device
+// synchronisation, one line on stderr per round (for finding where the time goes, not for
+// figures). Unset: nothing is synchronised or timed.
+class RoundClock {
+ public:
+  RoundClock() : on_(std::getenv("APRON_OCTREE_PROFILE") != nullptr) {
+    if (on_) device_synchronize(), last_ = wall_seconds();
+  }
+  void lap(const char* step) {
+    if (!on_) return;
+    device_synchronize();
+    const double t = wall_seconds();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s %.3f", step, 1e3 * (t - last_));
+    line_ += buf;
+    last_ = t;
+  }
+  void note(const char* what, std::size_t value) {
+    if (!on_) return;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s=%zu", what, value);
+    line_ += buf;
+  }
+  ~RoundClock() {
+    if (on_) std::fprintf(stderr, "residual-profile ms:%s\n", line_.c_str());
+  }
+
+ private:
+  bool on_;
+  double last_ = 0;
+  std::string line_;
+};
+
+// GroupPartials' lanes per group over `items` listed items: on the GPU enough for a few hundred
+// items a lane; elsewhere one, so that each group sums in the items' order.
+std::size_t group_lanes(std::size_t items) {
+#if defined(__CUDACC__)
+  return std::clamp<std::size_t>(items / 256, 1, 1024);
+#else
+  (void)items;
+  return 1;
+#endif
+}
+
 int find_root(std::vector<int>& parent, int i) {
   while (parent[i] != i) i = parent[i] = parent[parent[i]];
   return i;
@@ -542,17 +679,18 @@ Detection PlaneDetector::analyse(std::size_t n, const Upload& upload_points,
   sorted_labels_.resize(n);
   for_each_index(
       n, PlaneLabels{raw(octree_.sorted_cluster), raw(cluster_plane_), raw(sorted_labels_)});
-  if (want_labels || params_.residual.on || params_.grow_band > 0) {
-    labels_.resize(n);
-    for_each_index(n, InputOrderLabels{raw(octree_.order), raw(sorted_labels_), raw(labels_)});
-  }
   t.labels = elapsed(mark);
 
   compute_extents(out.planes, sorted_labels_, octree_.sorted);
   t.extent = elapsed(mark);
   if (params_.residual.on) {
-    residual_round(out.planes, frame, out);
+    residual_round(out.planes, frame, out);  // in the octree's order as well
     t.residual = elapsed(mark);
+  }
+  if (want_labels || params_.grow_band > 0) {
+    labels_.resize(n);
+    for_each_index(n, InputOrderLabels{raw(octree_.order), raw(sorted_labels_), raw(labels_)});
+    t.labels += elapsed(mark);
   }
   if (params_.grow_band > 0) {
     out.grown = grow_inliers(out.planes);
@@ -1277,6 +1415,7 @@ void PlaneDetector::sum_votes() {
 // ranks, so the ranks add the same planes.
 void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame& frame,
                                    Detection& out) {
+  RoundClock clock;
   std::vector<double> rms;
   for (const Plane& p : planes) rms.push_back(p.rms);
   std::sort(rms.begin(), rms.end());
@@ -1284,9 +1423,20 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   const double limit = params_.residual.noise * noise;
 
   const std::size_t points = gather_residual_points(planes);
-  residual_octree_.build(residual_points_, points, frame, params_.octree);
+  clock.note("points", points);
+  clock.lap("gather");
+  const std::size_t sample = thin_residual_points(points);
+  clock.note("sample", sample);
+  residual_octree_.build(sample < points ? residual_sample_ : residual_points_, sample, frame,
+                         params_.octree);
+  clock.lap("octree");
   const std::size_t voting = vote_thin_clusters(limit);
+  clock.note("clusters", residual_octree_.clusters.size());
+  clock.note("voting", voting);
+  clock.lap("vote");
   std::vector<Plane> found = residual_candidates(limit);
+  clock.note("candidates", found.size());
+  clock.lap("candidates");
   std::vector<std::int64_t> counts = {static_cast<std::int64_t>(points),
                                       static_cast<std::int64_t>(voting)};
   global_sum(comm_, std::span<std::int64_t>(counts));
@@ -1295,31 +1445,69 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   if (found.empty()) return;
 
   grow_candidates(found, noise);
+  clock.lap("grow");
   refit_candidates(found, noise);
+  clock.note("joined", found.size());
+  clock.lap("refit");
   const std::vector<std::int32_t> renumber = keep_candidate_planes(found, planes);
+  clock.note("kept", found.size());
+  clock.lap("keep");
   if (found.empty()) return;
   adopt_candidate_planes(planes, found, renumber, out);
+  clock.lap("adopt");
   sort_by_inliers(planes);
-  compute_extents(planes, labels_, points_);
+  clock.lap("sort");
+  compute_extents(planes, sorted_labels_, octree_.sorted);
+  clock.lap("extents");
 }
 
 // The residual round's points (residual_points_): those on no plane and outside every plane's
 // band; returns their count on this rank.
 std::size_t PlaneDetector::gather_residual_points(const std::vector<Plane>& planes) {
-  const std::size_t n = labels_.size();
+  const std::size_t n = sorted_labels_.size();
   const std::vector<double> bands = plane_bands(planes, params_.residual.band);
   first_bands_.assign(bands.begin(), bands.end());
-  residual_index_.resize(n);
+  // The points a candidate may take, once: the round's passes read these (a fraction of n).
+  eligible_index_.resize(n);
+  const std::size_t e = n ? copy_indices_if(n, raw(eligible_index_),
+                                            Eligible{raw(octree_.sorted), raw(first_bands_),
+                                                     raw(sorted_labels_), params_.residual.reclaim})
+                          : 0;
+  eligible_points_.resize(e);
+  eligible_labels_.resize(e);
+  if (e > 0) {
+    const auto map_end = eligible_index_.begin() + static_cast<std::ptrdiff_t>(e);
+    apron::gather(eligible_index_.begin(), map_end, octree_.sorted.begin(),
+                  eligible_points_.begin());
+    apron::gather(eligible_index_.begin(), map_end, sorted_labels_.begin(),
+                  eligible_labels_.begin());
+  }
+  // The residual points are among them (on no plane), in the same order.
+  residual_index_.resize(e);
   const std::size_t r =
-      n ? copy_indices_if(n, raw(residual_index_),
-                          OffPlanes{raw(points_), raw(first_bands_),
-                                    static_cast<int>(planes.size()), raw(labels_)})
+      e ? copy_indices_if(e, raw(residual_index_),
+                          OffPlanes{raw(eligible_points_), raw(first_bands_),
+                                    static_cast<int>(planes.size()), raw(eligible_labels_)})
         : 0;
   residual_points_.resize(r);
   if (r > 0)
     apron::gather(residual_index_.begin(), residual_index_.begin() + static_cast<std::ptrdiff_t>(r),
-                  points_.begin(), residual_points_.begin());
+                  eligible_points_.begin(), residual_points_.begin());
   return r;
+}
+
+// The residual octree's points (ResidualParams::octree_points): every k-th residual point, k
+// from their count over all ranks, in residual_sample_; returns how many (all of them: none
+// there, residual_points_ is the octree's).
+std::size_t PlaneDetector::thin_residual_points(std::size_t points) {
+  const std::uint64_t cap = params_.residual.octree_points;
+  const auto all = static_cast<std::uint64_t>(global_sum(comm_, static_cast<std::int64_t>(points)));
+  if (cap == 0 || all <= cap) return points;
+  const std::size_t k = static_cast<std::size_t>((all + cap - 1) / cap);
+  const std::size_t sample = (points + k - 1) / k;
+  residual_sample_.resize(sample);
+  for_each_index(sample, EveryKth{raw(residual_points_), k, raw(residual_sample_)});
+  return sample;
 }
 
 // The residual octree's clusters no thicker than `limit` and not slabs by their kurtosis vote
@@ -1364,17 +1552,32 @@ std::vector<Plane> PlaneDetector::residual_candidates(double limit) {
 
 // Labels the points on no plane by candidate (residual_labels_, CandidateLabels), each candidate
 // with a band of residual.band times the larger of its rms and `least_rms`.
-void PlaneDetector::label_candidates(const std::vector<Plane>& found, double least_rms) {
+void PlaneDetector::label_candidates(const std::vector<Plane>& found, double least_rms,
+                                     Visit visit) {
   std::vector<Plane> banded = found;
   for (Plane& w : banded) w.rms = std::max(w.rms, least_rms);
   const std::vector<double> bands = plane_bands(banded, params_.residual.band);
   plane_frames_.assign(bands.begin(), bands.end());
-  residual_labels_.resize(labels_.size());
-  for_each_index(
-      labels_.size(),
-      CandidateLabels{raw(points_), raw(plane_frames_), static_cast<int>(found.size()),
-                      raw(labels_), raw(first_bands_), static_cast<int>(first_bands_.size() / 18),
-                      params_.residual.reclaim, raw(residual_labels_)});
+  const std::size_t e = eligible_points_.size();
+  residual_labels_.resize(e);
+  CandidateLabels f{
+      raw(eligible_points_),    raw(plane_frames_),   static_cast<int>(found.size()),
+      raw(eligible_labels_),    raw(first_bands_),    static_cast<int>(first_bands_.size() / 18),
+      params_.residual.reclaim, raw(residual_labels_)};
+  if (visit == Visit::near) {
+    f.index = raw(near_index_);
+    for_each_index(near_points_, f);
+    return;
+  }
+  if (visit == Visit::all_marking_near) {
+    near_.resize(e);
+    f.near = raw(near_);
+  }
+  for_each_index(e, f);
+  if (visit == Visit::all_marking_near) {
+    near_index_.resize(e);
+    near_points_ = e ? copy_indices_if(e, raw(near_index_), Flagged{raw(near_)}) : 0;
+  }
 }
 
 // A candidate's inliers: the points on no plane within its band (residual.band times the larger
@@ -1385,46 +1588,78 @@ void PlaneDetector::label_candidates(const std::vector<Plane>& found, double lea
 // in this octree too.
 void PlaneDetector::grow_candidates(std::vector<Plane>& found, double noise) {
   for (int pass = 0; pass < params_.residual.passes; ++pass) {
-    if (pass > 0) compute_extents(found, residual_labels_, points_);
+    if (pass > 0) compute_extents(found, residual_labels_, eligible_points_);
     std::vector<Plane> widened = found;
     for (Plane& w : widened) {
       const double grow_u = 0.5 * params_.residual.widen * (w.u_max - w.u_min);
       const double grow_v = 0.5 * params_.residual.widen * (w.v_max - w.v_min);
       w.u_min -= grow_u, w.u_max += grow_u, w.v_min -= grow_v, w.v_max += grow_v;
     }
-    label_candidates(widened, noise);
+    label_candidates(widened, noise, pass == 0 ? Visit::all_marking_near : Visit::near);
   }
 }
 
 // Per candidate, the sums of its points (residual_labels_) over all ranks, on the device (one
-// reduction per candidate: a few dozen): with `about` null their coordinates' (Moments::add),
+// grouped pass over the points that went to a candidate): with `about` null their coordinates'
+// (Moments::add),
 // otherwise their distances' off about[candidate] (count, Moments::add_distance). With `shared`,
 // only the candidates it marks are summed (the others left empty), over every point within their
-// band and rectangle (plane_frames_) instead of their own; the marks must be the same on every
-// rank.
+// band and rectangle (plane_frames_) instead of their own, one reduction each; the marks must be
+// the same on every rank.
 std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
                                                    const std::vector<Plane>* about,
                                                    const std::vector<char>* shared) {
   std::vector<Moments> sums(candidates);
-  for (std::size_t q = 0; q < candidates; ++q) {
-    if (shared && !(*shared)[q]) continue;
-    CandidateMoments f{raw(points_),
-                       raw(residual_labels_),
-                       static_cast<std::int32_t>(q),
-                       false,
-                       {},
-                       shared ? raw(plane_frames_) : nullptr};
-    if (about) {
-      f.distances = true;
-      for (int d = 0; d < 3; ++d) {
-        f.plane[d] = (*about)[q].normal[d];
-        f.plane[3 + d] = (*about)[q].centroid[d];
-      }
+  if (shared) {
+    for (std::size_t q = 0; q < candidates; ++q) {
+      if (!(*shared)[q]) continue;
+      // Shared points may lie on any plane: all points, one reduction per marked candidate.
+      const CandidateMoments f{raw(octree_.sorted),
+                               raw(residual_labels_),
+                               static_cast<std::int32_t>(q),
+                               about != nullptr,
+                               {},
+                               raw(plane_frames_)};
+      CandidateMoments g = f;
+      if (about)
+        for (int d = 0; d < 3; ++d) {
+          g.plane[d] = (*about)[q].normal[d];
+          g.plane[3 + d] = (*about)[q].centroid[d];
+        }
+      sums[q] = transform_reduce(octree_.sorted.size(), g, Moments{}, MergeMoments{});
     }
-    sums[q] = transform_reduce(residual_labels_.size(), f, Moments{}, MergeMoments{});
+  } else if (const std::size_t listed = list_candidate_points(); listed > 0 && candidates > 0) {
+    // Own points: among the eligible points that went to a candidate, all candidates at once.
+    std::vector<double> frames(6 * candidates);
+    if (about)
+      for (std::size_t q = 0; q < candidates; ++q)
+        for (int d = 0; d < 3; ++d) {
+          frames[6 * q + d] = (*about)[q].normal[d];
+          frames[6 * q + 3 + d] = (*about)[q].centroid[d];
+        }
+    candidate_frames_.assign(frames.begin(), frames.end());
+    const ListedMoments f{
+        CandidateMoments{raw(eligible_points_), raw(residual_labels_), 0, about != nullptr, {}},
+        raw(candidate_index_), about ? raw(candidate_frames_) : nullptr};
+    const std::size_t lanes = group_lanes(listed);
+    group_moments_.resize(candidates * lanes + candidates);
+    Moments* partial = raw(group_moments_);
+    Moments* total = partial + candidates * lanes;
+    for_each_index(candidates * lanes,
+                   GroupPartials<Moments, ListedMoments>{f, listed, lanes, partial});
+    for_each_index(candidates, GroupTotals<Moments>{partial, lanes, total});
+    const auto first = group_moments_.begin() + static_cast<std::ptrdiff_t>(candidates * lanes);
+    apron::copy(first, first + static_cast<std::ptrdiff_t>(candidates), sums.begin());
   }
   sum_over_ranks(comm_, sums);
   return sums;
+}
+
+// The eligible points that went to a candidate (candidate_index_, in order); returns their count.
+std::size_t PlaneDetector::list_candidate_points() {
+  const std::size_t e = residual_labels_.size();
+  candidate_index_.resize(e);
+  return e ? copy_indices_if(e, raw(candidate_index_), HasCandidate{raw(residual_labels_)}) : 0;
 }
 
 // Each candidate refitted to the points it took (its clusters' normal, from a few dozen points,
@@ -1498,11 +1733,38 @@ std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane
                                                                const std::vector<Plane>& planes) {
   const auto min_points = static_cast<std::int64_t>(params_.min_plane_points);
   const std::vector<Moments> spread = candidate_sums(found.size(), &found);
+  // Shared points are summed only where they could help: a candidate needs its own points to be
+  // at least half of the shared ones, so one with fewer than half the minimum cannot pass.
+  // Nor for one whose own points are a slab: it fails whatever they share.
+  const auto slab = [&](const Moments& m) {
+    return slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4);
+  };
   std::vector<char> short_of_minimum(found.size());
-  for (std::size_t q = 0; q < found.size(); ++q)
-    short_of_minimum[q] = std::llround(spread[q].count) < min_points;
-  const std::vector<Moments> shared = candidate_sums(found.size(), &found, &short_of_minimum);
-  compute_extents(found, residual_labels_, points_);
+  bool any_short = false;
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    const std::int64_t own = std::llround(spread[q].count);
+    short_of_minimum[q] = own < min_points && 2 * own >= min_points && !slab(spread[q]);
+    any_short = any_short || short_of_minimum[q];
+  }
+  const std::vector<Moments> shared = any_short
+                                          ? candidate_sums(found.size(), &found, &short_of_minimum)
+                                          : std::vector<Moments>(found.size());
+  std::vector<char> enough(found.size());
+  bool any = false;
+  for (std::size_t q = 0; q < found.size(); ++q) {
+    const std::int64_t own = std::llround(spread[q].count);
+    const std::int64_t within = std::llround(shared[q].count);
+    enough[q] =
+        (own >= min_points || (within >= min_points && 2 * own >= within && !slab(shared[q]))) &&
+        !slab(spread[q]);
+    any = any || enough[q];
+  }
+  std::vector<std::int32_t> renumber(found.size(), -1);
+  if (!any) {  // the rectangles (for the density) are not needed
+    found.clear();
+    return renumber;
+  }
+  compute_extents(found, residual_labels_, eligible_points_);
   const auto density = [](double points, const Plane& p) {
     const double area = (p.u_max - p.u_min) * (p.v_max - p.v_min);
     return area > 0 ? points / area : 0.0;
@@ -1512,17 +1774,10 @@ std::vector<std::int32_t> PlaneDetector::keep_candidate_planes(std::vector<Plane
   std::sort(densities.begin(), densities.end());
   const double min_density =
       densities.empty() ? 0 : params_.residual.density * densities[densities.size() / 2];
-  const auto slab = [&](const Moments& m) {
-    return slab_spread(params_.octree.slab_kurtosis, m.count, m.d2, m.d4);
-  };
-  std::vector<std::int32_t> renumber(found.size(), -1);
   std::size_t kept = 0;
   for (std::size_t q = 0; q < found.size(); ++q) {
     const std::int64_t own = std::llround(spread[q].count);
-    const std::int64_t within = std::llround(shared[q].count);
-    const bool enough =
-        own >= min_points || (within >= min_points && 2 * own >= within && !slab(shared[q]));
-    if (enough && !slab(spread[q]) && density(static_cast<double>(own), found[q]) >= min_density) {
+    if (enough[q] && density(static_cast<double>(own), found[q]) >= min_density) {
       renumber[q] = static_cast<std::int32_t>(kept);
       found[q].inliers = static_cast<std::uint64_t>(own);
       found[kept++] = found[q];
@@ -1572,21 +1827,34 @@ void PlaneDetector::adopt_candidate_planes(std::vector<Plane>& planes,
           static_cast<std::uint32_t>(target[static_cast<std::size_t>(renumber[q])]);
   plane_map_.assign(candidate_plane.begin(), candidate_plane.end());
   if (params_.residual.reclaim) release_reclaimed(planes, first);
-  for_each_index(labels_.size(),
-                 ResidualLabels{raw(residual_labels_), raw(plane_map_), raw(labels_)});
+  for_each_index(residual_labels_.size(),
+                 ResidualLabels{raw(residual_labels_), raw(eligible_index_), raw(plane_map_),
+                                raw(sorted_labels_)});
 }
 
 // The points that the found planes (plane_map_: per candidate its plane, or none) reclaimed from
 // the first `first` planes leave them: those planes' inliers less theirs, over all ranks.
 void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t first) {
-  std::vector<std::int64_t> left(first, 0);
+  std::vector<Tally> left(first);
+  const std::size_t listed = list_candidate_points();
+  if (listed > 0 && first > 0) {
+    const std::size_t lanes = group_lanes(listed);
+    group_tallies_.resize(first * lanes + first);
+    Tally* partial = raw(group_tallies_);
+    Tally* total = partial + first * lanes;
+    for_each_index(first * lanes, GroupPartials<Tally, ListedReclaimed>{
+                                      ListedReclaimed{raw(eligible_labels_), raw(residual_labels_),
+                                                      raw(plane_map_), raw(candidate_index_)},
+                                      listed, lanes, partial});
+    for_each_index(first, GroupTotals<Tally>{partial, lanes, total});
+    const auto at = group_tallies_.begin() + static_cast<std::ptrdiff_t>(first * lanes);
+    apron::copy(at, at + static_cast<std::ptrdiff_t>(first), left.begin());
+  }
+  std::vector<std::int64_t> counts(first);
+  for (std::size_t p = 0; p < first; ++p) counts[p] = left[p].n;
+  global_sum(comm_, std::span<std::int64_t>(counts));
   for (std::size_t p = 0; p < first; ++p)
-    left[p] = transform_reduce(labels_.size(),
-                               Reclaimed{raw(labels_), raw(residual_labels_), raw(plane_map_),
-                                         static_cast<std::int32_t>(p)},
-                               std::int64_t{0}, Plus{});
-  global_sum(comm_, std::span<std::int64_t>(left));
-  for (std::size_t p = 0; p < first; ++p) planes[p].inliers -= static_cast<std::uint64_t>(left[p]);
+    planes[p].inliers -= static_cast<std::uint64_t>(counts[p]);
 }
 
 // The planes by inliers again, most first (ties: the earlier plane first), and the labels
@@ -1604,7 +1872,7 @@ void PlaneDetector::sort_by_inliers(std::vector<Plane>& planes) {
   }
   planes = std::move(sorted);
   plane_map_.assign(map.begin(), map.end());
-  for_each_index(labels_.size(), Relabel{raw(plane_map_), raw(labels_)});
+  for_each_index(sorted_labels_.size(), Relabel{raw(plane_map_), raw(sorted_labels_)});
 }
 
 // The oriented rectangles (in centred coordinates): each plane's smallest and largest

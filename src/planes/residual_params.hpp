@@ -2,6 +2,8 @@
 // (PlanesConfig) and the detector reads (DetectorParams).
 #pragma once
 
+#include <cstdint>
+
 namespace apron::planes {
 
 // A second round over the points that the first left on no plane and outside every plane's
@@ -14,9 +16,11 @@ namespace apron::planes {
 // min_plane_points (or, with the points its band shares with other planes, as many, most of
 // them its own). Two candidates on one plane, their rectangles touching, are one. One on a
 // first-round plane (the detector's merge angle and distance) adds its points to it; the others are
-// new planes.
+// new planes. On by default: without it the stairs' box sides and treads next to boxes are
+// missed (13-15 of 21 required planes against 21 of 21); on one H200 it costs about 4 ms at 20M
+// points and 2.7 ms at 1M (bench/NOTES.md, "Planes: session 29 (helper)").
 struct ResidualParams {
-  bool on = false;  // false: one round, as in the paper (`planes.residual_pass`)
+  bool on = true;   // false: one round, as in the paper (`planes.residual_pass`)
   double band = 3;  // `residual_band`
   // Its clusters and candidates no thicker than `noise` times the first round's noise (the
   // median of its planes' rms): with the surfaces' points gone, nodes cut by the cloud's bounding
@@ -43,6 +47,12 @@ struct ResidualParams {
   // the box top's nodes), and they leave it when the candidate is a plane
   // (`residual_reclaim`; false: the points on a first-round plane stay on it).
   bool reclaim = true;
+  // The round's octree is built from at most about this many of its points (every k-th in the
+  // octree's order, k the same on every rank; 0: all of them). It only seeds the candidates,
+  // whose inliers are then taken from all the points: above a million points the residual
+  // points are mostly outliers, which cost the octree's coarse levels their whole count each
+  // (`residual_octree_points`).
+  std::uint64_t octree_points = 500000;
 };
 
 }  // namespace apron::planes

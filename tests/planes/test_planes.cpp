@@ -939,9 +939,11 @@ TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
   // floor (0.094 m) are thinner than 17.3 noise deviations (7.8 mm) and fail the thickness test,
   // at any point count; halves of their parents pass. Without the halves it is missed.
   for (const char* halves : {"true", "false"}) {
-    const auto run = run_case(
-        scene_yaml("shelving", 400000, std::string("  octree: {sibling_halves: ") + halves + "}\n"),
-        self_ranks());
+    const auto run =
+        run_case(scene_yaml("shelving", 400000,
+                            std::string("  residual_pass: false\n  octree: {sibling_halves: ") +
+                                halves + "}\n"),
+                 self_ranks());
     const GroundTruthScore* s = run->workload->score();
     const TreadCheck boards =
         check_named("shelving", *s, run->workload->detection().planes, "board");
@@ -953,7 +955,7 @@ TEST(Scenes, StackedAndSmallPlanesWithoutPhantoms) {
   }
   // The paper's test: treads missed and a plane that is not there.
   const auto paper = run_case(scene_yaml("stairs", 150000,
-                                         "  recover_orphans: false\n"
+                                         "  recover_orphans: false\n  residual_pass: false\n"
                                          "  octree: {slab_kurtosis: 0, sibling_halves: false}\n"),
                               self_ranks());
   const GroundTruthScore* s = paper->workload->score();
