@@ -340,30 +340,10 @@ bool ClothSolver::coarse_correction(bool rebuild) {
       }
     }
   }
-  // The right-hand side P^T R (R filtered), in fixed point alike.
-  std::vector<double> rhs(unknowns, 0.0);
+  // The right-hand side P^T R (R filtered).
   apron::copy(w.newton.begin(), w.newton.end(), w.filtered.begin());
   if (has_colliders()) filter(w.constraints, owned_, w.filtered);
-  {
-    const std::vector<Vector3<double>> r = to_host(w.filtered, owned_);
-    double largest = 0;
-    for (std::size_t i = 0; i < owned_; ++i)
-      largest = std::max({largest, std::abs(r[i].x), std::abs(r[i].y), std::abs(r[i].z)});
-    const double scale = scale_for(largest);
-    std::vector<std::int64_t> sums(unknowns, 0);
-    if (scale > 0)
-      for (std::size_t i = 0; i < owned_; ++i)
-        for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c) {
-          const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[c]);
-          const double h = k.corner_weight[c] * scale;
-          sums[n] += std::llround(h * r[i].x);
-          sums[n + 1] += std::llround(h * r[i].y);
-          sums[n + 2] += std::llround(h * r[i].z);
-        }
-    global_sum(ranks_.comm, std::span<std::int64_t>(sums));
-    if (scale > 0)
-      for (std::size_t n = 0; n < unknowns; ++n) rhs[n] = static_cast<double>(sums[n]) / scale;
-  }
+  std::vector<double> rhs = restrict_to_coarse(to_host(w.filtered, owned_));
   // Solve L L^T c = rhs.
   const std::vector<double>& lower = k.lower;
   for (std::size_t p = 0; p < unknowns; ++p) {
@@ -407,6 +387,37 @@ bool ClothSolver::coarse_correction(bool rebuild) {
   return true;
 }
 
+// P^T y for rows y of this rank: each term rounded alone in fixed point (the scale from the largest
+// |y| over all ranks) and the integers summed exactly over ranks, so that any rank count gives
+// the same sums.
+std::vector<double> ClothSolver::restrict_to_coarse(const std::vector<Vector3<double>>& y) const {
+  const CoarseWork& k = coarse_;
+  double local = 0;
+  for (std::size_t i = 0; i < owned_; ++i)
+    local = std::max({local, std::abs(y[i].x), std::abs(y[i].y), std::abs(y[i].z)});
+  const double top = global_max(ranks_.comm, local);
+  const double scale =
+      top > 0
+          ? std::ldexp(1.0, 62 - std::ilogb(top * 8.0 * static_cast<double>(global_vertices_)) - 1)
+          : 0.0;
+  std::vector<std::int64_t> sums(3 * k.nodes, 0);
+  if (scale > 0)
+    for (std::size_t i = 0; i < owned_; ++i)
+      for (std::uint32_t e = k.corner_offsets[i]; e < k.corner_offsets[i + 1]; ++e) {
+        const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[e]);
+        const double h = k.corner_weight[e] * scale;
+        sums[n] += std::llround(h * y[i].x);
+        sums[n + 1] += std::llround(h * y[i].y);
+        sums[n + 2] += std::llround(h * y[i].z);
+      }
+  global_sum(ranks_.comm, std::span<std::int64_t>(sums));
+  std::vector<double> restricted(sums.size(), 0.0);
+  if (scale > 0)
+    for (std::size_t n = 0; n < sums.size(); ++n)
+      restricted[n] = static_cast<double>(sums[n]) / scale;
+  return restricted;
+}
+
 // The probed operator against the products it stands for, at every build: for one coarse vector
 // c (fixed, every entry nonzero), P^T F A F P c from one product A (F P c) (the probes' own
 // product), against the banded matrix times c, and the matrix's asymmetry; the largest of each
@@ -434,27 +445,7 @@ void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
   refresh_ghost_rows(w.residual);
   implicit_product(w.residual, w.product);
   if (has_colliders()) filter(w.constraints, owned_, w.product);
-  const std::vector<Vector3<double>> y = to_host(w.product, owned_);
-  // P^T y in fixed point, as the right-hand side (any rank count: the same sums).
-  double local = 0;
-  for (std::size_t i = 0; i < owned_; ++i)
-    local = std::max({local, std::abs(y[i].x), std::abs(y[i].y), std::abs(y[i].z)});
-  const double top = global_max(ranks_.comm, local);
-  const double scale =
-      top > 0
-          ? std::ldexp(1.0, 62 - std::ilogb(top * 8.0 * static_cast<double>(global_vertices_)) - 1)
-          : 0.0;
-  std::vector<std::int64_t> sums(unknowns, 0);
-  if (scale > 0)
-    for (std::size_t i = 0; i < owned_; ++i)
-      for (std::uint32_t e = k.corner_offsets[i]; e < k.corner_offsets[i + 1]; ++e) {
-        const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[e]);
-        const double h = k.corner_weight[e] * scale;
-        sums[n] += std::llround(h * y[i].x);
-        sums[n + 1] += std::llround(h * y[i].y);
-        sums[n + 2] += std::llround(h * y[i].z);
-      }
-  global_sum(ranks_.comm, std::span<std::int64_t>(sums));
+  const std::vector<double> probed = restrict_to_coarse(to_host(w.product, owned_));
   double largest = 0, difference = 0, entry = 0, asymmetry = 0;
   for (std::size_t p = 0; p < unknowns; ++p) {
     double product = 0;
@@ -467,9 +458,8 @@ void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
       entry = std::max(entry, std::abs(a));
       asymmetry = std::max(asymmetry, std::abs(a - matrix[column * width + p + band - column]));
     }
-    const double probed = scale > 0 ? static_cast<double>(sums[p]) / scale : 0.0;
-    largest = std::max(largest, std::abs(probed));
-    difference = std::max(difference, std::abs(probed - product));
+    largest = std::max(largest, std::abs(probed[p]));
+    difference = std::max(difference, std::abs(probed[p] - product));
   }
   if (largest > 0) k.operator_error = std::max(k.operator_error, difference / largest);
   if (entry > 0) k.asymmetry = std::max(k.asymmetry, asymmetry / entry);

@@ -107,6 +107,7 @@ class ClothSolver final : public SteppingWorkload {
   bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
   int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
   void check_coarse_operator(const std::vector<double>& matrix);  // into operator_error
+  std::vector<double> restrict_to_coarse(const std::vector<Vector3<double>>& y) const;
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
