@@ -1,7 +1,6 @@
 #include "kernels/planes/octree.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,54 +11,22 @@
 #include <unistd.h>
 
 #include "kernels/common/primitives.hpp"
+#include "kernels/planes/profile_clock.hpp"
 
 namespace apron::planes {
 namespace {
 
 constexpr int kFit = 7;  // normal, mean, band
 
-// APRON_OCTREE_PROFILE set: the build's steps timed on the host, each after a device
-// synchronisation (which slows the build: for finding where the time goes, not for figures), one
-// line per level on stderr. Unset: nothing is synchronised or timed.
-class StepClock {
- public:
-  StepClock() : on_(std::getenv("APRON_OCTREE_PROFILE") != nullptr) {}
-  bool on() const { return on_; }
-  void start() {
-    if (!on_) return;
-    device_synchronize();
-    last_ = now();
-    line_.clear();
-  }
-  void lap(const char* step) {
-    if (!on_) return;
-    device_synchronize();
-    const double t = now();
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %s %.3f", step, 1e3 * (t - last_));
-    line_ += buf;
-    last_ = t;
-  }
-  void print(const char* what, std::size_t points, std::size_t nodes) {
-    if (!on_) return;
-    std::fprintf(stderr, "octree-profile pid %d %s points %zu nodes %zu ms:%s\n",
-                 static_cast<int>(getpid()), what, points, nodes, line_.c_str());
-    line_.clear();
-  }
-
- private:
-  static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  bool on_;
-  double last_ = 0;
-  std::string line_;
-};
-
-StepClock& step_clock() {
-  static StepClock clock;
+// The octree build's profile (ProfileClock): one line per level.
+ProfileClock& step_clock() {
+  static ProfileClock clock;
   return clock;
+}
+void print_profile(ProfileClock& clock, const char* what, std::size_t points, std::size_t nodes) {
+  if (!clock.on()) return;
+  std::fprintf(stderr, "octree-profile pid %d %s points %zu nodes %zu ms:%s\n",
+               static_cast<int>(getpid()), what, points, nodes, clock.take().c_str());
 }
 
 // Scratch arrays indexed by explicit counts: grown, never shrunk, so that the levels and analyses
@@ -810,7 +777,7 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
     throw std::invalid_argument("octree: more than 2^32 - 2 points on one rank");
   depth_ = params.max_depth;
   frame_ = frame;
-  StepClock& clock = step_clock();
+  ProfileClock& clock = step_clock();
   clock.start();
   keys_.resize(n);
   order.resize(n);
@@ -834,7 +801,7 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   level_counts_.assign(start_counts, start_counts + 2);
   std::size_t bound = n;  // the host's bound on the active points: the last level's count
   clock.lap("start");
-  clock.print("prepare", n, 0);
+  print_profile(clock, "prepare", n, 0);
   for (int level = 1; level <= depth_; ++level) {
     const LevelSize size = bound > 0 ? find_nodes(level, bound) : LevelSize{};
     clock.lap("find");
@@ -848,7 +815,7 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
       break;
     }
     if (clock.on())
-      clock.print(("level " + std::to_string(level)).c_str(), size.points, size.nodes);
+      print_profile(clock, ("level " + std::to_string(level)).c_str(), size.points, size.nodes);
   }
   // The levels run are 1 to levels (the untested ones first, with no clusters).
   const std::vector<std::uint32_t> totals = to_host(cluster_totals_);
@@ -857,7 +824,7 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   clusters.resize(totals[levels]);
   copy_n(cluster_store_.begin(), totals[levels], clusters.begin());
   clock.lap("clusters");
-  clock.print("finish", n, totals[levels]);
+  print_profile(clock, "finish", n, totals[levels]);
 }
 
 // Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the
@@ -930,7 +897,7 @@ OctreeBuilder::LevelSize OctreeBuilder::find_nodes(int level, std::size_t bound)
 void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreeParams& params) {
   const std::size_t m = size.points, nodes = size.nodes;
   const int shift = 3 * (depth_ - level);
-  StepClock& clock = step_clock();
+  ProfileClock& clock = step_clock();
   if (level < params.first_level) {  // untested: only the node sizes matter
     untested_level(m, nodes, params);
     clock.lap("keep");

@@ -13,6 +13,7 @@
 #include "decomposition/reductions.hpp"
 #include "kernels/common/algorithms.hpp"
 #include "kernels/common/primitives.hpp"
+#include "kernels/planes/profile_clock.hpp"
 #include "planes/split_cost.hpp"
 #include "runtime/runtime.hpp"
 
@@ -541,39 +542,6 @@ void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
     m.d2 = at[10], m.d4 = at[11];
   }
 }
-
-// APRON_OCTREE_PROFILE set: the residual round's steps timed on the host, each after a device
-// synchronisation, one line on stderr per round (for finding where the time goes, not for
-// figures). Unset: nothing is synchronised or timed.
-class RoundClock {
- public:
-  RoundClock() : on_(std::getenv("APRON_OCTREE_PROFILE") != nullptr) {
-    if (on_) device_synchronize(), last_ = wall_seconds();
-  }
-  void lap(const char* step) {
-    if (!on_) return;
-    device_synchronize();
-    const double t = wall_seconds();
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %s %.3f", step, 1e3 * (t - last_));
-    line_ += buf;
-    last_ = t;
-  }
-  void note(const char* what, std::size_t value) {
-    if (!on_) return;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %s=%zu", what, value);
-    line_ += buf;
-  }
-  ~RoundClock() {
-    if (on_) std::fprintf(stderr, "residual-profile ms:%s\n", line_.c_str());
-  }
-
- private:
-  bool on_;
-  double last_ = 0;
-  std::string line_;
-};
 
 // GroupPartials' lanes per group over `items` listed items: on the GPU enough for a few hundred
 // items a lane; elsewhere one, so that each group sums in the items' order.
@@ -1415,7 +1383,8 @@ void PlaneDetector::sum_votes() {
 // ranks, so the ranks add the same planes.
 void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame& frame,
                                    Detection& out) {
-  RoundClock clock;
+  ProfileClock clock("residual-profile");
+  clock.start();
   std::vector<double> rms;
   for (const Plane& p : planes) rms.push_back(p.rms);
   std::sort(rms.begin(), rms.end());
