@@ -61,6 +61,9 @@ struct ColliderConfig {
 // still above its tolerance after `sweeps` ends the run (exit 1), unless `unconverged: accept`
 // (accept_unconverged): then it is taken as the published method takes it (a fixed number of
 // sweeps, the residual left), its residual in the diagnostics and the count said at the end.
+// `max_halvings` (vbd only, default 0: off): before that, the step is taken again from its start
+// in two halves, a half that does not converge in two quarters, and so on up to dt / 2^max_halvings
+// (the rest of the step at the shortest length reached); outputs stay on the dt grid.
 // `line_search` (vbd only): "vertex" backtracks each vertex's move on its own share of the
 // potential (its inertia and the energies of its 2-ring, which no other vertex of its colour
 // touches), "colour" one step length for the whole colour on the whole potential.
@@ -75,6 +78,7 @@ struct IntegratorConfig {
   bool vbd = false;
   long sweeps = 100;
   bool accept_unconverged = false;   // vbd only
+  int max_halvings = 0;              // vbd only: an unconverged step retried at dt / 2^k
   bool vertex_line_search = true;    // vbd only
   int contact_start_rings = 0;       // vbd only
   double coarse_factor = 0;          // vbd only; 0: no coarse correction

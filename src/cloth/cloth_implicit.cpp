@@ -192,7 +192,7 @@ double ClothSolver::begin_implicit_step() {
                         owned_, w.constraints);
     for (const auto& collider : mesh_colliders_)
       mesh_contact_constraints(system, *position_, gradient_,
-                               mesh_step(*collider, clock_.time, motion_.dt), on_surface, owned_,
+                               mesh_step(*collider, step_start_, motion_.dt), on_surface, owned_,
                                w.constraints);
     hold(w.constraints, owned_, w.velocity);
     refresh_ghost_rows(w.velocity);
@@ -236,8 +236,9 @@ void ClothSolver::finish_implicit_step(long iterations) {
 // alone), held on the colliders (cloth.implicit.contact_start: softened near them): a sheet in free
 // fall is then solved before the first sweep (one gradient a step). Each sweep's start checks the
 // residual, mass-preconditioned as Newton's, against `tolerance` of its scale; a step still above
-// it after `sweeps` sweeps, or whose iterate is no longer finite, is refused as Newton's is.
-void ClothSolver::solve_vbd() {
+// it after `sweeps` sweeps, or whose iterate is no longer finite, is refused as Newton's is, or,
+// with `may_fail`, returns false without moving the sheet (take_step then halves the step).
+bool ClothSolver::solve_vbd(bool may_fail) {
   ImplicitWork& w = implicit_;
   const double first = begin_implicit_step();
   free_motion_change(implicit_system(), *velocity_, w.velocity, owned_, w.step);
@@ -258,6 +259,10 @@ void ClothSolver::solve_vbd() {
              ? std::numeric_limits<double>::infinity()
              : global_dot(w.newton, w.preconditioned);
     if (!(rz > tolerance * tolerance * first)) break;
+    if (may_fail && (sweep == case_.integrator.sweeps || !std::isfinite(rz))) {
+      w.retried_sweeps += sweep;  // the sheet not moved: the caller halves the step
+      return false;
+    }
     if (std::isfinite(rz) && sweep == case_.integrator.sweeps &&
         case_.integrator.accept_unconverged) {
       accept_unconverged(rz, first);
@@ -287,6 +292,7 @@ void ClothSolver::solve_vbd() {
   }
   record_residual(rz, first);
   finish_implicit_step(sweep);
+  return true;
 }
 
 // Each vertex of colour c moved by its own step length (implicit.hpp's vertex_search_round):
@@ -542,13 +548,20 @@ void ClothSolver::refuse_unconverged(const char* method, long iterations, const 
                                      double reached, double tolerance,
                                      const char* tolerance_key) const {
   const double fraction = reached < 1 ? std::log(reached) / std::log(tolerance) : 0.1;
-  char text[512];
+  char halved[160] = "";
+  if (implicit_.halving > 0)
+    std::snprintf(halved, sizeof halved,
+                  " in a sub-step of %.4g s (the step halved %d times, "
+                  "cloth.implicit.max_halvings)",
+                  motion_.dt, implicit_.halving);
+  char text[768];
   std::snprintf(text, sizeof text,
-                "cloth: the implicit solve did not converge at step %ld: after %ld %s iterations "
+                "cloth: the implicit solve did not converge at step %ld%s: after %ld %s iterations "
                 "(%s) its relative residual is %.3g, above %s %.3g; lower cloth.implicit.dt "
                 "from %.4g s to about %.3g s, or raise %s",
-                clock_.step + 1, iterations, method, limit_key, reached, tolerance_key, tolerance,
-                motion_.dt, motion_.dt * std::clamp(0.9 * fraction, 0.01, 0.9), limit_key);
+                clock_.step + 1, halved, iterations, method, limit_key, reached, tolerance_key,
+                tolerance, implicit_.halving > 0 ? dt_ : motion_.dt,
+                motion_.dt * std::clamp(0.9 * fraction, 0.01, 0.9), limit_key);
   throw io::AgreedError(text, true);
 }
 

@@ -470,9 +470,49 @@ void ClothSolver::setup_self_contact(const HostMesh& mesh, bool at_rest) {
         self_contact_->largest_step(), self_contact_->largest_step() / dt_, dt_);
 }
 
+// One step of the user's dt. With cloth.implicit.max_halvings (vbd), a sub-step whose solve does
+// not reach its tolerance is taken again from its start (which the solve leaves as it was: only
+// advance_motion's end moves the sheet) at half the length, and the rest of the step at that
+// length, up to max_halvings halvings; the last one's solve refuses or accepts as configured. The
+// lengths are dt / 2^k, exact, and the decision is each solve's residual, summed over ranks in
+// fixed point: every rank subdivides alike. The next step starts at dt again, so a restart from
+// any step's end repeats the run.
 double ClothSolver::take_step() {
-  motion_.dt = std::min(dt_, config_.time.end - clock_.time);
+  const double dt = std::min(dt_, config_.time.end - clock_.time);
   motion_.step = static_cast<std::uint64_t>(clock_.step + 1);
+  const int most = case_.integrator.vbd ? case_.integrator.max_halvings : 0;
+  ImplicitWork& w = implicit_;
+  const long ticks = 1L << most;  // the step in units of its shortest sub-step
+  long done = 0;
+  w.halving = 0;
+  while (done < ticks) {
+    const double start = clock_.time + dt * static_cast<double>(done) / static_cast<double>(ticks);
+    if (advance_motion(start, std::ldexp(dt, -w.halving), w.halving < most)) {
+      done += ticks >> w.halving;
+      if (w.halving > 0) ++w.substeps;
+    } else {
+      ++w.halving;
+      ++w.halvings;
+    }
+  }
+  if (w.halving > 0) {
+    ++w.subdivided;
+    w.most_halvings = std::max(w.most_halvings, static_cast<long>(w.halving));
+    Log::info(
+        "cloth: step %ld subdivided (cloth.implicit.max_halvings %d): its solve did not reach "
+        "cloth.implicit.tolerance at dt = %.4g s; taken in sub-steps down to %.4g s (%ld steps "
+        "subdivided so far, counted in the run report)",
+        clock_.step + 1, most, dt, std::ldexp(dt, -w.halving), w.subdivided);
+  }
+  motion_.dt = dt;
+  return dt;
+}
+
+// The motion over [start, start + dt]; false, the sheet left as it was, where the vbd solve did
+// not converge and `may_fail` (a shorter sub-step is to be tried).
+bool ClothSolver::advance_motion(double start, double dt, bool may_fail) {
+  motion_.dt = dt;
+  step_start_ = start;
   {
     auto t = timers_.scope("forces");
     energy_gradient(mesh_, *position_, reference_, model_, gradient_);
@@ -487,9 +527,9 @@ double ClothSolver::take_step() {
   }
   if (case_.integrator.implicit) {
     auto t = timers_.scope("implicit solve");
-    if (case_.integrator.vbd)
-      solve_vbd();
-    else
+    if (case_.integrator.vbd) {
+      if (!solve_vbd(may_fail)) return false;
+    } else
       solve_implicit();
   }
   {
@@ -499,7 +539,7 @@ double ClothSolver::take_step() {
   }
   if (!mesh_colliders_.empty()) {
     auto t = timers_.scope("mesh colliders");
-    collide_with_meshes(clock_.time, motion_.dt);
+    collide_with_meshes(step_start_, motion_.dt);
   }
   if (self_contact_) {  // last of the motion: no vertex passes its bound
     auto t = timers_.scope("self contact");
@@ -514,7 +554,7 @@ double ClothSolver::take_step() {
     auto t = timers_.scope("contact gather");
     self_contact_->refresh(*position_);
   }
-  return motion_.dt;
+  return true;
 }
 
 long ClothSolver::first_unfinite_step() const {
@@ -666,6 +706,19 @@ void ClothSolver::report_fields(Json& json) const {
       json.value("vbd_coarse_asymmetry", coarse_.asymmetry);
       json.value("vbd_coarse_step_length_mean",
                  coarse_.step_lengths / static_cast<double>(std::max(coarse_.moved, 1L)));
+    }
+    if (integrator.max_halvings > 0) {
+      json.value("vbd_subdivided_steps", static_cast<long long>(implicit_.subdivided));
+      json.value("vbd_substeps", static_cast<long long>(implicit_.substeps));
+      json.value("vbd_halvings", static_cast<long long>(implicit_.halvings));
+      json.value("vbd_halvings_most", static_cast<long long>(implicit_.most_halvings));
+      json.value("vbd_retried_sweeps", static_cast<long long>(implicit_.retried_sweeps));
+      if (implicit_.subdivided > 0)
+        Log::info(
+            "cloth: %ld steps were subdivided (cloth.implicit.max_halvings %d) into %ld sub-steps, "
+            "%ld halvings (at most %ld in one step), %ld sweeps of unconverged attempts redone",
+            implicit_.subdivided, integrator.max_halvings, implicit_.substeps, implicit_.halvings,
+            implicit_.most_halvings, implicit_.retried_sweeps);
     }
     if (implicit_.accepted_unconverged > 0)
       Log::warn(

@@ -90,7 +90,9 @@ class ClothSolver final : public SteppingWorkload {
   // advance_vertices' update give the backward-Euler velocity, found by Newton's method.
   void solve_implicit();
   // The same step by vertex block descent (cloth.integrator: vbd).
-  void solve_vbd();
+  bool solve_vbd(bool may_fail);  // false: not converged and may_fail (the sheet not moved)
+  // The motion over [start, start + dt] (take_step's sub-steps); false as solve_vbd.
+  bool advance_motion(double start, double dt, bool may_fail);
   void record_residual(double rz, double first);     // collective values
   void accept_unconverged(double rz, double first);  // cloth.implicit.unconverged: accept
   double begin_implicit_step();                      // returns the residual's scale
@@ -189,6 +191,10 @@ class ClothSolver final : public SteppingWorkload {
     // the steps taken above their tolerance and their largest residual.
     double row_residual = 0, largest_accepted = 0, last_row_residual = 0;
     long accepted_unconverged = 0, row_steps = 0;  // row_steps: `steps` at the last row
+    // cloth.implicit.max_halvings: this step's halvings so far; the steps subdivided, their
+    // sub-steps, the halvings, the most in one step, and the sweeps of the attempts redone.
+    int halving = 0;
+    long subdivided = 0, substeps = 0, halvings = 0, most_halvings = 0, retried_sweeps = 0;
   } implicit_;
   // cloth.implicit.coarse: the lattice (nodes per axis, origin, spacing, probing period, index
   // stride), each owned row's lattice coordinates, the pinned rows, and the counts.
@@ -209,6 +215,7 @@ class ClothSolver final : public SteppingWorkload {
   } coarse_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter
+  double step_start_ = 0;   // the time at the start of the (sub-)step being taken
   double explicit_dt_ = 0;  // cfl x the stability limit, whichever integrator steps
   // Output: this rank's triangles (those whose lowest-id corner it owns) over the local rows
   // they use, renumbered from 0.

@@ -54,6 +54,11 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 steps on average), the steps converge in at most a third of the sweeps plain vbd
                 takes (measured 19.3 -> 4.3 a step), and the positions agree with
                 plain vbd's within 1 mm (both to the default tolerance); 2 ranks bit for bit.
+  vbd_halvings  cloth.implicit.max_halvings 4 with one sweep a step at dt = 0.01 s (step 3 refused
+                without it), 6 steps: 4 subdivided (into 12 sub-steps), every one converged, none
+                accepted unconverged; the diagnostics rows on the dt grid; the log and the run
+                report count the subdivided steps; a restart at step 3 on 2 ranks (from 1) gives
+                the straight run's last positions and diagnostics rows bit for bit.
 The drape (inputs/cloth_drape.yaml):
   drape         refined to 32x32 cells on 2 ranks, the sheet crumples where it meets the sphere
                 and the floor: it runs to the end, and its total energy never rises above its
@@ -500,6 +505,49 @@ def scenario_vbd_accept(r, work):
     check(rows(runs[0]) == rows(runs[1]), "2 ranks: every diagnostics row (the residual too) equals 1 rank's")
 
 
+# vbd_halvings: the swinging sheet at HALVINGS_DT with HALVINGS_SWEEPS sweeps a step, which a whole
+# step cannot reach (bad_cloth_vbd_unconverged: exit 1) but halves of it can.
+HALVINGS_DT, HALVINGS_SWEEPS, HALVINGS_STEPS = 0.01, 1, 6
+
+
+def scenario_vbd_halvings(r, work):
+    """cloth.implicit.max_halvings: a vbd step that does not converge is taken again in halves,
+    each converged; outputs stay on the dt grid; N ranks and a restart repeat the run bit for bit."""
+    steps = ["--set", "cloth.integrator=vbd", "--set", f"cloth.implicit.dt={HALVINGS_DT}",
+             "--set", f"cloth.implicit.sweeps={HALVINGS_SWEEPS}", "--set", "cloth.implicit.max_halvings=4",
+             "--set", "time.end=100", "--set", "output.every=0.02", "--set", "output.diagnostics_every=1"]
+    whole = r.run(1, f"{work}/whole", *steps, "--set", "cloth.implicit.max_halvings=0",
+                  "--set", f"time.max_steps={HALVINGS_STEPS}", check_status=False)
+    with open(f"{whole}/apron.log") as f:
+        check(re.search(r"did not converge at step \d+: after 1 vertex block descent", f.read()) is not None,
+              "without halvings the run is refused")
+    straight = r.run(1, f"{work}/straight", *steps, "--set", f"time.max_steps={HALVINGS_STEPS}")
+    with open(f"{straight}/run_report.json") as f:
+        cloth = json.load(f)["cloth"]
+    with open(f"{straight}/apron.log") as f:
+        log = f.read()
+    table = rows(straight)
+    print(f"      {cloth['vbd_subdivided_steps']} of {HALVINGS_STEPS} steps subdivided into "
+          f"{cloth['vbd_substeps']} sub-steps ({cloth['vbd_halvings']} halvings, at most "
+          f"{cloth['vbd_halvings_most']} in a step); largest residual "
+          f"{max(row['residual'] for row in table):.3g}")
+    subdivided = cloth["vbd_subdivided_steps"]
+    check(subdivided > 0 and cloth["vbd_unconverged_steps"] == 0 and cloth["vbd_substeps"] >= 2 * subdivided,
+          "steps subdivided, none taken unconverged")
+    check(all(row["residual"] <= 1e-2 for row in table[1:]), "every sub-step converged (residual <= 1e-2)")
+    check([round(row["time"] / HALVINGS_DT, 9) for row in table] == list(range(HALVINGS_STEPS + 1)),
+          "the diagnostics rows on the dt grid")
+    check(re.search(r"cloth: step \d+ subdivided", log) is not None and
+          f"cloth: {subdivided} steps were subdivided" in log, "the log says so, and counts them")
+    half = r.run(1, f"{work}/half", *steps, "--set", f"time.max_steps={HALVINGS_STEPS // 2}")
+    r.run(2, half, *steps, "--set", f"time.max_steps={HALVINGS_STEPS}", "--restart", "latest")
+    _, ids, reference = final_positions(straight)
+    _, other_ids, positions = final_positions(half)
+    check(np.array_equal(ids, other_ids) and np.array_equal(positions, reference) and
+          rows(half) == rows(straight), "restarted half way on 2 ranks (from 1): the last positions "
+          "and every diagnostics row bitwise equal the straight run's")
+
+
 def scenario_vbd_coarse(r, work):
     """The coarse correction between vbd's sweeps: it lowers Phi and the sweeps it leaves."""
     steps = ["--set", "cloth.grid.cells=[16, 16, 0]", "--set", "time.max_steps=3", "--set", "time.end=100",
@@ -710,7 +758,8 @@ def main():
                                              "cantilever", "implicit_rest", "implicit_ranks", "drape",
                                              "mesh_sphere", "moving_table", "implicit_free_fall", "implicit_drape",
                                              "implicit_mesh_sphere", "implicit_moving_table", "implicit_block_jacobi",
-                                             "body_drape", "vbd", "vbd_accept", "vbd_coarse"])
+                                             "body_drape", "vbd", "vbd_accept", "vbd_coarse",
+                                             "vbd_halvings"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
