@@ -53,6 +53,12 @@ struct ResidualParams {
   // points are mostly outliers, which cost the octree's coarse levels their whole count each
   // (`residual_octree_points`).
   std::uint64_t octree_points = 500000;
+  // The round's octree tests its nodes for clusters from this level on (the first round's
+  // first_level where deeper; the levels above only drop the nodes of too few points). Its points
+  // are those that no first-round plane took: the small faces it is for fill nodes of level 5 and
+  // deeper, while the coarse nodes hold mostly outliers, and each tested level costs its launches
+  // and one wait whatever its points (`residual_first_level`).
+  int first_level = 5;
 };
 
 }  // namespace apron::planes
