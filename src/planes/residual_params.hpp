@@ -54,11 +54,13 @@ struct ResidualParams {
   // (`residual_octree_points`).
   std::uint64_t octree_points = 500000;
   // The round's octree tests its nodes for clusters from this level on (the first round's
-  // first_level where deeper; the levels above only drop the nodes of too few points). Its points
-  // are those that no first-round plane took: the small faces it is for fill nodes of level 5 and
-  // deeper, while the coarse nodes hold mostly outliers, and each tested level costs its launches
-  // and one wait whatever its points (`residual_first_level`).
-  int first_level = 5;
+  // first_level where deeper; the levels above are not run: they would only drop the nodes of
+  // too few points). Each tested level costs its launches and one wait whatever its points, and
+  // the coarse nodes of the round's points hold mostly outliers, but 5 moved the largest normal
+  // error of matched planes both ways by up to 1 degree over 51 scenes (bench/NOTES.md,
+  // "Planes: session 29 (second helper)"): 2, the first round's, by default
+  // (`residual_first_level`).
+  int first_level = 2;
 };
 
 }  // namespace apron::planes
