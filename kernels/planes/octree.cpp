@@ -803,6 +803,11 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   clock.lap("start");
   print_profile(clock, "prepare", n, 0);
   for (int level = 1; level <= depth_; ++level) {
+    if (skip_untested_ && level < params.first_level) {
+      stats.nodes.push_back(0);
+      stats.active.push_back(0);
+      continue;
+    }
     const LevelSize size = bound > 0 ? find_nodes(level, bound) : LevelSize{};
     clock.lap("find");
     bound = size.points;

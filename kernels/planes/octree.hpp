@@ -175,6 +175,10 @@ class OctreeBuilder {
   // sibling_halves), so that every rank tests halves alike; build then calls it at every tested
   // level.
   void set_global_sum(std::function<void(double*, int)> sum) { global_sum_ = std::move(sum); }
+  // The levels above first_level (untested: they only drop the nodes of fewer than min_points
+  // points, which a tested level drops as well) not run at all: the same clusters, one wait and
+  // four launches fewer a level; stats then hold 0 nodes and points for them.
+  void skip_untested(bool skip) { skip_untested_ = skip; }
 
   DeviceVector<Cluster> clusters;
   DeviceVector<std::uint32_t> order;
@@ -229,6 +233,7 @@ class OctreeBuilder {
   DeviceVector<std::uint32_t> cluster_totals_;
   std::size_t clusters_bound_ = 0;
   int depth_ = 0;
+  bool skip_untested_ = false;
 };
 
 }  // namespace apron::planes

@@ -579,6 +579,7 @@ PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm)
     octree_.set_global_sum(sum);
     residual_octree_.set_global_sum(sum);
   }
+  residual_octree_.skip_untested(true);  // its coarse levels only drop small nodes
 }
 
 Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
@@ -1396,8 +1397,11 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   clock.lap("gather");
   const std::size_t sample = thin_residual_points(points);
   clock.note("sample", sample);
+  OctreeParams tree = params_.octree;  // coarse levels untested (ResidualParams::first_level)
+  tree.first_level =
+      std::min(tree.max_depth, std::max(tree.first_level, params_.residual.first_level));
   residual_octree_.build(sample < points ? residual_sample_ : residual_points_, sample, frame,
-                         params_.octree);
+                         tree);
   clock.lap("octree");
   const std::size_t voting = vote_thin_clusters(limit);
   clock.note("clusters", residual_octree_.clusters.size());

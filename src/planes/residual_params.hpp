@@ -53,6 +53,14 @@ struct ResidualParams {
   // points are mostly outliers, which cost the octree's coarse levels their whole count each
   // (`residual_octree_points`).
   std::uint64_t octree_points = 500000;
+  // The round's octree tests its nodes for clusters from this level on (the first round's
+  // first_level where deeper; the levels above are not run: they would only drop the nodes of
+  // too few points). Each tested level costs its launches and one wait whatever its points, and
+  // the coarse nodes of the round's points hold mostly outliers, but 5 moved the largest normal
+  // error of matched planes both ways by up to 1 degree over 51 scenes (bench/NOTES.md,
+  // "Planes: session 29 (second helper)"): 2, the first round's, by default
+  // (`residual_first_level`).
+  int first_level = 2;
 };
 
 }  // namespace apron::planes

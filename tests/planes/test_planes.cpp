@@ -574,6 +574,37 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
     }
 }
 
+// The levels above first_level only drop nodes of too few points, which the first tested level
+// drops as well: skipping them (the residual round's octree) gives the same clusters and labels,
+// bit for bit.
+TEST(Octree, SkippedUntestedLevelsGiveTheSameClusters) {
+  const auto points = scene_points("room", 60000, 0.2);
+  OctreeFrame frame;
+  double half = 0;
+  for (const Vec4& p : points)
+    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+  frame.size = 2 * half * 1.000001;
+  for (double& o : frame.origin) o = -frame.size / 2;
+  const DeviceVector<Vec4> device(points.begin(), points.end());
+  for (const int first : {2, 3}) {
+    SCOPED_TRACE("first_level " + std::to_string(first));
+    OctreeParams params;
+    params.first_level = first;
+    OctreeBuilder run, skip;
+    skip.skip_untested(true);
+    run.build(device, points.size(), frame, params);
+    skip.build(device, points.size(), frame, params);
+    const auto a = host(run.clusters), b = host(skip.clusters);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_GT(a.size(), 20u);
+    for (std::size_t c = 0; c < a.size(); ++c)
+      EXPECT_EQ(std::memcmp(&a[c], &b[c], sizeof(Cluster)), 0) << "cluster " << c;
+    EXPECT_EQ(host(run.sorted_cluster), host(skip.sorted_cluster));
+    ASSERT_EQ(skip.stats.nodes.size(), run.stats.nodes.size());
+    for (int l = 0; l + 1 < first; ++l) EXPECT_EQ(skip.stats.nodes[l], 0u);
+  }
+}
+
 // ---- accumulator ------------------------------------------------------------------------------
 
 TEST(Accumulator, NeighbourRelationIsSymmetric) {
