@@ -551,9 +551,9 @@ void ClothSolver::refuse_unconverged(const char* method, long iterations, const 
   char halved[160] = "";
   if (implicit_.halving > 0)
     std::snprintf(halved, sizeof halved,
-                  " in a sub-step of %.4g s (the step halved %d times, "
+                  " in a sub-step of %.4g s (the step halved %d time%s, "
                   "cloth.implicit.max_halvings)",
-                  motion_.dt, implicit_.halving);
+                  motion_.dt, implicit_.halving, implicit_.halving == 1 ? "" : "s");
   char text[768];
   std::snprintf(text, sizeof text,
                 "cloth: the implicit solve did not converge at step %ld%s: after %ld %s iterations "
