@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -552,6 +550,24 @@ std::size_t group_lanes(std::size_t items) {
   (void)items;
   return 1;
 #endif
+}
+
+// Per group g < groups, the sum of f(g, j) over the listed items j < listed (GroupPartials, then
+// GroupTotals), on this rank; `scratch` holds the partials and totals.
+template <class T, class F>
+std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f,
+                            DeviceVector<T>& scratch) {
+  std::vector<T> sums(groups);
+  if (groups == 0 || listed == 0) return sums;
+  const std::size_t lanes = group_lanes(listed);
+  scratch.resize(groups * lanes + groups);
+  T* partial = raw(scratch);
+  T* total = partial + groups * lanes;
+  for_each_index(groups * lanes, GroupPartials<T, F>{f, listed, lanes, partial});
+  for_each_index(groups, GroupTotals<T>{partial, lanes, total});
+  const auto first = scratch.begin() + static_cast<std::ptrdiff_t>(groups * lanes);
+  apron::copy(first, first + static_cast<std::ptrdiff_t>(groups), sums.begin());
+  return sums;
 }
 
 int find_root(std::vector<int>& parent, int i) {
@@ -1587,21 +1603,20 @@ std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
     for (std::size_t q = 0; q < candidates; ++q) {
       if (!(*shared)[q]) continue;
       // Shared points may lie on any plane: all points, one reduction per marked candidate.
-      const CandidateMoments f{raw(octree_.sorted),
-                               raw(residual_labels_),
-                               static_cast<std::int32_t>(q),
-                               about != nullptr,
-                               {},
-                               raw(plane_frames_)};
-      CandidateMoments g = f;
+      CandidateMoments f{raw(octree_.sorted),
+                         raw(residual_labels_),
+                         static_cast<std::int32_t>(q),
+                         about != nullptr,
+                         {},
+                         raw(plane_frames_)};
       if (about)
         for (int d = 0; d < 3; ++d) {
-          g.plane[d] = (*about)[q].normal[d];
-          g.plane[3 + d] = (*about)[q].centroid[d];
+          f.plane[d] = (*about)[q].normal[d];
+          f.plane[3 + d] = (*about)[q].centroid[d];
         }
-      sums[q] = transform_reduce(octree_.sorted.size(), g, Moments{}, MergeMoments{});
+      sums[q] = transform_reduce(octree_.sorted.size(), f, Moments{}, MergeMoments{});
     }
-  } else if (const std::size_t listed = list_candidate_points(); listed > 0 && candidates > 0) {
+  } else if (candidates > 0) {
     // Own points: among the eligible points that went to a candidate, all candidates at once.
     std::vector<double> frames(6 * candidates);
     if (about)
@@ -1611,18 +1626,11 @@ std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
           frames[6 * q + 3 + d] = (*about)[q].centroid[d];
         }
     candidate_frames_.assign(frames.begin(), frames.end());
+    const std::size_t listed = list_candidate_points();  // before f reads candidate_index_
     const ListedMoments f{
         CandidateMoments{raw(eligible_points_), raw(residual_labels_), 0, about != nullptr, {}},
         raw(candidate_index_), about ? raw(candidate_frames_) : nullptr};
-    const std::size_t lanes = group_lanes(listed);
-    group_moments_.resize(candidates * lanes + candidates);
-    Moments* partial = raw(group_moments_);
-    Moments* total = partial + candidates * lanes;
-    for_each_index(candidates * lanes,
-                   GroupPartials<Moments, ListedMoments>{f, listed, lanes, partial});
-    for_each_index(candidates, GroupTotals<Moments>{partial, lanes, total});
-    const auto first = group_moments_.begin() + static_cast<std::ptrdiff_t>(candidates * lanes);
-    apron::copy(first, first + static_cast<std::ptrdiff_t>(candidates), sums.begin());
+    sums = grouped_sums(candidates, listed, f, group_moments_);
   }
   sum_over_ranks(comm_, sums);
   return sums;
@@ -1808,21 +1816,12 @@ void PlaneDetector::adopt_candidate_planes(std::vector<Plane>& planes,
 // The points that the found planes (plane_map_: per candidate its plane, or none) reclaimed from
 // the first `first` planes leave them: those planes' inliers less theirs, over all ranks.
 void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t first) {
-  std::vector<Tally> left(first);
-  const std::size_t listed = list_candidate_points();
-  if (listed > 0 && first > 0) {
-    const std::size_t lanes = group_lanes(listed);
-    group_tallies_.resize(first * lanes + first);
-    Tally* partial = raw(group_tallies_);
-    Tally* total = partial + first * lanes;
-    for_each_index(first * lanes, GroupPartials<Tally, ListedReclaimed>{
-                                      ListedReclaimed{raw(eligible_labels_), raw(residual_labels_),
-                                                      raw(plane_map_), raw(candidate_index_)},
-                                      listed, lanes, partial});
-    for_each_index(first, GroupTotals<Tally>{partial, lanes, total});
-    const auto at = group_tallies_.begin() + static_cast<std::ptrdiff_t>(first * lanes);
-    apron::copy(at, at + static_cast<std::ptrdiff_t>(first), left.begin());
-  }
+  const std::size_t listed = list_candidate_points();  // before candidate_index_ is read
+  const std::vector<Tally> left =
+      grouped_sums(first, listed,
+                   ListedReclaimed{raw(eligible_labels_), raw(residual_labels_), raw(plane_map_),
+                                   raw(candidate_index_)},
+                   group_tallies_);
   std::vector<std::int64_t> counts(first);
   for (std::size_t p = 0; p < first; ++p) counts[p] = left[p].n;
   global_sum(comm_, std::span<std::int64_t>(counts));

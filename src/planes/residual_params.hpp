@@ -18,7 +18,7 @@ namespace apron::planes {
 // first-round plane (the detector's merge angle and distance) adds its points to it; the others are
 // new planes. On by default: without it the stairs' box sides and treads next to boxes are
 // missed (13-15 of 21 required planes against 21 of 21); on one H200 it costs about 4 ms at 20M
-// points and 2.7 ms at 1M (bench/NOTES.md, "Planes: session 29 (helper)").
+// points and 2.7 ms at 1M (bench/NOTES.md).
 struct ResidualParams {
   bool on = true;   // false: one round, as in the paper (`planes.residual_pass`)
   double band = 3;  // `residual_band`
@@ -57,8 +57,8 @@ struct ResidualParams {
   // first_level where deeper; the levels above are not run: they would only drop the nodes of
   // too few points). Each tested level costs its launches and one wait whatever its points, and
   // the coarse nodes of the round's points hold mostly outliers, but 5 moved the largest normal
-  // error of matched planes both ways by up to 1 degree over 51 scenes (bench/NOTES.md,
-  // "Planes: session 29 (second helper)"): 2, the first round's, by default
+  // error of matched planes both ways by up to 1 degree over 51 scenes (bench/NOTES.md): 2, the
+  // first round's, by default
   // (`residual_first_level`).
   int first_level = 2;
 };
