@@ -1260,12 +1260,15 @@ class PlaneFitter {
 
   // A cluster tilted a few degrees off a plane it lies next to: a node where that plane meets
   // another (a wall's foot on the floor), whose fit the other surface's points skew. Grouped, such
-  // fragments would make a plane at a slant that is not there.
+  // fragments would make a plane at a slant that is not there. A fragment is smaller than its
+  // plane: a fit of fewer points (a small tilted cluster that seeded a peak shared by two
+  // parallel surfaces) says nothing about clusters a metre away, which its slant may pass.
   bool skewed_fragment(const Cluster& k) const {
     const double loose_cos = std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180));
     for (std::size_t r = 0; r < fits_.size(); ++r) {
       if (!has_fit_[r]) continue;
       const Plane& f = fits_[r];
+      if (f.inliers <= k.count) continue;
       double cosine = 0, distance = 0;
       for (int d = 0; d < 3; ++d) {
         cosine += f.normal[d] * k.normal[d];
