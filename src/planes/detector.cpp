@@ -221,9 +221,6 @@ struct GroupPartials {
   APRON_HD void operator()(std::size_t i) const {
     const std::size_t g = i / lanes;
     T sum{};
-#if defined(__CUDA_ARCH__)
-#pragma unroll 4  // several items' loads in flight
-#endif
     for (std::size_t j = i % lanes; j < count; j += lanes) sum.merge(f(g, j));
     partial[i] = sum;
   }
@@ -235,9 +232,6 @@ struct GroupTotals {
   T* total;
   APRON_HD void operator()(std::size_t g) const {
     T sum{};
-#if defined(__CUDA_ARCH__)
-#pragma unroll 4
-#endif
     for (std::size_t l = 0; l < lanes; ++l) sum.merge(partial[g * lanes + l]);
     total[g] = sum;
   }
@@ -547,13 +541,11 @@ void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
   }
 }
 
-// GroupPartials' lanes per group over `items` listed items: on the GPU one for every 16 items, up
-// to 4096 (a lane's items are a chain of dependent loads, index then point then label: with 256
-// items a lane, the round's three grouped sums took ~0.2 ms each at 1M points, latency, not
-// bandwidth); elsewhere one, so that each group sums in the items' order.
+// GroupPartials' lanes per group over `items` listed items: on the GPU enough for a few hundred
+// items a lane; elsewhere one, so that each group sums in the items' order.
 std::size_t group_lanes(std::size_t items) {
 #if defined(__CUDACC__)
-  return std::clamp<std::size_t>(items / 16, 1, 4096);
+  return std::clamp<std::size_t>(items / 256, 1, 1024);
 #else
   (void)items;
   return 1;
