@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "kernels/common/count_scan.hpp"
 #include "kernels/common/primitives.hpp"
 #include "kernels/planes/profile_clock.hpp"
 
@@ -858,9 +859,9 @@ void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t no
   // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
   max_tiles_ = std::min(m, nodes + m / tile_points_);
   grow_to(tile_first_, nodes + 1);
-  exclusive_scan(nodes + 1,
-                 TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_},
-                 raw(tile_first_));
+  exclusive_count_scan(nodes + 1,
+                       TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_},
+                       raw(tile_first_));
   grow_to(partial_, max_tiles_);
   lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
 }
@@ -891,8 +892,8 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
 OctreeBuilder::LevelSize OctreeBuilder::find_nodes(int level, std::size_t bound) {
   const int shift = 3 * (depth_ - level);
   grow_to(segment_, bound);
-  inclusive_scan(bound, NodeHeads{raw(keys_), raw(active_), raw(level_counts_), shift},
-                 raw(segment_));
+  inclusive_count_scan(bound, NodeHeads{raw(keys_), raw(active_), raw(level_counts_), shift},
+                       raw(segment_));
   grow_to(starts_, bound + 1);
   for_each_index(bound, NodeStarts{raw(segment_), raw(starts_), raw(level_counts_)});
   const std::vector<std::uint32_t> counts = to_host(level_counts_, 2);
@@ -955,7 +956,7 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
     clock.lap("halves");
   }
   grow_to(cluster_rank_, nodes + 1);
-  exclusive_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
+  exclusive_count_scan(nodes + 1, FlagOrZero{raw(cluster_flag_), nodes}, raw(cluster_rank_));
   reserve_clusters(level, nodes);
   clock.lap("rank");
   const TestedFate fate{raw(segment_), raw(state_), trim ? raw(inlier_) : nullptr,
@@ -1037,7 +1038,7 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
   if (by_parent) {
     const ParentHeads heads{raw(keys_), raw(active_), raw(starts_), nodes, shift};
     grow_to(parent_rank_, nodes + 1);
-    exclusive_scan(nodes + 1, heads, raw(parent_rank_));
+    exclusive_count_scan(nodes + 1, heads, raw(parent_rank_));
     grow_to(first_child_, nodes + 1);
     for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
   }
@@ -1075,7 +1076,7 @@ template <class Fate, class Clusters>
 void OctreeBuilder::keep_points(const Fate& fate, std::size_t m, const std::uint32_t* group,
                                 const Clusters& level_clusters) {
   grow_to(keep_rank_, m + 1);
-  exclusive_scan(m + 1, fate, raw(keep_rank_));
+  exclusive_count_scan(m + 1, fate, raw(keep_rank_));
   grow_to(active_next_, m);
   for_each_index(m,
                  KeepPoints<Fate>{fate, raw(active_), raw(keep_rank_), raw(active_next_),

@@ -19,6 +19,7 @@
 
 #include "config/case_config.hpp"
 #include "kernels/common/algorithms.hpp"
+#include "kernels/common/count_scan.hpp"
 #include "kernels/planes/accumulator.hpp"
 #include "kernels/planes/octree.hpp"
 #include "planes/detector.hpp"
@@ -481,6 +482,43 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
       EXPECT_EQ(sums[1].count, trim ? trimmed[1].count : 2.0);
     }
     EXPECT_EQ(host(d_inlier), inlier) << "tile " << tile;
+  }
+}
+
+// A count per index from a hash of it (0..9), plus what out[i] held: the scans' functors may
+// read their own output (in-place scans).
+struct HashedCount {
+  const std::uint32_t* out;
+  APRON_HD std::uint32_t operator()(std::size_t i) const {
+    const auto h = static_cast<std::uint32_t>(i * 2654435761u) >> 7;
+    return h % 10u + out[i];
+  }
+};
+
+// The count scans (one launch on the GPU up to kCountScanOneLaunch values, the general scans
+// beyond) equal the sums in order, exactly, at the sizes around the threshold, in place.
+TEST(Octree, CountScansEqualSequentialSums) {
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{1023},
+                              std::size_t{1025}, std::size_t{5000}, kCountScanOneLaunch - 1,
+                              kCountScanOneLaunch, kCountScanOneLaunch + 1, std::size_t{100000}}) {
+    std::vector<std::uint32_t> seed(n);
+    for (std::size_t i = 0; i < n; ++i) seed[i] = static_cast<std::uint32_t>(i % 3);
+    for (const bool inclusive : {false, true}) {
+      DeviceVector<std::uint32_t> out(seed.begin(), seed.end());
+      if (inclusive)
+        inclusive_count_scan(n, HashedCount{raw(out)}, raw(out));
+      else
+        exclusive_count_scan(n, HashedCount{raw(out)}, raw(out), std::uint32_t{7});
+      std::vector<std::uint32_t> expect(n);
+      std::uint32_t run = inclusive ? 0 : 7;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t f = (static_cast<std::uint32_t>(i * 2654435761u) >> 7) % 10u + seed[i];
+        if (inclusive) run += f;
+        expect[i] = run;
+        if (!inclusive) run += f;
+      }
+      EXPECT_EQ(host(out), expect) << "n " << n << (inclusive ? " inclusive" : " exclusive");
+    }
   }
 }
 
