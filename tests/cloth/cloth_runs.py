@@ -29,9 +29,9 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
   implicit_drape  the drape (sphere and floor, friction 0.3), damped, stepped implicitly at
                 1/240 s (16x the explicit limit), the colliders inside each solve: it comes to
                 rest (it blew up at step 56 with the colliders after the solve), never inside the
-                sphere or the floor, within 5% of the largest displacement of the explicit run's
-                rest shape (the frictional skirt's corners follow the path: 4.4% at 1/240 s, 2.0%
-                at 1 ms; bench/NOTES.md).
+                sphere or the floor, within 3% of the largest displacement of the explicit run's
+                rest shape (the frictional skirt's corners follow the path: 2.80% at 1/240 s, 0.83%
+                at 1 ms, 0.34% at 1/3840 s; bench/NOTES.md).
   implicit_ranks  the implicit integrator on 1, 2, 3 and 4 ranks: the same positions and
                 diagnostics bit for bit (the solves' dot products are summed in fixed point).
   implicit_block_jacobi  implicit_ranks with the block-Jacobi preconditioner (its blocks probed
@@ -390,10 +390,11 @@ def scenario_implicit_drape(r, work):
     largest, difference = rest_shape_difference(explicit, implicit)
     print(f"      rest shapes: largest displacement {largest:.4f} m, implicit from explicit "
           f"{difference:.4f} m ({100 * difference / largest:.2f}%)")
-    # Backward Euler solved to convergence (Newton) at 1/240 s leaves the frictional skirt 4.1% of
-    # the largest displacement from the explicit rest shape: the path, which friction remembers,
-    # carries the step's first-order error (bench/NOTES.md). The issue's 1% is not met.
-    check(difference < 0.05 * largest, "the implicit rest shape within 5% of the largest displacement")
+    # Backward Euler (Newton, default tolerances) at 1/240 s leaves the frictional skirt 2.80% of
+    # the largest displacement from the explicit rest shape (0.34% at 1/3840 s): the path, which
+    # friction remembers, carries the step's error and the solve's (newton_tolerance 1e-3: 2.04%),
+    # and friction acts after the solve, not inside it (bench/NOTES.md). The issue's 1% is not met.
+    check(difference < 0.03 * largest, "the implicit rest shape within 3% of the largest displacement")
 
 
 def scenario_implicit_mesh_sphere(r, work):

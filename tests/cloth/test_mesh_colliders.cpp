@@ -215,9 +215,50 @@ TEST(MeshColliders, MovingColliderLeavesNoVelocityIntoIt) {
     const double keep = std::max(0.0, 1 - friction * 0.7 / norm(slide));
     EXPECT_NEAR(v[0].x, wall.x + keep * slide.x, 1e-6) << "friction " << friction;
     EXPECT_NEAR(v[0].y, wall.y + keep * slide.y, 1e-6) << "friction " << friction;
+    // Along the table it has drifted at the velocity friction leaves, not the one it came with.
+    EXPECT_NEAR(x[0].x, 0.1 + dt * (v[0].x - 1), 1e-9) << "friction " << friction;
+    EXPECT_NEAR(x[0].y, 0.1 + dt * (v[0].y - 0), 1e-9) << "friction " << friction;
     // The second, far above it, is untouched.
     EXPECT_EQ(x[1].z, 0.2);
     EXPECT_EQ(v[1].z, -1.0);
+  }
+}
+
+// The explicit step on the floor: a vertex resting on it, pushed along it by less than friction x
+// its weight, does not move at all (the drift is at the velocity friction leaves: drifting at the
+// velocity before friction it crept dt^2 F_t / m a step); pushed by more, it slides by dt times the
+// velocity friction leaves.
+TEST(MeshColliders, FrictionHoldsARestingVertexOnTheFloor) {
+  const double dt = 1e-3, thickness = 0.01, mass = 0.5, g = 9.81, friction = 0.3;
+  DeviceVector<Collider> floor(1);
+  Collider c;
+  c.kind = Collider::floor;
+  c.friction = friction;
+  apron::fill(floor.begin(), floor.end(), c);
+  for (const double push : {0.5 * friction * mass * g, 2 * friction * mass * g}) {
+    const V3 start{0.2, -0.1, thickness};
+    DeviceVector<V3> position, velocity, gradient;
+    to_device(std::vector<V3>{start}, position);
+    to_device(std::vector<V3>{{0, 0, 0}}, velocity);
+    to_device(std::vector<V3>{{-push, 0, 0}}, gradient);  // the force along +x is -gradient
+    DeviceVector<double> masses(1, mass);
+    DeviceVector<std::uint8_t> pinned(1, 0);
+    DeviceVector<std::uint64_t> bad(1, 0);
+    MotionParams p;
+    p.dt = dt, p.gravity = {0, 0, -g}, p.thickness = thickness, p.step = 1;
+    for (int step = 0; step < 10; ++step)
+      advance_vertices({&position, &velocity, &gradient, &masses, &pinned, &bad}, 1, p, floor);
+    const V3 x = to_host(position, 1)[0], v = to_host(velocity, 1)[0];
+    EXPECT_NEAR(x.z, thickness, 1e-15);
+    if (push < friction * mass * g) {
+      EXPECT_NEAR(x.x, start.x, 1e-15);  // it crept 1.5e-5 m before
+      EXPECT_EQ(v.x, 0.0);
+    } else {  // sliding at (push / m - friction g) t, its path the sum of dt v over the steps
+      const double a = push / mass - friction * g;
+      EXPECT_NEAR(v.x, a * 10 * dt, 1e-12);
+      EXPECT_NEAR(x.x, start.x + a * dt * dt * 55, 1e-12);
+    }
+    EXPECT_EQ(x.y, start.y);
   }
 }
 
