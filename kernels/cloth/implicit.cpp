@@ -324,6 +324,128 @@ struct ConstraintFriction {
   }
 };
 
+// The smoothed Coulomb law of friction_force (IPC's f0, f1) and the terms of its Hessian: the
+// sliding velocity u, |u|, and the coefficients a, b of H = a P + b (u/|u|)(u/|u|)^T over
+// mu p (P the tangent plane's projection).
+struct Slide {
+  V3 u{0, 0, 0};
+  double speed = 0, f0 = 0, f1 = 0, across = 0, along = 0;  // across = f1 / u, along = f1'
+};
+APRON_HD inline bool has_friction(const ContactConstraint& c) {
+  return c.impulse > 0 && c.friction > 0;
+}
+APRON_HD inline Slide slide_of(const ContactConstraint& c, double eps, const V3& v) {
+  Slide s;
+  const V3 relative = v - c.wall_velocity;
+  s.u = relative - dot(relative, c.normal) * c.normal;
+  s.speed = norm(s.u);
+  const double y = s.speed;
+  if (y < eps) {
+    s.f0 = y * y / eps - y * y * y / (3 * eps * eps);
+    s.f1 = 2 * y / eps - y * y / (eps * eps);
+    s.across = 2 / eps - y / (eps * eps);
+    s.along = 2 / eps - 2 * y / (eps * eps);
+  } else {
+    s.f0 = y - eps / 3;
+    s.f1 = 1;
+    s.across = 1 / y;
+    s.along = 0;
+  }
+  return s;
+}
+
+struct FrictionImpulse {
+  Rows rows;
+  const V3* v0;
+  const V3* gradient;
+  ContactConstraint* c;
+  APRON_HD void operator()(std::size_t i) const {
+    const V3 n = c[i].normal;
+    if (rows.pinned[i] || dot(n, n) == 0) {
+      c[i].impulse = 0;
+      return;
+    }
+    const double p = -(dot(rows.momentum(i, v0[i], gradient[i]), n) -
+                       rows.damped_mass(i) * dot(c[i].wall_velocity, n));
+    c[i].impulse = p > 0 ? p : 0.0;
+  }
+};
+
+struct FrictionForce {
+  const ContactConstraint* c;
+  double eps;
+  const V3* v;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    if (!has_friction(c[i])) {
+      out[i] = V3{0, 0, 0};
+      return;
+    }
+    const Slide s = slide_of(c[i], eps, v[i]);
+    // f1(u) u / |u| = (f1 / |u|) u: finite as u -> 0 (f1 / u -> 2 / eps).
+    out[i] = (-c[i].friction * c[i].impulse * s.across) * s.u;
+  }
+};
+
+// (a P + b t t^T) q, t = u / |u|: a = mu p f1 / u, b = mu p (f1' - f1 / u).
+struct FrictionProduct {
+  const ContactConstraint* c;
+  double eps;
+  const V3* v;
+  const V3* q;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    if (!has_friction(c[i])) return;
+    const Slide s = slide_of(c[i], eps, v[i]);
+    const double scale = c[i].friction * c[i].impulse;
+    const V3 n = c[i].normal;
+    const V3 tangent = q[i] - dot(q[i], n) * n;
+    V3 result = (scale * s.across) * tangent;
+    if (s.speed > 0) {
+      const V3 t = (1 / s.speed) * s.u;
+      result += (scale * (s.along - s.across) * dot(t, q[i])) * t;
+    }
+    out[i] += result;
+  }
+};
+
+struct FrictionPotential {
+  const ContactConstraint* c;
+  double eps;
+  const V3* v;
+  double alpha;
+  const V3* step;
+  double* out;
+  APRON_HD void operator()(std::size_t i) const {
+    out[i] = has_friction(c[i])
+                 ? c[i].friction * c[i].impulse * slide_of(c[i], eps, v[i] + alpha * step[i]).f0
+                 : 0.0;
+  }
+};
+
+struct FrictionPrecondition {
+  Rows rows;
+  const ContactConstraint* c;
+  double eps;
+  const V3* v;
+  const V3* r;
+  V3* z;
+  APRON_HD void operator()(std::size_t i) const {
+    if (rows.pinned[i] || !has_friction(c[i])) return;
+    const Slide s = slide_of(c[i], eps, v[i]);
+    const double inertia = rows.damped_mass(i), scale = c[i].friction * c[i].impulse;
+    const V3 n = c[i].normal;
+    const V3 tangent = r[i] - dot(r[i], n) * n;
+    V3 result = (1 / inertia) * dot(r[i], n) * n + (1 / (inertia + scale * s.across)) * tangent;
+    if (s.speed > 0) {
+      const V3 t = (1 / s.speed) * s.u;
+      result +=
+          (dot(t, r[i]) * (1 / (inertia + scale * s.along) - 1 / (inertia + scale * s.across))) * t;
+    }
+    z[i] = result;
+  }
+};
+
 // step_i = P inverse_i (P r_i) on colour c, zero elsewhere; P = I - n n^T (n zero on a free row).
 struct BlockDescent {
   const Block3* inverse;
@@ -662,6 +784,35 @@ void hold(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& 
 void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
                          const Vectors& residual, std::size_t count, Vectors& velocity) {
   for_each_index(count, ConstraintFriction{Rows(s), raw(c), raw(residual), raw(velocity)});
+}
+
+void friction_impulses(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& gradient0,
+                       std::size_t count, DeviceVector<ContactConstraint>& c) {
+  for_each_index(count, FrictionImpulse{Rows(s), raw(velocity0), raw(gradient0), raw(c)});
+}
+
+void friction_force(const DeviceVector<ContactConstraint>& c, double eps, const Vectors& velocity,
+                    std::size_t count, Vectors& out) {
+  for_each_index(count, FrictionForce{raw(c), eps, raw(velocity), raw(out)});
+}
+
+void add_friction_product(const DeviceVector<ContactConstraint>& c, double eps,
+                          const Vectors& velocity, const Vectors& q, std::size_t count,
+                          Vectors& out) {
+  for_each_index(count, FrictionProduct{raw(c), eps, raw(velocity), raw(q), raw(out)});
+}
+
+void friction_potential(const DeviceVector<ContactConstraint>& c, double eps,
+                        const Vectors& velocity, double alpha, const Vectors& step,
+                        std::size_t count, DeviceVector<double>& out) {
+  out.resize(count);
+  for_each_index(count, FrictionPotential{raw(c), eps, raw(velocity), alpha, raw(step), raw(out)});
+}
+
+void friction_precondition(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
+                           double eps, const Vectors& velocity, const Vectors& r, std::size_t count,
+                           Vectors& z) {
+  for_each_index(count, FrictionPrecondition{Rows(s), raw(c), eps, raw(velocity), raw(r), raw(z)});
 }
 
 void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::uint8_t>& colour,

@@ -129,7 +129,8 @@ struct ContactConstraint {
   Vector3<double> normal{0, 0, 0};  // zero: a free row
   double friction = 0;
   Vector3<double> wall_velocity{0, 0, 0};  // the collider's at the contact point
-  double depth = 0;  // inside the grown collider (> -tolerance): the deepest collider holds a row
+  double depth = 0;    // inside the grown collider (> -tolerance): the deepest collider holds a row
+  double impulse = 0;  // the normal impulse holding it over the step (friction_impulses), lagged
 };
 // Every row's constraint from the analytic colliders (static), replacing what `out` held.
 void contact_constraints(const ImplicitSystem& s, const Vectors& position, const Vectors& gradient,
@@ -150,6 +151,36 @@ void hold(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& 
 // friction x p_i / m_i (Coulomb, never reversed), as the explicit step's projection takes it.
 void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
                          const Vectors& residual, std::size_t count, Vectors& velocity);
+// Friction inside the step (Newton): Coulomb friction as a dissipative potential added to the
+// step's incremental potential, as IPC does (Li et al., "Incremental Potential Contact", 2020,
+// section 5), with the normal impulse p_i and the tangent plane lagged from the step's start:
+//   D(v) = sum_i mu_i p_i f0(|u_i|),  u_i = P_i (v_i - w_i)  (the sliding velocity),
+// f0' = f1 the smoothed Coulomb law, f1(u) = 2 u / eps - u^2 / eps^2 below eps, 1 above: a row
+// slides against mu p (the impulse Coulomb allows), and one pushed by less sticks, creeping below
+// eps / 2. The step's minimiser then has the friction at the end of the step on every row at once,
+// where a friction applied after a frictionless solve (constraint_friction) sees neighbours that
+// slid freely over the whole step and relieved the tension that drives the slide.
+// p_i = -(M v0 + dt (M g - grad0) - M' w_i).n_i, at least 0, on the constrained rows.
+void friction_impulses(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& gradient0,
+                       std::size_t count, DeviceVector<ContactConstraint>& c);
+// out_i = -dD/dv_i (the friction's impulse over the step), zero on the rows without friction.
+void friction_force(const DeviceVector<ContactConstraint>& c, double eps, const Vectors& velocity,
+                    std::size_t count, Vectors& out);
+// out_i += (d^2 D / dv_i^2) q_i (positive semi-definite: mu p f1(u) / u across the slide, mu p
+// f1'(u) along it, in the tangent plane).
+void add_friction_product(const DeviceVector<ContactConstraint>& c, double eps,
+                          const Vectors& velocity, const Vectors& q, std::size_t count,
+                          Vectors& out);
+// out_i = mu_i p_i f0(|u_i|) at v + alpha s: each row's share of D, for the line search.
+void friction_potential(const DeviceVector<ContactConstraint>& c, double eps,
+                        const Vectors& velocity, double alpha, const Vectors& step,
+                        std::size_t count, DeviceVector<double>& out);
+// The mass preconditioner with the friction's block: on the rows with friction,
+// z_i = (M'_i + d^2 D / dv_i^2)^-1 r_i (closed form: the block is M' plus two tangent terms).
+void friction_precondition(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
+                           double eps, const Vectors& velocity, const Vectors& r, std::size_t count,
+                           Vectors& z);
+
 // The gradient that makes advance_vertices' explicit update give v1 exactly:
 // grad0 + (b - M (1 + dt gamma / mu) v1) / dt (= grad0 + dt H v1 where the solve converged), so
 // that contact, friction and held vertices are applied as in the explicit step.

@@ -21,7 +21,7 @@ struct MeshCollideKernel {
     const V3 wall_velocity =
         (1.0 / step.dt) * (step.after.apply(m.body_point) - step.before.apply(m.body_point));
     V3 xi = x[i], vi = v[i];
-    respond_to_contact(m.contact, wall_velocity, step.friction, xi, vi);
+    respond_to_contact(m.contact, wall_velocity, step.friction, step.dt, xi, vi);
     x[i] = xi;
     v[i] = vi;
   }

@@ -30,7 +30,7 @@ struct AdvanceKernel {
     V3 xi = x[i] + p.dt * vi;
     for (int c = 0; c < collider_count; ++c) {
       const Contact k = contact(colliders[c], xi, p.thickness);
-      if (k.depth > 0) respond_to_contact(k, V3{0, 0, 0}, colliders[c].friction, xi, vi);
+      if (k.depth > 0) respond_to_contact(k, V3{0, 0, 0}, colliders[c].friction, p.dt, xi, vi);
     }
     x[i] = xi;
     v[i] = vi;

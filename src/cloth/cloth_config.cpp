@@ -103,7 +103,7 @@ IntegratorConfig read_integrator(MapReader& cloth) {
   }
   if (c.vbd) {
     for (const char* key :
-         {"max_iterations", "preconditioner", "newton_tolerance", "newton_iterations"})
+         {"max_iterations", "preconditioner", "newton_tolerance", "newton_iterations", "friction"})
       if (r.has(key))
         r.fail(key,
                "applies only with 'integrator: implicit' (vbd takes dt, tolerance, sweeps, "
@@ -139,13 +139,15 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
+    c.friction_inside = r.choice("friction", {"after", "inside"}, "after") == "inside";
     for (const char* key :
          {"sweeps", "unconverged", "max_halvings", "line_search", "contact_start", "coarse"})
       if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");
   } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
              r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations") ||
              r.has("sweeps") || r.has("unconverged") || r.has("max_halvings") ||
-             r.has("line_search") || r.has("contact_start") || r.has("coarse")) {
+             r.has("line_search") || r.has("contact_start") || r.has("coarse") ||
+             r.has("friction")) {
     r.fail("dt",
            "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");
   }

@@ -39,6 +39,9 @@ constexpr double kOnSurface = 1e-2;
 // with the exact blocks' 28, and more at one ring (42).
 constexpr int kProbeRings = 2;
 
+// Friction inside Newton's step: Coulomb's law smoothed below this fraction of |g| dt.
+constexpr double kStickSpeed = 1e-3;
+
 }  // namespace
 
 // The sum over ranks of terms whose largest magnitude on this rank is `largest`, from
@@ -72,6 +75,8 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   displaced(w.point, -h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
+  if (friction_inside())
+    add_friction_product(w.constraints, w.friction_eps, w.velocity, q, owned_, out);
   if (self_contact_) self_contact_->add_product(q, motion_.dt * motion_.dt, out);
 }
 
@@ -88,6 +93,9 @@ void ClothSolver::precondition(const Vectors& r, Vectors& z) {
   const bool constrained = has_colliders();
   if (!case_.integrator.block_jacobi) {
     mass_precondition(implicit_system(), r, owned_, z);
+    if (friction_inside())
+      friction_precondition(implicit_system(), w.constraints, w.friction_eps, w.velocity, r, owned_,
+                            z);
   } else if (!constrained) {
     block_precondition(w.blocks, r, owned_, z);
   } else {
@@ -196,6 +204,14 @@ double ClothSolver::begin_implicit_step() {
                                w.constraints);
     hold(w.constraints, owned_, w.velocity);
     refresh_ghost_rows(w.velocity);
+    if (friction_inside()) {
+      w.friction.resize(rows);
+      friction_impulses(system, *velocity_, gradient_, owned_, w.constraints);
+      // The smoothing speed: a thousandth of what gravity adds in one step (a held vertex creeps
+      // below half of it, 2e-5 m/s at 1/240 s; the friction's stiffness, mu p / eps ~ 300 mu M',
+      // the same at any dt).
+      w.friction_eps = std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
+    }
   } else if (w.constraints.size() != owned_) {
     w.constraints.resize(owned_);  // every row free (a zero normal)
     apron::fill(w.constraints.begin(), w.constraints.end(), ContactConstraint{});
@@ -218,7 +234,8 @@ void ClothSolver::finish_implicit_step(long iterations) {
   ++w.steps;
   w.newton_iterations += iterations;
   w.most_newton = std::max(w.most_newton, iterations);
-  if (has_colliders()) constraint_friction(system, w.constraints, w.newton, owned_, w.velocity);
+  if (has_colliders() && !friction_inside())
+    constraint_friction(system, w.constraints, w.newton, owned_, w.velocity);
   implicit_gradient(system, w.rhs, w.velocity, owned_, gradient_);
 }
 
@@ -378,6 +395,10 @@ void ClothSolver::newton_residual() {
     gradient = &w.product;
   }
   cloth::newton_residual(implicit_system(), *velocity_, w.velocity, *gradient, owned_, w.newton);
+  if (friction_inside()) {
+    friction_force(w.constraints, w.friction_eps, w.velocity, owned_, w.friction);
+    axpy(1, w.friction, w.newton, owned_);
+  }
 }
 
 // Conjugate gradients (decomposition/conjugate_gradient.hpp) on (M' + dt^2 H(x_k)) s = R(v_k)
@@ -452,7 +473,13 @@ ClothSolver::LineSearch ClothSolver::line_search() {
   const ImplicitSystem system = implicit_system();
   const double dt = motion_.dt;
   const double slope = -global_dot(w.step, w.newton);
-  const double linear = slope - dt * global_dot(w.step, w.elastic);
+  const bool friction = friction_inside();
+  // The inertia's linear term: -s.R less the elastic's and the friction's parts of s.grad Phi.
+  const double linear = slope - dt * global_dot(w.step, w.elastic) +
+                        (friction ? global_dot(w.step, w.friction) : 0.0);
+  if (friction)
+    friction_potential(w.constraints, w.friction_eps, w.velocity, 0, w.step, owned_,
+                       w.friction_energy);
   double quadratic = reproducible_sum(mass_dot_largest(system, w.step, owned_), [&](double scale) {
     return mass_dot_fixed(system, w.step, owned_, scale);
   });
@@ -469,9 +496,17 @@ ClothSolver::LineSearch ClothSolver::line_search() {
   for (double alpha = 1; alpha >= 0x1p-20; alpha /= 2) {
     displaced(w.point, alpha * dt, w.step, w.shifted);
     vertex_energies(mesh_, w.shifted, reference_, model_, w.trial_energy);
-    const double elastic = reproducible_sum(
+    double elastic = reproducible_sum(
         difference_largest(w.trial_energy, w.energy, owned_),
         [&](double scale) { return difference_fixed(w.trial_energy, w.energy, owned_, scale); });
+    if (friction) {
+      friction_potential(w.constraints, w.friction_eps, w.velocity, alpha, w.step, owned_,
+                         w.trial_friction);
+      elastic += reproducible_sum(
+          difference_largest(w.trial_friction, w.friction_energy, owned_), [&](double scale) {
+            return difference_fixed(w.trial_friction, w.friction_energy, owned_, scale);
+          });
+    }
     const double change = alpha * linear + 0.5 * alpha * alpha * quadratic + elastic;
     if (change <= kArmijo * alpha * slope + round_off) {
       axpy(alpha, w.step, w.velocity, store_.size());

@@ -82,6 +82,12 @@ class ClothSolver final : public SteppingWorkload {
   void refuse_start_inside_colliders(const HostMesh& mesh) const;
   void build_mesh_colliders();
   bool has_colliders() const { return !colliders_.empty() || !mesh_colliders_.empty(); }
+  // cloth.implicit.friction: inside: Newton's step holds the colliders' friction inside its
+  // potential (implicit.hpp's friction_force); otherwise it is applied after the update.
+  bool friction_inside() const {
+    return case_.integrator.implicit && !case_.integrator.vbd && case_.integrator.friction_inside &&
+           has_colliders();
+  }
   struct MeshCollider;
   MeshColliderStep mesh_step(const MeshCollider& collider, double start, double dt) const;
   // Every owned vertex against each mesh collider, over the step [start, start + dt].
@@ -180,6 +186,11 @@ class ClothSolver final : public SteppingWorkload {
     // linearised there), the vertices' energies at the iterate and at the line search's trial.
     Vectors point, elastic, newton, step, contact_gradient, contact_product;
     DeviceVector<double> energy, trial_energy;
+    // Friction inside Newton's step (friction_inside): its impulse at the iterate, each row's
+    // share of its potential there and at the line search's trial, and its smoothing speed.
+    Vectors friction;
+    DeviceVector<double> friction_energy, trial_friction;
+    double friction_eps = 0;
     VertexSearch search;  // vbd's line search per vertex (cloth.implicit.line_search: vertex)
     long search_rounds = 0, stalled_vertices = 0;  // its backtracking rounds, rows left at alpha 0
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;

@@ -215,9 +215,51 @@ TEST(MeshColliders, MovingColliderLeavesNoVelocityIntoIt) {
     const double keep = std::max(0.0, 1 - friction * 0.7 / norm(slide));
     EXPECT_NEAR(v[0].x, wall.x + keep * slide.x, 1e-6) << "friction " << friction;
     EXPECT_NEAR(v[0].y, wall.y + keep * slide.y, 1e-6) << "friction " << friction;
+    // Along the table it keeps its drift while it slides; stopped (friction 100), its drift is
+    // the table's.
+    const double stuck = keep == 0 ? 1.0 : 0.0;
+    EXPECT_NEAR(x[0].x, 0.1 + stuck * dt * (v[0].x - 1), 1e-9) << "friction " << friction;
+    EXPECT_NEAR(x[0].y, 0.1 + stuck * dt * (v[0].y - 0), 1e-9) << "friction " << friction;
     // The second, far above it, is untouched.
     EXPECT_EQ(x[1].z, 0.2);
     EXPECT_EQ(v[1].z, -1.0);
+  }
+}
+
+// The explicit step on the floor: a vertex resting on it, pushed along it by less than friction x
+// its weight, does not move at all (its drift undone: before, it crept dt^2 F_t / m a step);
+// pushed by more, it slides, each drift at its velocity before friction.
+TEST(MeshColliders, FrictionHoldsARestingVertexOnTheFloor) {
+  const double dt = 1e-3, thickness = 0.01, mass = 0.5, g = 9.81, friction = 0.3;
+  DeviceVector<Collider> floor(1);
+  Collider c;
+  c.kind = Collider::floor;
+  c.friction = friction;
+  apron::fill(floor.begin(), floor.end(), c);
+  for (const double push : {0.5 * friction * mass * g, 2 * friction * mass * g}) {
+    const V3 start{0.2, -0.1, thickness};
+    DeviceVector<V3> position, velocity, gradient;
+    to_device(std::vector<V3>{start}, position);
+    to_device(std::vector<V3>{{0, 0, 0}}, velocity);
+    to_device(std::vector<V3>{{-push, 0, 0}}, gradient);  // the force along +x is -gradient
+    DeviceVector<double> masses(1, mass);
+    DeviceVector<std::uint8_t> pinned(1, 0);
+    DeviceVector<std::uint64_t> bad(1, 0);
+    MotionParams p;
+    p.dt = dt, p.gravity = {0, 0, -g}, p.thickness = thickness, p.step = 1;
+    for (int step = 0; step < 10; ++step)
+      advance_vertices({&position, &velocity, &gradient, &masses, &pinned, &bad}, 1, p, floor);
+    const V3 x = to_host(position, 1)[0], v = to_host(velocity, 1)[0];
+    EXPECT_NEAR(x.z, thickness, 1e-15);
+    if (push < friction * mass * g) {
+      EXPECT_NEAR(x.x, start.x, 1e-15);  // it crept 1.5e-5 m before
+      EXPECT_EQ(v.x, 0.0);
+    } else {  // sliding at (push / m - friction g) t, each drift at the velocity before friction
+      const double a = push / mass - friction * g;
+      EXPECT_NEAR(v.x, a * 10 * dt, 1e-12);
+      EXPECT_NEAR(x.x, start.x + dt * dt * (45 * a + 10 * push / mass), 1e-12);
+    }
+    EXPECT_EQ(x.y, start.y);
   }
 }
 
@@ -377,6 +419,94 @@ TEST(ImplicitContact, MovingMeshHoldsAtItsOwnVelocity) {
   EXPECT_NEAR(after[0].x, wall.x + keep * slide.x, 1e-5);
   EXPECT_NEAR(after[0].y, wall.y + keep * slide.y, 1e-5);
   EXPECT_NEAR(after[0].z, wall.z, 1e-5);
+}
+
+// Friction inside Newton's step: the lagged impulse from the step's start; the force minus the
+// gradient of the potential, the product its Hessian (both against central differences, at rest,
+// sticking below eps, sliding above it, and on a free row); the preconditioner inverts M' + H.
+TEST(ImplicitContact, FrictionPotentialItsGradientHessianAndInverse) {
+  ImplicitRows rows;  // dt 0.01, g (0, 0, -9.81), no damping
+  to_device(std::vector<double>(5, 2.0), rows.mass);
+  to_device(std::vector<std::uint8_t>(5, 0), rows.pinned);
+  const ImplicitSystem system = rows.system();
+  const V3 tilted = normalized(V3{0.3, -0.2, 1});
+  const V3 wall{0.05, 0.02, 0};
+  std::vector<ContactConstraint> c(5);
+  for (int i = 0; i < 4; ++i) c[i] = {i == 3 ? tilted : V3{0, 0, 1}, 0.4, i == 3 ? wall : V3{}, 0};
+  DeviceVector<ContactConstraint> held;
+  to_device(c, held);
+  DeviceVector<V3> v0, gradient0;
+  to_device(std::vector<V3>(5, V3{0, 0, -1}), v0);
+  to_device(std::vector<V3>{{0, 0, 0}, {0, 0, -3}, {1, 0, 0}, {0, 0, 0}, {0, 0, 0}}, gradient0);
+  friction_impulses(system, v0, gradient0, 5, held);
+  c = to_host(held);
+  // p = -(m v0 + dt (m g - grad)).n: 2 + 0.1962, less 0.03 where the sheet pulls it off.
+  EXPECT_NEAR(c[0].impulse, 2.1962, 1e-12);
+  EXPECT_NEAR(c[1].impulse, 2.1962 - 0.03, 1e-12);
+  EXPECT_NEAR(c[2].impulse, 2.1962, 1e-12);
+  EXPECT_EQ(c[4].impulse, 0);  // a free row
+  const double eps = 1e-3;
+  // At rest, sticking (u = eps / 3), sliding (u = 5 eps), sliding on the moving tilted plane.
+  const std::vector<V3> v{{0, 0, 0},
+                          {eps / 3, 0, 0.7},
+                          {-3 * eps, 4 * eps, 0},
+                          wall + V3{0.01, 0.02, -0.004},
+                          {1, 2, 3}};
+  DeviceVector<V3> velocity, force, direction, product;
+  to_device(v, velocity);
+  force.resize(5);
+  friction_force(held, eps, velocity, 5, force);
+  const std::vector<V3> f = to_host(force);
+  const auto potential = [&](const std::vector<V3>& at) {
+    DeviceVector<V3> a;
+    to_device(at, a);
+    DeviceVector<double> out;
+    friction_potential(held, eps, a, 0, a, 5, out);
+    return to_host(out);
+  };
+  const double h = 1e-7;
+  for (int i = 0; i < 5; ++i)
+    for (int axis = 0; axis < 3; ++axis) {
+      std::vector<V3> plus = v, minus = v;
+      (axis == 0 ? plus[i].x : axis == 1 ? plus[i].y : plus[i].z) += h;
+      (axis == 0 ? minus[i].x : axis == 1 ? minus[i].y : minus[i].z) -= h;
+      const double slope = (potential(plus)[i] - potential(minus)[i]) / (2 * h);
+      const double got = axis == 0 ? f[i].x : axis == 1 ? f[i].y : f[i].z;
+      EXPECT_NEAR(-got, slope, 1e-6 * (std::abs(slope) + 1e-3)) << "row " << i << " axis " << axis;
+    }
+  EXPECT_GT(norm(f[2]), 0.4 * c[2].impulse * (1 - 1e-12));  // sliding: mu p
+  EXPECT_EQ(norm(f[4]), 0);
+  // The product against the force's central differences along q.
+  const std::vector<V3> q{
+      {0.3, -0.7, 0.2}, {1, 0.5, -2}, {0.2, 0.1, 0.4}, {-0.5, 0.3, 0.1}, {1, 1, 1}};
+  to_device(q, direction);
+  to_device(std::vector<V3>(5, V3{0, 0, 0}), product);
+  add_friction_product(held, eps, velocity, direction, 5, product);
+  const std::vector<V3> hq = to_host(product);
+  const double k = 1e-9;
+  std::vector<V3> vp(5), vm(5);
+  for (int i = 0; i < 5; ++i) vp[i] = v[i] + k * q[i], vm[i] = v[i] - k * q[i];
+  DeviceVector<V3> at, fp(5), fm(5);
+  to_device(vp, at);
+  friction_force(held, eps, at, 5, fp);
+  to_device(vm, at);
+  friction_force(held, eps, at, 5, fm);
+  const std::vector<V3> up = to_host(fp), down = to_host(fm);
+  for (int i = 0; i < 5; ++i) {
+    const V3 expected = (-1 / (2 * k)) * (up[i] - down[i]);
+    EXPECT_LT(norm(hq[i] - expected), 1e-5 * (norm(expected) + 1)) << "row " << i;
+  }
+  // (M' + H) z = r on the rows with friction.
+  DeviceVector<V3> residual, z;
+  to_device(q, residual);
+  to_device(std::vector<V3>(5, V3{0, 0, 0}), z);
+  friction_precondition(system, held, eps, velocity, residual, 5, z);
+  const std::vector<V3> zs = to_host(z);
+  to_device(std::vector<V3>(5, V3{0, 0, 0}), product);
+  add_friction_product(held, eps, velocity, z, 5, product);
+  const std::vector<V3> hz = to_host(product);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_LT(norm(2.0 * zs[i] + hz[i] - q[i]), 1e-10 * norm(q[i])) << "row " << i;
 }
 
 }  // namespace
