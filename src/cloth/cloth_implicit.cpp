@@ -6,6 +6,7 @@
 // result bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -211,6 +212,10 @@ double ClothSolver::begin_implicit_step() {
       // below half of it, 2e-5 m/s at 1/240 s; the friction's stiffness, mu p / eps ~ 300 mu M',
       // the same at any dt).
       w.friction_eps = std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
+      if (std::getenv("APRON_FRIC_START")) {
+        friction_start(w.constraints, *velocity_, owned_, w.velocity);
+        refresh_ghost_rows(w.velocity);
+      }
     }
   } else if (w.constraints.size() != owned_) {
     w.constraints.resize(owned_);  // every row free (a zero normal)
@@ -222,7 +227,12 @@ double ClothSolver::begin_implicit_step() {
   }
   cloth::newton_residual(system, *velocity_, *velocity_, gradient_, owned_, w.newton);
   precondition(w.newton, w.preconditioned);
-  return global_dot(w.newton, w.preconditioned);
+  double scale = global_dot(w.newton, w.preconditioned);
+  if (friction_inside() && std::getenv("APRON_FRIC_SCALE")) {
+    friction_scale(system, w.constraints, owned_, w.friction);
+    scale += global_dot(w.friction, w.friction);
+  }
+  return scale;
 }
 
 // The counts, the friction of the constrained rows from the final residual (newton_residual's at
