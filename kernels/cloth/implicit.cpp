@@ -373,13 +373,9 @@ struct FrictionImpulse {
 
 struct FrictionStart {
   const ContactConstraint* c;
-  const V3* v0;
   V3* v;
   APRON_HD void operator()(std::size_t i) const {
-    if (!has_friction(c[i])) return;
-    const V3 n = c[i].normal;
-    const V3 relative = v0[i] - c[i].wall_velocity;
-    v[i] = c[i].wall_velocity + (relative - dot(relative, n) * n);
+    if (has_friction(c[i])) v[i] = c[i].wall_velocity;
   }
 };
 
@@ -815,9 +811,9 @@ void friction_impulses(const ImplicitSystem& s, const Vectors& velocity0, const 
   for_each_index(count, FrictionImpulse{Rows(s), raw(velocity0), raw(gradient0), raw(c)});
 }
 
-void friction_start(const DeviceVector<ContactConstraint>& c, const Vectors& velocity0,
-                    std::size_t count, Vectors& velocity) {
-  for_each_index(count, FrictionStart{raw(c), raw(velocity0), raw(velocity)});
+void friction_start(const DeviceVector<ContactConstraint>& c, std::size_t count,
+                    Vectors& velocity) {
+  for_each_index(count, FrictionStart{raw(c), raw(velocity)});
 }
 
 void friction_scale(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
