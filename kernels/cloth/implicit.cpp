@@ -371,6 +371,26 @@ struct FrictionImpulse {
   }
 };
 
+struct FrictionStart {
+  const ContactConstraint* c;
+  V3* v;
+  APRON_HD void operator()(std::size_t i) const {
+    if (has_friction(c[i])) v[i] = c[i].wall_velocity;
+  }
+};
+
+struct FrictionScale {
+  Rows rows;
+  const ContactConstraint* c;
+  V3* out;
+  APRON_HD void operator()(std::size_t i) const {
+    using std::sqrt;
+    out[i] = rows.pinned[i] || !has_friction(c[i])
+                 ? V3{0, 0, 0}
+                 : V3{c[i].friction * c[i].impulse / sqrt(rows.damped_mass(i)), 0, 0};
+  }
+};
+
 struct FrictionForce {
   const ContactConstraint* c;
   double eps;
@@ -789,6 +809,16 @@ void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactCons
 void friction_impulses(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& gradient0,
                        std::size_t count, DeviceVector<ContactConstraint>& c) {
   for_each_index(count, FrictionImpulse{Rows(s), raw(velocity0), raw(gradient0), raw(c)});
+}
+
+void friction_start(const DeviceVector<ContactConstraint>& c, std::size_t count,
+                    Vectors& velocity) {
+  for_each_index(count, FrictionStart{raw(c), raw(velocity)});
+}
+
+void friction_scale(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
+                    std::size_t count, Vectors& out) {
+  for_each_index(count, FrictionScale{Rows(s), raw(c), raw(out)});
 }
 
 void friction_force(const DeviceVector<ContactConstraint>& c, double eps, const Vectors& velocity,

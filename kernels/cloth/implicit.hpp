@@ -163,6 +163,16 @@ void constraint_friction(const ImplicitSystem& s, const DeviceVector<ContactCons
 // p_i = -(M v0 + dt (M g - grad0) - M' w_i).n_i, at least 0, on the constrained rows.
 void friction_impulses(const ImplicitSystem& s, const Vectors& velocity0, const Vectors& gradient0,
                        std::size_t count, DeviceVector<ContactConstraint>& c);
+// Newton's start on the rows with friction: at rest on the collider (v_i = w_i, sticking), the
+// state a row friction holds ends in. From rest in the world a row on a moving collider starts
+// sliding at -w_i against the whole of mu p, and the moving table's sheet then took more than 8
+// Newton iterations; on a static collider this is the rest start it was.
+void friction_start(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& velocity);
+// out_i = (mu_i p_i / sqrt(M'_i), 0, 0) on the rows with friction, zero elsewhere: out.out is the
+// mass-preconditioned square of the impulse friction may take over the step, which the Newton
+// residual's scale counts (a sheet at rest on a collider has R(v0) = 0).
+void friction_scale(const ImplicitSystem& s, const DeviceVector<ContactConstraint>& c,
+                    std::size_t count, Vectors& out);
 // out_i = -dD/dv_i (the friction's impulse over the step), zero on the rows without friction.
 void friction_force(const DeviceVector<ContactConstraint>& c, double eps, const Vectors& velocity,
                     std::size_t count, Vectors& out);

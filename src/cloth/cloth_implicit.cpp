@@ -41,6 +41,10 @@ constexpr int kProbeRings = 2;
 
 // Friction inside Newton's step: Coulomb's law smoothed below this fraction of |g| dt.
 constexpr double kStickSpeed = 1e-3;
+// The share of the impulse friction may take (mu p) that the Newton residual's scale counts with
+// cloth.implicit.friction: inside (begin_implicit_step). 1 stopped the drape early (1.26% from the
+// explicit rest shape, against 0.92% without it), 0.3 left it 0.98%, 0.1 0.94% (bench/NOTES.md).
+constexpr double kFrictionScale = 0.1;
 
 }  // namespace
 
@@ -181,7 +185,10 @@ void ClothSolver::solve_implicit() {
 
 // The iterate's start (at rest, held on the colliders), the colliders' constraints at x0, the
 // self-contact's gradient there, and the residual's scale (returned): the momentum that gravity,
-// damping and the forces at x0 change in one step, R(v0) at x0's gradient, preconditioned.
+// damping and the forces at x0 change in one step, R(v0) at x0's gradient, preconditioned, and
+// with friction inside the step kFrictionScale^2 of the impulse friction may take (friction_scale;
+// a sheet at rest on a moving table had R(v0) = 0, and its friction's residual read as infinite).
+// The rows with friction start at rest on their collider (friction_start).
 // Relative to R(0), which the momentum M v0 dominates in motion, the iterations would stop long
 // before the forces are resolved.
 double ClothSolver::begin_implicit_step() {
@@ -211,6 +218,8 @@ double ClothSolver::begin_implicit_step() {
       // below half of it, 2e-5 m/s at 1/240 s; the friction's stiffness, mu p / eps ~ 300 mu M',
       // the same at any dt).
       w.friction_eps = std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
+      friction_start(w.constraints, owned_, w.velocity);
+      refresh_ghost_rows(w.velocity);
     }
   } else if (w.constraints.size() != owned_) {
     w.constraints.resize(owned_);  // every row free (a zero normal)
@@ -222,7 +231,12 @@ double ClothSolver::begin_implicit_step() {
   }
   cloth::newton_residual(system, *velocity_, *velocity_, gradient_, owned_, w.newton);
   precondition(w.newton, w.preconditioned);
-  return global_dot(w.newton, w.preconditioned);
+  double scale = global_dot(w.newton, w.preconditioned);
+  if (friction_inside()) {
+    friction_scale(system, w.constraints, owned_, w.friction);
+    scale += kFrictionScale * kFrictionScale * global_dot(w.friction, w.friction);
+  }
+  return scale;
 }
 
 // The counts, the friction of the constrained rows from the final residual (newton_residual's at

@@ -509,5 +509,35 @@ TEST(ImplicitContact, FrictionPotentialItsGradientHessianAndInverse) {
     EXPECT_LT(norm(2.0 * zs[i] + hz[i] - q[i]), 1e-10 * norm(q[i])) << "row " << i;
 }
 
+// Newton's start with friction inside: the rows with friction at rest on their collider, the others
+// untouched; the residual's scale: mu p / sqrt(M') on the rows with friction, zero elsewhere.
+TEST(ImplicitContact, FrictionStartAndScale) {
+  ImplicitRows rows;  // dt 0.01, g (0, 0, -9.81), no damping
+  to_device(std::vector<double>{2, 2, 2, 4}, rows.mass);
+  to_device(std::vector<std::uint8_t>{0, 0, 1, 0}, rows.pinned);
+  const V3 wall{0.05, 0.02, -0.01};
+  std::vector<ContactConstraint> c(4);
+  c[0] = {V3{0, 0, 1}, 0.4, wall, 0, 2.5};  // friction
+  c[1] = {V3{0, 0, 1}, 0, wall, 0, 2.5};    // frictionless collider
+  c[2] = {V3{0, 0, 1}, 0.4, wall, 0, 2.5};  // pinned (friction_impulses gives it none)
+  c[3] = {V3{0, 0, 1}, 0.5, V3{}, 0, 0};    // pulled off: no impulse
+  DeviceVector<ContactConstraint> held;
+  to_device(c, held);
+  const std::vector<V3> v{{1, 2, 3}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}};
+  DeviceVector<V3> velocity, scale;
+  to_device(v, velocity);
+  friction_start(held, 4, velocity);
+  const std::vector<V3> started = to_host(velocity);
+  EXPECT_EQ(norm(started[0] - wall), 0);
+  EXPECT_EQ(norm(started[1] - v[1]), 0);
+  EXPECT_EQ(norm(started[3] - v[3]), 0);
+  scale.resize(4);
+  friction_scale(rows.system(), held, 4, scale);
+  const std::vector<V3> s = to_host(scale);
+  EXPECT_NEAR(s[0].x, 0.4 * 2.5 / std::sqrt(2.0), 1e-15);
+  EXPECT_EQ(s[0].y, 0);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(norm(s[i]), 0) << "row " << i;
+}
+
 }  // namespace
 }  // namespace apron::cloth
