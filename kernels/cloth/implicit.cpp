@@ -329,25 +329,22 @@ struct ConstraintFriction {
 // mu p (P the tangent plane's projection).
 struct Slide {
   V3 u{0, 0, 0};
-  double speed = 0, f0 = 0, f1 = 0, across = 0, along = 0;  // across = f1 / u, along = f1'
+  double speed = 0, f0 = 0, across = 0, along = 0;  // across = f1 / u, along = f1'
 };
 APRON_HD inline bool has_friction(const ContactConstraint& c) {
   return c.impulse > 0 && c.friction > 0;
 }
 APRON_HD inline Slide slide_of(const ContactConstraint& c, double eps, const V3& v) {
   Slide s;
-  const V3 relative = v - c.wall_velocity;
-  s.u = relative - dot(relative, c.normal) * c.normal;
+  s.u = tangential(v - c.wall_velocity, c.normal);
   s.speed = norm(s.u);
   const double y = s.speed;
   if (y < eps) {
     s.f0 = y * y / eps - y * y * y / (3 * eps * eps);
-    s.f1 = 2 * y / eps - y * y / (eps * eps);
     s.across = 2 / eps - y / (eps * eps);
     s.along = 2 / eps - 2 * y / (eps * eps);
   } else {
     s.f0 = y - eps / 3;
-    s.f1 = 1;
     s.across = 1 / y;
     s.along = 0;
   }
@@ -419,7 +416,7 @@ struct FrictionProduct {
     const Slide s = slide_of(c[i], eps, v[i]);
     const double scale = c[i].friction * c[i].impulse;
     const V3 n = c[i].normal;
-    const V3 tangent = q[i] - dot(q[i], n) * n;
+    const V3 tangent = tangential(q[i], n);
     V3 result = (scale * s.across) * tangent;
     if (s.speed > 0) {
       const V3 t = (1 / s.speed) * s.u;
@@ -455,7 +452,7 @@ struct FrictionPrecondition {
     const Slide s = slide_of(c[i], eps, v[i]);
     const double inertia = rows.damped_mass(i), scale = c[i].friction * c[i].impulse;
     const V3 n = c[i].normal;
-    const V3 tangent = r[i] - dot(r[i], n) * n;
+    const V3 tangent = tangential(r[i], n);
     V3 result = (1 / inertia) * dot(r[i], n) * n + (1 / (inertia + scale * s.across)) * tangent;
     if (s.speed > 0) {
       const V3 t = (1 / s.speed) * s.u;
