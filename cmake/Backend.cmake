@@ -26,8 +26,11 @@ macro(apron_enable_cuda)
     PATHS ${CUDAToolkit_INCLUDE_DIRS}/cccl ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH REQUIRED)
   target_include_directories(apron_backend SYSTEM BEFORE INTERFACE ${APRON_CCCL_INCLUDE})
   target_compile_definitions(apron_backend INTERFACE APRON_DEVICE_CUDA=1)
+  # OpenMP::OpenMP_CXX turns OpenMP on for C++ sources only: without -fopenmp for nvcc's host
+  # compiler, the host loops of sources compiled as CUDA (a cloud's split, checkpoint hashes)
+  # would run on one thread.
   target_compile_options(apron_backend INTERFACE
-    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda --expt-relaxed-constexpr -Xcompiler=-fopenmp>)
   target_link_libraries(apron_backend INTERFACE CUDA::cudart)
   # NCCL (optional): halo messages go GPU to GPU over NVLink instead of through host memory.
   find_path(APRON_NCCL_INCLUDE nccl.h PATHS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/include)

@@ -13,6 +13,13 @@
 #include <thrust/version.h>
 #endif
 
+// This source compiles as CUDA in the CUDA builds, like the workloads' sources whose host loops
+// are OpenMP loops: where nvcc's host compiler lost -fopenmp (cmake/Backend.cmake), those loops
+// would run on one thread without a word. The build stops here instead.
+#if !defined(_OPENMP) && !defined(__CUDA_ARCH__)
+#error "host code must compile with OpenMP on (nvcc: -Xcompiler=-fopenmp)"
+#endif
+
 namespace apron {
 namespace {
 
