@@ -1,14 +1,16 @@
 #include "kernels/common/backend.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
 
-#if defined(APRON_BACKEND_KOKKOS)
-#include <cstdlib>
-#else
+#if defined(APRON_DEVICE_CUDA)
+#include <sys/mman.h>
+#endif
+#if !defined(APRON_BACKEND_KOKKOS)
 #include <thrust/memory.h>
 #include <thrust/version.h>
 #endif
@@ -159,20 +161,51 @@ PinnedBuffer::~PinnedBuffer() {
 
 void PinnedBuffer::release() {
 #if defined(APRON_DEVICE_CUDA)
-  if (data_) cudaFreeHost(data_);
+  if (registered_) {
+    cudaHostUnregister(data_);
+    std::free(data_);
+  } else if (data_) {
+    cudaFreeHost(data_);
+  }
 #else
   delete[] data_;
 #endif
   data_ = nullptr;
   size_ = 0;
+  registered_ = false;
 }
+
+#if defined(APRON_DEVICE_CUDA)
+namespace {
+// Large buffers on 2 MB pages, page-locked where they lie: cudaMallocHost locks 4 KB pages one by
+// one (150 MB in 60-80 ms on an H200's host) and stalls the page faults of the process' other
+// threads meanwhile; huge pages registered take about 10 ms (bench/NOTES.md). nullptr where
+// that fails: the caller falls back to cudaMallocHost.
+std::byte* huge_pages_locked(std::size_t& size) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20, kLeast = 16 * kHugePage;
+  if (size < kLeast) return nullptr;
+  size = (size + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, size);
+  if (p == nullptr) return nullptr;
+  madvise(p, size, MADV_HUGEPAGE);  // advice: 4 KB pages still work where THP is off
+  if (cudaHostRegister(p, size, cudaHostRegisterPortable) != cudaSuccess) {
+    cudaGetLastError();  // cleared: the fallback does not fail for it
+    std::free(p);
+    return nullptr;
+  }
+  return static_cast<std::byte*>(p);
+}
+}  // namespace
+#endif
 
 void PinnedBuffer::reserve(std::size_t bytes) {
   if (bytes <= size_) return;
   release();
-  const std::size_t size = bytes + bytes / 4;  // room to grow without a new allocation each time
+  std::size_t size = bytes + bytes / 4;  // room to grow without a new allocation each time
 #if defined(APRON_DEVICE_CUDA)
-  if (cudaMallocHost(reinterpret_cast<void**>(&data_), size) != cudaSuccess)
+  data_ = huge_pages_locked(size);
+  registered_ = data_ != nullptr;
+  if (!registered_ && cudaMallocHost(reinterpret_cast<void**>(&data_), size) != cudaSuccess)
     throw std::runtime_error("cudaMallocHost of " + std::to_string(size) + " bytes failed");
 #else
   data_ = new std::byte[size];

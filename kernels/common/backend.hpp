@@ -181,10 +181,13 @@ class PinnedBuffer {
  public:
   PinnedBuffer() = default;
   PinnedBuffer(PinnedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        registered_(std::exchange(other.registered_, false)) {}
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(size_, other.size_);
+    std::swap(registered_, other.registered_);
     return *this;
   }
   ~PinnedBuffer();
@@ -196,6 +199,8 @@ class PinnedBuffer {
   void release();
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  bool registered_ =
+      false;  // huge pages page-locked in place (large buffers), not cudaMallocHost's
 };
 
 // Index of the lowest set bit of a non-zero mask.

@@ -176,19 +176,20 @@ void trimmed_sums(const Cloud& cloud, const SplitGrid& grid, std::vector<Estimat
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t k = 0; k < static_cast<std::int64_t>(chunks.count); ++k) {
     auto& my_sums = sums[k];
-    for (const auto& l : levels) my_sums.emplace_back(l.plain.size());
-    for (std::size_t i = chunks.begin(k); i < chunks.end(k); ++i)
-      for (std::size_t t = 0; t < levels.size(); ++t) {
-        const EstimateLevel& l = levels[t];
-        if (i % l.stride != 0) continue;
+    // Level by level, each over its sample of the chunk: no test of every point for every level.
+    for (const auto& l : levels) {
+      auto& level_sums = my_sums.emplace_back(l.plain.size());
+      const std::size_t first = (chunks.begin(k) + l.stride - 1) / l.stride * l.stride;
+      for (std::size_t i = first; i < chunks.end(k); i += l.stride) {
         const std::uint32_t c = l.cells.of[grid.point_cell[i]];
         if (l.plain[c].count < min_points) continue;
         double x[3];
         l.cells.local(grid, cloud[i], c, x);
         const auto& f = l.plane[c];
         if (std::fabs(f[0] * x[0] + f[1] * x[1] + f[2] * x[2] - f[3]) <= l.band)
-          my_sums[t][c].add(x[0], x[1], x[2]);
+          level_sums[c].add(x[0], x[1], x[2]);
       }
+    }
   }
   for (std::size_t t = 0; t < levels.size(); ++t) {
     levels[t].inliers.assign(levels[t].plain.size(), Moments{});

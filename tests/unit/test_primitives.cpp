@@ -496,5 +496,42 @@ TEST(CellList, EntriesCoveringSeveralCells) {
   }
 }
 
+// Staging buffers: small ones from cudaMallocHost, large ones (32 MB and more) on huge pages
+// page-locked in place (backend.cpp). Both carry copies from and to the device, stay page-locked,
+// grow on demand, and hand themselves over when moved.
+TEST(PinnedBuffer, SmallAndLargeBuffersCarryDeviceCopies) {
+  for (const std::size_t bytes : {std::size_t{4096}, std::size_t{64} << 20}) {
+    const std::size_t n = bytes / sizeof(std::uint32_t);
+    std::vector<std::uint32_t> values(n);
+    std::iota(values.begin(), values.end(), 7u);
+    DeviceVector<std::uint32_t> device = to_device(values);
+    PinnedBuffer buffer;
+    buffer.reserve(bytes);
+    ASSERT_GE(buffer.size(), bytes);
+    auto* host = reinterpret_cast<std::uint32_t*>(buffer.data());
+    detail::copy_to_host(raw(device), n, host);
+    EXPECT_TRUE(std::equal(values.begin(), values.end(), host)) << bytes << " bytes";
+#if defined(APRON_DEVICE_CUDA)
+    cudaPointerAttributes where{};
+    ASSERT_EQ(cudaPointerGetAttributes(&where, host), cudaSuccess);
+    EXPECT_EQ(where.type, cudaMemoryTypeHost) << bytes << " bytes: not page-locked";
+#endif
+    for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::uint32_t>(3 * i);
+    detail::copy_to_device(host, n, raw(device));
+    const std::vector<std::uint32_t> back = to_host(device);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 3 * i) << i;
+
+    PinnedBuffer moved(std::move(buffer));
+    EXPECT_EQ(moved.data(), reinterpret_cast<std::byte*>(host));
+    EXPECT_EQ(buffer.data(), nullptr);  // NOLINT(bugprone-use-after-move): moved from, by design
+    const std::size_t size = moved.size();
+    moved.reserve(size);  // no larger: kept
+    EXPECT_EQ(moved.data(), reinterpret_cast<std::byte*>(host));
+    moved.reserve(size + 1);
+    ASSERT_GE(moved.size(), size + 1);
+    std::memset(moved.data(), 0xab, moved.size());
+  }
+}
+
 }  // namespace
 }  // namespace apron
