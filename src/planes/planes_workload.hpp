@@ -38,22 +38,6 @@ struct GroundTruthScore {
   std::vector<std::int64_t> truth_points;    // per scene plane
 };
 
-// An allocator whose vectors leave new elements of trivial types unset on resize.
-template <class T>
-struct UninitialisedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitialisedAllocator<U>;
-  };
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    if constexpr (sizeof...(Args) == 0)
-      ::new (static_cast<void*>(p)) U;
-    else
-      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
 // Scores detected planes against a scene (collective: the per-point counts are summed).
 // labels/truth: per local point, the detected and the true plane (-1 none).
 GroundTruthScore score_detection(MPI_Comm comm, const Scene& scene,

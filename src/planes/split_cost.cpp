@@ -77,7 +77,7 @@ struct CostCells {
 
 // Pass 1: per grid cell its points and their box; per estimate cell the points' sums.
 void count_and_sum(const Cloud& cloud, SplitGrid& grid, const CostCells& cost_cells,
-                   std::vector<std::uint32_t>& point_cell, std::vector<Moments>& plain) {
+                   std::uint32_t* point_cell, std::vector<Moments>& plain) {
   const std::size_t cells = grid.count.size(), cost_cells_n = plain.size();
   const Chunks chunks =
       chunks_for(cloud.size(), cells * (sizeof(std::uint32_t) + sizeof(std::array<double, 6>)) +
@@ -263,7 +263,7 @@ SplitGrid bin_cloud(const Cloud& cloud, const std::array<double, 3>& centre, dou
   EstimateLevel& finest = levels.back();
   finest.plain.resize(finest.cells.centre.size());
   grid.point_cell.resize(cloud.size());
-  count_and_sum(cloud, grid, finest.cells, grid.point_cell, finest.plain);
+  count_and_sum(cloud, grid, finest.cells, grid.point_cell.data(), finest.plain);
   const bool trim = params.trim_passes > 0 && params.trim_divisor > 0;
   for (auto& l : levels) {
     if (&l != &finest) l.plain = coarser_sums(finest.cells, l.cells, finest.plain);

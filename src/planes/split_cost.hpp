@@ -15,6 +15,8 @@
 
 #include <array>
 #include <cstdint>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "kernels/planes/plane_math.hpp"
@@ -24,6 +26,23 @@ namespace apron::planes {
 // A tested level costs the trimming passes' reductions over its active points; an untested one
 // (above first_level) only the node heads: a fifth of it, roughly.
 inline constexpr double kUntestedLevelWork = 0.2;
+
+// An allocator whose vectors leave new elements of trivial types unset on resize: a large array
+// is first touched by the threads that fill it, not zeroed by one thread first.
+template <class T>
+struct UninitialisedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0)
+      ::new (static_cast<void*>(p)) U;
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 using Cloud = std::vector<std::array<double, 3>>;
 
@@ -36,7 +55,8 @@ struct SplitGrid {
   std::vector<std::uint32_t> count;        // per cell: its points
   std::vector<double> cost;                // per cell: its points' estimated work, summed
   std::vector<std::array<double, 6>> box;  // per cell: its points' lo and hi (cloud units)
-  std::vector<std::uint32_t> point_cell;   // per point: its cell
+  // per point: its cell
+  std::vector<std::uint32_t, UninitialisedAllocator<std::uint32_t>> point_cell;
   std::uint32_t cell_of(const std::array<double, 3>& p) const;
   int index(std::uint32_t cell, int axis) const {  // the cell's index along an axis
     return static_cast<int>((cell >> (level * (2 - axis))) & ((1u << level) - 1));
