@@ -49,6 +49,12 @@ struct Tally {
   APRON_HD void merge(const Tally& o) { n += o.n; }
 };
 
+// The GPU's grouped sums (detector.cpp, grouped_sums): the listed items' groups and indices,
+// sorted by group, and where each group's items begin.
+struct GroupScratch {
+  DeviceVector<std::uint32_t> keys, items, keys_alt, items_alt, bounds;
+};
+
 inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters
 
 // A detected plane, in the cloud's own coordinates: normal . x = offset.
@@ -190,6 +196,7 @@ class PlaneDetector {
   DeviceVector<std::uint32_t> near_index_;  // those points
   std::size_t near_points_ = 0;
   DeviceVector<double> candidate_frames_;
+  GroupScratch group_scratch_;
   DeviceVector<Moments> group_moments_;
   DeviceVector<Tally> group_tallies_;
   PinnedBuffer cluster_staging_;   // the clusters on the host (fit_planes)
