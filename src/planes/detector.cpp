@@ -1534,6 +1534,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   OctreeParams tree = params_.octree;  // coarse levels untested (ResidualParams::first_level)
   tree.first_level =
       std::min(tree.max_depth, std::max(tree.first_level, params_.residual.first_level));
+  if (params_.residual.trim_passes >= 0) tree.trim_passes = params_.residual.trim_passes;
   residual_octree_.build(sample < points ? residual_sample_ : residual_points_, sample, frame,
                          tree);
   clock.lap("octree");
