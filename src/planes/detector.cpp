@@ -683,12 +683,38 @@ std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f, 
   return sums;
 }
 
+// Point j's moments for group g (grouped_moments): nothing unless it is g's.
+struct PointOfGroup {
+  const Vec4* points;
+  const std::int32_t* group;
+  APRON_HD Moments operator()(std::size_t g, std::size_t j) const {
+    Moments m;
+    if (group[j] == static_cast<std::int32_t>(g)) m.add(points[j].x, points[j].y, points[j].z);
+    return m;
+  }
+};
+struct GroupOfPoint {
+  const std::int32_t* group;
+  APRON_HD std::size_t operator()(std::size_t j) const {
+    return group[j] < 0 ? ListedCandidate::kNoGroup : static_cast<std::size_t>(group[j]);
+  }
+};
+
 int find_root(std::vector<int>& parent, int i) {
   while (parent[i] != i) i = parent[i] = parent[parent[i]];
   return i;
 }
 
 }  // namespace
+
+std::vector<Moments> grouped_moments(const DeviceVector<Vec4>& points,
+                                     const DeviceVector<std::int32_t>& group, std::size_t groups,
+                                     GroupScratch& scratch, DeviceVector<Moments>& partials) {
+  if (group.size() != points.size())
+    throw std::invalid_argument("grouped_moments: one group per point");
+  return grouped_sums(groups, points.size(), PointOfGroup{raw(points), raw(group)},
+                      GroupOfPoint{raw(group)}, scratch, partials);
+}
 
 std::array<std::array<double, 3>, 4> Plane::corners() const {
   std::array<std::array<double, 3>, 4> c;

@@ -55,6 +55,13 @@ struct GroupScratch {
   DeviceVector<std::uint32_t> keys, items, keys_alt, items_alt, bounds;
 };
 
+// Tests: per group g < groups, the moments (Moments::add) of the points i < points.size() with
+// group[i] == g (group[i] < 0: none), by the residual round's grouped sums on this backend (on the
+// GPU: the points sorted by group first). `scratch` and `partials` are kept between calls.
+std::vector<Moments> grouped_moments(const DeviceVector<Vec4>& points,
+                                     const DeviceVector<std::int32_t>& group, std::size_t groups,
+                                     GroupScratch& scratch, DeviceVector<Moments>& partials);
+
 inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters
 
 // A detected plane, in the cloud's own coordinates: normal . x = offset.
