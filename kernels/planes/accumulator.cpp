@@ -100,12 +100,32 @@ struct GatherValues {
   APRON_HD void operator()(std::size_t i) const { sorted[i] = value[id[i]]; }
 };
 
+// Run r of the sorted votes (cells, from starts[r] on) into its cell.
 struct ScatterSums {
   const std::uint32_t* cells;
+  const std::uint32_t* starts;
   const double* sums;
   double* votes;
-  APRON_HD void operator()(std::size_t i) const { votes[cells[i]] = sums[i]; }
+  APRON_HD void operator()(std::size_t r) const { votes[cells[starts[r]]] = sums[r]; }
 };
+
+// Whether sorted vote i begins a run of one cell.
+struct RunHead {
+  const std::uint32_t* cells;
+  APRON_HD bool operator()(std::uint32_t i) const { return i == 0 || cells[i] != cells[i - 1]; }
+};
+
+struct ReadCount {
+  const std::uint32_t* in;
+  APRON_HD std::uint32_t operator()(std::size_t i) const { return in[i]; }
+};
+
+// Scratch arrays indexed by explicit counts: grown, never shrunk. Both rounds vote here, with
+// different counts; resizing would value-initialise (a launch) the elements each round regrows.
+template <class T>
+void grow_to(DeviceVector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
 
 struct Smooth {
   BallLayout layout;
@@ -184,8 +204,9 @@ BallLayout Accumulator::host_layout() const {
 void Accumulator::vote(const DeviceVector<Cluster>& clusters, Voting voting) {
   const std::size_t n = clusters.size();
   const BallLayout b = layout();
-  kernels.resize(n);
-  vote_offset_.resize(n);
+  grow_to(kernels, n);
+  kernel_count = n;
+  grow_to(vote_offset_, n);
   for_each_index(n, MakeKernels{raw(clusters), b, raw(kernels), raw(vote_offset_)});
   const std::uint64_t total = n ? reduce_sum(vote_offset_, n) : 0;
   if (total >= (std::uint64_t{1} << 32))
@@ -206,21 +227,21 @@ void Accumulator::vote_atomic(std::size_t n, const BallLayout& b) {
 
 void Accumulator::vote_sorted(std::size_t n, const BallLayout& b) {
   const std::size_t total = vote_count;
-  exclusive_scan(vote_offset_, n, vote_offset_);
-  vote_cell_.resize(total);
-  vote_id_.resize(total);
-  vote_value_.resize(total);
+  exclusive_scan(n, ReadCount{raw(vote_offset_)}, raw(vote_offset_));  // in place
+  grow_to(vote_cell_, total);
+  grow_to(vote_id_, total);
+  grow_to(vote_value_, total);
   for_each_index(n, WriteVotes{raw(kernels), b, raw(vote_offset_), raw(vote_cell_), raw(vote_id_),
                                raw(vote_value_)});
-  sort_pairs(vote_cell_, vote_id_, total, key_bits(votes.size()));
-  sorted_value_.resize(total);
+  // With kept double buffers: the sorted pairs are swapped in, not copied back.
+  sort_pairs(vote_cell_, vote_id_, total, key_bits(votes.size()), vote_cell_alt_, vote_id_alt_);
+  grow_to(sorted_value_, total);
   for_each_index(total, GatherValues{raw(vote_value_), raw(vote_id_), raw(sorted_value_)});
-  const std::size_t runs =
-      run_length_encode(vote_cell_, total, unique_cells_, run_count_, run_start_);
-  run_start_.resize(runs + 1);
+  grow_to(run_start_, total + 1);
+  const std::size_t runs = copy_indices_if(total, raw(run_start_), RunHead{raw(vote_cell_)});
   write_element(run_start_, runs, static_cast<std::uint32_t>(total));
   segmented_reduce(sorted_value_, run_start_, runs, Reduction::sum, run_sum_);
-  for_each_index(runs, ScatterSums{raw(unique_cells_), raw(run_sum_), raw(votes)});
+  for_each_index(runs, ScatterSums{raw(vote_cell_), raw(run_start_), raw(run_sum_), raw(votes)});
 }
 
 void Accumulator::smooth() {
@@ -228,15 +249,17 @@ void Accumulator::smooth() {
 }
 
 std::vector<std::uint32_t> Accumulator::peaks(double min_value) {
-  const std::size_t count = select_indices_if(
-      votes.size(), IsPeak{layout(), raw(votes), raw(smoothed), min_value}, peak_cells_);
+  grow_to(peak_cells_, votes.size());
+  const std::size_t count = copy_indices_if(votes.size(), raw(peak_cells_),
+                                            IsPeak{layout(), raw(votes), raw(smoothed), min_value});
   // Only the peaks' values come to the host (the accumulator may hold millions of cells).
-  peak_values_.resize(count);
+  grow_to(peak_values_, count);
   for_each_index(count, GatherPeakValues{raw(peak_cells_), raw(smoothed), raw(peak_values_)});
   std::vector<std::uint32_t> cells(count);
   std::vector<double> values(count);
   apron::copy(peak_cells_.begin(), peak_cells_.begin() + count, cells.begin());
-  apron::copy(peak_values_.begin(), peak_values_.end(), values.begin());
+  apron::copy(peak_values_.begin(), peak_values_.begin() + static_cast<std::ptrdiff_t>(count),
+              values.begin());
   std::vector<std::size_t> order(count);
   for (std::size_t k = 0; k < count; ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -247,13 +270,13 @@ std::vector<std::uint32_t> Accumulator::peaks(double min_value) {
   return sorted;
 }
 
-void assign_clusters(const DeviceVector<VoteKernel>& kernels, const BallLayout& layout,
-                     const DeviceVector<std::uint32_t>& peak_cells,
+void assign_clusters(const DeviceVector<VoteKernel>& kernels, std::size_t count,
+                     const BallLayout& layout, const DeviceVector<std::uint32_t>& peak_cells,
                      DeviceVector<std::int32_t>& cluster_peak) {
-  cluster_peak.resize(kernels.size());
-  for_each_index(kernels.size(),
-                 AssignClusters{raw(kernels), layout, raw(peak_cells),
-                                static_cast<int>(peak_cells.size()), raw(cluster_peak)});
+  if (count > kernels.size()) throw std::invalid_argument("assign_clusters: count exceeds kernels");
+  grow_to(cluster_peak, count);
+  for_each_index(count, AssignClusters{raw(kernels), layout, raw(peak_cells),
+                                       static_cast<int>(peak_cells.size()), raw(cluster_peak)});
 }
 
 }  // namespace apron::planes

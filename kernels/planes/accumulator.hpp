@@ -302,7 +302,10 @@ class Accumulator {
   // smoothed value, highest first (ties by cell). Waits for the device.
   std::vector<std::uint32_t> peaks(double min_value);
 
+  // The last vote()'s clusters' kernels: the first kernel_count (grown, never shrunk: both
+  // rounds vote here).
   DeviceVector<VoteKernel> kernels;
+  std::size_t kernel_count = 0;
   std::size_t vote_count = 0;  // pairs of the last vote()
 
  private:
@@ -310,8 +313,10 @@ class Accumulator {
   double rho_max_;
   std::vector<std::uint32_t> host_ring_start_;
   DeviceVector<std::uint32_t> ring_start_;
-  DeviceVector<std::uint32_t> vote_offset_, vote_cell_, vote_id_, unique_cells_, run_count_,
-      run_start_, peak_cells_;
+  // Scratch, grown and never shrunk (both rounds vote here): the first entries are the last
+  // vote()'s or peaks()'s.
+  DeviceVector<std::uint32_t> vote_offset_, vote_cell_, vote_id_, run_start_, peak_cells_;
+  DeviceVector<std::uint32_t> vote_cell_alt_, vote_id_alt_;  // the vote sort's double buffers
   DeviceVector<double> vote_value_, sorted_value_, run_sum_, peak_values_;
 
   void vote_sorted(std::size_t n, const BallLayout& b);
@@ -321,8 +326,9 @@ class Accumulator {
 // Which peak each cluster belongs to (-1: none): among the peaks whose cell centre lies within
 // 2 sigma + one cell of the cluster's kernel centre along each axis, the nearest in Mahalanobis
 // distance (ties: the lower peak index).
-void assign_clusters(const DeviceVector<VoteKernel>& kernels, const BallLayout& layout,
-                     const DeviceVector<std::uint32_t>& peak_cells,
+// The first `count` kernels; cluster_peak's first `count` entries (it grows, never shrinks).
+void assign_clusters(const DeviceVector<VoteKernel>& kernels, std::size_t count,
+                     const BallLayout& layout, const DeviceVector<std::uint32_t>& peak_cells,
                      DeviceVector<std::int32_t>& cluster_peak);
 
 // The same decision for one kernel (host and device; the device loop calls it).

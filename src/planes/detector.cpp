@@ -211,7 +211,7 @@ struct CandidateMoments {
 // Per group g (a candidate) and lane l: the sum, in order, of f(g, j) over the items j = l,
 // l + lanes, ... < count (one launch for every group instead of a reduction each); then per group
 // its lanes' sums in lane order (GroupTotals). With one lane the sum runs in the items' order, as
-// a reduction on one thread does.
+// a reduction on one thread does. The CPU's path (one lane).
 template <class T, class F>
 struct GroupPartials {
   F f;
@@ -225,15 +225,76 @@ struct GroupPartials {
     partial[i] = sum;
   }
 };
+// Per group g and slot k < slots: the sum, in order, of the group's `lanes` values from
+// in[g * lanes + k * per] on, at most `per` of them (a level of the GPU path's totals; one slot:
+// the group's total).
 template <class T>
 struct GroupTotals {
-  const T* partial;
+  const T* in;
   std::size_t lanes;
-  T* total;
-  APRON_HD void operator()(std::size_t g) const {
+  std::size_t per;
+  std::size_t slots;
+  T* out;  // groups x slots
+  APRON_HD void operator()(std::size_t i) const {
+    const std::size_t g = i / slots, first = (i % slots) * per;
+    const std::size_t last = first + per < lanes ? first + per : lanes;
     T sum{};
-    for (std::size_t l = 0; l < lanes; ++l) sum.merge(partial[g * lanes + l]);
-    total[g] = sum;
+    for (std::size_t l = first; l < last; ++l) sum.merge(in[g * lanes + l]);
+    out[i] = sum;
+  }
+};
+
+// The GPU's path: the listed items sorted by their group (key(j): the group of item j, or any
+// value >= groups for none), so that each group's lanes walk only its own items.
+struct GroupKeys {
+  std::size_t groups;
+  std::uint32_t* keys;
+  std::uint32_t* items;
+  template <class K>
+  APRON_HD void set(const K& key, std::size_t j) const {
+    const std::size_t g = key(j);
+    keys[j] = static_cast<std::uint32_t>(g < groups ? g : groups);
+    items[j] = static_cast<std::uint32_t>(j);
+  }
+};
+template <class K>
+struct WriteGroupKeys {
+  K key;
+  GroupKeys out;
+  APRON_HD void operator()(std::size_t j) const { out.set(key, j); }
+};
+// bounds[g] = the first position p < count with keys[p] >= g (count where none), g <= groups.
+struct GroupBounds {
+  const std::uint32_t* keys;
+  std::size_t count;
+  std::uint32_t* bounds;
+  APRON_HD void operator()(std::size_t g) const {
+    std::size_t lo = 0, hi = count;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (keys[mid] < g)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    bounds[g] = static_cast<std::uint32_t>(lo);
+  }
+};
+// Lane l of group g: the sum, in order, of f(g, items[p]) over the group's sorted positions
+// p = bounds[g] + l, bounds[g] + l + lanes, ... < bounds[g + 1].
+template <class T, class F>
+struct SortedGroupPartials {
+  F f;
+  const std::uint32_t* items;
+  const std::uint32_t* bounds;
+  std::size_t lanes;
+  T* partial;  // groups x lanes
+  APRON_HD void operator()(std::size_t i) const {
+    const std::size_t g = i / lanes;
+    const std::size_t end = bounds[g + 1];
+    T sum{};
+    for (std::size_t p = bounds[g] + i % lanes; p < end; p += lanes) sum.merge(f(g, items[p]));
+    partial[i] = sum;
   }
 };
 
@@ -249,6 +310,18 @@ struct ListedMoments {
       for (int k = 0; k < 6; ++k) c.plane[k] = planes[6 * g + k];
     return c(index[j]);
   }
+};
+
+// The group of listed item j (index: eligible point) in ListedMoments: its candidate (every
+// listed point has one).
+struct ListedCandidate {
+  const std::int32_t* candidate;
+  const std::uint32_t* index;
+  APRON_HD std::size_t operator()(std::size_t j) const {
+    const std::int32_t c = candidate[index[j]];
+    return c < 0 ? kNoGroup : static_cast<std::size_t>(c);
+  }
+  static constexpr std::size_t kNoGroup = ~std::size_t{0};
 };
 
 // Whether a flag is set.
@@ -281,6 +354,21 @@ struct ListedReclaimed {
     const std::uint32_t i = index[j];
     const std::int32_t c = candidate[i];
     return Tally{labels[i] == static_cast<std::int32_t>(p) && c >= 0 && map[c] != 0xffffffffu};
+  }
+};
+
+// The group of listed item j in ListedReclaimed: its first-round plane where its candidate is a
+// plane, none otherwise.
+struct ReclaimedPlane {
+  const std::int32_t* labels;
+  const std::int32_t* candidate;
+  const std::uint32_t* map;
+  const std::uint32_t* index;
+  APRON_HD std::size_t operator()(std::size_t j) const {
+    const std::uint32_t i = index[j];
+    const std::int32_t c = candidate[i], p = labels[i];
+    return p >= 0 && c >= 0 && map[c] != 0xffffffffu ? static_cast<std::size_t>(p)
+                                                     : ListedCandidate::kNoGroup;
   }
 };
 
@@ -541,34 +629,76 @@ void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
   }
 }
 
-// GroupPartials' lanes per group over `items` listed items: on the GPU enough for a few hundred
-// items a lane; elsewhere one, so that each group sums in the items' order.
-std::size_t group_lanes(std::size_t items) {
-#if defined(__CUDACC__)
-  return std::clamp<std::size_t>(items / 256, 1, 1024);
-#else
-  (void)items;
-  return 1;
-#endif
+// Scratch arrays indexed by explicit counts: grown, never shrunk, so that the calls and analyses
+// after the largest reuse them without a launch to value-initialise their new elements.
+template <class T>
+void grow_to(DeviceVector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
 }
 
-// Per group g < groups, the sum of f(g, j) over the listed items j < listed (GroupPartials, then
-// GroupTotals), on this rank; `scratch` holds the partials and totals.
-template <class T, class F>
-std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f,
-                            DeviceVector<T>& scratch) {
+// Per group g < groups, the sum of f(g, j) over the listed items j < listed, on this rank;
+// key(j) is item j's group (>= groups: none; f(g, j) is empty for every other g). On the CPU one
+// lane a group over all listed items, in their order. On the GPU the items are sorted by group
+// first (a stable radix sort), then each group's items are summed by up to 1024 lanes that walk
+// only that group's items, and the lanes' sums are added in lane order in two levels of at most
+// 32: every item is read once instead of once per group, and no thread adds more than 32 partials
+// (the sums' order differs from the CPU's; it is the same on every run).
+template <class T, class F, class K>
+std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f, const K& key,
+                            GroupScratch& scratch, DeviceVector<T>& partials) {
   std::vector<T> sums(groups);
   if (groups == 0 || listed == 0) return sums;
-  const std::size_t lanes = group_lanes(listed);
-  scratch.resize(groups * lanes + groups);
-  T* partial = raw(scratch);
-  T* total = partial + groups * lanes;
-  for_each_index(groups * lanes, GroupPartials<T, F>{f, listed, lanes, partial});
-  for_each_index(groups, GroupTotals<T>{partial, lanes, total});
-  const auto first = scratch.begin() + static_cast<std::ptrdiff_t>(groups * lanes);
+#if defined(__CUDACC__)
+  if (listed >= (std::size_t{1} << 32) || groups >= (std::size_t{1} << 31))
+    throw std::invalid_argument("grouped sums: more than 2^32 - 1 items or 2^31 - 1 groups");
+  grow_to(scratch.keys, listed);
+  grow_to(scratch.items, listed);
+  for_each_index(listed,
+                 WriteGroupKeys<K>{key, GroupKeys{groups, raw(scratch.keys), raw(scratch.items)}});
+  sort_pairs(scratch.keys, scratch.items, listed, key_bits(groups + 1), scratch.keys_alt,
+             scratch.items_alt);
+  grow_to(scratch.bounds, groups + 1);
+  for_each_index(groups + 1, GroupBounds{raw(scratch.keys), listed, raw(scratch.bounds)});
+  const std::size_t lanes = std::clamp<std::size_t>(listed / 32, 1, 1024);
+  const std::size_t slots = (lanes + 31) / 32;
+  grow_to(partials, groups * (lanes + slots + 1));
+  T* partial = raw(partials);
+  T* middle = partial + groups * lanes;
+  T* total = middle + groups * slots;
+  for_each_index(groups * lanes, SortedGroupPartials<T, F>{f, raw(scratch.items),
+                                                           raw(scratch.bounds), lanes, partial});
+  for_each_index(groups * slots, GroupTotals<T>{partial, lanes, 32, slots, middle});
+  for_each_index(groups, GroupTotals<T>{middle, slots, slots, 1, total});
+  const std::size_t at = groups * (lanes + slots);
+#else
+  (void)key, (void)scratch;
+  grow_to(partials, 2 * groups);
+  T* partial = raw(partials);
+  for_each_index(groups, GroupPartials<T, F>{f, listed, 1, partial});
+  for_each_index(groups, GroupTotals<T>{partial, 1, 1, 1, partial + groups});
+  const std::size_t at = groups;
+#endif
+  const auto first = partials.begin() + static_cast<std::ptrdiff_t>(at);
   apron::copy(first, first + static_cast<std::ptrdiff_t>(groups), sums.begin());
   return sums;
 }
+
+// Point j's moments for group g (grouped_moments): nothing unless it is g's.
+struct PointOfGroup {
+  const Vec4* points;
+  const std::int32_t* group;
+  APRON_HD Moments operator()(std::size_t g, std::size_t j) const {
+    Moments m;
+    if (group[j] == static_cast<std::int32_t>(g)) m.add(points[j].x, points[j].y, points[j].z);
+    return m;
+  }
+};
+struct GroupOfPoint {
+  const std::int32_t* group;
+  APRON_HD std::size_t operator()(std::size_t j) const {
+    return group[j] < 0 ? ListedCandidate::kNoGroup : static_cast<std::size_t>(group[j]);
+  }
+};
 
 int find_root(std::vector<int>& parent, int i) {
   while (parent[i] != i) i = parent[i] = parent[parent[i]];
@@ -576,6 +706,15 @@ int find_root(std::vector<int>& parent, int i) {
 }
 
 }  // namespace
+
+std::vector<Moments> grouped_moments(const DeviceVector<Vec4>& points,
+                                     const DeviceVector<std::int32_t>& group, std::size_t groups,
+                                     GroupScratch& scratch, DeviceVector<Moments>& partials) {
+  if (group.size() != points.size())
+    throw std::invalid_argument("grouped_moments: one group per point");
+  return grouped_sums(groups, points.size(), PointOfGroup{raw(points), raw(group)},
+                      GroupOfPoint{raw(group)}, scratch, partials);
+}
 
 std::array<std::array<double, 3>, 4> Plane::corners() const {
   std::array<std::array<double, 3>, 4> c;
@@ -653,7 +792,8 @@ Detection PlaneDetector::analyse(std::size_t n, const Upload& upload_points,
   t.peaks = elapsed(mark);
 
   peak_cells_.assign(peaks_.begin(), peaks_.end());
-  assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
+  assign_clusters(accumulator_->kernels, accumulator_->kernel_count, accumulator_->layout(),
+                  peak_cells_, cluster_peak_);
   std::vector<std::int32_t> cluster_plane;
   out.planes = fit_planes(octree_.clusters, peaks_, params_, cluster_plane);
   t.planes = elapsed(mark);
@@ -1371,8 +1511,9 @@ std::vector<Plane> PlaneDetector::fit_planes(const DeviceVector<Cluster>& cluste
   cluster_staging_.reserve(count * sizeof(Cluster));
   auto* staged = reinterpret_cast<Cluster*>(cluster_staging_.data());
   apron::copy(clusters.begin(), clusters.end(), staged);
-  std::vector<std::int32_t> cluster_peak(cluster_peak_.size());
-  apron::copy(cluster_peak_.begin(), cluster_peak_.end(), cluster_peak.begin());
+  std::vector<std::int32_t> cluster_peak(count);  // assign_clusters' first `count` entries
+  apron::copy(cluster_peak_.begin(), cluster_peak_.begin() + static_cast<std::ptrdiff_t>(count),
+              cluster_peak.begin());
   PlaneFitter fitter(comm_, params, accumulator_->host_layout(), peaks,
                      std::span<const Cluster>(staged, count), std::move(cluster_peak));
   fitter.sum_peaks();
@@ -1419,6 +1560,7 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   OctreeParams tree = params_.octree;  // coarse levels untested (ResidualParams::first_level)
   tree.first_level =
       std::min(tree.max_depth, std::max(tree.first_level, params_.residual.first_level));
+  if (params_.residual.trim_passes >= 0) tree.trim_passes = params_.residual.trim_passes;
   residual_octree_.build(sample < points ? residual_sample_ : residual_points_, sample, frame,
                          tree);
   clock.lap("octree");
@@ -1530,7 +1672,8 @@ std::vector<Plane> PlaneDetector::residual_candidates(double limit) {
   const std::vector<std::uint32_t> peaks =
       accumulator_->peaks(params_.residual.votes * params_.min_votes);
   peak_cells_.assign(peaks.begin(), peaks.end());
-  assign_clusters(accumulator_->kernels, accumulator_->layout(), peak_cells_, cluster_peak_);
+  assign_clusters(accumulator_->kernels, accumulator_->kernel_count, accumulator_->layout(),
+                  peak_cells_, cluster_peak_);
   DetectorParams loose = params_;
   loose.min_plane_points = static_cast<std::uint64_t>(std::max(3, params_.octree.min_points));
   std::vector<std::int32_t> cluster_plane;
@@ -1633,7 +1776,9 @@ std::vector<Moments> PlaneDetector::candidate_sums(std::size_t candidates,
     const ListedMoments f{
         CandidateMoments{raw(eligible_points_), raw(residual_labels_), 0, about != nullptr, {}},
         raw(candidate_index_), about ? raw(candidate_frames_) : nullptr};
-    sums = grouped_sums(candidates, listed, f, group_moments_);
+    sums = grouped_sums(candidates, listed, f,
+                        ListedCandidate{raw(residual_labels_), raw(candidate_index_)},
+                        group_scratch_, group_moments_);
   }
   sum_over_ranks(comm_, sums);
   return sums;
@@ -1824,7 +1969,9 @@ void PlaneDetector::release_reclaimed(std::vector<Plane>& planes, std::size_t fi
       grouped_sums(first, listed,
                    ListedReclaimed{raw(eligible_labels_), raw(residual_labels_), raw(plane_map_),
                                    raw(candidate_index_)},
-                   group_tallies_);
+                   ReclaimedPlane{raw(eligible_labels_), raw(residual_labels_), raw(plane_map_),
+                                  raw(candidate_index_)},
+                   group_scratch_, group_tallies_);
   std::vector<std::int64_t> counts(first);
   for (std::size_t p = 0; p < first; ++p) counts[p] = left[p].n;
   global_sum(comm_, std::span<std::int64_t>(counts));

@@ -49,6 +49,19 @@ struct Tally {
   APRON_HD void merge(const Tally& o) { n += o.n; }
 };
 
+// The GPU's grouped sums (detector.cpp, grouped_sums): the listed items' groups and indices,
+// sorted by group, and where each group's items begin.
+struct GroupScratch {
+  DeviceVector<std::uint32_t> keys, items, keys_alt, items_alt, bounds;
+};
+
+// Tests: per group g < groups, the moments (Moments::add) of the points i < points.size() with
+// group[i] == g (group[i] < 0: none), by the residual round's grouped sums on this backend (on the
+// GPU: the points sorted by group first). `scratch` and `partials` are kept between calls.
+std::vector<Moments> grouped_moments(const DeviceVector<Vec4>& points,
+                                     const DeviceVector<std::int32_t>& group, std::size_t groups,
+                                     GroupScratch& scratch, DeviceVector<Moments>& partials);
+
 inline constexpr std::uint32_t kNoPeak = 0xffffffffu;  // a plane recovered from orphan clusters
 
 // A detected plane, in the cloud's own coordinates: normal . x = offset.
@@ -190,6 +203,7 @@ class PlaneDetector {
   DeviceVector<std::uint32_t> near_index_;  // those points
   std::size_t near_points_ = 0;
   DeviceVector<double> candidate_frames_;
+  GroupScratch group_scratch_;
   DeviceVector<Moments> group_moments_;
   DeviceVector<Tally> group_tallies_;
   PinnedBuffer cluster_staging_;   // the clusters on the host (fit_planes)

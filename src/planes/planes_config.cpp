@@ -99,6 +99,8 @@ std::shared_ptr<const PlanesConfig> read_planes_config(MapReader& root) {
   c->residual.octree_points = static_cast<std::uint64_t>(m.in_range(
       "residual_octree_points", 0, 1e12, static_cast<double>(c->residual.octree_points)));
   c->residual.first_level = int_in_range(m, "residual_first_level", 0, 21, c->residual.first_level);
+  c->residual.trim_passes =
+      int_in_range(m, "residual_trim_passes", -1, 10, c->residual.trim_passes);
   c->balance = m.choice("balance", {"cost", "count"}, c->balance);
   c->point_output = m.get<bool>("point_output", c->point_output);
   c->repeat = int_in_range(m, "repeat", 1, 1000, c->repeat);

@@ -61,6 +61,10 @@ struct ResidualParams {
   // first round's, by default
   // (`residual_first_level`).
   int first_level = 2;
+  // The round's octree trims its nodes' fits this many times (OctreeParams::trim_passes; -1:
+  // the first round's). Each pass is two launches a tested level, whatever the level's points
+  // (`residual_trim_passes`).
+  int trim_passes = -1;
 };
 
 }  // namespace apron::planes

@@ -1147,6 +1147,46 @@ TEST(Scenes, PackedPointsEqualVec4Points) {
                std::invalid_argument);
 }
 
+// The residual round's grouped sums (on the GPU: sorted by group, up to 1024 lanes a group, totals
+// in two levels) against sums on the host in the points' order: counts exact, every other sum
+// within 1e-12 of the sum of its terms' magnitudes (the order differs). Twice with one scratch:
+// a smaller second call reuses the larger arrays (their stale entries past the count unread).
+TEST(Residual, GroupedSumsEqualHostSums) {
+  apron::planes::GroupScratch scratch;
+  DeviceVector<Moments> partials;
+  std::mt19937 rng(31);
+  for (const auto& [n, groups] : {std::pair<int, int>{200000, 7}, {3000, 3}, {5, 2}}) {
+    std::uniform_real_distribution<float> u(-2, 3);
+    std::uniform_int_distribution<int> pick(-1, groups);  // -1 and `groups`: in no group
+    std::vector<Vec4> points(static_cast<std::size_t>(n));
+    std::vector<std::int32_t> group(points.size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      points[i] = Vec4{u(rng), u(rng), u(rng), 0.f};
+      const int g = pick(rng);
+      group[i] = g == groups ? -1 : g;
+    }
+    const DeviceVector<Vec4> d_points(points.begin(), points.end());
+    const DeviceVector<std::int32_t> d_group(group.begin(), group.end());
+    const std::vector<Moments> sums = apron::planes::grouped_moments(
+        d_points, d_group, static_cast<std::size_t>(groups), scratch, partials);
+    ASSERT_EQ(sums.size(), static_cast<std::size_t>(groups));
+    std::vector<Moments> want(sums.size()), scale(sums.size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (group[i] < 0) continue;
+      const Vec4 p = points[i];
+      want[static_cast<std::size_t>(group[i])].add(p.x, p.y, p.z);
+      scale[static_cast<std::size_t>(group[i])].add(std::fabs(p.x), std::fabs(p.y), std::fabs(p.z));
+    }
+    for (std::size_t g = 0; g < sums.size(); ++g) {
+      EXPECT_EQ(sums[g].count, want[g].count) << n << " points, group " << g;
+      for (int d = 0; d < 3; ++d)
+        EXPECT_NEAR(sums[g].s[d], want[g].s[d], 1e-12 * scale[g].s[d]) << n << " " << g;
+      for (int k = 0; k < 6; ++k)
+        EXPECT_NEAR(sums[g].ss[k], want[g].ss[k], 1e-12 * scale[g].ss[k]) << n << " " << g;
+    }
+  }
+}
+
 TEST(Scenes, NoPlaneGivesAnEmptyResult) {
   const auto file = scratch_dir(MPI_COMM_SELF) / "random.xyz";
   {
