@@ -400,9 +400,14 @@ def scenario_implicit_drape(r, work):
 
 
 def scenario_implicit_mesh_sphere(r, work):
+    # The mesh collider against the analytic one, with the friction after the solve: inside the
+    # step (the default) the same check passes (7 Newton iterations at most) but takes 56 s
+    # against 17 s here (3.6 Newton and 147 CG iterations a step against 1.8 and 41;
+    # bench/NOTES.md); cloth_implicit_drape covers the friction inside.
     implicit_report(scenario_mesh_sphere(
         r, work, "--set", "cloth.material.damping=1", *IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}",
-        "--set", "cloth.implicit.max_iterations=300", end=0.5, every=0.125))
+        "--set", "cloth.implicit.max_iterations=300", "--set", "cloth.implicit.friction=after",
+        end=0.5, every=0.125))
 
 
 def scenario_implicit_moving_table(r, work):
