@@ -348,6 +348,7 @@ APRON_HD inline Slide slide_of(const ContactConstraint& c, double eps, const V3&
     s.across = 1 / y;
     s.along = 0;
   }
+  if (c.secant > 0) s.along = s.across;  // friction_predict
   return s;
 }
 
@@ -423,6 +424,20 @@ struct FrictionProduct {
       result += (scale * (s.along - s.across) * dot(t, q[i])) * t;
     }
     out[i] += result;
+  }
+};
+
+struct FrictionPredict {
+  Rows rows;
+  ContactConstraint* c;
+  double eps;
+  const V3* v;
+  const V3* r;
+  APRON_HD void operator()(std::size_t i) const {
+    if (rows.pinned[i] || !has_friction(c[i])) return;
+    const V3 u = tangential(v[i] - c[i].wall_velocity, c[i].normal);
+    const double speed = norm(u);
+    c[i].secant = speed >= eps && dot(r[i], u) < -rows.damped_mass(i) * speed * speed ? 1.0 : 0.0;
   }
 };
 
@@ -827,6 +842,11 @@ void add_friction_product(const DeviceVector<ContactConstraint>& c, double eps,
                           const Vectors& velocity, const Vectors& q, std::size_t count,
                           Vectors& out) {
   for_each_index(count, FrictionProduct{raw(c), eps, raw(velocity), raw(q), raw(out)});
+}
+
+void friction_predict(const ImplicitSystem& s, DeviceVector<ContactConstraint>& c, double eps,
+                      const Vectors& velocity, const Vectors& residual, std::size_t count) {
+  for_each_index(count, FrictionPredict{Rows(s), raw(c), eps, raw(velocity), raw(residual)});
 }
 
 void friction_potential(const DeviceVector<ContactConstraint>& c, double eps,

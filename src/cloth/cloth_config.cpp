@@ -139,7 +139,7 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
-    c.friction_inside = r.choice("friction", {"after", "inside"}, "after") == "inside";
+    c.friction_inside = r.choice("friction", {"after", "inside"}, "inside") == "inside";
     for (const char* key :
          {"sweeps", "unconverged", "max_halvings", "line_search", "contact_start", "coarse"})
       if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");

@@ -64,10 +64,11 @@ struct ColliderConfig {
 // `max_halvings` (vbd only, default 0: off): before that, the step is taken again from its start
 // in two halves, a half that does not converge in two quarters, and so on up to dt / 2^max_halvings
 // (the rest of the step at the shortest length reached); outputs stay on the dt grid.
-// `friction` (implicit only): "after" (the default) takes the colliders' Coulomb friction from the
-// impulse that held each row after the frictionless solve; "inside" puts it in the step's
-// potential (kernels/cloth/implicit.hpp's friction_force: smoothed Coulomb, the normal impulse
-// lagged from the step's start), so that the solve sees which rows stick.
+// `friction` (implicit only): "inside" (the default) puts the colliders' Coulomb friction in the
+// step's potential (kernels/cloth/implicit.hpp's friction_force: smoothed Coulomb, the normal
+// impulse lagged from the step's start, friction_predict's secant for the rows Newton's step
+// would carry through their cone's apex), so that the solve sees which rows stick; "after" takes
+// it from the impulse that held each row after the frictionless solve.
 // `line_search` (vbd only): "vertex" backtracks each vertex's move on its own share of the
 // potential (its inertia and the energies of its 2-ring, which no other vertex of its colour
 // touches), "colour" one step length for the whole colour on the whole potential.
@@ -94,7 +95,7 @@ struct IntegratorConfig {
   bool block_jacobi = false;
   double newton_tolerance = 1e-2;
   long newton_iterations = 8;
-  bool friction_inside = false;  // implicit only: friction in the step's potential
+  bool friction_inside = true;  // implicit only: friction in the step's potential
 };
 
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than

@@ -171,6 +171,9 @@ void ClothSolver::solve_implicit() {
     if (iteration == case_.integrator.newton_iterations)
       refuse_unconverged("Newton", iteration, "cloth.implicit.newton_iterations",
                          std::sqrt(rz / first), tolerance, "cloth.implicit.newton_tolerance");
+    if (friction_inside())  // the rows that Newton's step would carry through their cone's apex
+      friction_predict(implicit_system(), w.constraints, w.friction_eps, w.velocity, w.newton,
+                       owned_);
     newton_step(iteration == 0, std::sqrt(first) * tolerance);
     const LineSearch search = line_search();
     if (search == LineSearch::negligible) break;
