@@ -263,23 +263,6 @@ struct WriteGroupKeys {
   GroupKeys out;
   APRON_HD void operator()(std::size_t j) const { out.set(key, j); }
 };
-// bounds[g] = the first position p < count with keys[p] >= g (count where none), g <= groups.
-struct GroupBounds {
-  const std::uint32_t* keys;
-  std::size_t count;
-  std::uint32_t* bounds;
-  APRON_HD void operator()(std::size_t g) const {
-    std::size_t lo = 0, hi = count;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (keys[mid] < g)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    bounds[g] = static_cast<std::uint32_t>(lo);
-  }
-};
 // Lane l of group g: the sum, in order, of f(g, items[p]) over the group's sorted positions
 // p = bounds[g] + l, bounds[g] + l + lanes, ... < bounds[g + 1].
 template <class T, class F>
@@ -657,8 +640,7 @@ std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f, 
                  WriteGroupKeys<K>{key, GroupKeys{groups, raw(scratch.keys), raw(scratch.items)}});
   sort_pairs(scratch.keys, scratch.items, listed, key_bits(groups + 1), scratch.keys_alt,
              scratch.items_alt);
-  grow_to(scratch.bounds, groups + 1);
-  for_each_index(groups + 1, GroupBounds{raw(scratch.keys), listed, raw(scratch.bounds)});
+  lower_bounds(scratch.keys, listed, groups + 1, scratch.bounds);
   const std::size_t lanes = std::clamp<std::size_t>(listed / 32, 1, 1024);
   const std::size_t slots = (lanes + 31) / 32;
   grow_to(partials, groups * (lanes + slots + 1));
