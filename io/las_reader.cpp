@@ -1,9 +1,11 @@
 #include "io/las_reader.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <string>
 #include <vector>
@@ -242,39 +244,66 @@ LasHeader read_las_header(const fs::path& file, std::uintmax_t file_bytes, LasDa
   return h;
 }
 
+// Records [first, first + count) of a block into points (in parallel); the first one that fails
+// check_las_point is reported as a serial read would.
+void decode_records(const fs::path& file, const LasHeader& h, const unsigned char* block,
+                    std::size_t count, std::uint64_t first, std::uint64_t at,
+                    std::array<double, 3>* points) {
+  const auto n = static_cast<std::int64_t>(count);
+  std::int64_t first_bad = n;
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
+  for (std::int64_t k = 0; k < n; ++k) {
+    const unsigned char* r = block + static_cast<std::size_t>(k) * h.record_length;
+    double p[3];
+    for (int d = 0; d < 3; ++d) p[d] = int32_le(r + 4 * d) * h.scale[d] + h.offset[d];
+    points[k] = {p[0], p[1], p[2]};
+    if (!las_point_ok(p, h)) first_bad = std::min(first_bad, k);
+  }
+  if (first_bad < n) {
+    const auto k = static_cast<std::uint64_t>(first_bad);
+    check_las_point(file, at + k * h.record_length, first + k, points[k].data(), h);
+  }
+}
+
 PointCloud read_las(const fs::path& file, std::size_t available_bytes) {
   const auto file_bytes = readable_file_bytes(file, "LAS");
   const LasHeader h = read_las_header(file, file_bytes);
   if (h.points == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
   // Records are read a block of about 8 MiB at a time: the memory is the points' (checked before
-  // any allocation) plus one block.
+  // any allocation) plus two blocks.
   const std::uint64_t block_records = std::min<std::uint64_t>(
       h.points, std::max<std::size_t>(1, (std::size_t{8} << 20) / h.record_length));
   const auto block_bytes = static_cast<std::size_t>(block_records * h.record_length);
   if (available_bytes == 0) available_bytes = available_memory_bytes();
-  check_read_memory(file, block_bytes, static_cast<double>(h.points), available_bytes);
+  check_read_memory(file, 2 * block_bytes, static_cast<double>(h.points), available_bytes);
 
   std::ifstream in(file, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(h.point_offset));
   PointCloud cloud;
-  cloud.points.reserve(static_cast<std::size_t>(h.points));
-  std::vector<unsigned char> block(block_bytes);
+  cloud.points.resize(static_cast<std::size_t>(h.points));
+  // Two blocks: one thread reads the next while the others decode this one (decoding on one
+  // thread ran at about 1 GB/s, under an NVMe disk's sequential rate).
+  std::vector<unsigned char> block(block_bytes), next(block_bytes);
+  auto read_block = [&](std::uint64_t first, std::vector<unsigned char>& into) {
+    const auto count =
+        static_cast<std::size_t>(std::min<std::uint64_t>(block_records, h.points - first));
+    in.read(reinterpret_cast<char*>(into.data()),
+            static_cast<std::streamsize>(count * h.record_length));
+    return static_cast<std::size_t>(in.gcount()) == count * h.record_length;
+  };
+  bool read_ok = read_block(0, block);
   for (std::uint64_t first = 0; first < h.points; first += block_records) {
     const auto count =
         static_cast<std::size_t>(std::min<std::uint64_t>(block_records, h.points - first));
     const std::uint64_t at = h.point_offset + first * h.record_length;
-    in.read(reinterpret_cast<char*>(block.data()),
-            static_cast<std::streamsize>(count * h.record_length));
-    if (static_cast<std::size_t>(in.gcount()) != count * h.record_length)
+    if (!read_ok)
       fail(file, at + static_cast<std::uint64_t>(in.gcount()), "cannot read the point records");
-    for (std::size_t k = 0; k < count; ++k) {
-      const unsigned char* r = &block[k * h.record_length];
-      double p[3];
-      for (int d = 0; d < 3; ++d) p[d] = int32_le(r + 4 * d) * h.scale[d] + h.offset[d];
-      const std::uint64_t i = first + k, record_at = at + k * h.record_length;
-      check_las_point(file, record_at, i, p, h);
-      cloud.points.push_back({p[0], p[1], p[2]});
-    }
+    const std::uint64_t after = first + block_records;
+    auto reading = std::async(after < h.points ? std::launch::async : std::launch::deferred,
+                              [&] { return after < h.points && read_block(after, next); });
+    decode_records(file, h, block.data(), count, first, at, cloud.points.data() + first);
+    read_ok = reading.get();
+    block.swap(next);
   }
   return cloud;
 }
