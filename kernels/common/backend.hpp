@@ -175,6 +175,14 @@ void for_each_index(std::size_t n, F f) {
 
 #endif  // !APRON_BACKEND_KOKKOS
 
+// Scratch arrays indexed by explicit counts: grown, never shrunk, so that the later, smaller uses
+// (levels, rounds, repeated analyses) reuse them without a launch to value-initialise the
+// elements each regrowth would add.
+template <class T>
+void grow_to(DeviceVector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 // Host memory the device copies to and from at full speed (page-locked under CUDA, plain memory
 // otherwise), for staging: halo messages, checkpoint rows. Grows, never shrinks.
 class PinnedBuffer {

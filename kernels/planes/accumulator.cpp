@@ -120,13 +120,6 @@ struct ReadCount {
   APRON_HD std::uint32_t operator()(std::size_t i) const { return in[i]; }
 };
 
-// Scratch arrays indexed by explicit counts: grown, never shrunk. Both rounds vote here, with
-// different counts; resizing would value-initialise (a launch) the elements each round regrows.
-template <class T>
-void grow_to(DeviceVector<T>& v, std::size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 struct Smooth {
   BallLayout layout;
   const double* votes;

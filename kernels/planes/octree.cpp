@@ -30,13 +30,6 @@ void print_profile(ProfileClock& clock, const char* what, std::size_t points, st
                static_cast<int>(getpid()), what, points, nodes, clock.take().c_str());
 }
 
-// Scratch arrays indexed by explicit counts: grown, never shrunk, so that the levels and analyses
-// after the largest reuse them without a launch to value-initialise their new elements.
-template <class T>
-void grow_to(DeviceVector<T>& v, std::size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 struct MortonKeys {
   const Vec4* points;
   OctreeFrame frame;

@@ -208,21 +208,18 @@ struct CandidateMoments {
     return m;
   }
 };
-// Per group g (a candidate) and lane l: the sum, in order, of f(g, j) over the items j = l,
-// l + lanes, ... < count (one launch for every group instead of a reduction each); then per group
-// its lanes' sums in lane order (GroupTotals). With one lane the sum runs in the items' order, as
-// a reduction on one thread does. The CPU's path (one lane).
+// The CPU's grouped sums: per group g (a candidate), the sum of f(g, j) over the items j < count
+// in their order, as a reduction on one thread runs (one launch for every group instead of a
+// reduction each).
 template <class T, class F>
-struct GroupPartials {
+struct GroupSums {
   F f;
   std::size_t count;
-  std::size_t lanes;
-  T* partial;  // groups x lanes
-  APRON_HD void operator()(std::size_t i) const {
-    const std::size_t g = i / lanes;
+  T* sums;  // per group
+  APRON_HD void operator()(std::size_t g) const {
     T sum{};
-    for (std::size_t j = i % lanes; j < count; j += lanes) sum.merge(f(g, j));
-    partial[i] = sum;
+    for (std::size_t j = 0; j < count; ++j) sum.merge(f(g, j));
+    sums[g] = sum;
   }
 };
 // Per group g and slot k < slots: the sum, in order, of the group's `lanes` values from
@@ -612,13 +609,6 @@ void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
   }
 }
 
-// Scratch arrays indexed by explicit counts: grown, never shrunk, so that the calls and analyses
-// after the largest reuse them without a launch to value-initialise their new elements.
-template <class T>
-void grow_to(DeviceVector<T>& v, std::size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 // Per group g < groups, the sum of f(g, j) over the listed items j < listed, on this rank;
 // key(j) is item j's group (>= groups: none; f(g, j) is empty for every other g). On the CPU one
 // lane a group over all listed items, in their order. On the GPU the items are sorted by group
@@ -654,11 +644,9 @@ std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f, 
   const std::size_t at = groups * (lanes + slots);
 #else
   (void)key, (void)scratch;
-  grow_to(partials, 2 * groups);
-  T* partial = raw(partials);
-  for_each_index(groups, GroupPartials<T, F>{f, listed, 1, partial});
-  for_each_index(groups, GroupTotals<T>{partial, 1, 1, 1, partial + groups});
-  const std::size_t at = groups;
+  grow_to(partials, groups);
+  for_each_index(groups, GroupSums<T, F>{f, listed, raw(partials)});
+  const std::size_t at = 0;
 #endif
   const auto first = partials.begin() + static_cast<std::ptrdiff_t>(at);
   apron::copy(first, first + static_cast<std::ptrdiff_t>(groups), sums.begin());
