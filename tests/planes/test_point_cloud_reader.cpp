@@ -1,7 +1,10 @@
 // Point-cloud readers (issue 16): every format's good input, and every error with its place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +12,7 @@
 #include <limits>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "io/las_reader.hpp"
 #include "io/point_cloud_reader.hpp"
@@ -168,6 +172,59 @@ TEST_F(PointCloudReader, FileLargerThanMemoryIsRefusedBeforeReading) {
 
 namespace apron::io {
 namespace {
+
+// A LAS 1.2 file of point format 0 (20-byte records: X, Y, Z as int32, the rest zero), scale
+// 0.001, offset (100, 200, 300), the header's bounds those of the points.
+std::string las_format0(const std::vector<std::array<std::int32_t, 3>>& xyz) {
+  std::string h(227, '\0');
+  auto put = [&](std::size_t at, const auto& v) { std::memcpy(&h[at], &v, sizeof v); };
+  std::memcpy(&h[0], "LASF", 4);
+  h[24] = 1, h[25] = 2;
+  put(94, std::uint16_t{227});
+  put(96, std::uint32_t{227});
+  put(105, std::uint16_t{20});
+  put(107, static_cast<std::uint32_t>(xyz.size()));
+  put(111, static_cast<std::uint32_t>(xyz.size()));
+  const double scale[3] = {0.001, 0.001, 0.001}, offset[3] = {100, 200, 300};
+  put(131, scale);
+  put(155, offset);
+  double bounds[6] = {-1e300, 1e300, -1e300, 1e300, -1e300, 1e300};  // max x, min x, max y, ...
+  for (const auto& p : xyz)
+    for (int d = 0; d < 3; ++d) {
+      bounds[2 * d] = std::max(bounds[2 * d], p[d] * scale[d] + offset[d]);
+      bounds[2 * d + 1] = std::min(bounds[2 * d + 1], p[d] * scale[d] + offset[d]);
+    }
+  put(179, bounds);
+  std::string records(20 * xyz.size(), '\0');
+  for (std::size_t i = 0; i < xyz.size(); ++i) std::memcpy(&records[20 * i], xyz[i].data(), 12);
+  return h + records;
+}
+
+// The LAS reader decodes 8 MiB blocks of records in parallel while it reads the next one: a file
+// of three blocks (1,000,000 records) gives every point, in order, exactly as X * scale + offset;
+// a point outside the header's bounds in the third block is reported with its byte offset and
+// index, as a serial read would.
+TEST_F(PointCloudReader, LasOfSeveralBlocksReadsEveryPointInOrder) {
+  std::vector<std::array<std::int32_t, 3>> xyz(1000000);
+  for (std::size_t i = 0; i < xyz.size(); ++i) {
+    const auto k = static_cast<std::int32_t>(i);
+    xyz[i] = {k % 1000, (k / 1000) % 1000, -(k % 777)};
+  }
+  const PointCloud cloud = read_point_file(write("blocks.las", las_format0(xyz)));
+  ASSERT_EQ(cloud.points.size(), xyz.size());
+  for (std::size_t i = 0; i < xyz.size(); ++i)
+    ASSERT_TRUE(cloud.points[i][0] == xyz[i][0] * 0.001 + 100 &&
+                cloud.points[i][1] == xyz[i][1] * 0.001 + 200 &&
+                cloud.points[i][2] == xyz[i][2] * 0.001 + 300)
+        << "point " << i;
+  std::string bad = las_format0(xyz);
+  const std::size_t outlier = 900001;  // in the third block
+  const std::int32_t far = 2000000;
+  std::memcpy(&bad[227 + 20 * outlier], &far, 4);
+  expect_error(write("outlier.las", bad), "byte offset " + std::to_string(227 + 20 * outlier) +
+                                              ": point " + std::to_string(outlier) +
+                                              " at .* lies outside the header's bounds");
+}
 
 TEST_F(PointCloudReader, BinaryPlyFastPathChecksValues) {
   std::string f = ply_header("binary_little_endian", "float", 2);
