@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <future>
 #include <limits>
 #include <string>
 #include <vector>
@@ -269,42 +268,19 @@ PointCloud read_las(const fs::path& file, std::size_t available_bytes) {
   const auto file_bytes = readable_file_bytes(file, "LAS");
   const LasHeader h = read_las_header(file, file_bytes);
   if (h.points == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
-  // Records are read a block of about 8 MiB at a time: the memory is the points' (checked before
-  // any allocation) plus two blocks.
-  const std::uint64_t block_records = std::min<std::uint64_t>(
-      h.points, std::max<std::size_t>(1, (std::size_t{8} << 20) / h.record_length));
-  const auto block_bytes = static_cast<std::size_t>(block_records * h.record_length);
+  // The memory is the points' (checked before any allocation) plus the blocks in flight.
+  const std::size_t block_bytes =
+      std::min<std::size_t>(kRecordBlockBytes, h.points * h.record_length) + h.record_length;
   if (available_bytes == 0) available_bytes = available_memory_bytes();
-  check_read_memory(file, 2 * block_bytes, static_cast<double>(h.points), available_bytes);
-
-  std::ifstream in(file, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(h.point_offset));
+  check_read_memory(file, kRecordBlocksInFlight * block_bytes, static_cast<double>(h.points),
+                    available_bytes);
   PointCloud cloud;
   cloud.points.resize(static_cast<std::size_t>(h.points));
-  // Two blocks: one thread reads the next while the others decode this one (decoding on one
-  // thread ran at about 1 GB/s, under an NVMe disk's sequential rate).
-  std::vector<unsigned char> block(block_bytes), next(block_bytes);
-  auto records_from = [&](std::uint64_t first) {
-    return static_cast<std::size_t>(std::min<std::uint64_t>(block_records, h.points - first));
-  };
-  auto read_block = [&](std::uint64_t first, std::vector<unsigned char>* into) {
-    const std::size_t bytes = records_from(first) * h.record_length;
-    in.read(reinterpret_cast<char*>(into->data()), static_cast<std::streamsize>(bytes));
-    return static_cast<std::size_t>(in.gcount()) == bytes;
-  };
-  bool read_ok = read_block(0, &block);
-  for (std::uint64_t first = 0; first < h.points; first += block_records) {
-    const std::uint64_t at = h.point_offset + first * h.record_length;
-    if (!read_ok)
-      fail(file, at + static_cast<std::uint64_t>(in.gcount()), "cannot read the point records");
-    std::future<bool> reading;
-    if (first + block_records < h.points)
-      reading = std::async(std::launch::async, read_block, first + block_records, &next);
-    decode_records(file, h, block.data(), records_from(first), first, at,
-                   cloud.points.data() + first);
-    if (reading.valid()) read_ok = reading.get();
-    block.swap(next);
-  }
+  read_record_blocks(
+      file, "LAS", h.point_offset, h.points, h.record_length,
+      [&](const unsigned char* records, std::size_t n, std::uint64_t first, std::uint64_t at) {
+        decode_records(file, h, records, n, first, at, cloud.points.data() + first);
+      });
   return cloud;
 }
 

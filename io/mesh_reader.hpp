@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/uninitialised_vector.hpp"
+
 namespace apron::io {
 
 class MeshReadError : public std::runtime_error {
@@ -71,9 +73,11 @@ TriangleMesh read_stl(const std::filesystem::path& file, const MeshReadOptions& 
 
 // Points with optional normals. Coordinates are finite and within float32 range (the device
 // works in float32); normals, when given, are finite.
+// A cloud's array is filled by its reader's threads (kernels/common/uninitialised_vector.hpp).
+using Points = UninitialisedVector<std::array<double, 3>>;
 struct PointCloud {
-  std::vector<std::array<double, 3>> points;
-  std::vector<std::array<double, 3>> normals;  // empty, or one per point
+  Points points;
+  Points normals;  // empty, or one per point
 };
 
 // Chooses the format by extension (.ply; .xyz, .csv, .txt; case-insensitive).

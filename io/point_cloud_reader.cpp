@@ -1,11 +1,16 @@
 #include "io/point_cloud_reader.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -38,6 +43,17 @@ std::string read_all(const fs::path& file) {
   if (static_cast<std::uintmax_t>(in.gcount()) != size)
     throw MeshReadError(file.string() + ": cannot read the point-cloud file (" +
                         std::to_string(in.gcount()) + " of " + std::to_string(size) + " bytes)");
+  return text;
+}
+
+// The first bytes of a file, enough for any header a reader here accepts (a PLY header of up to
+// 1000 lines).
+std::string read_head(const fs::path& file, std::uintmax_t file_bytes) {
+  constexpr std::uintmax_t kHeadBytes = std::uintmax_t{1} << 20;
+  std::ifstream in(file, std::ios::binary);
+  std::string text(static_cast<std::size_t>(std::min(file_bytes, kHeadBytes)), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, in.gcount())));
   return text;
 }
 
@@ -247,7 +263,9 @@ double decode_le(const unsigned char* b, int size, char type) {
 // long as its count says. Anything else,
 // or anything malformed, returns nothing and the general reader (io/mesh_reader.hpp), which
 // names every error, reads the file.
-std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const std::string& text) {
+std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file,
+                                                   std::uintmax_t file_bytes) {
+  const std::string text = read_head(file, file_bytes);
   std::size_t pos = 0;
   std::vector<std::vector<std::string_view>> header;
   while (true) {
@@ -304,15 +322,12 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
   if (!seen_format || count < 0 || size[0] == 0 || size[1] == 0 || size[2] == 0)
     return std::nullopt;
   const auto n = static_cast<std::size_t>(count);
-  const std::size_t body = text.size() - pos;
+  const std::uintmax_t body = file_bytes - pos;
   if (body / stride != n || body % stride != 0)
     return std::nullopt;  // truncated, or longer than declared: the general reader says where
-  PointCloud cloud;
-  cloud.points.resize(n);
-  const auto* base = reinterpret_cast<const unsigned char*>(text.data()) + pos;
   const bool swap = big != (std::endian::native == std::endian::big);
-  auto decode = [&](std::size_t i, int d) {
-    const unsigned char* at = base + i * stride + offset[d];
+  auto decode = [&](const unsigned char* record, int d) {
+    const unsigned char* at = record + offset[d];
     if (!swap && type[d] == 'F' && size[d] == 4) {
       float v;
       std::memcpy(&v, at, 4);
@@ -326,28 +341,33 @@ std::optional<PointCloud> read_binary_ply_vertices(const fs::path& file, const s
   auto usable = [](double x) {
     return std::isfinite(x) && std::fabs(x) <= std::numeric_limits<float>::max();
   };
-  // In parallel (decoding, not the disk, bounds a read from the page cache); the first unusable
-  // point, if any, is reported as a serial read would.
-  const auto points = static_cast<std::int64_t>(n);
-  std::int64_t first_bad = points;
+  PointCloud cloud;
+  cloud.points.resize(n);
+  // Each block in parallel; the first unusable point, if any, is reported as a serial read would.
+  read_record_blocks(
+      file, "PLY", pos, n, stride,
+      [&](const unsigned char* records, std::size_t in_block, std::uint64_t first,
+          std::uint64_t at) {
+        auto* points = cloud.points.data() + first;
+        const auto block = static_cast<std::int64_t>(in_block);
+        std::int64_t first_bad = block;
 #pragma omp parallel for schedule(static) reduction(min : first_bad)
-  for (std::int64_t i = 0; i < points; ++i) {
-    auto& p = cloud.points[static_cast<std::size_t>(i)];
-    for (int d = 0; d < 3; ++d) {
-      p[d] = decode(static_cast<std::size_t>(i), d);
-      if (!usable(p[d])) first_bad = std::min(first_bad, i);
-    }
-  }
-  if (first_bad < points) {
-    const auto i = static_cast<std::size_t>(first_bad);
-    int d = 0;
-    while (usable(cloud.points[i][d])) ++d;
-    throw MeshReadError(file.string() + ": byte offset " + std::to_string(pos + i * stride) +
-                        ": point " + std::to_string(i) +
-                        (std::isfinite(cloud.points[i][d])
-                             ? " has a coordinate beyond the float32 range; rescale the cloud"
-                             : " has a coordinate that is not a finite number (NaN or infinity)"));
-  }
+        for (std::int64_t i = 0; i < block; ++i)
+          for (int d = 0; d < 3; ++d) {
+            points[i][d] = decode(records + static_cast<std::size_t>(i) * stride, d);
+            if (!usable(points[i][d])) first_bad = std::min(first_bad, i);
+          }
+        if (first_bad == block) return;
+        const auto i = static_cast<std::size_t>(first_bad);
+        int d = 0;
+        while (usable(points[i][d])) ++d;
+        throw MeshReadError(file.string() + ": byte offset " + std::to_string(at + i * stride) +
+                            ": point " + std::to_string(first + i) +
+                            (std::isfinite(points[i][d])
+                                 ? " has a coordinate beyond the float32 range; rescale the cloud"
+                                 : " has a coordinate that is not a finite number (NaN or "
+                                   "infinity)"));
+      });
   if (n == 0) throw MeshReadError(file.string() + ": the point cloud is empty (no points)");
   return cloud;
 }
@@ -382,6 +402,78 @@ void check_read_memory(const fs::path& file, std::size_t file_bytes, double poin
                 "points), but %.3g GB are available; split the cloud or subsample it",
                 need / 1e9, file_bytes / 1e9, points, available_bytes / 1e9);
   throw MeshReadError(file.string() + text);
+}
+
+namespace {
+
+// pread until `bytes` are read or the file ends; the bytes read.
+std::size_t read_at(int fd, unsigned char* into, std::size_t bytes, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t got = ::pread(fd, into + done, bytes - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  return done;
+}
+
+class ReadOnlyFile {
+ public:
+  ReadOnlyFile(const fs::path& file, const std::string& kind)
+      : fd_(::open(file.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0)
+      throw MeshReadError(file.string() + ": cannot open the " + kind + " file (does it exist?)");
+  }
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+  ~ReadOnlyFile() { ::close(fd_); }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+void read_record_blocks(const fs::path& file, const std::string& kind, std::uint64_t offset,
+                        std::uint64_t count, std::size_t record_bytes,
+                        const RecordBlockDecoder& decode, std::size_t block_bytes) {
+  if (count == 0) return;
+  const ReadOnlyFile in(file, kind);
+  // Doubles the kernel's read-ahead window for this file.
+  ::posix_fadvise(in.fd(), static_cast<off_t>(offset), 0, POSIX_FADV_SEQUENTIAL);
+  const std::uint64_t per_block =
+      std::max<std::uint64_t>(1, block_bytes / std::max<std::size_t>(1, record_bytes));
+  const std::uint64_t blocks = (count + per_block - 1) / per_block;
+  auto records_of = [&](std::uint64_t b) {
+    return static_cast<std::size_t>(std::min(per_block, count - b * per_block));
+  };
+  auto offset_of = [&](std::uint64_t b) { return offset + b * per_block * record_bytes; };
+  // Declared after `in`: a block's pending read is waited for (the future's destructor) before
+  // its buffer and the file are released, also when decode throws.
+  struct Block {
+    std::vector<unsigned char> bytes;
+    std::future<std::size_t> read;
+  };
+  std::vector<Block> ring(static_cast<std::size_t>(
+      std::min<std::uint64_t>(blocks, static_cast<std::uint64_t>(kRecordBlocksInFlight))));
+  auto start = [&](std::uint64_t b) {
+    Block& block = ring[b % ring.size()];
+    block.bytes.resize(records_of(b) * record_bytes);
+    block.read = std::async(std::launch::async, read_at, in.fd(), block.bytes.data(),
+                            block.bytes.size(), offset_of(b));
+  };
+  for (std::uint64_t b = 0; b < ring.size(); ++b) start(b);
+  for (std::uint64_t b = 0; b < blocks; ++b) {
+    Block& block = ring[b % ring.size()];
+    const std::size_t got = block.read.get();
+    if (got != block.bytes.size())
+      throw MeshReadError(file.string() + ": byte offset " + std::to_string(offset_of(b) + got) +
+                          ": the file ends early (cannot read its records)");
+    decode(block.bytes.data(), records_of(b), b * per_block, offset_of(b));
+    if (b + ring.size() < blocks) start(b + ring.size());
+  }
 }
 
 PointCloud read_pts(const fs::path& file) {
@@ -515,8 +607,7 @@ PointCloud read_point_file(const fs::path& file, std::size_t available_bytes) {
   check_read_memory(file, bytes, static_cast<double>(bytes) / (binary_capable ? 12.0 : 6.0),
                     available_bytes);
   if (ext == ".ply") {
-    const std::string text = read_all(file);
-    if (auto fast = read_binary_ply_vertices(file, text)) return std::move(*fast);
+    if (auto fast = read_binary_ply_vertices(file, bytes)) return std::move(*fast);
     return read_ply_points(file);
   }
   if (ext == ".xyz" || ext == ".csv" || ext == ".txt") return read_xyz(file);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "io/mesh_reader.hpp"
@@ -36,5 +37,25 @@ std::size_t available_memory_bytes();
 // points and normals in double) would not fit in `available_bytes`.
 void check_read_memory(const std::filesystem::path& file, std::size_t file_bytes, double points,
                        std::size_t available_bytes);
+
+// Binary files of fixed-size records (LAS points, binary PLY vertices) are read in blocks of about
+// kRecordBlockBytes, with up to kRecordBlocksInFlight blocks' reads under way while one block is
+// decoded: one outstanding read left a fast disk idle between requests, and the decoding threads
+// waiting on it. The memory a read holds beside its points is that many blocks.
+inline constexpr std::size_t kRecordBlockBytes = std::size_t{8} << 20;
+inline constexpr int kRecordBlocksInFlight = 4;
+
+// decode(records, n, first, at): records [first, first + n), the first at byte offset `at`.
+using RecordBlockDecoder =
+    std::function<void(const unsigned char*, std::size_t, std::uint64_t, std::uint64_t)>;
+
+// Reads `count` records of `record_bytes` bytes each from byte `offset` of `file` (a `kind` file
+// in messages) and hands them to `decode` block by block, in the file's order, each block of
+// about block_bytes; a file that ends early is a MeshReadError naming the byte offset where it
+// ended.
+void read_record_blocks(const std::filesystem::path& file, const std::string& kind,
+                        std::uint64_t offset, std::uint64_t count, std::size_t record_bytes,
+                        const RecordBlockDecoder& decode,
+                        std::size_t block_bytes = kRecordBlockBytes);
 
 }  // namespace apron::io

@@ -166,8 +166,7 @@ PlaneDetection::PlaneDetection(const WorkloadContext& context)
       device_(context.device),
       timers_(context.timers) {}
 
-void PlaneDetection::load_points(std::vector<std::array<double, 3>>& cloud,
-                                 std::vector<std::int32_t>& truth) {
+void PlaneDetection::load_points(Cloud& cloud, Labels& truth) {
   if (!pc_.file.empty()) {
     // Every rank reads the same file and fails the same way: bad input, reported once.
     try {
@@ -223,7 +222,7 @@ double lap(double& mark) {
 
 // The box of the cloud without its farthest 1% per side along each axis, from a sample of at most
 // 100k points (every rank samples the same ones).
-std::array<std::array<double, 2>, 3> central_box(const std::vector<std::array<double, 3>>& cloud) {
+std::array<std::array<double, 2>, 3> central_box(const Cloud& cloud) {
   const std::size_t stride = std::max<std::size_t>(1, cloud.size() / 100000);
   std::array<std::array<double, 2>, 3> box{};
   std::vector<double> values;
@@ -243,7 +242,7 @@ std::array<std::array<double, 2>, 3> central_box(const std::vector<std::array<do
 // The cloud's bounding box, in the same pass as the search for a point far outside the rest of
 // the cloud (a stray value in a scan: 3e38 is a valid float), which would set the octree's box so
 // that every plane were found at its scale: refused, naming it.
-void PlaneDetection::find_bounds(const std::vector<std::array<double, 3>>& cloud) {
+void PlaneDetection::find_bounds(const Cloud& cloud) {
   constexpr double kFar = 1000;  // times the extent of the central box
   const auto box = central_box(cloud);
   double extent = 0;
@@ -281,8 +280,7 @@ void PlaneDetection::find_bounds(const std::vector<std::array<double, 3>>& cloud
 
 // The bounding box and its centre (every rank holds the whole cloud: no reduction needed), then
 // the split over the ranks; this rank keeps its points.
-void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
-                           const std::vector<std::int32_t>& truth) {
+void PlaneDetection::split(const Cloud& cloud, const Labels& truth) {
   double mark = wall_seconds();
   find_bounds(cloud);
   const std::size_t n = cloud.size();
@@ -320,8 +318,7 @@ void PlaneDetection::split(const std::vector<std::array<double, 3>>& cloud,
 
 // This rank's points (those of its cells in the grid; without a grid, all), in the cloud's
 // order, centred, into page-locked memory.
-void PlaneDetection::keep_own_points(const std::vector<std::array<double, 3>>& cloud,
-                                     const std::vector<std::int32_t>& truth, const SplitGrid* grid,
+void PlaneDetection::keep_own_points(const Cloud& cloud, const Labels& truth, const SplitGrid* grid,
                                      const std::vector<int>& cell_owner) {
   double mark = wall_seconds();
   const std::size_t n = cloud.size();
@@ -405,8 +402,8 @@ std::uint64_t PlaneDetection::min_plane_points() const {
 }
 
 void PlaneDetection::setup() {
-  std::vector<std::array<double, 3>> cloud;
-  std::vector<std::int32_t> truth;
+  Cloud cloud;
+  Labels truth;
   {
     auto t = timers_.scope("read");
     load_points(cloud, truth);

@@ -64,12 +64,10 @@ class PlaneDetection final : public Workload {
   const std::vector<double>& estimated_work() const { return estimated_work_; }
 
  private:
-  void load_points(std::vector<std::array<double, 3>>& cloud, std::vector<std::int32_t>& truth);
-  void find_bounds(const std::vector<std::array<double, 3>>& cloud);
-  void split(const std::vector<std::array<double, 3>>& cloud,
-             const std::vector<std::int32_t>& truth);
-  void keep_own_points(const std::vector<std::array<double, 3>>& cloud,
-                       const std::vector<std::int32_t>& truth, const SplitGrid* grid,
+  void load_points(Cloud& cloud, Labels& truth);
+  void find_bounds(const Cloud& cloud);
+  void split(const Cloud& cloud, const Labels& truth);
+  void keep_own_points(const Cloud& cloud, const Labels& truth, const SplitGrid* grid,
                        const std::vector<int>& cell_owner);
   void check_memory() const;
   std::uint64_t min_plane_points() const;
@@ -95,8 +93,8 @@ class PlaneDetection final : public Workload {
   // Their indices in the cloud and their scene planes (synthetic input), left unset by resize:
   // the threads that fill them touch their pages first (one thread zeroing 240 MB first took
   // 0.25 s at 20M points).
-  std::vector<std::uint64_t, UninitialisedAllocator<std::uint64_t>> local_index_;
-  std::vector<std::int32_t, UninitialisedAllocator<std::int32_t>> local_truth_;
+  UninitialisedVector<std::uint64_t> local_index_;
+  UninitialisedVector<std::int32_t> local_truth_;
   bool has_truth_ = false;
   Scene scene_;
   std::unique_ptr<PlaneDetector> detector_;

@@ -15,10 +15,9 @@
 
 #include <array>
 #include <cstdint>
-#include <new>
-#include <utility>
 #include <vector>
 
+#include "io/mesh_reader.hpp"
 #include "kernels/planes/plane_math.hpp"
 
 namespace apron::planes {
@@ -27,24 +26,8 @@ namespace apron::planes {
 // (above first_level) only the node heads: a fifth of it, roughly.
 inline constexpr double kUntestedLevelWork = 0.2;
 
-// An allocator whose vectors leave new elements of trivial types unset on resize: a large array
-// is first touched by the threads that fill it, not zeroed by one thread first.
-template <class T>
-struct UninitialisedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitialisedAllocator<U>;
-  };
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    if constexpr (sizeof...(Args) == 0)
-      ::new (static_cast<void*>(p)) U;
-    else
-      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
-using Cloud = std::vector<std::array<double, 3>>;
+using Cloud = io::Points;
+using Labels = UninitialisedVector<std::int32_t>;  // per point: its true plane, or -1
 
 struct SplitGrid {
   int level = 0;       // cells: 2^level per axis of the octree's cube, x slowest
@@ -56,7 +39,7 @@ struct SplitGrid {
   std::vector<double> cost;                // per cell: its points' estimated work, summed
   std::vector<std::array<double, 6>> box;  // per cell: its points' lo and hi (cloud units)
   // per point: its cell
-  std::vector<std::uint32_t, UninitialisedAllocator<std::uint32_t>> point_cell;
+  UninitialisedVector<std::uint32_t> point_cell;
   std::uint32_t cell_of(const std::array<double, 3>& p) const;
   int index(std::uint32_t cell, int axis) const {  // the cell's index along an axis
     return static_cast<int>((cell >> (level * (2 - axis))) & ((1u << level) - 1));

@@ -226,6 +226,76 @@ TEST_F(PointCloudReader, LasOfSeveralBlocksReadsEveryPointInOrder) {
                                               " at .* lies outside the header's bounds");
 }
 
+// Binary records reach their decoder block by block, in the file's order, with their first index
+// and byte offset, also when there are many more blocks than reads in flight; a file that ends
+// inside the last block names the offset where it ended.
+TEST_F(PointCloudReader, RecordBlocksArriveInOrderWithTheirOffsets) {
+  constexpr std::size_t kRecords = 10000, kBytes = 7, kHeader = 5;
+  std::string file(kHeader, 'h');
+  for (std::uint32_t i = 0; i < kRecords; ++i) {
+    file += bytes_of<std::uint32_t>({i}, false);
+    file += std::string(kBytes - 4, static_cast<char>(i % 251));
+  }
+  const fs::path whole = write("records.bin", file);
+  std::uint64_t next = 0, blocks = 0;
+  read_record_blocks(
+      whole, "test", kHeader, kRecords, kBytes,
+      [&](const unsigned char* records, std::size_t n, std::uint64_t first, std::uint64_t at) {
+        ASSERT_EQ(first, next);
+        ASSERT_EQ(at, kHeader + first * kBytes);
+        ASSERT_LE(n, 1000 / kBytes);
+        for (std::size_t k = 0; k < n; ++k) {
+          std::uint32_t index;
+          std::memcpy(&index, records + k * kBytes, 4);
+          ASSERT_EQ(index, first + k);
+          ASSERT_EQ(records[k * kBytes + 6], static_cast<unsigned char>((first + k) % 251));
+        }
+        next += n, ++blocks;
+      },
+      1000);
+  EXPECT_EQ(next, kRecords);
+  EXPECT_GT(blocks, static_cast<std::uint64_t>(4 * kRecordBlocksInFlight));
+  file.resize(file.size() - 3);
+  const fs::path cut = write("cut.bin", file);
+  try {
+    read_record_blocks(
+        cut, "test", kHeader, kRecords, kBytes,
+        [](const unsigned char*, std::size_t, std::uint64_t, std::uint64_t) {}, 1000);
+    ADD_FAILURE() << "a file that ends early was read";
+  } catch (const MeshReadError& e) {
+    const std::string expected =
+        "cut.bin: byte offset " + std::to_string(file.size()) + ": the file ends early";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+// A binary PLY of several blocks: every point in order, and a point that is not finite in the
+// third block reported with its byte offset and index.
+TEST_F(PointCloudReader, BinaryPlyOfSeveralBlocksReadsEveryPointInOrder) {
+  constexpr int kPoints = 2000000;  // 24 MB of three floats: three blocks
+  std::string header = "ply\nformat binary_little_endian 1.0\nelement vertex " +
+                       std::to_string(kPoints) +
+                       "\nproperty float x\nproperty float y\nproperty float z\nend_header\n";
+  std::string body(12 * static_cast<std::size_t>(kPoints), '\0');
+  for (int i = 0; i < kPoints; ++i) {
+    const float p[3] = {static_cast<float>(i % 1000), static_cast<float>(i / 1000),
+                        -static_cast<float>(i % 777)};
+    std::memcpy(&body[12 * static_cast<std::size_t>(i)], p, 12);
+  }
+  const PointCloud cloud = read_point_file(write("blocks.ply", header + body));
+  ASSERT_EQ(cloud.points.size(), static_cast<std::size_t>(kPoints));
+  for (int i = 0; i < kPoints; ++i) {
+    const auto& p = cloud.points[static_cast<std::size_t>(i)];
+    ASSERT_TRUE(p[0] == i % 1000 && p[1] == i / 1000 && p[2] == -(i % 777)) << "point " << i;
+  }
+  const std::size_t bad = 1500001;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(&body[12 * bad + 4], &nan, 4);
+  expect_error(write("nan.ply", header + body),
+               "byte offset " + std::to_string(header.size() + 12 * bad) + ": point " +
+                   std::to_string(bad) + " has a coordinate that is not a finite");
+}
+
 TEST_F(PointCloudReader, BinaryPlyFastPathChecksValues) {
   std::string f = ply_header("binary_little_endian", "float", 2);
   f += bytes_of<float>({1.f, 2.f, 3.f}, false) + '\x01';
