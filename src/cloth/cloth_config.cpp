@@ -100,22 +100,22 @@ IntegratorConfig read_integrator(MapReader& cloth) {
       r.fail("dt", "is required with 'integrator: " + name +
                        "' (the step in seconds, set by the motion: e.g. 1e-3)");
     c.dt = r.in_range("dt", 1e-9, 10);
+    const long halvings = r.get<long>("max_halvings", 0);
+    if (halvings < 0 || halvings > 20)
+      r.fail("max_halvings", "must be between 0 and 20 (halvings of the step; 0: off)");
+    c.max_halvings = static_cast<int>(halvings);
   }
   if (c.vbd) {
     for (const char* key :
          {"max_iterations", "preconditioner", "newton_tolerance", "newton_iterations", "friction"})
       if (r.has(key))
         r.fail(key,
-               "applies only with 'integrator: implicit' (vbd takes dt, tolerance, sweeps, "
-               "unconverged, max_halvings, line_search, contact_start, coarse)");
+               "applies only with 'integrator: implicit' (vbd takes dt, max_halvings, tolerance, "
+               "sweeps, unconverged, line_search, contact_start, coarse)");
     c.newton_tolerance = r.in_range("tolerance", 1e-12, 0.5, c.newton_tolerance);
     c.sweeps = r.get<long>("sweeps", c.sweeps);
     if (c.sweeps < 1 || c.sweeps > 100000) r.fail("sweeps", "must be between 1 and 100000");
     c.accept_unconverged = r.choice("unconverged", {"refuse", "accept"}, "refuse") == "accept";
-    const long halvings = r.get<long>("max_halvings", 0);
-    if (halvings < 0 || halvings > 20)
-      r.fail("max_halvings", "must be between 0 and 20 (halvings of the step; 0: off)");
-    c.max_halvings = static_cast<int>(halvings);
     c.vertex_line_search = r.choice("line_search", {"vertex", "colour"}, "vertex") == "vertex";
     const long rings = r.get<long>("contact_start", 0);
     if (rings < 0 || rings > 1000) r.fail("contact_start", "must be between 0 and 1000 (rings)");
@@ -140,16 +140,15 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
     c.friction_inside = r.choice("friction", {"after", "inside"}, "inside") == "inside";
-    for (const char* key :
-         {"sweeps", "unconverged", "max_halvings", "line_search", "contact_start", "coarse"})
+    for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start", "coarse"})
       if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");
-  } else if (r.has("dt") || r.has("tolerance") || r.has("max_iterations") ||
-             r.has("preconditioner") || r.has("newton_tolerance") || r.has("newton_iterations") ||
-             r.has("sweeps") || r.has("unconverged") || r.has("max_halvings") ||
-             r.has("line_search") || r.has("contact_start") || r.has("coarse") ||
-             r.has("friction")) {
-    r.fail("dt",
-           "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");
+  } else {
+    for (const char* key : {"dt", "max_halvings", "tolerance", "max_iterations", "preconditioner",
+                            "newton_tolerance", "newton_iterations", "friction", "sweeps",
+                            "unconverged", "line_search", "contact_start", "coarse"})
+      if (r.has(key))
+        r.fail(key,
+               "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");
   }
   r.finish();
   return c;

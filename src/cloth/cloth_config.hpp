@@ -61,9 +61,12 @@ struct ColliderConfig {
 // still above its tolerance after `sweeps` ends the run (exit 1), unless `unconverged: accept`
 // (accept_unconverged): then it is taken as the published method takes it (a fixed number of
 // sweeps, the residual left), its residual in the diagnostics and the count said at the end.
-// `max_halvings` (vbd only, default 0: off): before that, the step is taken again from its start
-// in two halves, a half that does not converge in two quarters, and so on up to dt / 2^max_halvings
-// (the rest of the step at the shortest length reached); outputs stay on the dt grid.
+// `max_halvings` (implicit and vbd, default 0: off): a step whose solve does not reach its
+// tolerance (a vbd step in `sweeps` sweeps, Newton's in `newton_iterations` or where its line
+// search stalls) is taken again from its start in two halves, a half that does not converge in two
+// quarters, and so on up to dt / 2^max_halvings (the rest of the step at the shortest length
+// reached); only the shortest length's solve refuses (or accepts) as above. Outputs stay on the
+// dt grid.
 // `friction` (implicit only): "inside" (the default) puts the colliders' Coulomb friction in the
 // step's potential (kernels/cloth/implicit.hpp's friction_force: smoothed Coulomb, the normal
 // impulse lagged from the step's start, friction_predict's secant for the rows Newton's step
@@ -83,7 +86,7 @@ struct IntegratorConfig {
   bool vbd = false;
   long sweeps = 100;
   bool accept_unconverged = false;   // vbd only
-  int max_halvings = 0;              // vbd only: an unconverged step retried at dt / 2^k
+  int max_halvings = 0;              // an unconverged step retried at dt / 2^k
   bool vertex_line_search = true;    // vbd only
   int contact_start_rings = 0;       // vbd only
   double coarse_factor = 0;          // vbd only; 0: no coarse correction

@@ -157,33 +157,52 @@ bool ClothSolver::step_along_free_motion(const ImplicitSystem& system, Product& 
 // a step away, and at 1M vertices the line search then found no decrease at first contact. The
 // colliders' constraints are set at x0 for the whole step, and the self-contact is linearised at
 // x0 (its Gauss-Newton Hessian), so it is a quadratic in Phi.
-void ClothSolver::solve_implicit() {
+bool ClothSolver::solve_implicit(bool may_fail) {
   ImplicitWork& w = implicit_;
   const double first = begin_implicit_step();
   const double tolerance = case_.integrator.newton_tolerance;
   double rz = 0;
   long iteration = 0;
+  const char* failure = nullptr;
   for (;; ++iteration) {
-    newton_residual();
-    precondition(w.newton, w.preconditioned);
-    rz = global_dot(w.newton, w.preconditioned);
+    rz = preconditioned_residual();
     if (!(rz > tolerance * tolerance * first)) break;
-    if (iteration == case_.integrator.newton_iterations)
-      refuse_unconverged("Newton", iteration, "cloth.implicit.newton_iterations",
-                         std::sqrt(rz / first), tolerance, "cloth.implicit.newton_tolerance");
+    if (iteration == case_.integrator.newton_iterations || !std::isfinite(rz)) {
+      failure = "Newton";
+      break;
+    }
     if (friction_inside())  // the rows that Newton's step would carry through their cone's apex
       friction_predict(implicit_system(), w.constraints, w.friction_eps, w.velocity, w.newton,
                        owned_);
     newton_step(iteration == 0, std::sqrt(first) * tolerance);
     const LineSearch search = line_search();
     if (search == LineSearch::negligible) break;
-    if (search == LineSearch::stalled)
-      refuse_unconverged("Newton (its line search found no decrease)", iteration + 1,
-                         "cloth.implicit.newton_iterations", std::sqrt(rz / first), tolerance,
-                         "cloth.implicit.newton_tolerance");
+    if (search == LineSearch::stalled) {
+      failure = "Newton (its line search found no decrease)";
+      ++iteration;
+      break;
+    }
+  }
+  if (failure != nullptr) {
+    if (may_fail) {
+      w.retried_iterations += iteration;  // the sheet not moved: the caller halves the step
+      return false;
+    }
+    refuse_unconverged(failure, iteration, "cloth.implicit.newton_iterations",
+                       std::sqrt(rz / first), tolerance, "cloth.implicit.newton_tolerance");
   }
   record_residual(rz, first);
   finish_implicit_step(iteration);
+  return true;
+}
+
+double ClothSolver::preconditioned_residual() {
+  ImplicitWork& w = implicit_;
+  newton_residual();
+  precondition(w.newton, w.preconditioned);
+  return global_sum(ranks_.comm, unfinite_rows(w.newton, owned_)) > 0
+             ? std::numeric_limits<double>::infinity()
+             : global_dot(w.newton, w.preconditioned);
 }
 
 // The iterate's start (at rest, held on the colliders), the colliders' constraints at x0, the
@@ -286,15 +305,10 @@ bool ClothSolver::solve_vbd(bool may_fail) {
   long sweep = 0;
   double rz = 0;
   for (;; ++sweep) {
-    newton_residual();
-    precondition(w.newton, w.preconditioned);
-    // (A row that is not finite drops out of the fixed-point sums: counted apart.)
-    rz = global_sum(ranks_.comm, unfinite_rows(w.newton, owned_)) > 0
-             ? std::numeric_limits<double>::infinity()
-             : global_dot(w.newton, w.preconditioned);
+    rz = preconditioned_residual();
     if (!(rz > tolerance * tolerance * first)) break;
     if (may_fail && (sweep == case_.integrator.sweeps || !std::isfinite(rz))) {
-      w.retried_sweeps += sweep;  // the sheet not moved: the caller halves the step
+      w.retried_iterations += sweep;  // the sheet not moved: the caller halves the step
       return false;
     }
     if (std::isfinite(rz) && sweep == case_.integrator.sweeps &&

@@ -470,7 +470,7 @@ void ClothSolver::setup_self_contact(const HostMesh& mesh, bool at_rest) {
         self_contact_->largest_step(), self_contact_->largest_step() / dt_, dt_);
 }
 
-// One step of the user's dt. With cloth.implicit.max_halvings (vbd), a sub-step whose solve does
+// One step of the user's dt. With cloth.implicit.max_halvings, a sub-step whose solve does
 // not reach its tolerance is taken again from its start (which the solve leaves as it was: only
 // advance_motion's end moves the sheet) at half the length, and the rest of the step at that
 // length, up to max_halvings halvings; the last one's solve refuses or accepts as configured. The
@@ -480,7 +480,7 @@ void ClothSolver::setup_self_contact(const HostMesh& mesh, bool at_rest) {
 double ClothSolver::take_step() {
   const double dt = std::min(dt_, config_.time.end - clock_.time);
   motion_.step = static_cast<std::uint64_t>(clock_.step + 1);
-  const int most = case_.integrator.vbd ? case_.integrator.max_halvings : 0;
+  const int most = case_.integrator.max_halvings;
   ImplicitWork& w = implicit_;
   const long ticks = 1L << most;  // the step in units of its shortest sub-step
   long done = 0;
@@ -500,16 +500,18 @@ double ClothSolver::take_step() {
     w.most_halvings = std::max(w.most_halvings, static_cast<long>(w.halving));
     Log::info(
         "cloth: step %ld subdivided (cloth.implicit.max_halvings %d): its solve did not reach "
-        "cloth.implicit.tolerance at dt = %.4g s; taken in sub-steps down to %.4g s (%ld steps "
-        "subdivided so far, counted in the run report)",
-        clock_.step + 1, most, dt, std::ldexp(dt, -w.halving), w.subdivided);
+        "%s at dt = %.4g s; taken in sub-steps down to %.4g s (%ld steps subdivided so far, "
+        "counted in the run report)",
+        clock_.step + 1, most,
+        case_.integrator.vbd ? "cloth.implicit.tolerance" : "cloth.implicit.newton_tolerance", dt,
+        std::ldexp(dt, -w.halving), w.subdivided);
   }
   motion_.dt = dt;
   return dt;
 }
 
-// The motion over [start, start + dt]; false, the sheet left as it was, where the vbd solve did
-// not converge and `may_fail` (a shorter sub-step is to be tried).
+// The motion over [start, start + dt]; false, the sheet left as it was, where the implicit solve
+// did not converge and `may_fail` (a shorter sub-step is to be tried).
 bool ClothSolver::advance_motion(double start, double dt, bool may_fail) {
   motion_.dt = dt;
   step_start_ = start;
@@ -527,10 +529,7 @@ bool ClothSolver::advance_motion(double start, double dt, bool may_fail) {
   }
   if (case_.integrator.implicit) {
     auto t = timers_.scope("implicit solve");
-    if (case_.integrator.vbd) {
-      if (!solve_vbd(may_fail)) return false;
-    } else
-      solve_implicit();
+    if (!(case_.integrator.vbd ? solve_vbd(may_fail) : solve_implicit(may_fail))) return false;
   }
   {
     auto t = timers_.scope("integrate");
@@ -676,6 +675,26 @@ std::size_t ClothSolver::device_bytes() const {
          halo_.halo_plan().device_bytes() + (self_contact_ ? self_contact_->device_bytes() : 0);
 }
 
+// cloth.implicit.max_halvings: the run report's counts (vbd_ or newton_ by the integrator) and a
+// line in the log when any step was subdivided.
+void ClothSolver::report_halvings(Json& json) const {
+  const bool vbd = case_.integrator.vbd;
+  const std::string prefix = vbd ? "vbd_" : "newton_";
+  json.value(prefix + "subdivided_steps", static_cast<long long>(implicit_.subdivided));
+  json.value(prefix + "substeps", static_cast<long long>(implicit_.substeps));
+  json.value(prefix + "halvings", static_cast<long long>(implicit_.halvings));
+  json.value(prefix + "halvings_most", static_cast<long long>(implicit_.most_halvings));
+  json.value(prefix + (vbd ? "retried_sweeps" : "retried_iterations"),
+             static_cast<long long>(implicit_.retried_iterations));
+  if (implicit_.subdivided > 0)
+    Log::info(
+        "cloth: %ld steps were subdivided (cloth.implicit.max_halvings %d) into %ld sub-steps, "
+        "%ld halvings (at most %ld in one step), %ld %s of unconverged attempts redone",
+        implicit_.subdivided, case_.integrator.max_halvings, implicit_.substeps, implicit_.halvings,
+        implicit_.most_halvings, implicit_.retried_iterations,
+        vbd ? "sweeps" : "Newton iterations");
+}
+
 void ClothSolver::report_fields(Json& json) const {
   json.value("vertices", static_cast<std::size_t>(global_vertices_));
   // The most any rank holds per vertex it owns (ghost rows included).
@@ -689,6 +708,7 @@ void ClothSolver::report_fields(Json& json) const {
   const IntegratorConfig& integrator = case_.integrator;
   json.value("integrator", integrator.vbd ? "vbd" : integrator.implicit ? "implicit" : "explicit");
   const double steps = static_cast<double>(std::max(implicit_.steps, 1L));
+  if (integrator.max_halvings > 0) report_halvings(json);
   if (integrator.vbd) {
     json.value("vbd_sweeps_per_step", static_cast<double>(implicit_.newton_iterations) / steps);
     json.value("vbd_sweeps_most", static_cast<long long>(implicit_.most_newton));
@@ -706,19 +726,6 @@ void ClothSolver::report_fields(Json& json) const {
       json.value("vbd_coarse_asymmetry", coarse_.asymmetry);
       json.value("vbd_coarse_step_length_mean",
                  coarse_.step_lengths / static_cast<double>(std::max(coarse_.moved, 1L)));
-    }
-    if (integrator.max_halvings > 0) {
-      json.value("vbd_subdivided_steps", static_cast<long long>(implicit_.subdivided));
-      json.value("vbd_substeps", static_cast<long long>(implicit_.substeps));
-      json.value("vbd_halvings", static_cast<long long>(implicit_.halvings));
-      json.value("vbd_halvings_most", static_cast<long long>(implicit_.most_halvings));
-      json.value("vbd_retried_sweeps", static_cast<long long>(implicit_.retried_sweeps));
-      if (implicit_.subdivided > 0)
-        Log::info(
-            "cloth: %ld steps were subdivided (cloth.implicit.max_halvings %d) into %ld sub-steps, "
-            "%ld halvings (at most %ld in one step), %ld sweeps of unconverged attempts redone",
-            implicit_.subdivided, integrator.max_halvings, implicit_.substeps, implicit_.halvings,
-            implicit_.most_halvings, implicit_.retried_sweeps);
     }
     if (implicit_.accepted_unconverged > 0)
       Log::warn(

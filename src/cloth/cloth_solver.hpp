@@ -93,12 +93,17 @@ class ClothSolver final : public SteppingWorkload {
   // Every owned vertex against each mesh collider, over the step [start, start + dt].
   void collide_with_meshes(double start, double dt);
   // The implicit step (cloth_implicit.cpp): gradient_ becomes the one that makes
-  // advance_vertices' update give the backward-Euler velocity, found by Newton's method.
-  void solve_implicit();
-  // The same step by vertex block descent (cloth.integrator: vbd).
-  bool solve_vbd(bool may_fail);  // false: not converged and may_fail (the sheet not moved)
-  // The motion over [start, start + dt] (take_step's sub-steps); false as solve_vbd.
+  // advance_vertices' update give the backward-Euler velocity, found by Newton's method; false
+  // where it did not converge and may_fail (the sheet not moved: take_step halves the step).
+  bool solve_implicit(bool may_fail);
+  // The same step by vertex block descent (cloth.integrator: vbd); false as solve_implicit.
+  bool solve_vbd(bool may_fail);
+  // The preconditioned residual R.z at the iterate (newton_residual's), infinite where a row is
+  // not finite (such rows drop out of the fixed-point sums).
+  double preconditioned_residual();
+  // The motion over [start, start + dt] (take_step's sub-steps); false as solve_implicit.
   bool advance_motion(double start, double dt, bool may_fail);
+  void report_halvings(Json& json) const;            // cloth.implicit.max_halvings' counts
   void record_residual(double rz, double first);     // collective values
   void accept_unconverged(double rz, double first);  // cloth.implicit.unconverged: accept
   double begin_implicit_step();                      // returns the residual's scale
@@ -203,9 +208,10 @@ class ClothSolver final : public SteppingWorkload {
     double row_residual = 0, largest_accepted = 0, last_row_residual = 0;
     long accepted_unconverged = 0, row_steps = 0;  // row_steps: `steps` at the last row
     // cloth.implicit.max_halvings: this step's halvings so far; the steps subdivided, their
-    // sub-steps, the halvings, the most in one step, and the sweeps of the attempts redone.
+    // sub-steps, the halvings, the most in one step, and the iterations (vbd: sweeps) of the
+    // attempts redone.
     int halving = 0;
-    long subdivided = 0, substeps = 0, halvings = 0, most_halvings = 0, retried_sweeps = 0;
+    long subdivided = 0, substeps = 0, halvings = 0, most_halvings = 0, retried_iterations = 0;
   } implicit_;
   // cloth.implicit.coarse: the lattice (nodes per axis, origin, spacing, probing period, index
   // stride), each owned row's lattice coordinates, the pinned rows, and the counts.

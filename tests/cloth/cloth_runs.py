@@ -61,6 +61,8 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 accepted unconverged; the diagnostics rows on the dt grid; the log and the run
                 report count the subdivided steps; a restart at step 3 on 2 ranks (from 1) gives
                 the straight run's last positions and diagnostics rows bit for bit.
+  newton_halvings  the same with Newton (integrator: implicit) at one Newton iteration a step
+                (step 4 refused without halvings): 3 of 6 steps subdivided into 7 sub-steps.
 The drape (inputs/cloth_drape.yaml):
   drape         refined to 32x32 cells on 2 ranks, the sheet crumples where it meets the sphere
                 and the floor: it runs to the end, and its total energy never rises above its
@@ -513,21 +515,22 @@ def scenario_vbd_accept(r, work):
     check(rows(runs[0]) == rows(runs[1]), "2 ranks: every diagnostics row (the residual too) equals 1 rank's")
 
 
-# vbd_halvings: the swinging sheet at HALVINGS_DT with HALVINGS_SWEEPS sweeps a step, which a whole
-# step cannot reach (bad_cloth_vbd_unconverged: exit 1) but halves of it can.
-HALVINGS_DT, HALVINGS_SWEEPS, HALVINGS_STEPS = 0.01, 1, 6
+# vbd_halvings, newton_halvings: the swinging sheet at HALVINGS_DT with one vbd sweep or one Newton
+# iteration a step, which a whole step cannot reach (bad_cloth_vbd_unconverged: exit 1) but halves
+# of it can.
+HALVINGS_DT, HALVINGS_STEPS = 0.01, 6
 
 
-def scenario_vbd_halvings(r, work):
-    """cloth.implicit.max_halvings: a vbd step that does not converge is taken again in halves,
+def check_halvings(r, work, integrator, limit_key, method, prefix, retried):
+    """cloth.implicit.max_halvings: a step whose solve does not converge is taken again in halves,
     each converged; outputs stay on the dt grid; N ranks and a restart repeat the run bit for bit."""
-    steps = ["--set", "cloth.integrator=vbd", "--set", f"cloth.implicit.dt={HALVINGS_DT}",
-             "--set", f"cloth.implicit.sweeps={HALVINGS_SWEEPS}", "--set", "cloth.implicit.max_halvings=4",
+    steps = ["--set", f"cloth.integrator={integrator}", "--set", f"cloth.implicit.dt={HALVINGS_DT}",
+             "--set", f"{limit_key}=1", "--set", "cloth.implicit.max_halvings=4",
              "--set", "time.end=100", "--set", "output.every=0.02", "--set", "output.diagnostics_every=1"]
     whole = r.run(1, f"{work}/whole", *steps, "--set", "cloth.implicit.max_halvings=0",
                   "--set", f"time.max_steps={HALVINGS_STEPS}", check_status=False)
     with open(f"{whole}/apron.log") as f:
-        check(re.search(r"did not converge at step \d+: after 1 vertex block descent", f.read()) is not None,
+        check(re.search(rf"did not converge at step \d+: after 1 {method}", f.read()) is not None,
               "without halvings the run is refused")
     straight = r.run(1, f"{work}/straight", *steps, "--set", f"time.max_steps={HALVINGS_STEPS}")
     with open(f"{straight}/run_report.json") as f:
@@ -535,12 +538,12 @@ def scenario_vbd_halvings(r, work):
     with open(f"{straight}/apron.log") as f:
         log = f.read()
     table = rows(straight)
-    print(f"      {cloth['vbd_subdivided_steps']} of {HALVINGS_STEPS} steps subdivided into "
-          f"{cloth['vbd_substeps']} sub-steps ({cloth['vbd_halvings']} halvings, at most "
-          f"{cloth['vbd_halvings_most']} in a step); largest residual "
+    subdivided, substeps = cloth[f"{prefix}subdivided_steps"], cloth[f"{prefix}substeps"]
+    print(f"      {subdivided} of {HALVINGS_STEPS} steps subdivided into {substeps} sub-steps "
+          f"({cloth[prefix + 'halvings']} halvings, at most {cloth[prefix + 'halvings_most']} in a step, "
+          f"{cloth[prefix + retried]} {retried.split('_')[1]} redone); largest residual "
           f"{max(row['residual'] for row in table):.3g}")
-    subdivided = cloth["vbd_subdivided_steps"]
-    check(subdivided > 0 and cloth["vbd_unconverged_steps"] == 0 and cloth["vbd_substeps"] >= 2 * subdivided,
+    check(subdivided > 0 and substeps >= 2 * subdivided and cloth.get("vbd_unconverged_steps", 0) == 0,
           "steps subdivided, none taken unconverged")
     check(all(row["residual"] <= 1e-2 for row in table[1:]), "every sub-step converged (residual <= 1e-2)")
     check([round(row["time"] / HALVINGS_DT, 9) for row in table] == list(range(HALVINGS_STEPS + 1)),
@@ -554,6 +557,15 @@ def scenario_vbd_halvings(r, work):
     check(np.array_equal(ids, other_ids) and np.array_equal(positions, reference) and
           rows(half) == rows(straight), "restarted half way on 2 ranks (from 1): the last positions "
           "and every diagnostics row bitwise equal the straight run's")
+
+
+def scenario_vbd_halvings(r, work):
+    check_halvings(r, work, "vbd", "cloth.implicit.sweeps", "vertex block descent", "vbd_", "retried_sweeps")
+
+
+def scenario_newton_halvings(r, work):
+    check_halvings(r, work, "implicit", "cloth.implicit.newton_iterations", "Newton", "newton_",
+                   "retried_iterations")
 
 
 def scenario_vbd_coarse(r, work):
@@ -767,7 +779,7 @@ def main():
                                              "mesh_sphere", "moving_table", "implicit_free_fall", "implicit_drape",
                                              "implicit_mesh_sphere", "implicit_moving_table", "implicit_block_jacobi",
                                              "body_drape", "vbd", "vbd_accept", "vbd_coarse",
-                                             "vbd_halvings"])
+                                             "vbd_halvings", "newton_halvings"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
