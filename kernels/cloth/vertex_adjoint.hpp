@@ -83,7 +83,7 @@ template <class T, class C>
 APRON_HD T misfit_adjoint(Vector3<T> e, Vector2<C> th, Vector3<T> p1, Vector3<T> p2,
                           const Misfit<T>& misfit, std::uint32_t k) {
   const T m = T(0.5) * (edge_misfit(e, th, p1, p2) - misfit.rest[k]);
-  return misfit.weight * m / T(th.x * th.x + th.y * th.y);
+  return quotient(misfit.weight * m, T(th.x * th.x + th.y * th.y));
 }
 
 // The adjoint of vertex_tensors at v with the normals as inputs (array `normal`). The forward
@@ -127,8 +127,8 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     for (std::uint32_t s = 0; s <= ring.size(); ++s) x_slots[s] = n_slots[s] = zero;
     return;
   }
-  const Vector3<T> p1 = (g22 / det) * r1 - (g12 / det) * r2;
-  const Vector3<T> p2 = (g11 / det) * r2 - (g12 / det) * r1;
+  const Vector3<T> p1 = quotient(g22, det) * r1 - quotient(g12, det) * r2;
+  const Vector3<T> p2 = quotient(g11, det) * r2 - quotient(g12, det) * r1;
   // The hourglass control's reverse pass needs S = sum_k mu_k th_k th_k^T, and each mu_k again in
   // the last loop: parked in the x slot that loop then overwrites (one float read back, instead
   // of the float64 misfit recomputed: 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100,
@@ -193,10 +193,10 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     const Vector3<R> a2_bar = metric_bar.xy * a1r + (R(2) * metric_bar.yy) * a2r;
     tangential_adjoint(p1r, n, normalized_adjoint(vector_cast<R>(q1), l1r * a1_bar), p1_bar, n_bar);
     tangential_adjoint(p2r, n, normalized_adjoint(vector_cast<R>(q2), l2r * a2_bar), p2_bar, n_bar);
-    if (l1r > R(0)) p1_bar += (dot(a1_bar, vector_cast<R>(h1)) / l1r) * p1r;
-    if (l2r > R(0)) p2_bar += (dot(a2_bar, vector_cast<R>(h2)) / l2r) * p2r;
+    if (l1r > R(0)) p1_bar += quotient(dot(a1_bar, vector_cast<R>(h1)), l1r) * p1r;
+    if (l2r > R(0)) p2_bar += quotient(dot(a2_bar, vector_cast<R>(h2)), l2r) * p2r;
   }
-  const R c11 = R(g22 / det), c12 = R(g12 / det), c22 = R(g11 / det);
+  const R c11 = R(quotient(g22, det)), c12 = R(quotient(g12, det)), c22 = R(quotient(g11, det));
   const Vector3<R> r1_bar = c11 * p1_bar - c12 * p2_bar;
   const Vector3<R> r2_bar = c22 * p2_bar - c12 * p1_bar;
 
