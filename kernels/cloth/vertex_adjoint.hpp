@@ -129,23 +129,13 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   }
   const Vector3<T> p1 = quotient(g22, det) * r1 - quotient(g12, det) * r2;
   const Vector3<T> p2 = quotient(g11, det) * r2 - quotient(g12, det) * r1;
-  // The hourglass control's reverse pass needs S = sum_k mu_k th_k th_k^T, and each mu_k again in
-  // the last loop: parked in the x slot that loop then overwrites (one float read back, instead
-  // of the float64 misfit recomputed: 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100,
-  // bench/NOTES.md). Its own loop, not the curvature fit's: fewer float64 values live at once.
-  T s11 = 0, s12 = 0, s22 = 0;
-  if (misfit.weight != T(0))
-    for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-      const Vector2<T> th = coordinates[k];
-      const T mu = misfit_adjoint(x[rings.neighbour(k)] - xv, th, p1, p2, misfit, k);
-      s11 += mu * th.x * th.x;
-      s12 += mu * th.x * th.y;
-      s22 += mu * th.y * th.y;
-      x_slots[1 + k - ring.begin].x = R(mu);
-    }
-  // Forward: frame_tangent, the frame, fit_curvature. The metric's own values (the basis rotated
-  // into the tangent plane) are formed after this loop, where they are used: fewer float64
-  // values live across it (the mixed kernel 168 -> 156 registers; bench/NOTES.md).
+  // Forward: frame_tangent, the frame, fit_curvature, and in the same pass over the ring the
+  // hourglass control's misfits (each neighbour read once for both). The misfits' reverse pass
+  // needs S = sum_k mu_k th_k th_k^T, and each mu_k again in the last loop: parked in the x slot
+  // that loop then overwrites (one float read back, instead of the float64 misfit recomputed:
+  // 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100, bench/NOTES.md). The metric's own
+  // values (the basis rotated into the tangent plane) are formed after this loop, where they are
+  // used: fewer float64 values live across it (bench/NOTES.md).
   Vector3<T> t, b;
   T scale;
   {
@@ -154,10 +144,19 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     b = cross(nv, t);
     scale = T(1) / norm(e0);
   }
+  T s11 = 0, s12 = 0, s22 = 0;
   Sym3System<T> fit;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const std::uint32_t j = rings.neighbour(k);
     const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
+    if (misfit.weight != T(0)) {
+      const Vector2<T> th = coordinates[k];
+      const T mu = misfit_adjoint(e, th, p1, p2, misfit, k);
+      s11 += mu * th.x * th.x;
+      s12 += mu * th.x * th.y;
+      s22 += mu * th.y * th.y;
+      x_slots[1 + k - ring.begin].x = R(mu);
+    }
     const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
     fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
     fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
