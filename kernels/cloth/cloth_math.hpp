@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/common/hd.hpp"
 #include "kernels/common/vec.hpp"
@@ -39,6 +40,19 @@ template <class T>
 APRON_HD inline T norm(Vector3<T> a) {
   using std::sqrt;  // the float overload for T = float, on host and device
   return sqrt(dot(a, a));
+}
+// x / y, the same bits as the division for a finite, nonzero y; a zero x skips it (0 * y is the
+// same signed zero). nvcc's IEEE division leaves its short path for a zero (or subnormal)
+// quotient and calls a general routine of ~70 instructions, which the flat and resting rings of a
+// cloth (zero misfits, zero off-diagonal metrics, zero curvature right-hand sides) take all the
+// time: a fifth of the per-vertex adjoint's instructions (bench/NOTES.md). Any other type (the
+// dual numbers of the forward-mode oracle): the plain division.
+template <class T>
+APRON_HD inline T quotient(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>)
+    return x == T(0) ? x * y : x / y;
+  else
+    return x / y;
 }
 // a / |a|, or zero for a zero vector (a degenerate ring must not poison its neighbours with NaN).
 template <class T>
@@ -112,9 +126,9 @@ struct Sym3System {
     const T scale = m00 + m11 + m22;
     if (!(fabs(det) > T(1e-6) * scale * scale * scale)) return false;
     const T c11 = m00 * m22 - m02 * m02, c12 = m01 * m02 - m00 * m12, c22 = m00 * m11 - m01 * m01;
-    u[0] = (c00 * r0 + c01 * r1 + c02 * r2) / det;
-    u[1] = (c01 * r0 + c11 * r1 + c12 * r2) / det;
-    u[2] = (c02 * r0 + c12 * r1 + c22 * r2) / det;
+    u[0] = quotient(c00 * r0 + c01 * r1 + c02 * r2, det);
+    u[1] = quotient(c01 * r0 + c11 * r1 + c12 * r2, det);
+    u[2] = quotient(c02 * r0 + c12 * r1 + c22 * r2, det);
     return true;
   }
 };

@@ -31,7 +31,8 @@ struct Material {
 template <class S, class T>
 APRON_HD inline S metric_contraction(Sym2<S> x, Sym2<S> y, Sym2<T> metric) {
   const T det = determinant(metric);
-  const Sym2<S> inverse{S(metric.yy / det), S(-metric.xy / det), S(metric.xx / det)};
+  const Sym2<S> inverse{S(quotient(metric.yy, det)), S(quotient(-metric.xy, det)),
+                        S(quotient(metric.xx, det))};
   // M = A^-1 X and N = A^-1 Y as general 2x2 matrices (row, column).
   const S m00 = inverse.xx * x.xx + inverse.xy * x.xy, m01 = inverse.xx * x.xy + inverse.xy * x.yy;
   const S m10 = inverse.xy * x.xx + inverse.yy * x.xy, m11 = inverse.xy * x.xy + inverse.yy * x.yy;
@@ -46,7 +47,8 @@ APRON_HD inline S metric_contraction(Sym2<S> x, Sym2<S> y, Sym2<T> metric) {
 template <class T>
 APRON_HD inline Sym2<T> metric_contraction_gradient(Sym2<T> y, Sym2<T> metric) {
   const T det = determinant(metric);
-  const Sym2<T> inverse{metric.yy / det, -metric.xy / det, metric.xx / det};
+  const Sym2<T> inverse{quotient(metric.yy, det), quotient(-metric.xy, det),
+                        quotient(metric.xx, det)};
   // N = A^-1 Y, then A^-1 Y A^-1 = N A^-1 (symmetric).
   const T n00 = inverse.xx * y.xx + inverse.xy * y.xy, n01 = inverse.xx * y.xy + inverse.xy * y.yy;
   const T n10 = inverse.xy * y.xx + inverse.yy * y.xy, n11 = inverse.xy * y.xy + inverse.yy * y.yy;

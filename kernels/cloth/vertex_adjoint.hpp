@@ -83,7 +83,7 @@ template <class T, class C>
 APRON_HD T misfit_adjoint(Vector3<T> e, Vector2<C> th, Vector3<T> p1, Vector3<T> p2,
                           const Misfit<T>& misfit, std::uint32_t k) {
   const T m = T(0.5) * (edge_misfit(e, th, p1, p2) - misfit.rest[k]);
-  return misfit.weight * m / T(th.x * th.x + th.y * th.y);
+  return quotient(misfit.weight * m, T(th.x * th.x + th.y * th.y));
 }
 
 // The adjoint of vertex_tensors at v with the normals as inputs (array `normal`). The forward
@@ -127,25 +127,15 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     for (std::uint32_t s = 0; s <= ring.size(); ++s) x_slots[s] = n_slots[s] = zero;
     return;
   }
-  const Vector3<T> p1 = (g22 / det) * r1 - (g12 / det) * r2;
-  const Vector3<T> p2 = (g11 / det) * r2 - (g12 / det) * r1;
-  // The hourglass control's reverse pass needs S = sum_k mu_k th_k th_k^T, and each mu_k again in
-  // the last loop: parked in the x slot that loop then overwrites (one float read back, instead
-  // of the float64 misfit recomputed: 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100,
-  // bench/NOTES.md). Its own loop, not the curvature fit's: fewer float64 values live at once.
-  T s11 = 0, s12 = 0, s22 = 0;
-  if (misfit.weight != T(0))
-    for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-      const Vector2<T> th = coordinates[k];
-      const T mu = misfit_adjoint(x[rings.neighbour(k)] - xv, th, p1, p2, misfit, k);
-      s11 += mu * th.x * th.x;
-      s12 += mu * th.x * th.y;
-      s22 += mu * th.y * th.y;
-      x_slots[1 + k - ring.begin].x = R(mu);
-    }
-  // Forward: frame_tangent, the frame, fit_curvature. The metric's own values (the basis rotated
-  // into the tangent plane) are formed after this loop, where they are used: fewer float64
-  // values live across it (the mixed kernel 168 -> 156 registers; bench/NOTES.md).
+  const Vector3<T> p1 = quotient(g22, det) * r1 - quotient(g12, det) * r2;
+  const Vector3<T> p2 = quotient(g11, det) * r2 - quotient(g12, det) * r1;
+  // Forward: frame_tangent, the frame, fit_curvature, and in the same pass over the ring the
+  // hourglass control's misfits (each neighbour read once for both). The misfits' reverse pass
+  // needs S = sum_k mu_k th_k th_k^T, and each mu_k again in the last loop: parked in the x slot
+  // that loop then overwrites (one float read back, instead of the float64 misfit recomputed:
+  // 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100, bench/NOTES.md). The metric's own
+  // values (the basis rotated into the tangent plane) are formed after this loop, where they are
+  // used: fewer float64 values live across it (bench/NOTES.md).
   Vector3<T> t, b;
   T scale;
   {
@@ -154,10 +144,19 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     b = cross(nv, t);
     scale = T(1) / norm(e0);
   }
+  T s11 = 0, s12 = 0, s22 = 0;
   Sym3System<T> fit;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
     const std::uint32_t j = rings.neighbour(k);
     const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
+    if (misfit.weight != T(0)) {
+      const Vector2<T> th = coordinates[k];
+      const T mu = misfit_adjoint(e, th, p1, p2, misfit, k);
+      s11 += mu * th.x * th.x;
+      s12 += mu * th.x * th.y;
+      s22 += mu * th.y * th.y;
+      x_slots[1 + k - ring.begin].x = R(mu);
+    }
     const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
     fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
     fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
@@ -193,10 +192,10 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
     const Vector3<R> a2_bar = metric_bar.xy * a1r + (R(2) * metric_bar.yy) * a2r;
     tangential_adjoint(p1r, n, normalized_adjoint(vector_cast<R>(q1), l1r * a1_bar), p1_bar, n_bar);
     tangential_adjoint(p2r, n, normalized_adjoint(vector_cast<R>(q2), l2r * a2_bar), p2_bar, n_bar);
-    if (l1r > R(0)) p1_bar += (dot(a1_bar, vector_cast<R>(h1)) / l1r) * p1r;
-    if (l2r > R(0)) p2_bar += (dot(a2_bar, vector_cast<R>(h2)) / l2r) * p2r;
+    if (l1r > R(0)) p1_bar += quotient(dot(a1_bar, vector_cast<R>(h1)), l1r) * p1r;
+    if (l2r > R(0)) p2_bar += quotient(dot(a2_bar, vector_cast<R>(h2)), l2r) * p2r;
   }
-  const R c11 = R(g22 / det), c12 = R(g12 / det), c22 = R(g11 / det);
+  const R c11 = R(quotient(g22, det)), c12 = R(quotient(g12, det)), c22 = R(quotient(g11, det));
   const Vector3<R> r1_bar = c11 * p1_bar - c12 * p2_bar;
   const Vector3<R> r2_bar = c22 * p2_bar - c12 * p1_bar;
 

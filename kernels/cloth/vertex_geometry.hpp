@@ -131,8 +131,8 @@ APRON_HD bool fit_basis(const Points& x, const Rings& rings, const Vector2<C>* c
   }
   const C det = g11 * g22 - g12 * g12;
   if (!(det > C(1e-6) * (g11 + g22) * (g11 + g22))) return false;
-  p1 = S(g22 / det) * r1 - S(g12 / det) * r2;
-  p2 = S(g11 / det) * r2 - S(g12 / det) * r1;
+  p1 = S(quotient(g22, det)) * r1 - S(quotient(g12, det)) * r2;
+  p2 = S(quotient(g11, det)) * r2 - S(quotient(g12, det)) * r1;
   return true;
 }
 
@@ -156,7 +156,7 @@ template <class S, class C>
 APRON_HD S edge_misfit(Vector3<S> e, Vector2<C> th, Vector3<S> p1, Vector3<S> p2) {
   const Vector3<S> f = S(th.x) * p1 + S(th.y) * p2;
   // |e|^2 - |f|^2 as (e - f) . (e + f): no cancellation of the two squares.
-  return dot(e - f, e + f) / S(th.x * th.x + th.y * th.y);
+  return quotient(dot(e - f, e + f), S(th.x * th.x + th.y * th.y));
 }
 
 // The hourglass measure of v: the mean over its ring of m_k^2, m_k = (misfit_k - rest_k) / 2,
@@ -178,7 +178,7 @@ APRON_HD auto ring_misfit(const Points& x, const Rings& rings, const Vector2<C>*
                           S(rest_misfit[k]));
     sum += m * m;
   }
-  return sum / S(ring.size());
+  return quotient(sum, S(ring.size()));
 }
 
 // b_ab from the four equations per ring edge (Rusinkiewicz's dn.t = b11 t_k + b12 b_k,

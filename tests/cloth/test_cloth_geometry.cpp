@@ -1407,5 +1407,25 @@ TEST(ClothVbd, VertexLineSearchLowersEachVertexsPotential) {
   EXPECT_GT(checked, backtracked);  // not every vertex: some take 30x a block step or a half
 }
 
+// quotient() skips the division for a zero dividend: every result's bits (the zero's sign too)
+// are the division's, for float and double, signed denominators, subnormal and huge operands.
+template <class T>
+void expect_quotient_is_the_division() {
+  const T tiny = std::numeric_limits<T>::denorm_min(), huge = std::numeric_limits<T>::max();
+  const std::vector<T> xs{T(0), -T(0), T(1), T(-3.5), T(1e-30), tiny, -tiny, huge, T(0.1)};
+  const std::vector<T> ys{T(1), T(-1), T(3), T(-7.25), T(1e-20), T(1e20), tiny, huge, T(0.3)};
+  for (const T x : xs)
+    for (const T y : ys) {
+      const T q = quotient(x, y), d = x / y;
+      EXPECT_EQ(std::signbit(q), std::signbit(d)) << x << " / " << y;
+      EXPECT_TRUE(q == d || (std::isnan(q) && std::isnan(d))) << x << " / " << y;
+    }
+}
+
+TEST(ClothMath, QuotientIsTheDivisionBitForBit) {
+  expect_quotient_is_the_division<float>();
+  expect_quotient_is_the_division<double>();
+}
+
 }  // namespace
 }  // namespace apron::cloth
