@@ -440,84 +440,6 @@ __global__ void __launch_bounds__(kBlockThreads) totals_kernel(std::size_t nodes
   if (lane == 0) totals.finish(static_cast<std::uint32_t>(warp), m);
 }
 
-// A partial another block wrote during this launch, read past the SM's L1 (not coherent).
-__device__ inline Moments load_coherent(const Moments* p) {
-  Moments m;
-  m.count = __ldcg(&p->count);
-  for (int d = 0; d < 3; ++d) m.s[d] = __ldcg(&p->s[d]);
-  for (int k = 0; k < 6; ++k) m.ss[k] = __ldcg(&p->ss[k]);
-  m.d2 = __ldcg(&p->d2);
-  m.d4 = __ldcg(&p->d4);
-  return m;
-}
-
-// A pass's two stages in one launch: each group of Lanes lanes sums its tile as tile_kernel
-// does; the group that stores a node's last partial (a counter per node, which that group sets
-// back to 0 for the next pass) then sums the node's partials in exactly the order of the second
-// launch it replaces: with WarpTotals the whole warp as totals_kernel (lane l the tiles l, l + 32,
-// ..., then the butterfly), else that group's first lane alone, in order, as TotalsSerial. So
-// the sums and the fits are the two launches' bit for bit. Every node needs a tile (a point).
-template <int Lanes, bool WarpTotals>
-__global__ void __launch_bounds__(kBlockThreads)
-    pass_kernel(std::size_t bound, TileMoments tiles, NodeTotals totals, Moments* partial,
-                std::uint32_t* arrivals) {
-  const std::size_t thread = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
-  const std::size_t tile = thread / Lanes;
-  const std::size_t count = std::min<std::size_t>(bound, tiles.span.count());
-  if (thread / kWarp * (kWarp / Lanes) >= count) return;
-  const auto lane = static_cast<std::uint32_t>(threadIdx.x % Lanes);
-  Moments m;
-  std::uint32_t s = 0;
-  if (tile < count) {
-    s = tiles.span.segment_of(static_cast<std::uint32_t>(tile));
-    tiles.accumulate(static_cast<std::uint32_t>(tile), lane, Lanes, m);
-  }
-  group_sum<Lanes>(m);
-  bool last = false;
-  if (lane == 0 && tile < count) {
-    partial[tile] = m;
-    __threadfence();  // the partial visible before the count that announces it
-    const std::uint32_t tiles_of = totals.tile_first[s + 1] - totals.tile_first[s];
-    last = atomicAdd(arrivals + s, 1u) + 1 == tiles_of;
-    if (last) arrivals[s] = 0;
-  }
-  if constexpr (WarpTotals) {
-    unsigned finishing = __ballot_sync(0xffffffffu, last);
-    if (finishing == 0) return;
-    __threadfence();
-    const auto warp_lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
-    while (finishing != 0) {
-      const int from = __ffs(static_cast<int>(finishing)) - 1;
-      finishing &= finishing - 1;
-      const std::uint32_t node = __shfl_sync(0xffffffffu, s, from);
-      Moments total;
-      for (std::uint32_t t = totals.tile_first[node] + warp_lane; t < totals.tile_first[node + 1];
-           t += kWarp)
-        total.merge(load_coherent(partial + t));
-      group_sum<kWarp>(total);
-      if (warp_lane == 0) totals.finish(node, total);
-    }
-  } else {
-    if (!last) return;
-    __threadfence();
-    Moments total;
-    for (std::uint32_t t = totals.tile_first[s]; t < totals.tile_first[s + 1]; ++t)
-      total.merge(load_coherent(partial + t));
-    totals.finish(s, total);
-  }
-}
-
-template <int Lanes>
-void launch_pass_kernel(bool warp_totals, std::size_t bound, const TileMoments& tiles,
-                        const NodeTotals& totals, Moments* partial, std::uint32_t* arrivals) {
-  const auto blocks = static_cast<unsigned>((bound * Lanes + kBlockThreads - 1) / kBlockThreads);
-  if (warp_totals)
-    pass_kernel<Lanes, true><<<blocks, kBlockThreads>>>(bound, tiles, totals, partial, arrivals);
-  else
-    pass_kernel<Lanes, false><<<blocks, kBlockThreads>>>(bound, tiles, totals, partial, arrivals);
-  check_launch("pass_kernel");
-}
-
 template <int Lanes, class Tiles>
 void launch_tile_kernel(std::size_t bound, const Tiles& tiles, typename Tiles::Sum* partial) {
   const std::size_t blocks = (bound * Lanes + kBlockThreads - 1) / kBlockThreads;
@@ -951,35 +873,10 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
   if (nodes_ == 0) return;
   const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
                       tile_points_};
-  const TileMoments tiles{raw(sorted), raw(active), span, fit, inlier};
-  const NodeTotals totals{raw(partial_), raw(tile_first_), raw(sums), next};
-#if defined(__CUDACC__)
-  if (one_launch_) {
-    grow_to(arrivals_, nodes_);  // zeros where new; each pass leaves them 0
-    const bool warp_totals = nodes_ < warp_node_limit_;
-    switch (lanes_) {
-      case 4:
-        launch_pass_kernel<4>(warp_totals, max_tiles_, tiles, totals, raw(partial_),
-                              raw(arrivals_));
-        break;
-      case 8:
-        launch_pass_kernel<8>(warp_totals, max_tiles_, tiles, totals, raw(partial_),
-                              raw(arrivals_));
-        break;
-      case 16:
-        launch_pass_kernel<16>(warp_totals, max_tiles_, tiles, totals, raw(partial_),
-                               raw(arrivals_));
-        break;
-      default:
-        launch_pass_kernel<32>(warp_totals, max_tiles_, tiles, totals, raw(partial_),
-                               raw(arrivals_));
-        break;
-    }
-    return;
-  }
-#endif
-  run_tiles(lanes_, max_tiles_, tiles, raw(partial_));
-  run_totals(nodes_, warp_node_limit_, totals);
+  run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
+            raw(partial_));
+  run_totals(nodes_, warp_node_limit_,
+             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
 
 // The level's nodes among its active points (their count is on the device, at most `bound`: the

@@ -70,8 +70,7 @@ APRON_HD inline Cluster make_cluster(const Moments& m, const double ref[3], cons
 // The moments of every node of a level in one pass over its points, deterministic: each node's
 // run of active points is cut into tiles of `tile_points`; a tile's sums (on the GPU a group of
 // lanes per tile, lanes strided, a butterfly at the end; elsewhere one thread, in order) go to a
-// partial, and each node sums its tiles' partials in order. Two launches per pass (one on the GPU,
-// one_launch) instead of a term
+// partial, and each node sums its tiles' partials in order. Two launches per pass instead of a term
 // array per moment and one segmented reduction per term, and no node's size limits the parallelism.
 // The sums are relative to the node's first point (sorted[active[starts[s]]]). With a fit (7
 // doubles per node: normal, mean relative to that point, band) only the points within the band of
@@ -96,15 +95,9 @@ class NodeMoments {
   static constexpr std::size_t kFillThreads = std::size_t{1} << 19;  // an H200 about twice over
   static std::uint32_t lanes_for(std::size_t tiles);
 
-  // one_launch (GPU): both stages of a pass in one launch (the last tile of a node sums the
-  // node, in the second launch's order: the same bits); false: two launches.
   explicit NodeMoments(std::uint32_t tile_points = default_tile_points(),
-                       std::size_t warp_node_limit = kWarpNodeLimit, std::uint32_t tile_lanes = 0,
-                       bool one_launch = true)
-      : tile_points_(tile_points),
-        warp_node_limit_(warp_node_limit),
-        tile_lanes_(tile_lanes),
-        one_launch_(one_launch) {}
+                       std::size_t warp_node_limit = kWarpNodeLimit, std::uint32_t tile_lanes = 0)
+      : tile_points_(tile_points), warp_node_limit_(warp_node_limit), tile_lanes_(tile_lanes) {}
 
   // The tiles of a level's nodes (starts: nodes + 1 offsets into the m active points).
   void plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes, std::size_t m);
@@ -136,9 +129,7 @@ class NodeMoments {
   std::uint32_t tile_points_;
   std::size_t warp_node_limit_;
   std::uint32_t tile_lanes_, lanes_ = kMaxTileLanes;
-  bool one_launch_;
   std::size_t nodes_ = 0, max_tiles_ = 0;
-  DeviceVector<std::uint32_t> arrivals_;    // one_launch: per node, its tiles summed so far
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;
 };

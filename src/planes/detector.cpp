@@ -609,30 +609,13 @@ void sum_over_ranks(MPI_Comm comm, std::vector<Moments>& moments) {
   }
 }
 
-#if defined(__CUDACC__)
-// grouped_sums' three stages in one launch, a block per group (blockIdx.x): the group's lanes'
-// partials, the sums of each 32 of them, then their total: the functors of three launches over
-// all groups, each index computed by the same functor, so the same sums bit for bit.
-template <class T, class F>
-__global__ void one_block_group_sums(SortedGroupPartials<T, F> partials, GroupTotals<T> middle,
-                                     GroupTotals<T> total) {
-  const std::size_t g = blockIdx.x, t = threadIdx.x;
-  if (t < partials.lanes) partials(g * partials.lanes + t);
-  __syncthreads();  // the block's global writes visible to the block
-  if (t < middle.slots) middle(g * middle.slots + t);
-  __syncthreads();
-  if (t == 0) total(g);
-}
-#endif
-
 // Per group g < groups, the sum of f(g, j) over the listed items j < listed, on this rank;
 // key(j) is item j's group (>= groups: none; f(g, j) is empty for every other g). On the CPU one
 // lane a group over all listed items, in their order. On the GPU the items are sorted by group
 // first (a stable radix sort), then each group's items are summed by up to 1024 lanes that walk
 // only that group's items, and the lanes' sums are added in lane order in two levels of at most
-// 32 (the three in one launch, a block per group): every item is read once instead of once per
-// group, and no thread adds more than 32 partials (the sums' order differs from the CPU's; it is
-// the same on every run).
+// 32: every item is read once instead of once per group, and no thread adds more than 32 partials
+// (the sums' order differs from the CPU's; it is the same on every run).
 template <class T, class F, class K>
 std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f, const K& key,
                             GroupScratch& scratch, DeviceVector<T>& partials) {
@@ -654,12 +637,10 @@ std::vector<T> grouped_sums(std::size_t groups, std::size_t listed, const F& f, 
   T* partial = raw(partials);
   T* middle = partial + groups * lanes;
   T* total = middle + groups * slots;
-  const unsigned threads = static_cast<unsigned>((lanes + 31) / 32 * 32);
-  one_block_group_sums<T, F><<<static_cast<unsigned>(groups), threads>>>(
-      SortedGroupPartials<T, F>{f, raw(scratch.items), raw(scratch.bounds), lanes, partial},
-      GroupTotals<T>{partial, lanes, 32, slots, middle},
-      GroupTotals<T>{middle, slots, slots, 1, total});
-  check_launch("one_block_group_sums");
+  for_each_index(groups * lanes, SortedGroupPartials<T, F>{f, raw(scratch.items),
+                                                           raw(scratch.bounds), lanes, partial});
+  for_each_index(groups * slots, GroupTotals<T>{partial, lanes, 32, slots, middle});
+  for_each_index(groups, GroupTotals<T>{middle, slots, slots, 1, total});
   const std::size_t at = groups * (lanes + slots);
 #else
   (void)key, (void)scratch;

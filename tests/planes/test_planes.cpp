@@ -482,25 +482,6 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
       EXPECT_EQ(sums[1].count, trim ? trimmed[1].count : 2.0);
     }
     EXPECT_EQ(host(d_inlier), inlier) << "tile " << tile;
-    // One launch per pass (GPU) against two: the same sums and next fits, bit for bit, twice
-    // in a row (the per-node counters left ready for the next pass).
-    NodeMoments two(tile, c.warp_node_limit, c.lanes, false);
-    two.plan(d_starts, nodes, m);
-    DeviceVector<Moments> d_sums2;
-    DeviceVector<double> d_next(7 * nodes), d_next2(7 * nodes);
-    for (int repeat = 0; repeat < 2; ++repeat)
-      for (const bool trim : {false, true}) {
-        moments.reduce(d_sorted, d_active, d_starts, trim ? raw(d_fit) : nullptr,
-                       trim ? raw(d_inlier) : nullptr, d_sums, {raw(d_next), 0.1, trim});
-        two.reduce(d_sorted, d_active, d_starts, trim ? raw(d_fit) : nullptr,
-                   trim ? raw(d_inlier) : nullptr, d_sums2, {raw(d_next2), 0.1, trim});
-        const auto a = host(d_sums), b = host(d_sums2);
-        EXPECT_EQ(std::memcmp(a.data(), b.data(), nodes * sizeof(Moments)), 0)
-            << "tile " << tile << " repeat " << repeat << (trim ? " trimmed" : " plain");
-        const auto fa = host(d_next), fb = host(d_next2);
-        EXPECT_EQ(std::memcmp(fa.data(), fb.data(), fa.size() * sizeof(double)), 0)
-            << "tile " << tile << " repeat " << repeat << (trim ? " trimmed" : " plain");
-      }
   }
 }
 
