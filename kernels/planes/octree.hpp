@@ -105,10 +105,14 @@ class NodeMoments {
   // What a pass also computes per node from its sums: the plane fit of the next pass (fit_out:
   // 7 per node; null: none), with band first_band, or with clip the smaller of it and three
   // standard deviations off the plane.
+  // keep_unchanged (a trimming pass whose fit is written in place, fit_out == fit, after a pass
+  // over the same points): a node whose inliers are the last pass's keeps its fit, which is the
+  // fit of the same sums (on the GPU; elsewhere computed again).
   struct NextFit {
     double* fit = nullptr;
     double first_band = 0;
     bool clip = false;
+    bool keep_unchanged = false;
   };
 
   // The planned tiles and their partials' buffer, for other passes over them (the octree's
@@ -132,6 +136,7 @@ class NodeMoments {
   std::size_t nodes_ = 0, max_tiles_ = 0;
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;
+  DeviceVector<std::uint8_t> changed_;  // per node: an inlier moved in this pass (GPU)
 };
 
 // How many of a node's points (or a tile's) lie within the band of each of its octant seeds'
