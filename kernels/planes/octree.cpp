@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -91,6 +92,22 @@ struct NodeStarts {
   }
 };
 
+// Whether fit_node reads the same terms in a and b: count, sums and cross sums, bit for bit (d2
+// and d4 depend on the pass's plane; +0 and -0 differ).
+APRON_HD inline bool same_fit_terms(const Moments& a, const Moments& b) {
+  const double* ta[3] = {&a.count, a.s, a.ss};
+  const double* tb[3] = {&b.count, b.s, b.ss};
+  const int sizes[3] = {1, 3, 6};
+  for (int p = 0; p < 3; ++p)
+    for (int k = 0; k < sizes[p]; ++k) {
+      std::uint64_t x, y;
+      std::memcpy(&x, ta[p] + k, sizeof x);
+      std::memcpy(&y, tb[p] + k, sizeof y);
+      if (x != y) return false;
+    }
+  return true;
+}
+
 // The fit a trimming pass selects its points with (7 per node: normal, mean relative to the
 // node's first point, band): the plane of the node's current sums; the node's edge /
 // trim_divisor at first, then at most three standard deviations of the inliers off the plane
@@ -150,8 +167,6 @@ struct TileMoments {
   TileSpan span;
   const double* fit;     // null: every point counts
   std::uint8_t* inlier;  // with fit: 1 where a point is within its node's band
-  // With fit, not null: per node, set to 1 where a point's inlier flag is not the one it held.
-  std::uint8_t* changed;
   APRON_HD void accumulate(std::uint32_t t, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
     const std::uint32_t s = span.segment_of(t);
@@ -159,7 +174,6 @@ struct TileMoments {
     span.range(t, s, begin, end);
     const Vec4 r = sorted[active[span.starts[s]]];
     const double* f = fit != nullptr ? fit + kFit * s : nullptr;
-    bool moved = false;
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4  // several points' loads in flight per lane
 #endif
@@ -168,15 +182,13 @@ struct TileMoments {
       relative_to(load(sorted + load(active + i)), r, d);
       if (f != nullptr) {
         const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
-        const std::uint8_t in = along <= f[6] && along >= -f[6] ? 1 : 0;
-        if (changed != nullptr) moved = moved || inlier[i] != in;
-        inlier[i] = in;
-        if (in == 0) continue;
+        const bool in = along <= f[6] && along >= -f[6];
+        inlier[i] = in ? 1 : 0;
+        if (!in) continue;
         m.add_distance(along);
       }
       m.add(d[0], d[1], d[2]);
     }
-    if (moved) changed[s] = 1;
   }
 };
 
@@ -187,9 +199,8 @@ struct NodeTotals {
   const std::uint32_t* tile_first;
   Moments* sums;
   NodeMoments::NextFit next;
-  // Not null: TileMoments' flags, read and cleared; with keep, a node whose inliers are the
-  // last pass's keeps its fit (the fit of the same sums: the pass fits in place).
-  std::uint8_t* changed = nullptr;
+  // NextFit::keep_unchanged: a node whose new sums equal, bit for bit, those in `sums` (the last
+  // pass's, which the fit in place came from) keeps its fit: fit_node of the same terms.
   bool keep = false;
   APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
@@ -197,14 +208,9 @@ struct NodeTotals {
       m.merge(partial[t]);
   }
   APRON_HD void finish(std::uint32_t s, const Moments& m) const {
+    const bool same = keep && same_fit_terms(sums[s], m);
     sums[s] = m;
-    bool same = false;
-    if (changed != nullptr) {
-      same = changed[s] == 0;
-      changed[s] = 0;
-    }
-    if (next.fit != nullptr && !(keep && same))
-      fit_node(m, next.first_band, next.clip, next.fit + kFit * s);
+    if (next.fit != nullptr && !same) fit_node(m, next.first_band, next.clip, next.fit + kFit * s);
   }
 };
 
@@ -889,19 +895,16 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
   const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
                       tile_points_};
 #if defined(__CUDACC__)
-  // A trimming pass's nodes whose inliers did not move since the last pass keep their fit (the
-  // GPU only: elsewhere the fits are computed as they were; the results are the same).
-  const bool track = fit != nullptr && inlier != nullptr;
+  // Nodes whose sums did not change since the last pass keep their fit (the GPU only: elsewhere
+  // the fits are computed as they were; the results are the same).
+  const bool keep = next.keep_unchanged && next.fit != nullptr && next.fit == fit;
 #else
-  const bool track = false;
+  const bool keep = false;
 #endif
-  if (track) grow_to(changed_, nodes_);  // zeros where new; each pass leaves them 0
-  std::uint8_t* changed = track ? raw(changed_) : nullptr;
-  run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier, changed},
+  run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
             raw(partial_));
   run_totals(nodes_, warp_node_limit_,
-             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next, changed,
-                        next.keep_unchanged && next.fit == fit});
+             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next, keep});
 }
 
 // The level's nodes among its active points (their count is on the device, at most `bound`: the
@@ -948,8 +951,8 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
   clock.lap("sums");
   for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
     const bool more = pass + 1 < params.trim_passes;
-    // From the second pass on, the inliers compared are the last pass's (the first pass's
-    // inlier flags are another level's).
+    // From the second pass on, sums_ holds the last pass's sums, from which the fit came (the
+    // first pass's are the plain sums, fitted without clipping).
     moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,
                     {more ? raw(node_fit_) : nullptr, first_band, true, pass > 0});
   }
@@ -1011,7 +1014,7 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
   const TileSpan octant_span{raw(octant_starts_), raw(moments_.tile_first()),
                              static_cast<std::uint32_t>(octants), moments_.tile_points()};
   run_tiles(moments_.lanes(), moments_.tile_bound(),
-            TileMoments{raw(sorted), raw(active_), octant_span, nullptr, nullptr, nullptr},
+            TileMoments{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
             raw(moments_.partial()));
   run_totals(
       octants, moments_.warp_node_limit(),

@@ -105,9 +105,9 @@ class NodeMoments {
   // What a pass also computes per node from its sums: the plane fit of the next pass (fit_out:
   // 7 per node; null: none), with band first_band, or with clip the smaller of it and three
   // standard deviations off the plane.
-  // keep_unchanged (a trimming pass whose fit is written in place, fit_out == fit, after a pass
-  // over the same points): a node whose inliers are the last pass's keeps its fit, which is the
-  // fit of the same sums (on the GPU; elsewhere computed again).
+  // keep_unchanged (a pass whose fit is written in place, fit_out == fit, into the sums of the
+  // last pass over the same nodes, from which that fit came): a node whose new sums equal those
+  // keeps its fit, which is the fit of the same sums (on the GPU; elsewhere computed again).
   struct NextFit {
     double* fit = nullptr;
     double first_band = 0;
@@ -136,7 +136,6 @@ class NodeMoments {
   std::size_t nodes_ = 0, max_tiles_ = 0;
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;
-  DeviceVector<std::uint8_t> changed_;  // per node: an inlier moved in this pass (GPU)
 };
 
 // How many of a node's points (or a tile's) lie within the band of each of its octant seeds'

@@ -483,7 +483,7 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
     }
     EXPECT_EQ(host(d_inlier), inlier) << "tile " << tile;
     // Trimming passes fitting in place, the second and third keeping the fits of the nodes whose
-    // inliers did not move (GPU), against every fit computed again: the same bits.
+    // sums did not change (GPU), against every fit computed again: the same bits.
     DeviceVector<double> fits[2] = {{fit.begin(), fit.end()}, {fit.begin(), fit.end()}};
     DeviceVector<Moments> pass_sums[2];
     DeviceVector<std::uint8_t> flags[2] = {DeviceVector<std::uint8_t>(m, 0),
