@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -91,22 +90,6 @@ struct NodeStarts {
     if (i + 1 == m) counts[kLevelNodes] = s, starts[s] = m;
   }
 };
-
-// Whether fit_node reads the same terms in a and b: count, sums and cross sums, bit for bit (d2
-// and d4 depend on the pass's plane; +0 and -0 differ).
-APRON_HD inline bool same_fit_terms(const Moments& a, const Moments& b) {
-  const double* ta[3] = {&a.count, a.s, a.ss};
-  const double* tb[3] = {&b.count, b.s, b.ss};
-  const int sizes[3] = {1, 3, 6};
-  for (int p = 0; p < 3; ++p)
-    for (int k = 0; k < sizes[p]; ++k) {
-      std::uint64_t x, y;
-      std::memcpy(&x, ta[p] + k, sizeof x);
-      std::memcpy(&y, tb[p] + k, sizeof y);
-      if (x != y) return false;
-    }
-  return true;
-}
 
 // The fit a trimming pass selects its points with (7 per node: normal, mean relative to the
 // node's first point, band): the plane of the node's current sums; the node's edge /
@@ -199,18 +182,14 @@ struct NodeTotals {
   const std::uint32_t* tile_first;
   Moments* sums;
   NodeMoments::NextFit next;
-  // NextFit::keep_unchanged: a node whose new sums equal, bit for bit, those in `sums` (the last
-  // pass's, which the fit in place came from) keeps its fit: fit_node of the same terms.
-  bool keep = false;
   APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
     for (std::uint32_t t = tile_first[s] + lane; t < tile_first[s + 1]; t += lanes)
       m.merge(partial[t]);
   }
   APRON_HD void finish(std::uint32_t s, const Moments& m) const {
-    const bool same = keep && same_fit_terms(sums[s], m);
     sums[s] = m;
-    if (next.fit != nullptr && !same) fit_node(m, next.first_band, next.clip, next.fit + kFit * s);
+    if (next.fit != nullptr) fit_node(m, next.first_band, next.clip, next.fit + kFit * s);
   }
 };
 
@@ -894,17 +873,10 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
   if (nodes_ == 0) return;
   const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
                       tile_points_};
-#if defined(__CUDACC__)
-  // Nodes whose sums did not change since the last pass keep their fit (the GPU only: elsewhere
-  // the fits are computed as they were; the results are the same).
-  const bool keep = next.keep_unchanged && next.fit != nullptr && next.fit == fit;
-#else
-  const bool keep = false;
-#endif
   run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
             raw(partial_));
   run_totals(nodes_, warp_node_limit_,
-             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next, keep});
+             NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
 
 // The level's nodes among its active points (their count is on the device, at most `bound`: the
@@ -951,10 +923,8 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
   clock.lap("sums");
   for (int pass = 0; trim && pass < params.trim_passes; ++pass) {
     const bool more = pass + 1 < params.trim_passes;
-    // From the second pass on, sums_ holds the last pass's sums, from which the fit came (the
-    // first pass's are the plain sums, fitted without clipping).
     moments_.reduce(sorted, active_, starts_, raw(node_fit_), raw(inlier_), sums_,
-                    {more ? raw(node_fit_) : nullptr, first_band, true, pass > 0});
+                    {more ? raw(node_fit_) : nullptr, first_band, true});
   }
   clock.lap("trim");
 

@@ -105,14 +105,10 @@ class NodeMoments {
   // What a pass also computes per node from its sums: the plane fit of the next pass (fit_out:
   // 7 per node; null: none), with band first_band, or with clip the smaller of it and three
   // standard deviations off the plane.
-  // keep_unchanged (a pass whose fit is written in place, fit_out == fit, into the sums of the
-  // last pass over the same nodes, from which that fit came): a node whose new sums equal those
-  // keeps its fit, which is the fit of the same sums (on the GPU; elsewhere computed again).
   struct NextFit {
     double* fit = nullptr;
     double first_band = 0;
     bool clip = false;
-    bool keep_unchanged = false;
   };
 
   // The planned tiles and their partials' buffer, for other passes over them (the octree's
