@@ -82,7 +82,7 @@ class NodeMoments {
   static std::uint32_t default_tile_points();
   // On the GPU a level of at most kSmallLevelPoints active points takes tiles of at most
   // kSmallLevelTilePoints (4 per lane of a warp): its passes' time is each lane's chain of loads.
-  static constexpr std::size_t kSmallLevelPoints = std::size_t{1} << 20;
+  static constexpr std::size_t kSmallLevelPoints = std::size_t{1} << 19;
   static constexpr std::uint32_t kSmallLevelTilePoints = 128;
 
   // On the GPU the nodes' totals take a warp per node while the nodes are fewer than
