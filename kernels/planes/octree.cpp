@@ -848,13 +848,18 @@ std::uint32_t NodeMoments::default_tile_points() {
 void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes,
                        std::size_t m) {
   if (tile_points_ == 0) throw std::invalid_argument("NodeMoments: tiles of 0 points");
+  plan_tile_points_ = tile_points_;
+#if defined(__CUDACC__)
+  // A small level's passes are a chain of dependent loads per lane: smaller tiles shorten it.
+  if (m <= kSmallLevelPoints) plan_tile_points_ = std::min(tile_points_, kSmallLevelTilePoints);
+#endif
   nodes_ = nodes;
   // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
-  max_tiles_ = std::min(m, nodes + m / tile_points_);
+  max_tiles_ = std::min(m, nodes + m / plan_tile_points_);
   grow_to(tile_first_, nodes + 1);
-  exclusive_count_scan(nodes + 1,
-                       TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), tile_points_},
-                       raw(tile_first_));
+  exclusive_count_scan(
+      nodes + 1, TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), plan_tile_points_},
+      raw(tile_first_));
   grow_to(partial_, max_tiles_);
   lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
 }
@@ -872,7 +877,7 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
   grow_to(sums, nodes_);
   if (nodes_ == 0) return;
   const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
-                      tile_points_};
+                      plan_tile_points_};
   run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
             raw(partial_));
   run_totals(nodes_, warp_node_limit_,

@@ -80,6 +80,10 @@ class NodeMoments {
   // Tiles of 512 points on the GPU (16 per lane of a warp); elsewhere a whole node is one tile, so
   // that the sums add in the points' order.
   static std::uint32_t default_tile_points();
+  // On the GPU a level of at most kSmallLevelPoints active points takes tiles of at most
+  // kSmallLevelTilePoints (4 per lane of a warp): its passes' time is each lane's chain of loads.
+  static constexpr std::size_t kSmallLevelPoints = std::size_t{1} << 19;
+  static constexpr std::uint32_t kSmallLevelTilePoints = 128;
 
   // On the GPU the nodes' totals take a warp per node while the nodes are fewer than
   // warp_node_limit (about the warps the GPU holds at once), beyond it a thread per node: a warp
@@ -115,7 +119,7 @@ class NodeMoments {
   // octant seeds).
   const DeviceVector<std::uint32_t>& tile_first() const { return tile_first_; }
   std::size_t tile_bound() const { return max_tiles_; }
-  std::uint32_t tile_points() const { return tile_points_; }
+  std::uint32_t tile_points() const { return plan_tile_points_; }  // the planned level's
   std::uint32_t lanes() const { return lanes_; }
   std::size_t warp_node_limit() const { return warp_node_limit_; }
   DeviceVector<Moments>& partial() { return partial_; }
@@ -126,7 +130,7 @@ class NodeMoments {
               DeviceVector<Moments>& sums, const NextFit& next);
 
  private:
-  std::uint32_t tile_points_;
+  std::uint32_t tile_points_, plan_tile_points_ = 0;
   std::size_t warp_node_limit_;
   std::uint32_t tile_lanes_, lanes_ = kMaxTileLanes;
   std::size_t nodes_ = 0, max_tiles_ = 0;
