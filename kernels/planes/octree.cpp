@@ -845,14 +845,19 @@ std::uint32_t NodeMoments::default_tile_points() {
 #endif
 }
 
+std::size_t NodeMoments::default_small_level_points() {
+#if defined(__CUDACC__)
+  return std::size_t{1} << 19;
+#else
+  return 0;
+#endif
+}
+
 void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes,
                        std::size_t m) {
   if (tile_points_ == 0) throw std::invalid_argument("NodeMoments: tiles of 0 points");
-  plan_tile_points_ = tile_points_;
-#if defined(__CUDACC__)
-  // A small level's passes are a chain of dependent loads per lane: smaller tiles shorten it.
-  if (m <= kSmallLevelPoints) plan_tile_points_ = std::min(tile_points_, kSmallLevelTilePoints);
-#endif
+  plan_tile_points_ =
+      m <= small_level_points_ ? std::min(tile_points_, kSmallLevelTilePoints) : tile_points_;
   nodes_ = nodes;
   // Each node's last tile may be partial: at most one tile per node more than m / tile_points.
   max_tiles_ = std::min(m, nodes + m / plan_tile_points_);

@@ -80,9 +80,11 @@ class NodeMoments {
   // Tiles of 512 points on the GPU (16 per lane of a warp); elsewhere a whole node is one tile, so
   // that the sums add in the points' order.
   static std::uint32_t default_tile_points();
-  // On the GPU a level of at most kSmallLevelPoints active points takes tiles of at most
-  // kSmallLevelTilePoints (4 per lane of a warp): its passes' time is each lane's chain of loads.
-  static constexpr std::size_t kSmallLevelPoints = std::size_t{1} << 19;
+  // A level of at most small_level_points active points takes tiles of at most
+  // kSmallLevelTilePoints (4 per lane of a warp): a small level's pass time is each lane's chain
+  // of loads. By default 2^19 on the GPU (at 2^20, 1M points over 32 nodes held 244 tiles a node,
+  // and their totals lost more than the tiles gained); elsewhere 0, off.
+  static std::size_t default_small_level_points();
   static constexpr std::uint32_t kSmallLevelTilePoints = 128;
 
   // On the GPU the nodes' totals take a warp per node while the nodes are fewer than
@@ -100,8 +102,12 @@ class NodeMoments {
   static std::uint32_t lanes_for(std::size_t tiles);
 
   explicit NodeMoments(std::uint32_t tile_points = default_tile_points(),
-                       std::size_t warp_node_limit = kWarpNodeLimit, std::uint32_t tile_lanes = 0)
-      : tile_points_(tile_points), warp_node_limit_(warp_node_limit), tile_lanes_(tile_lanes) {}
+                       std::size_t warp_node_limit = kWarpNodeLimit, std::uint32_t tile_lanes = 0,
+                       std::size_t small_level_points = default_small_level_points())
+      : tile_points_(tile_points),
+        warp_node_limit_(warp_node_limit),
+        tile_lanes_(tile_lanes),
+        small_level_points_(small_level_points) {}
 
   // The tiles of a level's nodes (starts: nodes + 1 offsets into the m active points).
   void plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes, std::size_t m);
@@ -133,6 +139,7 @@ class NodeMoments {
   std::uint32_t tile_points_, plan_tile_points_ = 0;
   std::size_t warp_node_limit_;
   std::uint32_t tile_lanes_, lanes_ = kMaxTileLanes;
+  std::size_t small_level_points_;
   std::size_t nodes_ = 0, max_tiles_ = 0;
   DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
   DeviceVector<Moments> partial_;

@@ -444,23 +444,30 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
   auto near = [](double a, double b, double scale) {
     return std::fabs(a - b) <= 1e-12 * scale + 1e-300;
   };
-  // Each tile size, the nodes' totals by a warp per node and by a thread per node, and each
-  // group of lanes per tile (GPU).
+  // Each tile size, the nodes' totals by a warp per node and by a thread per node, each group of
+  // lanes per tile (GPU), and the small level's tiles (this level counts as small for
+  // small_level = m; the default is the production setting).
   struct Case {
     std::uint32_t tile;
     std::size_t warp_node_limit;
     std::uint32_t lanes;
+    std::size_t small_level = 0;
   };
   const std::size_t limit = NodeMoments::kWarpNodeLimit;
   for (const Case c :
        {Case{1, limit, 0}, Case{7, limit, 0}, Case{32, limit, 0}, Case{512, limit, 0},
-        Case{NodeMoments::default_tile_points(), limit, 0}, Case{512, 0, 0}, Case{512, limit, 4},
-        Case{512, limit, 8}, Case{33, limit, 16}, Case{512, limit, 32}}) {
-    const std::uint32_t tile = c.tile;
-    SCOPED_TRACE("thread-per-node above " + std::to_string(c.warp_node_limit) + " nodes, " +
-                 std::to_string(c.lanes) + " lanes per tile");
-    NodeMoments moments(tile, c.warp_node_limit, c.lanes);
+        Case{NodeMoments::default_tile_points(), limit, 0,
+             NodeMoments::default_small_level_points()},
+        Case{512, 0, 0}, Case{512, limit, 4}, Case{512, limit, 8}, Case{33, limit, 16},
+        Case{512, limit, 32}, Case{512, limit, 0, m}, Case{64, limit, 0, m}}) {
+    const std::uint32_t tile =
+        m <= c.small_level ? std::min(c.tile, NodeMoments::kSmallLevelTilePoints) : c.tile;
+    SCOPED_TRACE("tiles of " + std::to_string(tile) + " points, thread-per-node above " +
+                 std::to_string(c.warp_node_limit) + " nodes, " + std::to_string(c.lanes) +
+                 " lanes per tile");
+    NodeMoments moments(c.tile, c.warp_node_limit, c.lanes, c.small_level);
     moments.plan(d_starts, nodes, m);
+    ASSERT_EQ(moments.tile_points(), tile);
     DeviceVector<Moments> d_sums;
     DeviceVector<std::uint8_t> d_inlier(m, 2);
     for (const bool trim : {false, true}) {
