@@ -292,6 +292,88 @@ struct FindMeshConstraint {
   }
 };
 
+// The velocity a constrained row's normal part is held at: the collider's, plus a landing row's
+// approach.
+APRON_HD inline V3 held_velocity(const ContactConstraint& c) {
+  return c.wall_velocity + c.approach * c.normal;
+}
+
+APRON_HD inline bool held(const ContactConstraint& c) {
+  return c.normal.x != 0 || c.normal.y != 0 || c.normal.z != 0;
+}
+
+// A landing row of the collider whose contact at the end point e is k: see landing_constraints.
+APRON_HD inline ContactConstraint landing_row(const Contact& k, const V3& x0, const V3& e,
+                                              double friction, const V3& wall, double dt) {
+  const double gap = dot(x0 - e, k.normal) - k.depth;
+  ContactConstraint c{k.normal, friction, wall, k.depth};
+  c.approach = gap > 0 ? -gap / dt : 0.0;
+  c.landing = 1;
+  return c;
+}
+
+struct FindLanding {
+  Rows rows;
+  const V3* x;
+  const V3* end;
+  const Collider* colliders;
+  int collider_count;
+  double thickness, tolerance;
+  ContactConstraint* out;
+  std::uint8_t* changed;
+  APRON_HD void operator()(std::size_t i) const {
+    changed[i] = 0;
+    if (rows.pinned[i] || held(out[i])) return;
+    ContactConstraint landing;
+    landing.depth = tolerance;
+    for (int k = 0; k < collider_count; ++k) {
+      const Contact c = contact(colliders[k], end[i], thickness);
+      if (c.depth > landing.depth)
+        landing = landing_row(c, x[i], end[i], colliders[k].friction, V3{0, 0, 0}, rows.dt);
+    }
+    if (landing.landing == 0) return;
+    out[i] = landing;
+    changed[i] = 1;
+  }
+};
+
+struct FindMeshLanding {
+  Rows rows;
+  const V3* x;
+  const V3* end;
+  MeshColliderStep step;
+  double tolerance;
+  ContactConstraint* out;
+  std::uint8_t* changed;
+  APRON_HD void operator()(std::size_t i) const {
+    const bool landed_now = changed[i] != 0;
+    if (rows.pinned[i] || (held(out[i]) && !landed_now)) return;
+    const MeshContact m = mesh_contact(step.surface, step.before, end[i], step.thickness);
+    if (!(m.contact.depth > tolerance) || (landed_now && m.contact.depth <= out[i].depth)) return;
+    const V3 wall =
+        (1.0 / step.dt) * (step.after.apply(m.body_point) - step.before.apply(m.body_point));
+    out[i] = landing_row(m.contact, x[i], end[i], step.friction, wall, rows.dt);
+    changed[i] = 1;
+  }
+};
+
+struct ReleasePulling {
+  const V3* r;
+  ContactConstraint* c;
+  std::uint8_t* changed;
+  APRON_HD void operator()(std::size_t i) const {
+    changed[i] = 0;
+    if (c[i].landing == 0 || !(dot(r[i], c[i].normal) > 0)) return;
+    c[i] = ContactConstraint{};
+    changed[i] = 1;
+  }
+};
+
+struct Changed {
+  const std::uint8_t* changed;
+  APRON_HD std::int64_t operator()(std::size_t i) const { return changed[i]; }
+};
+
 struct Filter {
   const ContactConstraint* c;
   V3* v;
@@ -304,7 +386,7 @@ struct Hold {
   const ContactConstraint* c;
   V3* v;
   APRON_HD void operator()(std::size_t i) const {
-    v[i] = v[i] - dot(v[i] - c[i].wall_velocity, c[i].normal) * c[i].normal;
+    v[i] = v[i] - dot(v[i] - held_velocity(c[i]), c[i].normal) * c[i].normal;
   }
 };
 
@@ -364,7 +446,7 @@ struct FrictionImpulse {
       return;
     }
     const double p = -(dot(rows.momentum(i, v0[i], gradient[i]), n) -
-                       rows.damped_mass(i) * dot(c[i].wall_velocity, n));
+                       rows.damped_mass(i) * dot(held_velocity(c[i]), n));
     c[i].impulse = p > 0 ? p : 0.0;
   }
 };
@@ -373,7 +455,7 @@ struct FrictionStart {
   const ContactConstraint* c;
   V3* v;
   APRON_HD void operator()(std::size_t i) const {
-    if (has_friction(c[i])) v[i] = c[i].wall_velocity;
+    if (has_friction(c[i])) v[i] = held_velocity(c[i]);
   }
 };
 
@@ -576,10 +658,6 @@ struct Searching {
   const std::uint8_t* searching;
   APRON_HD std::int64_t operator()(std::size_t i) const { return searching[i] ? 1 : 0; }
 };
-
-APRON_HD inline bool held(const ContactConstraint& c) {
-  return c.normal.x != 0 || c.normal.y != 0 || c.normal.z != 0;
-}
 
 struct PullStart {
   const ContactConstraint* c;
@@ -803,6 +881,35 @@ void mesh_contact_constraints(const ImplicitSystem& s, const Vectors& position,
                               DeviceVector<ContactConstraint>& out) {
   for_each_index(count, FindMeshConstraint{Rows(s), raw(position), raw(gradient), collider,
                                            tolerance, raw(out)});
+}
+
+void landing_constraints(const ImplicitSystem& s, const Vectors& position, const Vectors& end,
+                         const DeviceVector<Collider>& colliders, double thickness,
+                         double tolerance, std::size_t count, DeviceVector<ContactConstraint>& out,
+                         DeviceVector<std::uint8_t>& changed) {
+  changed.resize(count);
+  for_each_index(count, FindLanding{Rows(s), raw(position), raw(end), raw(colliders),
+                                    static_cast<int>(colliders.size()), thickness, tolerance,
+                                    raw(out), raw(changed)});
+}
+
+void mesh_landing_constraints(const ImplicitSystem& s, const Vectors& position, const Vectors& end,
+                              const MeshColliderStep& collider, double tolerance, std::size_t count,
+                              DeviceVector<ContactConstraint>& out,
+                              DeviceVector<std::uint8_t>& changed) {
+  for_each_index(count, FindMeshLanding{Rows(s), raw(position), raw(end), collider, tolerance,
+                                        raw(out), raw(changed)});
+}
+
+void release_pulling_landings(const Vectors& residual, std::size_t count,
+                              DeviceVector<ContactConstraint>& c,
+                              DeviceVector<std::uint8_t>& changed) {
+  changed.resize(count);
+  for_each_index(count, ReleasePulling{raw(residual), raw(c), raw(changed)});
+}
+
+std::int64_t changed_rows(const DeviceVector<std::uint8_t>& changed, std::size_t count) {
+  return transform_reduce(count, Changed{raw(changed)}, std::int64_t{0}, Plus{});
 }
 
 void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v) {

@@ -106,8 +106,8 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.max_halvings = static_cast<int>(halvings);
   }
   if (c.vbd) {
-    for (const char* key :
-         {"max_iterations", "preconditioner", "newton_tolerance", "newton_iterations", "friction"})
+    for (const char* key : {"max_iterations", "preconditioner", "newton_tolerance",
+                            "newton_iterations", "friction", "contact"})
       if (r.has(key))
         r.fail(key,
                "applies only with 'integrator: implicit' (vbd takes dt, max_halvings, tolerance, "
@@ -140,12 +140,14 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
     c.friction_inside = r.choice("friction", {"after", "inside"}, "inside") == "inside";
+    c.speculative_contact =
+        r.choice("contact", {"speculative", "at_start"}, "speculative") == "speculative";
     for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start", "coarse"})
       if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");
   } else {
     for (const char* key : {"dt", "max_halvings", "tolerance", "max_iterations", "preconditioner",
-                            "newton_tolerance", "newton_iterations", "friction", "sweeps",
-                            "unconverged", "line_search", "contact_start", "coarse"})
+                            "newton_tolerance", "newton_iterations", "friction", "contact",
+                            "sweeps", "unconverged", "line_search", "contact_start", "coarse"})
       if (r.has(key))
         r.fail(key,
                "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");

@@ -98,7 +98,8 @@ struct IntegratorConfig {
   bool block_jacobi = false;
   double newton_tolerance = 1e-2;
   long newton_iterations = 8;
-  bool friction_inside = true;  // implicit only: friction in the step's potential
+  bool friction_inside = true;      // implicit only: friction in the step's potential
+  bool speculative_contact = true;  // implicit only: rows reaching a collider within the step held
 };
 
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than

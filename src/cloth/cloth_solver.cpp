@@ -743,6 +743,11 @@ void ClothSolver::report_fields(Json& json) const {
     json.value("newton_iterations_most", static_cast<long long>(implicit_.most_newton));
     json.value("cg_capped_solves", static_cast<long long>(implicit_.capped_solves));
     json.value("line_search_smallest_step", implicit_.smallest_step_length);
+    if (speculative_contact()) {
+      json.value("newton_landing_rows", static_cast<long long>(implicit_.landings));
+      json.value("newton_landings_released", static_cast<long long>(implicit_.landings_released));
+      json.value("newton_landing_updates", static_cast<long long>(implicit_.landing_updates_run));
+    }
   }
   if (self_contact_) self_contact_->report(json);
 }

@@ -88,6 +88,12 @@ class ClothSolver final : public SteppingWorkload {
     return case_.integrator.implicit && !case_.integrator.vbd && case_.integrator.friction_inside &&
            has_colliders();
   }
+  // cloth.implicit.contact: speculative: Newton's step also holds the rows that reach a collider
+  // within it (implicit.hpp's landing_constraints), the set settled between solutions.
+  bool speculative_contact() const {
+    return case_.integrator.implicit && !case_.integrator.vbd &&
+           case_.integrator.speculative_contact && has_colliders();
+  }
   struct MeshCollider;
   MeshColliderStep mesh_step(const MeshCollider& collider, double start, double dt) const;
   // Every owned vertex against each mesh collider, over the step [start, start + dt].
@@ -112,9 +118,11 @@ class ClothSolver final : public SteppingWorkload {
   // implicit_.step, by conjugate gradients until r.z <= tolerance^2 x its first or enough^2 / 4.
   void newton_step(bool first, double enough);
   enum class LineSearch { moved, negligible, stalled };
-  LineSearch line_search();             // v += alpha step where Phi falls
-  void vertex_line_search(int colour);  // v += alpha_i step_i, each vertex's share falling
-  void soften_contact_start();          // cloth.implicit.contact_start
+  LineSearch line_search();               // v += alpha step where Phi falls
+  void vertex_line_search(int colour);    // v += alpha_i step_i, each vertex's share falling
+  void soften_contact_start();            // cloth.implicit.contact_start
+  long add_landings(const Vectors& end);  // landing rows for these end points; collective count
+  bool settle_landings();                 // between Newton's solutions; true: the set changed
   // cloth.implicit.coarse (cloth_coarse.cpp): the lattice, and one correction of the iterate.
   void setup_coarse(const HostMesh& mesh);
   bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
@@ -196,6 +204,12 @@ class ClothSolver final : public SteppingWorkload {
     Vectors friction;
     DeviceVector<double> friction_energy, trial_friction;
     double friction_eps = 0;
+    // Speculative contact (speculative_contact): the rows whose constraint changed in the last
+    // update of the landing rows, this step's updates, and the run's landing rows (each time a row
+    // became one), releases and the updates that changed the set.
+    DeviceVector<std::uint8_t> changed;
+    int landing_updates = 0;
+    long landings = 0, landings_released = 0, landing_updates_run = 0;
     VertexSearch search;  // vbd's line search per vertex (cloth.implicit.line_search: vertex)
     long search_rounds = 0, stalled_vertices = 0;  // its backtracking rounds, rows left at alpha 0
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;

@@ -421,6 +421,137 @@ TEST(ImplicitContact, MovingMeshHoldsAtItsOwnVelocity) {
   EXPECT_NEAR(after[0].z, wall.z, 1e-5);
 }
 
+// Speculative contact: a free row whose end point lies inside a collider's offset surface (deeper
+// than the tolerance) is held landing: its normal the collider's at the end point, its normal
+// velocity the one that ends the step on the surface's tangent plane there; rows held already,
+// held in place, or ending outside stay as they are. A landing row the collider would pull is
+// released, a resting row is not; the friction's impulse is the one that stops the row at its
+// approach.
+TEST(ImplicitContact, LandingRowsEndTheStepOnTheSurface) {
+  const double t = 0.01, dt = 0.01, tolerance = 0.01 * t;
+  Collider floor, sphere;
+  floor.kind = Collider::floor;
+  floor.friction = 0.3;
+  sphere.kind = Collider::sphere;
+  sphere.centre = {5, 0, 1};
+  sphere.radius = 0.5;
+  const V3 above_sphere{5.1, 0, 1 + 0.5 + t + 0.004};
+  const V3 into_sphere{5.05, 0.02, 1 + 0.5 + t - 0.006};
+  const std::vector<V3> x{{0, 0, t + 0.003},  // 3 mm above the floor's offset surface
+                          {1, 0, t + 0.003},  // the same, ending above it
+                          {2, 0, t},          // resting, held already
+                          {3, 0, t + 0.003},  // held in place
+                          above_sphere,
+                          {4, 0, t + 0.003}};  // ending inside by less than the tolerance
+  const std::vector<V3> end{{0.01, 0, t - 0.002}, {1, 0, t + 0.001}, {2, 0, t - 0.005},
+                            {3, 0, t - 0.002},    into_sphere,       {4, 0, t - 0.5 * tolerance}};
+  ImplicitRows rows;  // dt 0.01
+  to_device(std::vector<double>(x.size(), 2.0), rows.mass);
+  to_device(std::vector<std::uint8_t>{0, 0, 0, 1, 0, 0}, rows.pinned);
+  DeviceVector<V3> x_device, end_device;
+  DeviceVector<Collider> colliders;
+  to_device(x, x_device);
+  to_device(end, end_device);
+  to_device(std::vector<Collider>{floor, sphere}, colliders);
+  std::vector<ContactConstraint> start(x.size());
+  start[2] = {{0, 0, 1}, 0.3};
+  DeviceVector<ContactConstraint> held;
+  to_device(start, held);
+  DeviceVector<std::uint8_t> changed;
+  landing_constraints(rows.system(), x_device, end_device, colliders, t, tolerance, x.size(), held,
+                      changed);
+  EXPECT_EQ(changed_rows(changed, x.size()), 2);
+  const std::vector<ContactConstraint> got = to_host(held);
+  EXPECT_EQ(got[0].landing, 1);
+  EXPECT_EQ(got[0].normal.z, 1);
+  EXPECT_EQ(got[0].friction, 0.3);
+  EXPECT_NEAR(got[0].approach, -0.003 / dt, 1e-12);
+  for (const int free : {1, 3, 5}) EXPECT_EQ(dot(got[free].normal, got[free].normal), 0) << free;
+  EXPECT_EQ(got[2].landing, 0);
+  EXPECT_EQ(got[2].approach, 0);
+  // The sphere's normal at the end point; x0's height above the tangent plane there.
+  const V3 n = normalized(into_sphere - sphere.centre);
+  EXPECT_NEAR(norm(got[4].normal - n), 0, 1e-15);
+  const V3 on_surface = sphere.centre + (sphere.radius + t) * n;
+  EXPECT_NEAR(got[4].approach, -dot(above_sphere - on_surface, n) / dt, 1e-12);
+  // Held at the approach, the landing rows end the step on the tangent plane; the tangent part
+  // of the velocity stays.
+  DeviceVector<V3> v;
+  to_device(std::vector<V3>(x.size(), V3{0.2, 0, -1}), v);
+  hold(held, x.size(), v);
+  const std::vector<V3> guess = to_host(v);
+  EXPECT_NEAR(x[0].z + dt * guess[0].z, t, 1e-15);
+  EXPECT_EQ(guess[0].x, 0.2);
+  EXPECT_NEAR(dot(above_sphere + dt * guess[4] - on_surface, n), 0, 1e-15);
+  EXPECT_EQ(guess[1].z, -1);
+  EXPECT_EQ(guess[2].z, 0);
+  // The impulse that stops row 0 at its approach: m (v0 + dt g) . n less m approach.
+  DeviceVector<V3> v0, gradient;
+  to_device(std::vector<V3>(x.size(), V3{0, 0, -0.5}), v0);
+  to_device(std::vector<V3>(x.size(), V3{0, 0, 0}), gradient);
+  friction_impulses(rows.system(), v0, gradient, x.size(), held);
+  EXPECT_NEAR(to_host(held)[0].impulse, 2.0 * (0.5 + dt * 9.81 - 0.3), 1e-12);
+  // Residuals: row 0 would be pulled (r . n > 0), row 4 pushed, row 2 (resting) pulled.
+  DeviceVector<V3> residual;
+  to_device(std::vector<V3>{{0, 0, 1}, {0, 0, 1}, {0, 0, 1}, {0, 0, 1}, -1.0 * n, {0, 0, 1}},
+            residual);
+  release_pulling_landings(residual, x.size(), held, changed);
+  EXPECT_EQ(changed_rows(changed, x.size()), 1);
+  const std::vector<ContactConstraint> released = to_host(held);
+  EXPECT_EQ(dot(released[0].normal, released[0].normal), 0);
+  EXPECT_EQ(released[0].landing, 0);
+  EXPECT_EQ(released[4].landing, 1);
+  EXPECT_EQ(released[2].normal.z, 1);
+}
+
+// A moving mesh takes a landing row from the floor where it lies deeper: the row lands on the
+// table at the table's normal speed plus its approach.
+TEST(ImplicitContact, MovingMeshTakesTheLandingRowsItHoldsDeeper) {
+  const double t = 0.01, dt = 0.01, tolerance = 0.01 * t;
+  surface::SurfaceQuery q;
+  q.build(box_mesh({-0.5, -0.5, -0.05}, {0.5, 0.5, 0}));  // a table top at z = 0
+  q.classify_cells();
+  const V3 wall{0.3, -0.2, 0.5};
+  MeshColliderStep step;
+  step.surface = q.view();
+  step.thickness = t;
+  step.dt = dt;
+  step.friction = 0.5;
+  step.after.translation[0] = wall.x * dt, step.after.translation[1] = wall.y * dt,
+  step.after.translation[2] = wall.z * dt;
+  Collider floor;  // just below the table's top
+  floor.kind = Collider::floor;
+  floor.height = -0.001;
+  const std::vector<V3> x{{0.1, 0.1, t + 0.004}, {0.8, 0, t + 0.004}};
+  const std::vector<V3> end{{0.1, 0.1, t - 0.003}, {0.8, 0, t - 0.003}};
+  ImplicitRows rows;
+  to_device(std::vector<double>(x.size(), 1.0), rows.mass);
+  to_device(std::vector<std::uint8_t>(x.size(), 0), rows.pinned);
+  DeviceVector<V3> x_device, end_device;
+  DeviceVector<Collider> colliders;
+  to_device(x, x_device);
+  to_device(end, end_device);
+  to_device(std::vector<Collider>{floor}, colliders);
+  DeviceVector<ContactConstraint> held;
+  to_device(std::vector<ContactConstraint>(x.size()), held);
+  DeviceVector<std::uint8_t> changed;
+  landing_constraints(rows.system(), x_device, end_device, colliders, t, tolerance, x.size(), held,
+                      changed);
+  mesh_landing_constraints(rows.system(), x_device, end_device, step, tolerance, x.size(), held,
+                           changed);
+  EXPECT_EQ(changed_rows(changed, x.size()), 2);
+  const std::vector<ContactConstraint> got = to_host(held);
+  EXPECT_EQ(got[0].friction, 0.5);  // the table's, deeper than the floor
+  EXPECT_NEAR(norm(got[0].wall_velocity - wall), 0, 1e-12);
+  EXPECT_NEAR(got[0].approach, -0.004 / dt, 1e-5);  // the service's float distances
+  EXPECT_EQ(got[1].friction, 0);                    // off the table: the floor's
+  EXPECT_NEAR(got[1].approach, -0.005 / dt, 1e-12);
+  DeviceVector<V3> v;
+  to_device(std::vector<V3>(x.size(), V3{0, 0, -1}), v);
+  hold(held, x.size(), v);
+  EXPECT_NEAR(to_host(v)[0].z, wall.z - 0.004 / dt, 1e-5);
+}
+
 // Friction inside Newton's step: the lagged impulse from the step's start; the force minus the
 // gradient of the potential, the product its Hessian (both against central differences, at rest,
 // sticking below eps, sliding above it, and on a free row); the preconditioner inverts M' + H.
