@@ -918,17 +918,23 @@ class PlaneFitter {
     const double loose_cos =
         std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout_.dphi()));
     const double loose_distance = 3 * params_.merge_distance + layout_.drho();
+    // Each peak cell's plane (normal, offset) once, not per cluster (a search and four sines
+    // and cosines each).
+    std::vector<std::array<double, 4>> cell_plane(peaks_.size());
+    for (std::size_t p = 0; p < peaks_.size(); ++p) {
+      double at[3];
+      layout_.centre(peaks_[p], at);
+      cell_plane[p] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
+                       std::cos(at[1]), at[2]};
+    }
     sums_.assign(peaks_.size() * kFitTerms, 0.0);
     for (std::size_t c = 0; c < clusters_.size(); ++c) {
       const int p = cluster_peak_[c];
       if (p < 0) continue;
-      double at[3];
-      layout_.centre(peaks_[p], at);
-      const double n[3] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
-                           std::cos(at[1])};
+      const double* n = cell_plane[p].data();
       const Cluster& k = clusters_[c];
       const double cosine = n[0] * k.normal[0] + n[1] * k.normal[1] + n[2] * k.normal[2];
-      const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - at[2];
+      const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - n[3];
       if (std::fabs(cosine) < loose_cos || std::fabs(off) > loose_distance) {
         cluster_peak_[c] = -1;
         continue;
