@@ -30,18 +30,25 @@ void print_profile(ProfileClock& clock, const char* what, std::size_t points, st
                static_cast<int>(getpid()), what, points, nodes, clock.take().c_str());
 }
 
+// The keys and indices of the points from `first` on (the arrays' pointers are at `first`).
 struct MortonKeys {
   const Vec4* points;
   OctreeFrame frame;
   int depth;
   std::uint64_t* keys;
   std::uint32_t* index;
+  std::size_t first = 0;
   APRON_HD void operator()(std::size_t i) const {
     const Vec4 p = points[i];
     keys[i] = morton_code(p.x, p.y, p.z, frame.origin, frame.size, depth);
-    index[i] = static_cast<std::uint32_t>(i);
+    index[i] = static_cast<std::uint32_t>(first + i);
   }
 };
+
+bool same_frame(const OctreeFrame& a, const OctreeFrame& b) {
+  return a.origin[0] == b.origin[0] && a.origin[1] == b.origin[1] && a.origin[2] == b.origin[2] &&
+         a.size == b.size;
+}
 
 struct GatherSorted {
   const Vec4* points;
@@ -773,9 +780,12 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   frame_ = frame;
   ProfileClock& clock = step_clock();
   clock.start();
-  keys_.resize(n);
-  order.resize(n);
-  for_each_index(n, MortonKeys{raw(points), frame, depth_, raw(keys_), raw(order)});
+  if (!keys_prepared(n, frame, depth_)) {
+    keys_.resize(n);
+    order.resize(n);
+    for_each_index(n, MortonKeys{raw(points), frame, depth_, raw(keys_), raw(order)});
+  }
+  prepared_ = {};
   clock.lap("keys");
   sort_pairs(keys_, order, n, 3 * depth_);
   clock.lap("sort");
@@ -824,6 +834,34 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   copy_n(cluster_store_.begin(), totals[levels], clusters.begin());
   clock.lap("clusters");
   print_profile(clock, "finish", n, totals[levels]);
+}
+
+void OctreeBuilder::prepare_keys(const DeviceVector<Vec4>& points, std::size_t n, std::size_t begin,
+                                 std::size_t end, const OctreeFrame& frame, int depth) {
+  if (begin > end || end > n || n > points.size())
+    throw std::invalid_argument("octree: prepare_keys of points outside the cloud");
+  if (n >= (std::size_t{1} << 32) - 1)
+    throw std::invalid_argument("octree: more than 2^32 - 2 points on one rank");
+  if (begin == 0) {
+    prepared_ = {n, 0, frame, depth};
+    keys_.resize(n);
+    order.resize(n);
+  }
+  // Chunks in order, each after the last, for the same cloud; anything else: build() computes
+  // every key itself.
+  if (begin != prepared_.done || n != prepared_.n || !same_frame(frame, prepared_.frame) ||
+      depth != prepared_.depth) {
+    prepared_ = {};
+    return;
+  }
+  for_each_index(end - begin, MortonKeys{raw(points) + begin, frame, depth, raw(keys_) + begin,
+                                         raw(order) + begin, begin});
+  prepared_.done = end;
+}
+
+bool OctreeBuilder::keys_prepared(std::size_t n, const OctreeFrame& frame, int depth) const {
+  return n > 0 && prepared_.n == n && prepared_.done == n && prepared_.depth == depth &&
+         same_frame(frame, prepared_.frame);
 }
 
 // Room in the cluster store for a level of `nodes` nodes. The host knows only a bound on the

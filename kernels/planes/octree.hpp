@@ -181,6 +181,13 @@ class OctreeBuilder {
 
   void build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
              const OctreeParams& params);
+  // The Morton keys of points [begin, end) of the n that the next build() takes, in `frame` to
+  // `depth`, computed ahead of it: a caller that uploads the points in chunks gives each chunk
+  // its keys while the later chunks are still on their way. Where every point's keys were
+  // prepared for the frame and depth that build() is given, it takes them instead of computing
+  // them again (the same keys, bit for bit).
+  void prepare_keys(const DeviceVector<Vec4>& points, std::size_t n, std::size_t begin,
+                    std::size_t end, const OctreeFrame& frame, int depth);
 
   // On several ranks: sums n doubles over the ranks (the noise and density estimates of
   // sibling_halves), so that every rank tests halves alike; build then calls it at every tested
@@ -214,7 +221,16 @@ class OctreeBuilder {
   void sum_level_noise();
   void reserve_clusters(int level, std::size_t nodes);
 
+  bool keys_prepared(std::size_t n, const OctreeFrame& frame, int depth) const;
+
   DeviceVector<std::uint64_t> keys_;
+  // What prepare_keys has covered since the last build: the points, frame and depth it was
+  // given and how many points have their keys.
+  struct PreparedKeys {
+    std::size_t n = 0, done = 0;
+    OctreeFrame frame;
+    int depth = 0;
+  } prepared_;
   DeviceVector<std::uint32_t> active_, active_next_, keep_rank_, segment_, starts_, cluster_flag_,
       cluster_rank_, group_, parent_rank_, first_child_;
   // The level's active points and nodes (find_nodes), the points written by the last level's

@@ -448,17 +448,17 @@ struct PointProjections {
 
 // One copy of the points to the device: cudaMemcpy straight from the caller's memory (from
 // page-locked memory a DMA at the link's speed; from pageable memory the driver stages it), no
-// temporary on either side.
+// temporary on either side; into the device array from element `at` on.
 template <class T>
-void copy_to_device(std::span<const T> host, DeviceVector<T>& device) {
+void copy_to_device(std::span<const T> host, DeviceVector<T>& device, std::size_t at = 0) {
   if (host.empty()) return;
 #if defined(__CUDACC__)
   const cudaError_t status =
-      cudaMemcpy(raw(device), host.data(), host.size_bytes(), cudaMemcpyHostToDevice);
+      cudaMemcpy(raw(device) + at, host.data(), host.size_bytes(), cudaMemcpyHostToDevice);
   if (status != cudaSuccess)
     throw std::runtime_error(std::string("planes: point upload: ") + cudaGetErrorString(status));
 #else
-  apron::copy(host.begin(), host.end(), device.begin());
+  apron::copy(host.begin(), host.end(), device.begin() + static_cast<std::ptrdiff_t>(at));
 #endif
 }
 
@@ -475,13 +475,14 @@ struct WidenPoints {
   }
 };
 
-// The same for packed points: one copy of their 12 bytes each into `staging`, then widened on
-// the device.
-void upload(std::span<const float> xyz, DeviceVector<float>& staging, DeviceVector<Vec4>& device) {
-  if (xyz.empty()) return;
-  copy_to_device(xyz, staging);
-  for_each_index(xyz.size() / 3, WidenPoints{raw(staging), raw(device)});
+#if defined(__CUDACC__) && !defined(APRON_BACKEND_KOKKOS)
+#define APRON_PLANES_UPLOAD_STREAM 1
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("planes: point upload: ") + what + ": " +
+                             cudaGetErrorString(status));
 }
+#endif
 
 #if defined(__CUDACC__)
 // The planes' extents without a sort (CUDA): per block, each plane's smallest and largest
@@ -694,6 +695,30 @@ std::array<std::array<double, 3>, 4> Plane::corners() const {
   return c;
 }
 
+// upload_packed's copies go to a stream of their own (CUDA), so that the kernels that follow
+// each chunk on the default stream run while the next chunks are copied.
+struct PlaneDetector::UploadStream {
+#if defined(APRON_PLANES_UPLOAD_STREAM)
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ready = nullptr;   // the default stream's earlier work, which the copies wait for
+  cudaEvent_t landed = nullptr;  // the last chunk copied, which its kernels wait for
+  UploadStream() {
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+    check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "event");
+    check_cuda(cudaEventCreateWithFlags(&landed, cudaEventDisableTiming), "event");
+  }
+  UploadStream(const UploadStream&) = delete;
+  UploadStream& operator=(const UploadStream&) = delete;
+  ~UploadStream() {
+    cudaEventDestroy(landed);
+    cudaEventDestroy(ready);
+    cudaStreamDestroy(stream);
+  }
+#endif
+};
+
+PlaneDetector::~PlaneDetector() = default;
+
 PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {
   int ranks = 1;
   MPI_Comm_size(comm_, &ranks);
@@ -710,7 +735,8 @@ PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm)
 Detection PlaneDetector::detect(std::span<const Vec4> points, const std::array<double, 3>& centre,
                                 double half_extent, double rho_max, bool want_labels) {
   return analyse(
-      points.size(), [&] { upload(points, points_); }, centre, half_extent, rho_max, want_labels);
+      points.size(), [&](const OctreeFrame&) { upload(points, points_); }, centre, half_extent,
+      rho_max, want_labels);
 }
 
 Detection PlaneDetector::detect(std::span<const float> xyz, const std::array<double, 3>& centre,
@@ -720,8 +746,38 @@ Detection PlaneDetector::detect(std::span<const float> xyz, const std::array<dou
                                 std::to_string(xyz.size()) + " floats");
   packed_.resize(xyz.size());  // before the clock: an allocation, once
   return analyse(
-      xyz.size() / 3, [&] { upload(xyz, packed_, points_); }, centre, half_extent, rho_max,
-      want_labels);
+      xyz.size() / 3, [&](const OctreeFrame& frame) { upload_packed(xyz, frame); }, centre,
+      half_extent, rho_max, want_labels);
+}
+
+// The packed points copied into packed_ in chunks of upload_chunk_points_; each chunk, once
+// copied, widened into points_ and given its octree keys (OctreeBuilder::prepare_keys). On the
+// GPU the copies run on their own stream and each chunk's kernels wait for its copy alone: all
+// but the last chunk's kernels run while later chunks cross the link (on the CPU, in turn).
+void PlaneDetector::upload_packed(std::span<const float> xyz, const OctreeFrame& frame) {
+  const std::size_t n = xyz.size() / 3;
+  if (n == 0) return;
+#if defined(APRON_PLANES_UPLOAD_STREAM)
+  if (!upload_stream_) upload_stream_ = std::make_unique<UploadStream>();
+  const UploadStream& s = *upload_stream_;
+  check_cuda(cudaEventRecord(s.ready, 0), "event");
+  check_cuda(cudaStreamWaitEvent(s.stream, s.ready, 0), "wait");
+#endif
+  for (std::size_t begin = 0; begin < n; begin += upload_chunk_points_) {
+    const std::size_t end = std::min(n, begin + upload_chunk_points_);
+    const std::span<const float> chunk = xyz.subspan(3 * begin, 3 * (end - begin));
+#if defined(APRON_PLANES_UPLOAD_STREAM)
+    check_cuda(cudaMemcpyAsync(raw(packed_) + 3 * begin, chunk.data(), chunk.size_bytes(),
+                               cudaMemcpyHostToDevice, s.stream),
+               "copy");
+    check_cuda(cudaEventRecord(s.landed, s.stream), "event");
+    check_cuda(cudaStreamWaitEvent(0, s.landed, 0), "wait");
+#else
+    copy_to_device(chunk, packed_, 3 * begin);
+#endif
+    for_each_index(end - begin, WidenPoints{raw(packed_) + 3 * begin, raw(points_) + begin});
+    octree_.prepare_keys(points_, n, begin, end, frame, params_.octree.max_depth);
+  }
 }
 
 template <class Upload>
@@ -734,13 +790,13 @@ Detection PlaneDetector::analyse(std::size_t n, const Upload& upload_points,
   const double start = wall_seconds();
   double mark = start;
   StageTimes& t = out.times;
-  upload_points();
-  t.upload = elapsed(mark);
-
   OctreeFrame frame;
   const double size = 2 * half_extent * (1 + 1e-6) + 1e-30;
   for (int d = 0; d < 3; ++d) frame.origin[d] = -size / 2;
   frame.size = size;
+  upload_points(frame);
+  t.upload = elapsed(mark);
+
   octree_.build(points_, n, frame, params_.octree);
   t.octree = elapsed(mark);
 
@@ -862,17 +918,23 @@ class PlaneFitter {
     const double loose_cos =
         std::cos(std::min(kPi / 2, 3 * params_.merge_angle_deg * kPi / 180 + layout_.dphi()));
     const double loose_distance = 3 * params_.merge_distance + layout_.drho();
+    // Each peak cell's plane (normal, offset) once, not per cluster (a search and four sines
+    // and cosines each).
+    std::vector<std::array<double, 4>> cell_plane(peaks_.size());
+    for (std::size_t p = 0; p < peaks_.size(); ++p) {
+      double at[3];
+      layout_.centre(peaks_[p], at);
+      cell_plane[p] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
+                       std::cos(at[1]), at[2]};
+    }
     sums_.assign(peaks_.size() * kFitTerms, 0.0);
     for (std::size_t c = 0; c < clusters_.size(); ++c) {
       const int p = cluster_peak_[c];
       if (p < 0) continue;
-      double at[3];
-      layout_.centre(peaks_[p], at);
-      const double n[3] = {std::sin(at[1]) * std::cos(at[0]), std::sin(at[1]) * std::sin(at[0]),
-                           std::cos(at[1])};
+      const double* n = cell_plane[p].data();
       const Cluster& k = clusters_[c];
       const double cosine = n[0] * k.normal[0] + n[1] * k.normal[1] + n[2] * k.normal[2];
-      const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - at[2];
+      const double off = n[0] * k.mean[0] + n[1] * k.mean[1] + n[2] * k.mean[2] - n[3];
       if (std::fabs(cosine) < loose_cos || std::fabs(off) > loose_distance) {
         cluster_peak_[c] = -1;
         continue;
@@ -1477,7 +1539,11 @@ std::vector<Plane> PlaneDetector::fit_planes(const DeviceVector<Cluster>& cluste
                                              const std::vector<std::uint32_t>& peaks,
                                              const DetectorParams& params,
                                              std::vector<std::int32_t>& cluster_plane) {
+  ProfileClock clock("planes-profile");
+  clock.start();
   const std::size_t count = clusters.size();
+  clock.note("clusters", count);
+  clock.note("peaks", peaks.size());
   cluster_staging_.reserve(count * sizeof(Cluster));
   auto* staged = reinterpret_cast<Cluster*>(cluster_staging_.data());
   apron::copy(clusters.begin(), clusters.end(), staged);
@@ -1486,12 +1552,20 @@ std::vector<Plane> PlaneDetector::fit_planes(const DeviceVector<Cluster>& cluste
               cluster_peak.begin());
   PlaneFitter fitter(comm_, params, accumulator_->host_layout(), peaks,
                      std::span<const Cluster>(staged, count), std::move(cluster_peak));
+  clock.lap("copy");
   fitter.sum_peaks();
+  clock.lap("sum");
   if (params.verify_planes) fitter.seed_peaks();
+  clock.lap("seed");
   fitter.merge_peaks();
+  clock.lap("merge");
   std::vector<int> root = fitter.match_clusters();
+  clock.lap("match");
   if (params.recover_orphans) fitter.recover_orphans(root);
-  return fitter.final_planes(root, cluster_plane);
+  clock.lap("orphans");
+  std::vector<Plane> planes = fitter.final_planes(root, cluster_plane);
+  clock.lap("final");
+  return planes;
 }
 
 // The votes of every rank (on one rank they are all here: no round trip through the host).

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -106,6 +107,7 @@ struct Detection {
 class PlaneDetector {
  public:
   PlaneDetector(MPI_Comm comm, DetectorParams params);
+  ~PlaneDetector();
 
   // points: this rank's points relative to `centre` (float), in host memory (page-locked host
   // memory, a PinnedBuffer, uploads at the link's full speed: 3-8x faster than pageable);
@@ -125,12 +127,18 @@ class PlaneDetector {
   // Tests: the planes' extents by the portable path (a sort by label) also under CUDA, where
   // per-block atomic minima and maxima are the default; both give the same rectangles.
   void set_sorted_extents(bool on) { sorted_extents_ = on; }
+  // Tests: the points per chunk of detect(xyz)'s upload (upload_packed).
+  void set_upload_chunk_points(std::size_t points) {
+    upload_chunk_points_ = std::max<std::size_t>(1, points);
+  }
 
  private:
-  // detect() after its upload: `upload` copies the n points into points_ (timed as the upload).
+  // detect() after its upload: `upload(frame)` copies the n points into points_ (timed as the
+  // upload; it may prepare the octree's keys in `frame`).
   template <class Upload>
   Detection analyse(std::size_t n, const Upload& upload, const std::array<double, 3>& centre,
                     double half_extent, double rho_max, bool want_labels);
+  void upload_packed(std::span<const float> xyz, const OctreeFrame& frame);
   std::vector<Plane> fit_planes(const DeviceVector<Cluster>& clusters,
                                 const std::vector<std::uint32_t>& peaks,
                                 const DetectorParams& params,
@@ -211,6 +219,12 @@ class PlaneDetector {
   DeviceVector<int> extent_keys_;  // the atomics path's minima and maxima, order-preserving
   bool sorted_extents_ = false;
   std::vector<std::uint32_t> peaks_;
+  // upload_packed's chunks: 12 MB each, so that the last chunk's kernels, which no copy hides,
+  // take microseconds.
+  static constexpr std::size_t kUploadChunkPoints = std::size_t{1} << 20;
+  std::size_t upload_chunk_points_ = kUploadChunkPoints;
+  struct UploadStream;  // the GPU's stream and events for upload_packed
+  std::unique_ptr<UploadStream> upload_stream_;
 };
 
 }  // namespace apron::planes

@@ -1126,7 +1126,8 @@ TEST(Scenes, ExtentPathsAgree) {
 
 // Points given as packed x, y, z floats (how the workload keeps them: a quarter of the upload
 // less) give the Vec4 path's planes and labels bit for bit: the device widens them to the same
-// Vec4s.
+// Vec4s. Also when they are uploaded in many chunks, the last one short, each chunk widened and
+// given its octree keys as it lands (the keys then not computed by the octree's build).
 TEST(Scenes, PackedPointsEqualVec4Points) {
   const auto points = scene_points("boxes", 100000, 0.2);
   const CloudBounds bounds(points);
@@ -1138,17 +1139,22 @@ TEST(Scenes, PackedPointsEqualVec4Points) {
   for (const Vec4& p : points) xyz.insert(xyz.end(), {p.x, p.y, p.z});
   const Detection packed =
       detector.detect(std::span<const float>(xyz), {0, 0, 0}, bounds.half, bounds.rho, true);
+  detector.set_upload_chunk_points(7777);  // 13 chunks of 100k points, the last shorter
+  const Detection chunked =
+      detector.detect(std::span<const float>(xyz), {0, 0, 0}, bounds.half, bounds.rho, true);
   ASSERT_GT(wide.planes.size(), 5u);
-  ASSERT_EQ(wide.planes.size(), packed.planes.size());
-  for (std::size_t p = 0; p < wide.planes.size(); ++p) {
-    const Plane &a = wide.planes[p], &b = packed.planes[p];
-    EXPECT_EQ(a.normal, b.normal) << "plane " << p;
-    EXPECT_EQ(a.offset, b.offset) << "plane " << p;
-    EXPECT_EQ(a.inliers, b.inliers) << "plane " << p;
-    EXPECT_EQ(a.u_min, b.u_min) << "plane " << p;
-    EXPECT_EQ(a.v_max, b.v_max) << "plane " << p;
+  for (const Detection* other : {&packed, &chunked}) {
+    ASSERT_EQ(wide.planes.size(), other->planes.size());
+    for (std::size_t p = 0; p < wide.planes.size(); ++p) {
+      const Plane &a = wide.planes[p], &b = other->planes[p];
+      EXPECT_EQ(a.normal, b.normal) << "plane " << p;
+      EXPECT_EQ(a.offset, b.offset) << "plane " << p;
+      EXPECT_EQ(a.inliers, b.inliers) << "plane " << p;
+      EXPECT_EQ(a.u_min, b.u_min) << "plane " << p;
+      EXPECT_EQ(a.v_max, b.v_max) << "plane " << p;
+    }
+    EXPECT_EQ(wide.labels, other->labels);
   }
-  EXPECT_EQ(wide.labels, packed.labels);
   EXPECT_THROW(detector.detect(std::span<const float>(xyz.data(), 4), {0, 0, 0}, bounds.half,
                                bounds.rho, false),
                std::invalid_argument);
