@@ -158,10 +158,7 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
       x_slots[1 + k - ring.begin].x = R(mu);
     }
     const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
-    fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
-    fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
-    fit.add_row(tk * bk, bk * bk, T(0), dnt * bk);
-    fit.add_row(T(0), tk * tk, tk * bk, dnb * tk);
+    add_curvature_rows(fit, tk, bk, dnt, dnb);
   }
   T u64[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
   const bool curved = fit.solve(u64);
