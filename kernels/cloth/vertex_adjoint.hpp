@@ -131,11 +131,14 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   const Vector3<T> p2 = quotient(g11, det) * r2 - quotient(g12, det) * r1;
   // Forward: frame_tangent, the frame, fit_curvature, and in the same pass over the ring the
   // hourglass control's misfits (each neighbour read once for both). The misfits' reverse pass
-  // needs S = sum_k mu_k th_k th_k^T, and each mu_k again in the last loop: parked in the x slot
+  // needs S = sum_k mu_k th_k th_k^T, and each mu_k again in the last loop: parked in the n slot
   // that loop then overwrites (one float read back, instead of the float64 misfit recomputed:
-  // 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100, bench/NOTES.md). The metric's own
-  // values (the basis rotated into the tangent plane) are formed after this loop, where they are
-  // used: fewer float64 values live across it (bench/NOTES.md).
+  // 1.036e9 against 9.9e8 vertex-steps/s at 1M on one H100, bench/NOTES.md). So is each edge e_k
+  // in R, in its x slot: the last loop reads the same value back instead of gathering x_k again
+  // and converting the difference (0.5% faster at 1M on one H200; the normal differences parked
+  // as well spilled more than they saved: bench/NOTES.md). The metric's own values (the basis
+  // rotated into the tangent plane) are formed after this loop, where they are used: fewer float64
+  // values live across it (bench/NOTES.md).
   Vector3<T> t, b;
   T scale;
   {
@@ -147,21 +150,19 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   T s11 = 0, s12 = 0, s22 = 0;
   Sym3System<T> fit;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-    const std::uint32_t j = rings.neighbour(k);
+    const std::uint32_t j = rings.neighbour(k), entry = k - ring.begin;
     const Vector3<T> e = x[j] - xv, dn = normal[j] - nv;
+    x_slots[1 + entry] = vector_cast<R>(e);
     if (misfit.weight != T(0)) {
       const Vector2<T> th = coordinates[k];
       const T mu = misfit_adjoint(e, th, p1, p2, misfit, k);
       s11 += mu * th.x * th.x;
       s12 += mu * th.x * th.y;
       s22 += mu * th.y * th.y;
-      x_slots[1 + k - ring.begin].x = R(mu);
+      n_slots[1 + entry].x = R(mu);
     }
     const T tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
-    fit.add_row(tk * tk, tk * bk, T(0), dnt * tk);
-    fit.add_row(T(0), bk * tk, bk * bk, dnb * bk);
-    fit.add_row(tk * bk, bk * bk, T(0), dnt * bk);
-    fit.add_row(T(0), tk * tk, tk * bk, dnb * tk);
+    add_curvature_rows(fit, tk, bk, dnt, dnb);
   }
   T u64[3] = {T(0), T(0), T(0)};  // stays zero where the fit fails
   const bool curved = fit.solve(u64);
@@ -223,13 +224,14 @@ APRON_HD void vertex_tensors_adjoint(const Vector3<T>* x, const Vector3<T>* norm
   // bk^2 s) to M (m00 m01 m02 m11 m12 m22) and (dnt tk, dnt bk + dnb tk, dnb bk) s to r.
   Vector3<R> t_bar = zero, b_bar = zero, xv_bar = zero;
   for (std::uint32_t k = ring.begin; k < ring.end; ++k) {
-    const std::uint32_t j = rings.neighbour(k), slot = 1 + k - ring.begin;
+    const std::uint32_t entry = k - ring.begin, slot = 1 + entry;
     const Vector2<T> th = coordinates[k];
+    const Vector3<R> e = x_slots[slot];
     Vector3<R> e_bar = R(th.x) * r1_bar + R(th.y) * r2_bar;
-    if (misfit.weight != T(0)) e_bar += (R(2) * x_slots[slot].x) * vector_cast<R>(x[j] - xv);
+    if (misfit.weight != T(0)) e_bar += (R(2) * n_slots[slot].x) * e;
     Vector3<R> nj_bar = zero;
     if (curved) {
-      const Vector3<R> e = vector_cast<R>(x[j] - xv), dn = vector_cast<R>(normal[j] - nv);
+      const Vector3<R> dn = vector_cast<R>(normal[rings.neighbour(k)] - nv);
       const R et = dot(e, tr), eb = dot(e, br);
       const R tk = scale_r * et, bk = scale_r * eb, dnt = dot(dn, tr), dnb = dot(dn, br);
       const R s = tk * tk + bk * bk;

@@ -181,6 +181,39 @@ APRON_HD auto ring_misfit(const Points& x, const Rings& rings, const Vector2<C>*
   return quotient(sum, S(ring.size()));
 }
 
+// The four equations of one ring edge in fit_curvature's normal equations, as the rows
+// (tk^2, tk bk, 0 | dnt tk), (0, bk tk, bk^2 | dnb bk), (tk bk, bk^2, 0 | dnt bk) and
+// (0, tk^2, tk bk | dnb tk) of Sym3System::add_row, added in the same order but without the
+// products with a zero coefficient (16 of add_row's 36 multiply-adds, which no compiler may drop:
+// 0 x is NaN for an infinite x). For finite values the sums are add_row's to the bit: a product
+// with a zero coefficient is a signed zero, and adding one leaves a sum unchanged unless that sum
+// is -0, which a sum started at +0 never becomes (x + (-x) rounds to +0). m02 stays 0.
+template <class S>
+APRON_HD void add_curvature_rows(Sym3System<S>& fit, S tk, S bk, S dnt, S dnb) {
+  const S tt = tk * tk, tb = tk * bk, bb = bk * bk;
+  const S rt = dnt * tk, rb = dnb * bk, rtb = dnt * bk, rbt = dnb * tk;
+  fit.m00 += tt * tt;  // rows 1 and 3
+  fit.m00 += tb * tb;
+  fit.m01 += tt * tb;  // rows 1 and 3
+  fit.m01 += tb * bb;
+  fit.m11 += tb * tb;  // rows 1 to 4
+  fit.m11 += tb * tb;
+  fit.m11 += bb * bb;
+  fit.m11 += tt * tt;
+  fit.m12 += tb * bb;  // rows 2 and 4
+  fit.m12 += tt * tb;
+  fit.m22 += bb * bb;  // rows 2 and 4
+  fit.m22 += tb * tb;
+  fit.r0 += tt * rt;  // rows 1 and 3
+  fit.r0 += tb * rtb;
+  fit.r1 += tb * rt;  // rows 1 to 4
+  fit.r1 += tb * rb;
+  fit.r1 += bb * rtb;
+  fit.r1 += tt * rbt;
+  fit.r2 += bb * rb;  // rows 2 and 4
+  fit.r2 += tb * rbt;
+}
+
 // b_ab from the four equations per ring edge (Rusinkiewicz's dn.t = b11 t_k + b12 b_k,
 // dn.b = b12 t_k + b22 b_k, each times t_k and b_k), solved by least squares. Edges are scaled by
 // the reference edge's length so that the normal equations stay O(1) in float at any mesh size.
@@ -194,10 +227,7 @@ APRON_HD bool fit_curvature(const Points& x, const Normals& normals, const Rings
     const std::uint32_t j = rings.neighbour(k);
     const Vector3<S> e = x(j) - xv, dn = normals(j) - n;
     const S tk = scale * dot(e, t), bk = scale * dot(e, b), dnt = dot(dn, t), dnb = dot(dn, b);
-    fit.add_row(tk * tk, tk * bk, S(0), dnt * tk);
-    fit.add_row(S(0), bk * tk, bk * bk, dnb * bk);
-    fit.add_row(tk * bk, bk * bk, S(0), dnt * bk);
-    fit.add_row(S(0), tk * tk, tk * bk, dnb * tk);
+    add_curvature_rows(fit, tk, bk, dnt, dnb);
   }
   S u[3];
   if (!fit.solve(u)) return false;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numbers>
@@ -20,6 +21,7 @@
 #include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/mesh.hpp"
 #include "kernels/cloth/tensors.hpp"
+#include "kernels/cloth/vertex_geometry.hpp"
 #include "kernels/common/algorithms.hpp"
 
 namespace apron::cloth {
@@ -1425,6 +1427,44 @@ void expect_quotient_is_the_division() {
 TEST(ClothMath, QuotientIsTheDivisionBitForBit) {
   expect_quotient_is_the_division<float>();
   expect_quotient_is_the_division<double>();
+}
+
+template <class T>
+bool same_bits(const Sym3System<T>& a, const Sym3System<T>& b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// add_curvature_rows leaves out add_row's products with a zero coefficient: the sums stay
+// add_row's bit for bit, for every edge added to a fresh system and to one that has summed all
+// the edges before (whose sums cancel to zero now and then), signed zeros among the values.
+template <class T>
+void expect_curvature_rows_are_add_rows() {
+  const std::vector<T> values{T(0), -T(0), T(1), T(-1), T(0.3), T(-2.5), T(1e-3), T(7)};
+  Sym3System<T> running_rows, running_add_row;
+  int edges = 0, mismatches = 0;
+  for (const T tk : values)
+    for (const T bk : values)
+      for (const T dnt : values)
+        for (const T dnb : values) {
+          Sym3System<T> rows, by_add_row;
+          for (Sym3System<T>* fit : {&rows, &running_rows})
+            add_curvature_rows(*fit, tk, bk, dnt, dnb);
+          for (Sym3System<T>* fit : {&by_add_row, &running_add_row}) {
+            fit->add_row(tk * tk, tk * bk, T(0), dnt * tk);
+            fit->add_row(T(0), bk * tk, bk * bk, dnb * bk);
+            fit->add_row(tk * bk, bk * bk, T(0), dnt * bk);
+            fit->add_row(T(0), tk * tk, tk * bk, dnb * tk);
+          }
+          ++edges;
+          mismatches +=
+              int{!same_bits(rows, by_add_row)} + int{!same_bits(running_rows, running_add_row)};
+        }
+  EXPECT_EQ(mismatches, 0) << "of " << edges << " edges";
+}
+
+TEST(ClothMath, CurvatureRowsAreAddRowsBitForBit) {
+  expect_curvature_rows_are_add_rows<float>();
+  expect_curvature_rows_are_add_rows<double>();
 }
 
 }  // namespace
