@@ -354,22 +354,30 @@ TEST(ImplicitContact, FilterAndFrictionFromTheConstraintImpulse) {
   EXPECT_EQ(after[2].y, 1);
 }
 
+// A table top at z = 0, friction 0.5, moving at `wall` over one step of dt.
+struct MovingTable {
+  surface::SurfaceQuery query;
+  MeshColliderStep step;
+  MovingTable(V3 wall, double thickness, double dt) {
+    query.build(box_mesh({-0.5, -0.5, -0.05}, {0.5, 0.5, 0}));
+    query.classify_cells();
+    step.surface = query.view();
+    step.thickness = thickness;
+    step.dt = dt;
+    step.friction = 0.5;
+    step.after.translation[0] = wall.x * dt, step.after.translation[1] = wall.y * dt,
+    step.after.translation[2] = wall.z * dt;
+  }
+};
+
 // A mesh collider takes the rows it holds deeper than the analytic ones, with its velocity at the
 // contact: a table top rising under a resting vertex holds it at the table's normal speed; the
 // first guess and the friction are relative to that velocity.
 TEST(ImplicitContact, MovingMeshHoldsAtItsOwnVelocity) {
   const double t = 0.01, dt = 0.01;
-  surface::SurfaceQuery q;
-  q.build(box_mesh({-0.5, -0.5, -0.05}, {0.5, 0.5, 0}));  // a table top at z = 0
-  q.classify_cells();
   const V3 wall{0.3, -0.2, 0.5};
-  MeshColliderStep step;
-  step.surface = q.view();
-  step.thickness = t;
-  step.dt = dt;
-  step.friction = 0.5;
-  step.after.translation[0] = wall.x * dt, step.after.translation[1] = wall.y * dt,
-  step.after.translation[2] = wall.z * dt;
+  const MovingTable table(wall, t, dt);
+  const MeshColliderStep& step = table.step;
   Collider floor;  // below the table: shallower there, deeper off it
   floor.kind = Collider::floor;
   floor.height = -0.02;
@@ -508,17 +516,9 @@ TEST(ImplicitContact, LandingRowsEndTheStepOnTheSurface) {
 // table at the table's normal speed plus its approach.
 TEST(ImplicitContact, MovingMeshTakesTheLandingRowsItHoldsDeeper) {
   const double t = 0.01, dt = 0.01, tolerance = 0.01 * t;
-  surface::SurfaceQuery q;
-  q.build(box_mesh({-0.5, -0.5, -0.05}, {0.5, 0.5, 0}));  // a table top at z = 0
-  q.classify_cells();
   const V3 wall{0.3, -0.2, 0.5};
-  MeshColliderStep step;
-  step.surface = q.view();
-  step.thickness = t;
-  step.dt = dt;
-  step.friction = 0.5;
-  step.after.translation[0] = wall.x * dt, step.after.translation[1] = wall.y * dt,
-  step.after.translation[2] = wall.z * dt;
+  const MovingTable table(wall, t, dt);
+  const MeshColliderStep& step = table.step;
   Collider floor;  // just below the table's top
   floor.kind = Collider::floor;
   floor.height = -0.001;
