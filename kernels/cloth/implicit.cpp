@@ -369,9 +369,10 @@ struct ReleasePulling {
   }
 };
 
-struct Changed {
-  const std::uint8_t* changed;
-  APRON_HD std::int64_t operator()(std::size_t i) const { return changed[i]; }
+// 1 where a row's byte flag is set: counts of searching, changed, ... rows.
+struct Flagged {
+  const std::uint8_t* flag;
+  APRON_HD std::int64_t operator()(std::size_t i) const { return flag[i] ? 1 : 0; }
 };
 
 struct Filter {
@@ -654,11 +655,6 @@ struct SearchRound {
   }
 };
 
-struct Searching {
-  const std::uint8_t* searching;
-  APRON_HD std::int64_t operator()(std::size_t i) const { return searching[i] ? 1 : 0; }
-};
-
 struct PullStart {
   const ContactConstraint* c;
   V3* pull;
@@ -737,7 +733,7 @@ std::int64_t vertex_search_round(const ImplicitSystem& s, const DeviceVector<dou
                     raw(search.reach_offsets),
                     raw(search.reach)};
   for_each_index(count, SearchRound{share, raw(search.alpha), raw(search.searching)});
-  return transform_reduce(count, Searching{raw(search.searching)}, std::int64_t{0}, Plus{});
+  return transform_reduce(count, Flagged{raw(search.searching)}, std::int64_t{0}, Plus{});
 }
 
 void contact_pull_start(const DeviceVector<ContactConstraint>& c, std::size_t count,
@@ -909,7 +905,7 @@ void release_pulling_landings(const Vectors& residual, std::size_t count,
 }
 
 std::int64_t changed_rows(const DeviceVector<std::uint8_t>& changed, std::size_t count) {
-  return transform_reduce(count, Changed{raw(changed)}, std::int64_t{0}, Plus{});
+  return transform_reduce(count, Flagged{raw(changed)}, std::int64_t{0}, Plus{});
 }
 
 void filter(const DeviceVector<ContactConstraint>& c, std::size_t count, Vectors& v) {

@@ -85,14 +85,15 @@ class ClothSolver final : public SteppingWorkload {
   // cloth.implicit.friction: inside: Newton's step holds the colliders' friction inside its
   // potential (implicit.hpp's friction_force); otherwise it is applied after the update.
   bool friction_inside() const {
-    return case_.integrator.implicit && !case_.integrator.vbd && case_.integrator.friction_inside &&
-           has_colliders();
+    return newton_with_colliders() && case_.integrator.friction_inside;
   }
   // cloth.implicit.contact: speculative: Newton's step also holds the rows that reach a collider
   // within it (implicit.hpp's landing_constraints), the set settled between solutions.
   bool speculative_contact() const {
-    return case_.integrator.implicit && !case_.integrator.vbd &&
-           case_.integrator.speculative_contact && has_colliders();
+    return newton_with_colliders() && case_.integrator.speculative_contact;
+  }
+  bool newton_with_colliders() const {
+    return case_.integrator.implicit && !case_.integrator.vbd && has_colliders();
   }
   struct MeshCollider;
   MeshColliderStep mesh_step(const MeshCollider& collider, double start, double dt) const;
