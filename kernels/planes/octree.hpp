@@ -160,11 +160,6 @@ struct OctreeStats {
   std::vector<std::size_t> active;    // per level: the points in its nodes (the level's work)
 };
 
-// Builds the clusters of n points (positions in `points`, xyz used). The result: `clusters` in
-// order of level, then Morton code; `order` (sorted position -> point index) and
-// `sorted_cluster` (per sorted position: its point's cluster or -1; a caller wanting them in the
-// input's order scatters them through `order`, random writes that cost about 1 ms at 20M points).
-// Scratch buffers are kept for the next call.
 // Read access to the sorted Morton keys, whichever width they are stored in: one of the two
 // pointers is set, the same for every thread of a launch.
 struct KeyView {
@@ -173,6 +168,11 @@ struct KeyView {
   APRON_HD std::uint64_t operator[](std::size_t i) const { return narrow ? narrow[i] : wide[i]; }
 };
 
+// Builds the clusters of n points (positions in `points`, xyz used). The result: `clusters` in
+// order of level, then Morton code; `order` (sorted position -> point index) and
+// `sorted_cluster` (per sorted position: its point's cluster or -1; a caller wanting them in the
+// input's order scatters them through `order`, random writes that cost about 1 ms at 20M points).
+// Scratch buffers are kept for the next call.
 class OctreeBuilder {
  public:
   // Up to this many nodes a level's sibling halves take a thread per node, of which each

@@ -1030,7 +1030,7 @@ class PlaneFitter {
   std::vector<int> match_clusters() {
     std::vector<int> root(clusters_.size(), -1);
     const FitsByAxis by_axis(fits_, has_fit_);
-    std::vector<char> near(peaks_.size());
+    std::vector<char> near(fits_.size());
     for (std::size_t c = 0; c < clusters_.size(); ++c) {
       const Cluster& k = clusters_[c];
       // Its centroid on the plane and its normal along the plane's (near(), one way): offsets
