@@ -30,17 +30,23 @@ void print_profile(ProfileClock& clock, const char* what, std::size_t points, st
                static_cast<int>(getpid()), what, points, nodes, clock.take().c_str());
 }
 
-// The keys and indices of the points from `first` on (the arrays' pointers are at `first`).
+// The keys and indices of the points from `first` on (the arrays' pointers are at `first`): the
+// keys in 32 bits where they fit (narrow set), else in 64.
 struct MortonKeys {
   const Vec4* points;
   OctreeFrame frame;
   int depth;
-  std::uint64_t* keys;
+  std::uint32_t* narrow;
+  std::uint64_t* wide;
   std::uint32_t* index;
   std::size_t first = 0;
   APRON_HD void operator()(std::size_t i) const {
     const Vec4 p = points[i];
-    keys[i] = morton_code(p.x, p.y, p.z, frame.origin, frame.size, depth);
+    const std::uint64_t key = morton_code(p.x, p.y, p.z, frame.origin, frame.size, depth);
+    if (narrow)
+      narrow[i] = static_cast<std::uint32_t>(key);
+    else
+      wide[i] = key;
     index[i] = static_cast<std::uint32_t>(first + i);
   }
 };
@@ -70,7 +76,7 @@ constexpr int kLevelPoints = 0, kLevelNodes = 1;
 // 1 where an active point starts a new node (its prefix differs from the previous one's), 0 from
 // the level's point count on (read on the device: the scan runs over a bound, the last level's).
 struct NodeHeads {
-  const std::uint64_t* keys;
+  KeyView keys;
   const std::uint32_t* active;
   const std::uint32_t* counts;
   int shift;
@@ -203,7 +209,7 @@ struct NodeTotals {
 // The bounds of each node's octants among the active points (the runs of the next level's
 // prefix within the node's run; an empty octant holds none): 8 per node, then the total.
 struct OctantStarts {
-  const std::uint64_t* keys;
+  KeyView keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
   std::uint32_t nodes;
@@ -511,7 +517,7 @@ APRON_HD inline void noise_terms(double count, const Eigen3& e, double t[kNoiseT
 
 struct ClassifyNodes {
   const Vec4* sorted;
-  const std::uint64_t* keys;
+  KeyView keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;  // segments + 1 entries
   const Moments* sums;          // of the node's inliers
@@ -560,7 +566,7 @@ struct ClassifyNodes {
 // order): f(s) is 1 where node s starts a parent's run, 0 past the last node, so that an
 // exclusive scan numbers the parents and ends with their count.
 struct ParentHeads {
-  const std::uint64_t* keys;
+  KeyView keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
   std::size_t nodes;
@@ -601,7 +607,7 @@ struct NoiseSoFar {
 // the numbering's three, and the GPU holds all their threads at once either way.
 struct MergeSiblingHalves {
   const Vec4* sorted;
-  const std::uint64_t* keys;
+  KeyView keys;
   const std::uint32_t* active;
   const std::uint32_t* starts;
   std::size_t nodes;
@@ -781,13 +787,17 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   ProfileClock& clock = step_clock();
   clock.start();
   if (!keys_prepared(n, frame, depth_)) {
-    keys_.resize(n);
+    size_keys(n, depth_);
     order.resize(n);
-    for_each_index(n, MortonKeys{raw(points), frame, depth_, raw(keys_), raw(order)});
+    for_each_index(
+        n, MortonKeys{raw(points), frame, depth_, narrow_keys_out(), wide_keys_out(), raw(order)});
   }
   prepared_ = {};
   clock.lap("keys");
-  sort_pairs(keys_, order, n, 3 * depth_);
+  if (narrow_keys(depth_))
+    sort_pairs(narrow_keys_, order, n, 3 * depth_);
+  else
+    sort_pairs(keys_, order, n, 3 * depth_);
   clock.lap("sort");
   sorted.resize(n);
   grow_to(active_, n);
@@ -844,7 +854,7 @@ void OctreeBuilder::prepare_keys(const DeviceVector<Vec4>& points, std::size_t n
     throw std::invalid_argument("octree: more than 2^32 - 2 points on one rank");
   if (begin == 0) {
     prepared_ = {n, 0, frame, depth};
-    keys_.resize(n);
+    size_keys(n, depth);
     order.resize(n);
   }
   // Chunks in order, each after the last, for the same cloud; anything else: build() computes
@@ -854,9 +864,36 @@ void OctreeBuilder::prepare_keys(const DeviceVector<Vec4>& points, std::size_t n
     prepared_ = {};
     return;
   }
-  for_each_index(end - begin, MortonKeys{raw(points) + begin, frame, depth, raw(keys_) + begin,
-                                         raw(order) + begin, begin});
+  std::uint32_t* narrow = narrow_keys_out();
+  std::uint64_t* wide = wide_keys_out();
+  for_each_index(end - begin,
+                 MortonKeys{raw(points) + begin, frame, depth, narrow ? narrow + begin : nullptr,
+                            wide ? wide + begin : nullptr, raw(order) + begin, begin});
   prepared_.done = end;
+}
+
+// 32-bit keys sort in passes of 8 bytes a pair instead of 12 (20M points: ~0.2 ms of 0.85).
+bool OctreeBuilder::narrow_keys(int depth) {
+  return 3 * depth <= 32;
+}
+
+void OctreeBuilder::size_keys(std::size_t n, int depth) {
+  key_depth_ = depth;
+  if (narrow_keys(depth))
+    narrow_keys_.resize(n);
+  else
+    keys_.resize(n);
+}
+
+std::uint32_t* OctreeBuilder::narrow_keys_out() {
+  return narrow_keys(key_depth_) ? raw(narrow_keys_) : nullptr;
+}
+std::uint64_t* OctreeBuilder::wide_keys_out() {
+  return narrow_keys(key_depth_) ? nullptr : raw(keys_);
+}
+KeyView OctreeBuilder::key_view() const {
+  if (narrow_keys(key_depth_)) return {raw(narrow_keys_), nullptr};
+  return {nullptr, raw(keys_)};
 }
 
 bool OctreeBuilder::keys_prepared(std::size_t n, const OctreeFrame& frame, int depth) const {
@@ -933,7 +970,7 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
 OctreeBuilder::LevelSize OctreeBuilder::find_nodes(int level, std::size_t bound) {
   const int shift = 3 * (depth_ - level);
   grow_to(segment_, bound);
-  inclusive_count_scan(bound, NodeHeads{raw(keys_), raw(active_), raw(level_counts_), shift},
+  inclusive_count_scan(bound, NodeHeads{key_view(), raw(active_), raw(level_counts_), shift},
                        raw(segment_));
   grow_to(starts_, bound + 1);
   for_each_index(bound, NodeStarts{raw(segment_), raw(starts_), raw(level_counts_)});
@@ -985,7 +1022,7 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
     grow_to(noise_terms_, kNoiseTerms * nodes);
     noise_bounds_.resize(kNoiseTerms + 1);
   }
-  for_each_index(nodes, ClassifyNodes{raw(sorted), raw(keys_), raw(active_), raw(starts_),
+  for_each_index(nodes, ClassifyNodes{raw(sorted), key_view(), raw(active_), raw(starts_),
                                       raw(sums_), params, level, shift, nodes, raw(state_),
                                       raw(cluster_flag_), raw(group_), raw(level_clusters_),
                                       halves ? raw(noise_terms_) : nullptr, raw(noise_bounds_)});
@@ -1021,7 +1058,7 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
   const std::size_t octants = 8 * nodes;
   grow_to(octant_starts_, octants + 1);
   for_each_index(octants + 1,
-                 OctantStarts{raw(keys_), raw(active_), raw(starts_),
+                 OctantStarts{key_view(), raw(active_), raw(starts_),
                               static_cast<std::uint32_t>(nodes), shift - 3, raw(octant_starts_)});
   grow_to(octant_sums_, octants);
   grow_to(sums_, nodes);
@@ -1077,14 +1114,14 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
   const int shift = 3 * (depth_ - level);
   const bool by_parent = nodes > halves_per_node_limit_;
   if (by_parent) {
-    const ParentHeads heads{raw(keys_), raw(active_), raw(starts_), nodes, shift};
+    const ParentHeads heads{key_view(), raw(active_), raw(starts_), nodes, shift};
     grow_to(parent_rank_, nodes + 1);
     exclusive_count_scan(nodes + 1, heads, raw(parent_rank_));
     grow_to(first_child_, nodes + 1);
     for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
   }
   for_each_index(nodes, MergeSiblingHalves{raw(sorted),
-                                           raw(keys_),
+                                           key_view(),
                                            raw(active_),
                                            raw(starts_),
                                            nodes,

@@ -160,6 +160,14 @@ struct OctreeStats {
   std::vector<std::size_t> active;    // per level: the points in its nodes (the level's work)
 };
 
+// Read access to the sorted Morton keys, whichever width they are stored in: one of the two
+// pointers is set, the same for every thread of a launch.
+struct KeyView {
+  const std::uint32_t* narrow;
+  const std::uint64_t* wide;
+  APRON_HD std::uint64_t operator[](std::size_t i) const { return narrow ? narrow[i] : wide[i]; }
+};
+
 // Builds the clusters of n points (positions in `points`, xyz used). The result: `clusters` in
 // order of level, then Morton code; `order` (sorted position -> point index) and
 // `sorted_cluster` (per sorted position: its point's cluster or -1; a caller wanting them in the
@@ -222,8 +230,17 @@ class OctreeBuilder {
   void reserve_clusters(int level, std::size_t nodes);
 
   bool keys_prepared(std::size_t n, const OctreeFrame& frame, int depth) const;
+  static bool narrow_keys(int depth);
+  void size_keys(std::size_t n, int depth);
+  std::uint32_t* narrow_keys_out();
+  std::uint64_t* wide_keys_out();
+  KeyView key_view() const;
 
+  // The points' Morton keys, sorted by build(): in 32 bits where 3 x depth fits (narrow_keys_),
+  // else in 64 (keys_); key_depth_ is the depth they were sized for.
+  DeviceVector<std::uint32_t> narrow_keys_;
   DeviceVector<std::uint64_t> keys_;
+  int key_depth_ = 0;
   // What prepare_keys has covered since the last build: the points, frame and depth it was
   // given and how many points have their keys.
   struct PreparedKeys {

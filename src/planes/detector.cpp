@@ -889,6 +889,38 @@ Detection PlaneDetector::analyse(std::size_t n, const Upload& upload_points,
 
 namespace {
 
+// The peaks' fits with each coordinate of their normals and centroids in an array of its own,
+// so that a cluster's distance to every plane is one loop the compiler vectorises.
+class FitsByAxis {
+ public:
+  FitsByAxis(const std::vector<Plane>& fits, const std::vector<char>& has_fit)
+      : size_(fits.size()), normal_(3 * size_, 0.0), centroid_(3 * size_, 0.0) {
+    for (std::size_t r = 0; r < size_; ++r)
+      for (int a = 0; a < 3 && has_fit[r]; ++a) {
+        normal_[a * size_ + r] = fits[r].normal[a];
+        centroid_[a * size_ + r] = fits[r].centroid[a];
+      }
+  }
+  // near[r] = 0 where the point m lies farther than `limit` from plane r by more than the
+  // rounding of the distance (PlaneFitter::alignment's terms, whose own test decides the rest);
+  // 1 for a plane without a fit (all zeros).
+  void near(const double* m, double limit, char* near) const {
+    const double loose = limit + kSlack;
+    const double *nx = normal_.data(), *ny = nx + size_, *nz = ny + size_;
+    const double *cx = centroid_.data(), *cy = cx + size_, *cz = cy + size_;
+    for (std::size_t r = 0; r < size_; ++r) {
+      const double d = nx[r] * (m[0] - cx[r]) + ny[r] * (m[1] - cy[r]) + nz[r] * (m[2] - cz[r]);
+      near[r] = std::fabs(d) <= loose;
+    }
+  }
+
+ private:
+  // 1 um: far above the distance's rounding (contracted or not) for coordinates up to 10^5 m.
+  static constexpr double kSlack = 1e-6;
+  std::size_t size_;
+  std::vector<double> normal_, centroid_;
+};
+
 // The plane-finding steps of PlaneDetector::fit_planes over this rank's clusters; every sum
 // goes through one allreduce, so the decisions are equal on every rank.
 class PlaneFitter {
@@ -997,6 +1029,8 @@ class PlaneFitter {
   // nearby).
   std::vector<int> match_clusters() {
     std::vector<int> root(clusters_.size(), -1);
+    const FitsByAxis by_axis(fits_, has_fit_);
+    std::vector<char> near(fits_.size());
     for (std::size_t c = 0; c < clusters_.size(); ++c) {
       const Cluster& k = clusters_[c];
       // Its centroid on the plane and its normal along the plane's (near(), one way): offsets
@@ -1028,9 +1062,14 @@ class PlaneFitter {
         root[c] = own_root;
         continue;
       }
+      // Most planes lie farther than merge_distance from the centroid: rejected for all planes
+      // at once (verify_planes; the other test compares offsets at the origin).
+      if (params_.verify_planes) by_axis.near(k.mean, params_.merge_distance, near.data());
       int best = -1;
       for (int r = 0; r < static_cast<int>(peaks_.size()); ++r)
-        if (fits(r) && (best < 0 || distance(r) < distance(best))) best = r;
+        if ((!params_.verify_planes || near[r]) && fits(r) &&
+            (best < 0 || distance(r) < distance(best)))
+          best = r;
       root[c] = best;
     }
     return root;
