@@ -517,7 +517,8 @@ void ClothSolver::newton_step(bool first, double enough) {
     axpy(alpha, d, x, owned_);
     axpy(-alpha, q, r, owned_);
   };
-  const auto preconditioner = [&](const Vectors& r, Vectors& z) { precondition(r, z); };
+  prepare_two_level(first);  // (uses the CG's vectors as scratch: before they are set)
+  const auto preconditioner = [&](const Vectors& r, Vectors& z) { cg_precondition(r, z); };
   // d = z + beta d; the first, d = z, on every row (ghosts included: the halo refreshes them).
   // (beta = 0 later means r = 0, and the solve stops before d is used again.)
   bool deflated = false;
@@ -533,7 +534,7 @@ void ClothSolver::newton_step(bool first, double enough) {
   // Relative to the iteration's first residual; the rule takes its scale from the first residual
   // it is shown, before the step along the free motion.
   RelativeResidual rule{case_.integrator.tolerance};
-  precondition(w.residual, w.preconditioned);
+  cg_precondition(w.residual, w.preconditioned);
   rule.done(global_dot(w.residual, w.preconditioned));
   rule.target = std::max(rule.target, 0.25 * enough * enough);
   if (first) deflated = step_along_free_motion(system, product, update);
