@@ -242,6 +242,7 @@ bool ClothSolver::build_coarse_operator() {
     return top > 0 ? std::ldexp(1.0, 62 - std::ilogb(top * terms) - 1) : 0.0;
   };
   std::vector<Vector3<double>> probe(rows);
+  k.product.resize(rows);
   const std::size_t band = k.band;
   ++k.builds;
   std::vector<std::int64_t> fixed(unknowns * width,
@@ -262,12 +263,12 @@ bool ClothSolver::build_coarse_operator() {
           any = 1;
         }
       if (global_sum(ranks_.comm, any) == 0) continue;
-      to_device(probe, w.residual);
-      if (has_colliders()) filter(w.constraints, owned_, w.residual);
-      refresh_ghost_rows(w.residual);
-      implicit_product(w.residual, w.product);
-      if (has_colliders()) filter(w.constraints, owned_, w.product);
-      const std::vector<Vector3<double>> column = to_host(w.product, owned_);
+      to_device(probe, k.probe);
+      if (has_colliders()) filter(w.constraints, owned_, k.probe);
+      refresh_ghost_rows(k.probe);
+      implicit_product(k.probe, k.product);
+      if (has_colliders()) filter(w.constraints, owned_, k.product);
+      const std::vector<Vector3<double>> column = to_host(k.product, owned_);
       double largest = 0;
       for (std::size_t i = 0; i < owned_; ++i)
         if (owner[i] != kNoNode)
@@ -469,12 +470,13 @@ void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
       const double h = k.corner_weight[e];
       row[i] = row[i] + Vector3<double>{h * c[n], h * c[n + 1], h * c[n + 2]};
     }
-  to_device(row, w.residual);
-  if (has_colliders()) filter(w.constraints, owned_, w.residual);
-  refresh_ghost_rows(w.residual);
-  implicit_product(w.residual, w.product);
-  if (has_colliders()) filter(w.constraints, owned_, w.product);
-  const std::vector<double> probed = restrict_to_coarse(to_host(w.product, owned_));
+  to_device(row, k.probe);
+  k.product.resize(store_.size());
+  if (has_colliders()) filter(w.constraints, owned_, k.probe);
+  refresh_ghost_rows(k.probe);
+  implicit_product(k.probe, k.product);
+  if (has_colliders()) filter(w.constraints, owned_, k.product);
+  const std::vector<double> probed = restrict_to_coarse(to_host(k.product, owned_));
   double largest = 0, difference = 0, entry = 0, asymmetry = 0;
   for (std::size_t p = 0; p < unknowns; ++p) {
     double product = 0;

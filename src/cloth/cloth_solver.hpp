@@ -136,7 +136,7 @@ class ClothSolver final : public SteppingWorkload {
   // (precondition's blocks plus the coarse lattice's correction), its operator made ready for a
   // Newton iteration, and its check.
   bool two_level() const { return case_.integrator.two_level && coarse_.nodes > 0; }
-  void prepare_two_level(bool first_iteration);
+  void prepare_two_level(bool first_iteration, double target);
   void cg_precondition(const Vectors& r, Vectors& z);
   void check_two_level();
   double held_part(const Vectors& z);  // z's largest row held, relative to its largest
@@ -265,6 +265,11 @@ class ClothSolver final : public SteppingWorkload {
     DeviceVector<std::int64_t> sums;
     DeviceVector<double> solution;
     Vectors rows;
+    // The operator's probe and its product (the CG's own vectors are live while it is built),
+    // and check_two_level's images of them.
+    Vectors probe, product, probe_image, product_image;
+    bool stale = true;    // two_level: no operator probed yet in this (sub-)step
+    bool active = false;  // two_level: the coarse part is on in this solve
     double preconditioner_asymmetry = 0, smallest_ratio = std::numeric_limits<double>::infinity();
     double held_largest = 0;  // check_two_level's largest held part of z (held_part)
   } coarse_;

@@ -24,20 +24,34 @@
 
 namespace apron::cloth {
 
-// The coarse operator probed and factored at the Newton iterate, at a (sub-)step's first
-// iteration, or at every one (refresh: newton); a factor that failed is tried again at the next.
-void ClothSolver::prepare_two_level(bool first_iteration) {
+// Before Newton's CG (its residual and the free motion's step set): the coarse part is turned on
+// for this solve only where the blocks' r.z is still above the solve's target (a sheet in free
+// fall, solved by the deflation alone, never pays for the operator: 3.4 s a build at 1M), its
+// operator probed and factored at the Newton iterate at a (sub-)step's first solve that needs it,
+// or at every one (refresh: newton); a factor that failed is tried again at the next.
+void ClothSolver::prepare_two_level(bool first_iteration, double target) {
+  CoarseWork& k = coarse_;
+  k.active = false;
   if (!two_level()) return;
-  const bool stale = first_iteration || !case_.integrator.coarse_refresh_step;
-  if (!stale && !coarse_.lower.empty()) return;
-  auto t = timers_.scope("coarse operator");
-  if (build_coarse_operator()) check_two_level();
+  if (first_iteration) k.stale = true;
+  ImplicitWork& w = implicit_;
+  precondition(w.residual, w.preconditioned);  // (the CG sets z again before it reads it)
+  if (!(global_dot(w.residual, w.preconditioned) > target)) return;
+  if (k.stale || !case_.integrator.coarse_refresh_step || k.lower.empty()) {
+    auto t = timers_.scope("coarse operator");
+    k.stale = false;
+    if (!build_coarse_operator()) return;
+    k.active = true;
+    check_two_level();
+  }
+  k.active = true;
 }
 
-// z = precondition(r) + F P Ac^-1 P^T F r (two_level, with a factor), else precondition(r).
+// z = precondition(r) + F P Ac^-1 P^T F r (two_level, turned on for this solve), else
+// precondition(r).
 void ClothSolver::cg_precondition(const Vectors& r, Vectors& z) {
   precondition(r, z);
-  if (!two_level() || coarse_.lower.empty()) return;
+  if (!coarse_.active) return;
   auto t = timers_.scope("coarse solve");
   ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
@@ -77,10 +91,8 @@ double probe_entry(std::int64_t id, int axis, int which) {
 // |u.Mv - v.Mu| relative to sqrt(u.Mu v.Mv) (round-off: the fixed-point sums and the coarse
 // solve, ~1e-12), and u.Mu against the blocks' u.B^-1 u (the coarse part adds a positive
 // semidefinite term: the ratio is >= 1 but for round-off, and u.Mu > 0); the largest asymmetry
-// and smallest ratio into the run report, and u's held part (held_part). Uses the CG's vectors,
-// which the solve then sets.
+// and smallest ratio into the run report, and u's held part (held_part).
 void ClothSolver::check_two_level() {
-  ImplicitWork& w = implicit_;
   const auto& ids = halo_.global_ids();
   const std::size_t rows = store_.size();
   const auto fixed_vector = [&](int which, Vectors& out) {
@@ -90,10 +102,11 @@ void ClothSolver::check_two_level() {
                                 probe_entry(ids[i], 2, which)};
     to_device(host, out);
   };
-  Vectors& u = w.residual;
-  Vectors& v = w.product;
-  Vectors& mu = w.preconditioned;
-  Vectors& mv = w.step;
+  CoarseWork& k = coarse_;
+  Vectors& u = k.probe;
+  Vectors& v = k.product;
+  Vectors& mu = k.probe_image;
+  Vectors& mv = k.product_image;
   fixed_vector(0, u);
   fixed_vector(1, v);
   mu.resize(rows);
@@ -104,7 +117,6 @@ void ClothSolver::check_two_level() {
   cg_precondition(v, mv);
   const double uu = global_dot(u, mu), vv = global_dot(v, mv);
   const double asymmetry = std::abs(global_dot(u, mv) - global_dot(v, mu));
-  CoarseWork& k = coarse_;
   if (uu > 0 && vv > 0)
     k.preconditioner_asymmetry =
         std::max(k.preconditioner_asymmetry, asymmetry / std::sqrt(uu * vv));

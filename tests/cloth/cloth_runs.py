@@ -660,8 +660,8 @@ def scenario_implicit_two_level(r, work):
     """Newton's CG preconditioned by the blocks plus the coarse lattice (two_level) against the
     blocks alone, on the stiff hanging sheet; and on the drape's first contact (held rows)."""
     cells = 32
-    steps = ["--set", f"cloth.grid.cells=[{cells}, {cells}, 0]", "--set", "time.max_steps=3",
-             "--set", "time.end=100", "--set", "output.every=0.06", *IMPLICIT,
+    steps = ["--set", f"cloth.grid.cells=[{cells}, {cells}, 0]", "--set", "time.max_steps=2",
+             "--set", "time.end=100", "--set", "output.every=0.04", *IMPLICIT,
              "--set", "cloth.implicit.dt=0.02", "--set", "cloth.implicit.tolerance=1e-8",
              "--set", "cloth.implicit.newton_tolerance=1e-6",
              "--set", "cloth.implicit.max_iterations=2000"]

@@ -1524,7 +1524,9 @@ TEST(ClothCoarse, TransfersMatchTheHostLoop) {
                               weight[e] * c[3 * node[e] + 2]};
     worst = std::max(
         {worst, std::abs(got[i].x - s.x), std::abs(got[i].y - s.y), std::abs(got[i].z - s.z)});
-    if (offsets[i] == offsets[i + 1]) EXPECT_EQ(norm(got[i]), 0.0);  // no corners: zero
+    if (offsets[i] == offsets[i + 1]) {
+      EXPECT_EQ(norm(got[i]), 0.0);  // no corners: zero
+    }
   }
   EXPECT_LT(worst, 1e-14);
 }
