@@ -84,7 +84,7 @@ struct ColliderConfig {
 // `preconditioner: two_level` (implicit): Newton's conjugate gradients preconditioned by the
 // block-Jacobi blocks plus, added, the same lattice's Galerkin correction P Ac^-1 P^T
 // (src/cloth/cloth_two_level.cpp); `coarse: {factor, refresh: newton | step}` sets its lattice
-// and whether Ac is probed at every Newton iteration or once a (sub-)step.
+// and whether Ac is probed once a (sub-)step (the default) or at every Newton iteration.
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
