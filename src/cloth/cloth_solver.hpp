@@ -131,6 +131,7 @@ class ClothSolver final : public SteppingWorkload {
   bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
   bool build_coarse_operator();          // at implicit_.point; false: no factor (none left)
   bool solve_coarse(std::vector<double>& c) const;  // c = Ac^-1 c; false: not finite
+  void store_upper_factor();                        // coarse_.upper from coarse_.lower
   std::vector<Vector3<double>> prolong(const std::vector<double>& c, std::size_t rows) const;
   // cloth.implicit.preconditioner: two_level (cloth_two_level.cpp): the CG's preconditioner
   // (precondition's blocks plus the coarse lattice's correction), its operator made ready for a
@@ -251,6 +252,7 @@ class ClothSolver final : public SteppingWorkload {
     std::vector<double> lattice;
     std::vector<std::uint8_t> pinned;
     std::vector<double> lower;  // the operator's banded Cholesky factor (empty: none yet)
+    std::vector<double> upper;  // its transpose by rows (store_upper_factor)
     std::vector<std::uint32_t> corner_offsets, corner_node;  // each owned row's nodes (CSR)
     std::vector<double> corner_weight;                       // and its hat weights there
     std::vector<std::uint32_t> owner;  // per probing colour and owned row: the colour's node
