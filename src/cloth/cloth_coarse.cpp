@@ -181,8 +181,14 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
       k.share[base + i] = k.pinned[i] ? 0 : s;
     }
   }
+  k.corners =
+      CoarseCorners{DeviceVector<std::uint32_t>(k.corner_offsets.begin(), k.corner_offsets.end()),
+                    DeviceVector<std::uint32_t>(k.corner_node.begin(), k.corner_node.end()),
+                    DeviceVector<double>(k.corner_weight.begin(), k.corner_weight.end())};
+  k.sums.resize(3 * k.nodes);
+  k.solution.resize(3 * k.nodes);
   Log::info(
-      "cloth: coarse correction: %zu x %zu x %zu lattice (%zu nodes, %.3g m apart), %d probing "
+      "cloth: coarse lattice: %zu x %zu x %zu lattice (%zu nodes, %.3g m apart), %d probing "
       "colours (%d products a build), band %zu",
       static_cast<std::size_t>(k.count[0]), static_cast<std::size_t>(k.count[1]),
       static_cast<std::size_t>(k.count[2]), k.nodes,
@@ -219,9 +225,10 @@ int ClothSolver::coarse_corners(std::size_t row, std::size_t* node, double* weig
   return n;
 }
 
-// One correction at the current iterate (newton_residual's point, elastic gradient and residual
-// current): returns whether the line search moved v. Leaves the residual stale.
-bool ClothSolver::coarse_correction(bool rebuild) {
+// The coarse operator P^T F A F P at the current iterate (implicit_.point), probed, checked and
+// factored into coarse_.lower; false (the factor cleared) where no shift up to 1e4 x its largest
+// diagonal entry made it positive definite.
+bool ClothSolver::build_coarse_operator() {
   ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
   const std::size_t rows = store_.size(), unknowns = 3 * k.nodes, width = 2 * k.band + 1;
@@ -235,147 +242,181 @@ bool ClothSolver::coarse_correction(bool rebuild) {
     return top > 0 ? std::ldexp(1.0, 62 - std::ilogb(top * terms) - 1) : 0.0;
   };
   std::vector<Vector3<double>> probe(rows);
+  k.product.resize(rows);
   const std::size_t band = k.band;
-  // The operator and its factor: at every correction, or (refresh: step) at a step's first.
-  if (rebuild || k.lower.empty()) {
-    ++k.builds;
-    std::vector<std::int64_t> fixed(unknowns * width,
-                                    0);  // row p, column q at p * width + q - p + band
-    std::vector<double> column_scale(unknowns, 0.0);
-    // The operator: one colour and axis at a time.
-    for (int colour = 0; colour < k.colours; ++colour) {
-      const std::uint32_t* owner = k.owner.data() + static_cast<std::size_t>(colour) * owned_;
-      const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
-      for (int b = 0; b < 3; ++b) {
-        std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
-        std::int64_t any = 0;
-        for (std::size_t i = 0; i < owned_; ++i)
-          if (share[i] > 0) {
-            double e[3] = {0, 0, 0};
-            e[b] = share[i];
-            probe[i] = Vector3<double>{e[0], e[1], e[2]};
-            any = 1;
-          }
-        if (global_sum(ranks_.comm, any) == 0) continue;
-        to_device(probe, w.residual);
-        if (has_colliders()) filter(w.constraints, owned_, w.residual);
-        refresh_ghost_rows(w.residual);
-        implicit_product(w.residual, w.product);
-        if (has_colliders()) filter(w.constraints, owned_, w.product);
-        const std::vector<Vector3<double>> column = to_host(w.product, owned_);
-        double largest = 0;
-        for (std::size_t i = 0; i < owned_; ++i)
-          if (owner[i] != kNoNode)
-            largest = std::max(
-                {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
-        const double scale = scale_for(largest);
-        if (!(scale > 0)) continue;
-        for (std::size_t i = 0; i < owned_; ++i) {
-          if (owner[i] == kNoNode) continue;
-          const std::size_t q =
-              3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
-          column_scale[q] = scale;
-          const double y[3] = {column[i].x, column[i].y, column[i].z};
-          for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
-            for (int a = 0; a < 3; ++a) {
-              const std::size_t p =
-                  3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
-              const std::size_t offset = q + k.band - p;  // q - p + band, >= 0 within the band
-              if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
-              fixed[p * width + offset] += std::llround(k.corner_weight[c] * y[a] * scale);
-            }
+  ++k.builds;
+  std::vector<std::int64_t> fixed(unknowns * width,
+                                  0);  // row p, column q at p * width + q - p + band
+  std::vector<double> column_scale(unknowns, 0.0);
+  // The operator: one colour and axis at a time.
+  for (int colour = 0; colour < k.colours; ++colour) {
+    const std::uint32_t* owner = k.owner.data() + static_cast<std::size_t>(colour) * owned_;
+    const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
+    for (int b = 0; b < 3; ++b) {
+      std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
+      std::int64_t any = 0;
+      for (std::size_t i = 0; i < owned_; ++i)
+        if (share[i] > 0) {
+          double e[3] = {0, 0, 0};
+          e[b] = share[i];
+          probe[i] = Vector3<double>{e[0], e[1], e[2]};
+          any = 1;
         }
-      }
-    }
-    global_sum(ranks_.comm, std::span<std::int64_t>(fixed));
-    // (A column no rank reached has no scale: every rank sets it alike.)
-    global_max(ranks_.comm, std::span<double>(column_scale));
-    std::vector<double> matrix(unknowns * width, 0.0);
-    for (std::size_t p = 0; p < unknowns; ++p)
-      for (std::size_t offset = 0; offset < width; ++offset) {
-        const std::size_t q = p + offset;  // + band - band
-        if (q < k.band || q - k.band >= unknowns) continue;
-        const double scale = column_scale[q - k.band];
-        if (scale > 0)
-          matrix[p * width + offset] = static_cast<double>(fixed[p * width + offset]) / scale;
-      }
-    check_coarse_operator(matrix);
-    // Its symmetric part's banded lower factor L (row p, column p - d at p * (band + 1) + d).
-    std::vector<double>& lower = k.lower;
-    lower.assign(unknowns * (band + 1), 0.0);
-    const auto entry = [&](std::size_t p, std::size_t q) {  // symmetric part, q <= p
-      return 0.5 * (matrix[p * width + q + band - p] + matrix[q * width + p + band - q]);
-    };
-    double largest = 0;
-    for (std::size_t p = 0; p < unknowns; ++p) largest = std::max(largest, entry(p, p));
-    double shift = 0;
-    for (;;) {
-      bool ok = true;
-      for (std::size_t p = 0; p < unknowns && ok; ++p) {
-        const std::size_t first = p > band ? p - band : 0;
-        for (std::size_t q = first; q <= p; ++q) {
-          double sum = entry(p, q) + (p == q ? shift : 0);
-          const std::size_t from = std::max(first, q > band ? q - band : 0);
-          for (std::size_t m = from; m < q; ++m)
-            sum -= lower[p * (band + 1) + p - m] * lower[q * (band + 1) + q - m];
-          if (p == q) {
-            // An unknown no row reaches (a node whose support holds only held rows): identity.
-            if (entry(p, p) == 0 && sum == 0) sum = 1;
-            if (!(sum > 0)) {
-              ok = false;
-              break;
-            }
-            lower[p * (band + 1)] = std::sqrt(sum);
-          } else {
-            lower[p * (band + 1) + p - q] = sum / lower[q * (band + 1)];
+      if (global_sum(ranks_.comm, any) == 0) continue;
+      to_device(probe, k.probe);
+      if (has_colliders()) filter(w.constraints, owned_, k.probe);
+      refresh_ghost_rows(k.probe);
+      implicit_product(k.probe, k.product);
+      if (has_colliders()) filter(w.constraints, owned_, k.product);
+      const std::vector<Vector3<double>> column = to_host(k.product, owned_);
+      double largest = 0;
+      for (std::size_t i = 0; i < owned_; ++i)
+        if (owner[i] != kNoNode)
+          largest = std::max(
+              {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
+      const double scale = scale_for(largest);
+      if (!(scale > 0)) continue;
+      for (std::size_t i = 0; i < owned_; ++i) {
+        if (owner[i] == kNoNode) continue;
+        const std::size_t q = 3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
+        column_scale[q] = scale;
+        const double y[3] = {column[i].x, column[i].y, column[i].z};
+        for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
+          for (int a = 0; a < 3; ++a) {
+            const std::size_t p =
+                3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
+            const std::size_t offset = q + k.band - p;        // q - p + band, >= 0 within the band
+            if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
+            fixed[p * width + offset] += std::llround(k.corner_weight[c] * y[a] * scale);
           }
-        }
-      }
-      if (ok) break;
-      shift = shift == 0 ? 1e-8 * largest : 100 * shift;
-      ++k.shifted;
-      if (!(shift < 1e4 * largest)) {
-        lower.clear();
-        return false;
       }
     }
   }
+  global_sum(ranks_.comm, std::span<std::int64_t>(fixed));
+  // (A column no rank reached has no scale: every rank sets it alike.)
+  global_max(ranks_.comm, std::span<double>(column_scale));
+  std::vector<double> matrix(unknowns * width, 0.0);
+  for (std::size_t p = 0; p < unknowns; ++p)
+    for (std::size_t offset = 0; offset < width; ++offset) {
+      const std::size_t q = p + offset;  // + band - band
+      if (q < k.band || q - k.band >= unknowns) continue;
+      const double scale = column_scale[q - k.band];
+      if (scale > 0)
+        matrix[p * width + offset] = static_cast<double>(fixed[p * width + offset]) / scale;
+    }
+  check_coarse_operator(matrix);
+  // Its symmetric part's banded lower factor L (row p, column p - d at p * (band + 1) + d).
+  std::vector<double>& lower = k.lower;
+  lower.assign(unknowns * (band + 1), 0.0);
+  const auto entry = [&](std::size_t p, std::size_t q) {  // symmetric part, q <= p
+    return 0.5 * (matrix[p * width + q + band - p] + matrix[q * width + p + band - q]);
+  };
+  double largest = 0;
+  for (std::size_t p = 0; p < unknowns; ++p) largest = std::max(largest, entry(p, p));
+  double shift = 0;
+  for (;;) {
+    bool ok = true;
+    for (std::size_t p = 0; p < unknowns && ok; ++p) {
+      const std::size_t first = p > band ? p - band : 0;
+      for (std::size_t q = first; q <= p; ++q) {
+        double sum = entry(p, q) + (p == q ? shift : 0);
+        const std::size_t from = std::max(first, q > band ? q - band : 0);
+        for (std::size_t m = from; m < q; ++m)
+          sum -= lower[p * (band + 1) + p - m] * lower[q * (band + 1) + q - m];
+        if (p == q) {
+          // An unknown no row reaches (a node whose support holds only held rows): identity.
+          if (entry(p, p) == 0 && sum == 0) sum = 1;
+          if (!(sum > 0)) {
+            ok = false;
+            break;
+          }
+          lower[p * (band + 1)] = std::sqrt(sum);
+        } else {
+          lower[p * (band + 1) + p - q] = sum / lower[q * (band + 1)];
+        }
+      }
+    }
+    if (ok) {
+      store_upper_factor();
+      return true;
+    }
+    shift = shift == 0 ? 1e-8 * largest : 100 * shift;
+    ++k.shifted;
+    if (!(shift < 1e4 * largest)) {
+      lower.clear();
+      return false;
+    }
+  }
+}
+
+// L^T by rows (row p, column p + d at p * (band + 1) + d), so that the backward solve reads it in
+// order: from L's columns it strode band + 1 entries a term, through a factor larger than the
+// caches (14.5 MB at 1M vertices and factor 32).
+void ClothSolver::store_upper_factor() {
+  CoarseWork& k = coarse_;
+  const std::size_t unknowns = 3 * k.nodes, band = k.band;
+  k.upper.assign(unknowns * (band + 1), 0.0);
+  for (std::size_t p = 0; p < unknowns; ++p)
+    for (std::size_t d = 0; d <= band && p + d < unknowns; ++d)
+      k.upper[p * (band + 1) + d] = k.lower[(p + d) * (band + 1) + d];
+}
+
+// c = (L L^T)^-1 c in place, by the factor's two banded triangular solves; false where the result
+// is not finite (a factor that lost its precision: every rank has the same c, so all agree).
+bool ClothSolver::solve_coarse(std::vector<double>& c) const {
+  const CoarseWork& k = coarse_;
+  const std::size_t unknowns = 3 * k.nodes, band = k.band;
+  const std::vector<double>& lower = k.lower;
+  const std::vector<double>& upper = k.upper;
+  for (std::size_t p = 0; p < unknowns; ++p) {
+    const std::size_t first = p > band ? p - band : 0;
+    double sum = c[p];
+    for (std::size_t m = first; m < p; ++m) sum -= lower[p * (band + 1) + p - m] * c[m];
+    c[p] = sum / lower[p * (band + 1)];
+  }
+  for (std::size_t p = unknowns; p-- > 0;) {
+    double sum = c[p];
+    for (std::size_t m = p + 1; m < std::min(unknowns, p + band + 1); ++m)
+      sum -= upper[p * (band + 1) + m - p] * c[m];
+    c[p] = sum / upper[p * (band + 1)];
+  }
+  return std::all_of(c.begin(), c.end(), [](double x) { return std::isfinite(x); });
+}
+
+// P c on `rows` rows (the owned ones set, the rest zero): each row's hat-weighted corners.
+std::vector<Vector3<double>> ClothSolver::prolong(const std::vector<double>& c,
+                                                  std::size_t rows) const {
+  const CoarseWork& k = coarse_;
+  std::vector<Vector3<double>> out(rows, Vector3<double>{0, 0, 0});
+  for (std::size_t i = 0; i < owned_; ++i) {
+    Vector3<double> s{0, 0, 0};
+    for (std::uint32_t e = k.corner_offsets[i]; e < k.corner_offsets[i + 1]; ++e) {
+      const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[e]);
+      const double h = k.corner_weight[e];
+      s = s + Vector3<double>{h * c[n], h * c[n + 1], h * c[n + 2]};
+    }
+    out[i] = s;
+  }
+  return out;
+}
+
+// One correction at the current iterate (newton_residual's point, elastic gradient and residual
+// current): returns whether the line search moved v. Leaves the residual stale.
+bool ClothSolver::coarse_correction(bool rebuild) {
+  ImplicitWork& w = implicit_;
+  CoarseWork& k = coarse_;
+  // The operator and its factor: at every correction, or (refresh: step) at a step's first.
+  if ((rebuild || k.lower.empty()) && !build_coarse_operator()) return false;
   // The right-hand side P^T R (R filtered).
   apron::copy(w.newton.begin(), w.newton.end(), w.filtered.begin());
   if (has_colliders()) filter(w.constraints, owned_, w.filtered);
-  std::vector<double> rhs = restrict_to_coarse(to_host(w.filtered, owned_));
-  // Solve L L^T c = rhs.
-  const std::vector<double>& lower = k.lower;
-  for (std::size_t p = 0; p < unknowns; ++p) {
-    const std::size_t first = p > band ? p - band : 0;
-    double sum = rhs[p];
-    for (std::size_t m = first; m < p; ++m) sum -= lower[p * (band + 1) + p - m] * rhs[m];
-    rhs[p] = sum / lower[p * (band + 1)];
-  }
-  for (std::size_t p = unknowns; p-- > 0;) {
-    double sum = rhs[p];
-    for (std::size_t m = p + 1; m < std::min(unknowns, p + band + 1); ++m)
-      sum -= lower[m * (band + 1) + m - p] * rhs[m];
-    rhs[p] = sum / lower[p * (band + 1)];
-  }
-  // (A solution that is not finite, from a factor that lost its precision, is not taken: every
-  // rank has the same c, so every rank skips it.)
-  if (!std::all_of(rhs.begin(), rhs.end(), [](double x) { return std::isfinite(x); })) {
+  std::vector<double> c = restrict_to_coarse(to_host(w.filtered, owned_));
+  if (!solve_coarse(c)) {
     ++k.corrections;
     return false;
   }
   // The step P c, filtered, and the line search on Phi.
-  std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
-  for (std::size_t i = 0; i < owned_; ++i) {
-    Vector3<double> s{0, 0, 0};
-    for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c) {
-      const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[c]);
-      const double h = k.corner_weight[c];
-      s = s + Vector3<double>{h * rhs[n], h * rhs[n + 1], h * rhs[n + 2]};
-    }
-    probe[i] = s;
-  }
-  to_device(probe, w.step);
+  to_device(prolong(c, store_.size()), w.step);
   if (has_colliders()) filter(w.constraints, owned_, w.step);
   refresh_ghost_rows(w.step);
   ++k.corrections;
@@ -395,11 +436,7 @@ std::vector<double> ClothSolver::restrict_to_coarse(const std::vector<Vector3<do
   double local = 0;
   for (std::size_t i = 0; i < owned_; ++i)
     local = std::max({local, std::abs(y[i].x), std::abs(y[i].y), std::abs(y[i].z)});
-  const double top = global_max(ranks_.comm, local);
-  const double scale =
-      top > 0
-          ? std::ldexp(1.0, 62 - std::ilogb(top * 8.0 * static_cast<double>(global_vertices_)) - 1)
-          : 0.0;
+  const double scale = restriction_scale(local);
   std::vector<std::int64_t> sums(3 * k.nodes, 0);
   if (scale > 0)
     for (std::size_t i = 0; i < owned_; ++i)
@@ -416,6 +453,15 @@ std::vector<double> ClothSolver::restrict_to_coarse(const std::vector<Vector3<do
     for (std::size_t n = 0; n < sums.size(); ++n)
       restricted[n] = static_cast<double>(sums[n]) / scale;
   return restricted;
+}
+
+// The power of two by which restricted terms are rounded (8 corners a row, every row's largest
+// |component| over all ranks below 2^62 summed): 0 where every row is zero.
+double ClothSolver::restriction_scale(double local_largest) const {
+  const double top = global_max(ranks_.comm, local_largest);
+  return top > 0 ? std::ldexp(
+                       1.0, 62 - std::ilogb(top * 8.0 * static_cast<double>(global_vertices_)) - 1)
+                 : 0.0;
 }
 
 // The probed operator against the products it stands for, at every build: for one coarse vector
@@ -440,12 +486,13 @@ void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
       const double h = k.corner_weight[e];
       row[i] = row[i] + Vector3<double>{h * c[n], h * c[n + 1], h * c[n + 2]};
     }
-  to_device(row, w.residual);
-  if (has_colliders()) filter(w.constraints, owned_, w.residual);
-  refresh_ghost_rows(w.residual);
-  implicit_product(w.residual, w.product);
-  if (has_colliders()) filter(w.constraints, owned_, w.product);
-  const std::vector<double> probed = restrict_to_coarse(to_host(w.product, owned_));
+  to_device(row, k.probe);
+  k.product.resize(store_.size());
+  if (has_colliders()) filter(w.constraints, owned_, k.probe);
+  refresh_ghost_rows(k.probe);
+  implicit_product(k.probe, k.product);
+  if (has_colliders()) filter(w.constraints, owned_, k.product);
+  const std::vector<double> probed = restrict_to_coarse(to_host(k.product, owned_));
   double largest = 0, difference = 0, entry = 0, asymmetry = 0;
   for (std::size_t p = 0; p < unknowns; ++p) {
     double product = 0;

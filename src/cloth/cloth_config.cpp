@@ -89,6 +89,22 @@ ColliderConfig read_collider(MapReader r, double default_friction) {
   return c;
 }
 
+// preconditioner: two_level's lattice (cloth.implicit.coarse, optional): its factor, as vbd's, and
+// whether its operator is probed once a (sub-)step (the default) or at every Newton iteration.
+void read_two_level_lattice(MapReader& r, IntegratorConfig& c) {
+  c.coarse_factor = 8;
+  c.coarse_refresh_step = true;  // as fast or faster in every measurement (bench/NOTES.md)
+  if (!r.has("coarse")) return;
+  MapReader k = r.child("coarse");
+  c.coarse_factor = k.in_range("factor", 4, 1e6, c.coarse_factor);
+  if (k.has("every"))
+    k.fail("every",
+           "applies only with 'integrator: vbd' (the two-level preconditioner's coarse part acts "
+           "at every conjugate-gradient iteration)");
+  c.coarse_refresh_step = k.choice("refresh", {"newton", "step"}, "step") == "step";
+  k.finish();
+}
+
 IntegratorConfig read_integrator(MapReader& cloth) {
   IntegratorConfig c;
   const std::string name = cloth.choice("integrator", {"explicit", "implicit", "vbd"}, "explicit");
@@ -134,7 +150,11 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.max_iterations = r.get<long>("max_iterations", c.max_iterations);
     if (c.max_iterations < 1 || c.max_iterations > 100000)
       r.fail("max_iterations", "must be between 1 and 100000");
-    c.block_jacobi = r.choice("preconditioner", {"mass", "block_jacobi"}, "mass") == "block_jacobi";
+    const std::string preconditioner =
+        r.choice("preconditioner", {"mass", "block_jacobi", "two_level"}, "mass");
+    c.block_jacobi = preconditioner != "mass";
+    c.two_level = preconditioner == "two_level";
+    if (c.two_level) read_two_level_lattice(r, c);
     c.newton_tolerance = r.in_range("newton_tolerance", 1e-12, 0.5, c.newton_tolerance);
     c.newton_iterations = r.get<long>("newton_iterations", c.newton_iterations);
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
@@ -143,7 +163,9 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.speculative_contact =
         r.choice("contact", {"speculative", "at_start"}, "speculative") == "speculative";
     for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start", "coarse"})
-      if (r.has(key)) r.fail(key, "applies only with 'integrator: vbd'");
+      if (r.has(key) && !(c.two_level && std::string(key) == "coarse"))
+        r.fail(key, std::string("applies only with 'integrator: vbd'") +
+                        (std::string(key) == "coarse" ? " or 'preconditioner: two_level'" : ""));
   } else {
     for (const char* key : {"dt", "max_halvings", "tolerance", "max_iterations", "preconditioner",
                             "newton_tolerance", "newton_iterations", "friction", "contact",

@@ -81,6 +81,10 @@ struct ColliderConfig {
 // multilinear hat functions over a lattice of the rest positions, `factor` shortest edges apart,
 // before every `every`-th sweep (src/cloth/cloth_coarse.cpp), its operator probed and factored
 // at each correction (`refresh: correction`) or at a step's first only (`refresh: step`).
+// `preconditioner: two_level` (implicit): Newton's conjugate gradients preconditioned by the
+// block-Jacobi blocks plus, added, the same lattice's Galerkin correction P Ac^-1 P^T
+// (src/cloth/cloth_two_level.cpp); `coarse: {factor, refresh: newton | step}` sets its lattice
+// and whether Ac is probed once a (sub-)step (the default) or at every Newton iteration.
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
@@ -95,7 +99,8 @@ struct IntegratorConfig {
   double dt = 0;                     // implicit only [s]
   double tolerance = 1e-3;
   long max_iterations = 100;
-  bool block_jacobi = false;
+  bool block_jacobi = false;  // the probed diagonal blocks (two_level's smoother too)
+  bool two_level = false;     // blocks plus the coarse lattice's correction (coarse_factor)
   double newton_tolerance = 1e-2;
   long newton_iterations = 8;
   bool friction_inside = true;      // implicit only: friction in the step's potential

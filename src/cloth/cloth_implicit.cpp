@@ -517,7 +517,7 @@ void ClothSolver::newton_step(bool first, double enough) {
     axpy(alpha, d, x, owned_);
     axpy(-alpha, q, r, owned_);
   };
-  const auto preconditioner = [&](const Vectors& r, Vectors& z) { precondition(r, z); };
+  const auto preconditioner = [&](const Vectors& r, Vectors& z) { cg_precondition(r, z); };
   // d = z + beta d; the first, d = z, on every row (ghosts included: the halo refreshes them).
   // (beta = 0 later means r = 0, and the solve stops before d is used again.)
   bool deflated = false;
@@ -532,11 +532,14 @@ void ClothSolver::newton_step(bool first, double enough) {
   apron::copy(w.newton.begin(), w.newton.end(), w.residual.begin());
   // Relative to the iteration's first residual; the rule takes its scale from the first residual
   // it is shown, before the step along the free motion.
+  // (With two_level, the blocks' r.z sets the scale: its own r.z is no smaller, so it stops no
+  // earlier than the blocks' would.)
   RelativeResidual rule{case_.integrator.tolerance};
   precondition(w.residual, w.preconditioned);
   rule.done(global_dot(w.residual, w.preconditioned));
   rule.target = std::max(rule.target, 0.25 * enough * enough);
   if (first) deflated = step_along_free_motion(system, product, update);
+  prepare_two_level(first, rule.target);
   const CgResult cg = conjugate_gradient(
       CgVectors<Vectors>{w.step, w.residual, w.preconditioned, *w.direction, w.product}, product,
       preconditioner, dot, update, next_direction, rule, case_.integrator.max_iterations);

@@ -148,7 +148,7 @@ void ClothSolver::build(bool at_rest) {
   if (case_.integrator.block_jacobi || case_.integrator.vbd) colour_rows(rings);
   build_output_triangles(mesh);
   choose_dt(mesh);
-  if (case_.integrator.vbd) setup_coarse(mesh);
+  if (case_.integrator.vbd || case_.integrator.two_level) setup_coarse(mesh);
   setup_self_contact(mesh, at_rest);
   Log::info(
       "cloth: %zu vertices, %zu triangles, dt = %.4g s, %d rank(s) (%zu owned here, %zu "
@@ -743,6 +743,17 @@ void ClothSolver::report_fields(Json& json) const {
     json.value("newton_iterations_most", static_cast<long long>(implicit_.most_newton));
     json.value("cg_capped_solves", static_cast<long long>(implicit_.capped_solves));
     json.value("line_search_smallest_step", implicit_.smallest_step_length);
+    if (two_level()) {
+      json.value("cg_coarse_nodes", static_cast<long long>(coarse_.nodes));
+      json.value("cg_coarse_builds", static_cast<long long>(coarse_.builds));
+      json.value("cg_coarse_shifted", static_cast<long long>(coarse_.shifted));
+      json.value("cg_coarse_operator_error", coarse_.operator_error);
+      json.value("cg_coarse_asymmetry", coarse_.asymmetry);
+      json.value("cg_two_level_asymmetry", coarse_.preconditioner_asymmetry);
+      json.value("cg_two_level_held_largest", coarse_.held_largest);
+      if (std::isfinite(coarse_.smallest_ratio))  // (no build yet: none)
+        json.value("cg_two_level_ratio_smallest", coarse_.smallest_ratio);
+    }
     if (speculative_contact()) {
       json.value("newton_landing_rows", static_cast<long long>(implicit_.landings));
       json.value("newton_landings_released", static_cast<long long>(implicit_.landings_released));

@@ -7,6 +7,7 @@
 // rank's motion.
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/transport.hpp"
 #include "engine/stepping_workload.hpp"
+#include "kernels/cloth/coarse.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/mesh_colliders.hpp"
@@ -127,9 +129,22 @@ class ClothSolver final : public SteppingWorkload {
   // cloth.implicit.coarse (cloth_coarse.cpp): the lattice, and one correction of the iterate.
   void setup_coarse(const HostMesh& mesh);
   bool coarse_correction(bool rebuild);  // rebuild: probe and factor the operator anew
+  bool build_coarse_operator();          // at implicit_.point; false: no factor (none left)
+  bool solve_coarse(std::vector<double>& c) const;  // c = Ac^-1 c; false: not finite
+  void store_upper_factor();                        // coarse_.upper from coarse_.lower
+  std::vector<Vector3<double>> prolong(const std::vector<double>& c, std::size_t rows) const;
+  // cloth.implicit.preconditioner: two_level (cloth_two_level.cpp): the CG's preconditioner
+  // (precondition's blocks plus the coarse lattice's correction), its operator made ready for a
+  // Newton iteration, and its check.
+  bool two_level() const { return case_.integrator.two_level && coarse_.nodes > 0; }
+  void prepare_two_level(bool first_iteration, double target);
+  void cg_precondition(const Vectors& r, Vectors& z);
+  void check_two_level();
+  double held_part(const Vectors& z);  // z's largest row held, relative to its largest
   int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
   void check_coarse_operator(const std::vector<double>& matrix);  // into operator_error
   std::vector<double> restrict_to_coarse(const std::vector<Vector3<double>>& y) const;
+  double restriction_scale(double local_largest) const;  // fixed point's, from every rank's
   void refresh_ghost_rows(Vectors& rows);  // from their owners, through the direction's field
   double global_dot(const Vectors& a, const Vectors& b) const;  // owned rows, reproducible
   void precondition(const Vectors& r, Vectors& z);              // filtered where held on colliders
@@ -237,6 +252,7 @@ class ClothSolver final : public SteppingWorkload {
     std::vector<double> lattice;
     std::vector<std::uint8_t> pinned;
     std::vector<double> lower;  // the operator's banded Cholesky factor (empty: none yet)
+    std::vector<double> upper;  // its transpose by rows (store_upper_factor)
     std::vector<std::uint32_t> corner_offsets, corner_node;  // each owned row's nodes (CSR)
     std::vector<double> corner_weight;                       // and its hat weights there
     std::vector<std::uint32_t> owner;  // per probing colour and owned row: the colour's node
@@ -244,6 +260,20 @@ class ClothSolver final : public SteppingWorkload {
     long corrections = 0, moved = 0, shifted = 0, builds = 0;
     double phi_drop = 0, step_lengths = 0;
     double operator_error = 0, asymmetry = 0;  // check_coarse_operator's, the largest
+    // two_level: the corners on the device, the restriction's integer sums and the coarse
+    // solution there, scratch rows, and check_two_level's largest asymmetry of the whole
+    // preconditioner and smallest ratio of its quadratic form to the blocks' alone (>= 1).
+    CoarseCorners corners;
+    DeviceVector<std::int64_t> sums;
+    DeviceVector<double> solution;
+    Vectors rows;
+    // The operator's probe and its product (the CG's own vectors are live while it is built),
+    // and check_two_level's images of them.
+    Vectors probe, product, probe_image, product_image;
+    bool stale = true;    // two_level: no operator probed yet in this (sub-)step
+    bool active = false;  // two_level: the coarse part is on in this solve
+    double preconditioner_asymmetry = 0, smallest_ratio = std::numeric_limits<double>::infinity();
+    double held_largest = 0;  // check_two_level's largest held part of z (held_part)
   } coarse_;
 
   double dt_ = 0;           // the sheet's step; the last one of a run may be shorter

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cloth/coarse.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/implicit.hpp"
 #include "kernels/cloth/mesh.hpp"
@@ -1465,6 +1466,69 @@ void expect_curvature_rows_are_add_rows() {
 TEST(ClothMath, CurvatureRowsAreAddRowsBitForBit) {
   expect_curvature_rows_are_add_rows<float>();
   expect_curvature_rows_are_add_rows<double>();
+}
+
+// The two-level preconditioner's grid transfers against a host loop: restriction's integer sums
+// equal exactly (integers add in any order; the device's atomics may land in any), and the
+// prolongation to round-off (bit for bit on the CPU; a GPU may contract into FMAs).
+TEST(ClothCoarse, TransfersMatchTheHostLoop) {
+  constexpr std::size_t rows = 5000, nodes = 37;
+  std::vector<std::uint32_t> offsets{0}, node;
+  std::vector<double> weight;
+  std::vector<Vector3<double>> y(rows);
+  std::uint64_t state = 12345;
+  const auto next = [&] {  // in [0, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) * 0x1p-53;
+  };
+  for (std::size_t i = 0; i < rows; ++i) {
+    const int corners = static_cast<int>(next() * 9);  // 0 (a pinned row) to 8
+    for (int c = 0; c < corners; ++c) {
+      node.push_back(static_cast<std::uint32_t>(next() * nodes));
+      weight.push_back(next());
+    }
+    offsets.push_back(static_cast<std::uint32_t>(node.size()));
+    y[i] = Vector3<double>{next() - 0.5, 1e-3 * (next() - 0.5), 1e3 * (next() - 0.5)};
+  }
+  CoarseCorners corners{DeviceVector<std::uint32_t>(offsets.begin(), offsets.end()),
+                        DeviceVector<std::uint32_t>(node.begin(), node.end()),
+                        DeviceVector<double>(weight.begin(), weight.end())};
+  Vectors device_y(y.begin(), y.end());
+  double largest = 0;
+  for (const auto& v : y)
+    largest = std::max({largest, std::abs(v.x), std::abs(v.y), std::abs(v.z)});
+  EXPECT_EQ(largest_component(device_y, rows), largest);
+  const double scale = std::ldexp(1.0, 62 - std::ilogb(largest * 8.0 * rows) - 1);
+  DeviceVector<std::int64_t> sums(3 * nodes, 7);  // restrict_fixed zeroes it first
+  restrict_fixed(corners, device_y, rows, scale, sums);
+  std::vector<std::int64_t> expected(3 * nodes, 0);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::uint32_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+      const double h = weight[e] * scale;
+      expected[3 * node[e]] += std::llround(h * y[i].x);
+      expected[3 * node[e] + 1] += std::llround(h * y[i].y);
+      expected[3 * node[e] + 2] += std::llround(h * y[i].z);
+    }
+  EXPECT_EQ(to_host(sums), expected);
+  std::vector<double> c(3 * nodes);
+  for (double& x : c) x = next() - 0.5;
+  DeviceVector<double> device_c(c.begin(), c.end());
+  Vectors out(rows);
+  prolong_rows(corners, device_c, rows, out);
+  const std::vector<Vector3<double>> got = to_host(out);
+  double worst = 0;
+  for (std::size_t i = 0; i < rows; ++i) {
+    Vector3<double> s{0, 0, 0};
+    for (std::uint32_t e = offsets[i]; e < offsets[i + 1]; ++e)
+      s = s + Vector3<double>{weight[e] * c[3 * node[e]], weight[e] * c[3 * node[e] + 1],
+                              weight[e] * c[3 * node[e] + 2]};
+    worst = std::max(
+        {worst, std::abs(got[i].x - s.x), std::abs(got[i].y - s.y), std::abs(got[i].z - s.z)});
+    if (offsets[i] == offsets[i + 1]) {
+      EXPECT_EQ(norm(got[i]), 0.0);  // no corners: zero
+    }
+  }
+  EXPECT_LT(worst, 1e-14);
 }
 
 }  // namespace
