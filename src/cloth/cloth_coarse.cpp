@@ -181,12 +181,14 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
       k.share[base + i] = k.pinned[i] ? 0 : s;
     }
   }
-  k.corners =
-      CoarseCorners{DeviceVector<std::uint32_t>(k.corner_offsets.begin(), k.corner_offsets.end()),
-                    DeviceVector<std::uint32_t>(k.corner_node.begin(), k.corner_node.end()),
-                    DeviceVector<double>(k.corner_weight.begin(), k.corner_weight.end())};
-  k.sums.resize(3 * k.nodes);
-  k.solution.resize(3 * k.nodes);
+  if (case_.integrator.two_level) {  // its transfers run on the device; vbd's on the host
+    k.corners =
+        CoarseCorners{DeviceVector<std::uint32_t>(k.corner_offsets.begin(), k.corner_offsets.end()),
+                      DeviceVector<std::uint32_t>(k.corner_node.begin(), k.corner_node.end()),
+                      DeviceVector<double>(k.corner_weight.begin(), k.corner_weight.end())};
+    k.sums.resize(3 * k.nodes);
+    k.solution.resize(3 * k.nodes);
+  }
   Log::info(
       "cloth: coarse lattice: %zu x %zu x %zu lattice (%zu nodes, %.3g m apart), %d probing "
       "colours (%d products a build), band %zu",
@@ -229,20 +231,13 @@ int ClothSolver::coarse_corners(std::size_t row, std::size_t* node, double* weig
 // factored into coarse_.lower; false (the factor cleared) where no shift up to 1e4 x its largest
 // diagonal entry made it positive definite.
 bool ClothSolver::build_coarse_operator() {
-  ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
   const std::size_t rows = store_.size(), unknowns = 3 * k.nodes, width = 2 * k.band + 1;
   // Every entry is a sum over rows of hat weight x product, summed in fixed point (each term
   // rounded alone, the integers added exactly, over ranks too), so that any rank count assembles
   // the same matrix: a column's terms all come from one probe, whose largest |product| over the
-  // sheet sets that column's power-of-two scale (as reproducible_sum does for global_dot).
-  const double terms = 8.0 * static_cast<double>(global_vertices_);
-  const auto scale_for = [&](double local_largest) {
-    const double top = global_max(ranks_.comm, local_largest);
-    return top > 0 ? std::ldexp(1.0, 62 - std::ilogb(top * terms) - 1) : 0.0;
-  };
+  // sheet sets that column's power-of-two scale (restriction_scale, as for P^T y).
   std::vector<Vector3<double>> probe(rows);
-  k.product.resize(rows);
   const std::size_t band = k.band;
   ++k.builds;
   std::vector<std::int64_t> fixed(unknowns * width,
@@ -263,18 +258,13 @@ bool ClothSolver::build_coarse_operator() {
           any = 1;
         }
       if (global_sum(ranks_.comm, any) == 0) continue;
-      to_device(probe, k.probe);
-      if (has_colliders()) filter(w.constraints, owned_, k.probe);
-      refresh_ghost_rows(k.probe);
-      implicit_product(k.probe, k.product);
-      if (has_colliders()) filter(w.constraints, owned_, k.product);
-      const std::vector<Vector3<double>> column = to_host(k.product, owned_);
+      const std::vector<Vector3<double>> column = filtered_product(probe);
       double largest = 0;
       for (std::size_t i = 0; i < owned_; ++i)
         if (owner[i] != kNoNode)
           largest = std::max(
               {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
-      const double scale = scale_for(largest);
+      const double scale = restriction_scale(largest);
       if (!(scale > 0)) continue;
       for (std::size_t i = 0; i < owned_; ++i) {
         if (owner[i] == kNoNode) continue;
@@ -347,6 +337,21 @@ bool ClothSolver::build_coarse_operator() {
       return false;
     }
   }
+}
+
+// F A F q for the host rows q (every local row; the ghosts refreshed here), the owned rows of the
+// product back on the host: a column of the probed operator, or its check's product. Through the
+// coarse work's own vectors, as the CG's are live while the operator is built.
+std::vector<Vector3<double>> ClothSolver::filtered_product(const std::vector<Vector3<double>>& q) {
+  ImplicitWork& w = implicit_;
+  CoarseWork& k = coarse_;
+  to_device(q, k.probe);
+  k.product.resize(store_.size());
+  if (has_colliders()) filter(w.constraints, owned_, k.probe);
+  refresh_ghost_rows(k.probe);
+  implicit_product(k.probe, k.product);
+  if (has_colliders()) filter(w.constraints, owned_, k.product);
+  return to_host(k.product, owned_);
 }
 
 // L^T by rows (row p, column p + d at p * (band + 1) + d), so that the backward solve reads it in
@@ -473,26 +478,13 @@ double ClothSolver::restriction_scale(double local_largest) const {
 // (0.46 with the period forced to 2), a stale or unrefreshed buffer, or a device gradient that
 // differs from the portable one would show as far more. One product a build (of 3 p^2).
 void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
-  ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
   const std::size_t unknowns = 3 * k.nodes, band = k.band, width = 2 * band + 1;
   std::vector<double> c(unknowns);
   for (std::size_t n = 0; n < unknowns; ++n)
     c[n] = 0.5 + 0.5 * std::sin(1.7 * static_cast<double>(n) + 0.3);  // in (0, 1]
-  std::vector<Vector3<double>> row(store_.size(), Vector3<double>{0, 0, 0});
-  for (std::size_t i = 0; i < owned_; ++i)
-    for (std::uint32_t e = k.corner_offsets[i]; e < k.corner_offsets[i + 1]; ++e) {
-      const std::size_t n = 3 * static_cast<std::size_t>(k.corner_node[e]);
-      const double h = k.corner_weight[e];
-      row[i] = row[i] + Vector3<double>{h * c[n], h * c[n + 1], h * c[n + 2]};
-    }
-  to_device(row, k.probe);
-  k.product.resize(store_.size());
-  if (has_colliders()) filter(w.constraints, owned_, k.probe);
-  refresh_ghost_rows(k.probe);
-  implicit_product(k.probe, k.product);
-  if (has_colliders()) filter(w.constraints, owned_, k.product);
-  const std::vector<double> probed = restrict_to_coarse(to_host(k.product, owned_));
+  const std::vector<double> probed =
+      restrict_to_coarse(filtered_product(prolong(c, store_.size())));
   double largest = 0, difference = 0, entry = 0, asymmetry = 0;
   for (std::size_t p = 0; p < unknowns; ++p) {
     double product = 0;

@@ -133,6 +133,7 @@ class ClothSolver final : public SteppingWorkload {
   bool solve_coarse(std::vector<double>& c) const;  // c = Ac^-1 c; false: not finite
   void store_upper_factor();                        // coarse_.upper from coarse_.lower
   std::vector<Vector3<double>> prolong(const std::vector<double>& c, std::size_t rows) const;
+  std::vector<Vector3<double>> filtered_product(const std::vector<Vector3<double>>& q);
   // cloth.implicit.preconditioner: two_level (cloth_two_level.cpp): the CG's preconditioner
   // (precondition's blocks plus the coarse lattice's correction), its operator made ready for a
   // Newton iteration, and its check.
