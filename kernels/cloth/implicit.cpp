@@ -561,6 +561,62 @@ struct FrictionPrecondition {
   }
 };
 
+// The inverse of a 3x3 matrix by its adjugate (the blocks here are symmetric positive definite).
+APRON_HD inline Block3 inverse(const Block3& b) {
+  const double* m = b.m;
+  Block3 r;
+  r.m[0] = m[4] * m[8] - m[5] * m[7], r.m[1] = m[2] * m[7] - m[1] * m[8];
+  r.m[2] = m[1] * m[5] - m[2] * m[4], r.m[3] = m[5] * m[6] - m[3] * m[8];
+  r.m[4] = m[0] * m[8] - m[2] * m[6], r.m[5] = m[2] * m[3] - m[0] * m[5];
+  r.m[6] = m[3] * m[7] - m[4] * m[6], r.m[7] = m[1] * m[6] - m[0] * m[7];
+  r.m[8] = m[0] * m[4] - m[1] * m[3];
+  const double determinant = m[0] * r.m[0] + m[1] * r.m[3] + m[2] * r.m[6];
+  for (double& x : r.m) x /= determinant;
+  return r;
+}
+
+// The friction's Hessian block in v (friction_force's): mu p (across P + (along - across) t t^T),
+// P the tangent plane's projection, t the slide's direction.
+APRON_HD inline void add_friction_block(const ContactConstraint& c, double eps, const V3& v,
+                                        Block3& block) {
+  const Slide s = slide_of(c, eps, v);
+  const double scale = c.friction * c.impulse;
+  const double n[3] = {c.normal.x, c.normal.y, c.normal.z};
+  const double t[3] = {s.speed > 0 ? s.u.x / s.speed : 0.0, s.speed > 0 ? s.u.y / s.speed : 0.0,
+                       s.speed > 0 ? s.u.z / s.speed : 0.0};
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b)
+      block.m[3 * a + b] += scale * (s.across * ((a == b ? 1.0 : 0.0) - n[a] * n[b]) +
+                                     (s.along - s.across) * t[a] * t[b]);
+}
+
+struct BarrierPrecondition {
+  Rows rows;
+  const Block3* inverse;  // null: the mass preconditioner
+  const Block3* curvature;
+  const ContactConstraint* c;
+  double eps;
+  const V3* v;
+  const V3* r;
+  V3* z;
+  APRON_HD void operator()(std::size_t i) const {
+    if (rows.pinned[i]) {
+      z[i] = V3{0, 0, 0};
+      return;
+    }
+    Block3 block;
+    if (inverse != nullptr) {
+      block = cloth::inverse(inverse[i]);
+    } else {
+      const double inertia = rows.damped_mass(i);
+      block.m[0] = block.m[4] = block.m[8] = inertia;
+    }
+    for (int k = 0; k < 9; ++k) block.m[k] += curvature[i].m[k];
+    if (has_friction(c[i])) add_friction_block(c[i], eps, v[i], block);
+    z[i] = times(cloth::inverse(block), r[i]);
+  }
+};
+
 // step_i = P inverse_i (P r_i) on colour c, zero elsewhere; P = I - n n^T (n zero on a free row).
 struct BlockDescent {
   const Block3* inverse;
@@ -963,6 +1019,16 @@ void friction_precondition(const ImplicitSystem& s, const DeviceVector<ContactCo
                            double eps, const Vectors& velocity, const Vectors& r, std::size_t count,
                            Vectors& z) {
   for_each_index(count, FrictionPrecondition{Rows(s), raw(c), eps, raw(velocity), raw(r), raw(z)});
+}
+
+void barrier_precondition(const ImplicitSystem& s, const DeviceVector<Block3>* inverse,
+                          const DeviceVector<Block3>& curvature,
+                          const DeviceVector<ContactConstraint>& friction_rows, double eps,
+                          const Vectors& velocity, const Vectors& r, std::size_t count,
+                          Vectors& z) {
+  for_each_index(count, BarrierPrecondition{Rows(s), inverse != nullptr ? raw(*inverse) : nullptr,
+                                            raw(curvature), raw(friction_rows), eps, raw(velocity),
+                                            raw(r), raw(z)});
 }
 
 void block_descent(const DeviceVector<Block3>& inverse, const DeviceVector<std::uint8_t>& colour,

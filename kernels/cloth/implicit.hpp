@@ -238,6 +238,15 @@ void friction_precondition(const ImplicitSystem& s, const DeviceVector<ContactCo
                            double eps, const Vectors& velocity, const Vectors& r, std::size_t count,
                            Vectors& z);
 
+// The preconditioner with a contact barrier (barrier.hpp): z_i = (A_i + curvature_i + F_i)^-1 r_i
+// on the free rows, A_i = M'_i (inverse null: the mass preconditioner) or the block-Jacobi block
+// (the inverse of `inverse`'s block, which invert_blocks made), F_i the friction's Hessian block at
+// the iterate (friction_force's, zero on rows without friction); zero on the pinned rows.
+void barrier_precondition(const ImplicitSystem& s, const DeviceVector<Block3>* inverse,
+                          const DeviceVector<Block3>& curvature,
+                          const DeviceVector<ContactConstraint>& friction_rows, double eps,
+                          const Vectors& velocity, const Vectors& r, std::size_t count, Vectors& z);
+
 // The gradient that makes advance_vertices' explicit update give v1 exactly:
 // grad0 + (b - M (1 + dt gamma / mu) v1) / dt (= grad0 + dt H v1 where the solve converged), so
 // that contact, friction and held vertices are applied as in the explicit step.

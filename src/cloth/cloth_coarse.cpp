@@ -347,10 +347,10 @@ std::vector<Vector3<double>> ClothSolver::filtered_product(const std::vector<Vec
   CoarseWork& k = coarse_;
   to_device(q, k.probe);
   k.product.resize(store_.size());
-  if (has_colliders()) filter(w.constraints, owned_, k.probe);
+  if (held_contact()) filter(w.constraints, owned_, k.probe);
   refresh_ghost_rows(k.probe);
   implicit_product(k.probe, k.product);
-  if (has_colliders()) filter(w.constraints, owned_, k.product);
+  if (held_contact()) filter(w.constraints, owned_, k.product);
   return to_host(k.product, owned_);
 }
 
@@ -414,7 +414,7 @@ bool ClothSolver::coarse_correction(bool rebuild) {
   if ((rebuild || k.lower.empty()) && !build_coarse_operator()) return false;
   // The right-hand side P^T R (R filtered).
   apron::copy(w.newton.begin(), w.newton.end(), w.filtered.begin());
-  if (has_colliders()) filter(w.constraints, owned_, w.filtered);
+  if (held_contact()) filter(w.constraints, owned_, w.filtered);
   std::vector<double> c = restrict_to_coarse(to_host(w.filtered, owned_));
   if (!solve_coarse(c)) {
     ++k.corrections;
@@ -422,7 +422,7 @@ bool ClothSolver::coarse_correction(bool rebuild) {
   }
   // The step P c, filtered, and the line search on Phi.
   to_device(prolong(c, store_.size()), w.step);
-  if (has_colliders()) filter(w.constraints, owned_, w.step);
+  if (held_contact()) filter(w.constraints, owned_, w.step);
   refresh_ghost_rows(w.step);
   ++k.corrections;
   const LineSearch search = line_search();

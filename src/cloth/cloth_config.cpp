@@ -123,7 +123,7 @@ IntegratorConfig read_integrator(MapReader& cloth) {
   }
   if (c.vbd) {
     for (const char* key : {"max_iterations", "preconditioner", "newton_tolerance",
-                            "newton_iterations", "friction", "contact"})
+                            "newton_iterations", "friction", "contact", "barrier_stiffness"})
       if (r.has(key))
         r.fail(key,
                "applies only with 'integrator: implicit' (vbd takes dt, max_halvings, tolerance, "
@@ -160,16 +160,26 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     if (c.newton_iterations < 1 || c.newton_iterations > 1000)
       r.fail("newton_iterations", "must be between 1 and 1000");
     c.friction_inside = r.choice("friction", {"after", "inside"}, "inside") == "inside";
-    c.speculative_contact =
-        r.choice("contact", {"speculative", "at_start"}, "speculative") == "speculative";
+    const std::string contact =
+        r.choice("contact", {"speculative", "at_start", "barrier"}, "speculative");
+    c.speculative_contact = contact == "speculative";
+    c.barrier_contact = contact == "barrier";
+    if (r.has("barrier_stiffness") && !c.barrier_contact)
+      r.fail("barrier_stiffness", "applies only with 'contact: barrier'");
+    c.barrier_stiffness = r.in_range("barrier_stiffness", 1, 1e8, c.barrier_stiffness);
+    if (c.barrier_contact && !c.friction_inside)
+      r.fail("friction",
+             "must be 'inside' with 'contact: barrier' (the barrier's friction is a potential "
+             "in Newton's step, lagged at the step's start)");
     for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start", "coarse"})
       if (r.has(key) && !(c.two_level && std::string(key) == "coarse"))
         r.fail(key, std::string("applies only with 'integrator: vbd'") +
                         (std::string(key) == "coarse" ? " or 'preconditioner: two_level'" : ""));
   } else {
-    for (const char* key : {"dt", "max_halvings", "tolerance", "max_iterations", "preconditioner",
-                            "newton_tolerance", "newton_iterations", "friction", "contact",
-                            "sweeps", "unconverged", "line_search", "contact_start", "coarse"})
+    for (const char* key :
+         {"dt", "max_halvings", "tolerance", "max_iterations", "preconditioner", "newton_tolerance",
+          "newton_iterations", "friction", "contact", "barrier_stiffness", "sweeps", "unconverged",
+          "line_search", "contact_start", "coarse"})
       if (r.has(key))
         r.fail(key,
                "applies only with 'integrator: implicit' or 'vbd' (the explicit step follows cfl)");

@@ -105,6 +105,8 @@ struct IntegratorConfig {
   long newton_iterations = 8;
   bool friction_inside = true;      // implicit only: friction in the step's potential
   bool speculative_contact = true;  // implicit only: rows reaching a collider within the step held
+  bool barrier_contact = false;     // implicit only: contact as a barrier in the step's potential
+  double barrier_stiffness = 1e4;   // with barrier_contact: kappa_i dt^2 / m_i (dt configured)
 };
 
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than

@@ -44,6 +44,11 @@ constexpr int kProbeRings = 2;
 // out after the step, as without them.
 constexpr int kLandingUpdates = 4;
 
+// With the barrier, the friction's rows are taken again at a solution at most this many times a
+// step, where a row's impulse moved by more than this fraction (lag_barrier_friction).
+constexpr int kFrictionLags = 4;
+constexpr double kFrictionLagChange = 0.1;
+
 // Friction inside Newton's step: Coulomb's law smoothed below this fraction of |g| dt.
 constexpr double kStickSpeed = 1e-3;
 // The share of the impulse friction may take (mu p) that the Newton residual's scale counts with
@@ -87,6 +92,7 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   if (friction_inside())
     add_friction_product(w.constraints, w.friction_eps, w.velocity, q, owned_, out);
   if (self_contact_) self_contact_->add_product(q, motion_.dt * motion_.dt, out);
+  if (barrier_contact()) add_barrier_product(w.barrier_curvature, q, owned_, out);
 }
 
 double ClothSolver::global_dot(const Vectors& a, const Vectors& b) const {
@@ -99,8 +105,12 @@ double ClothSolver::global_dot(const Vectors& a, const Vectors& b) const {
 // row's normal and tangent parts, so it sees the residual filtered too.
 void ClothSolver::precondition(const Vectors& r, Vectors& z) {
   ImplicitWork& w = implicit_;
-  const bool constrained = has_colliders();
-  if (!case_.integrator.block_jacobi) {
+  const bool constrained = held_contact();
+  if (barrier_contact()) {
+    barrier_precondition(implicit_system(), case_.integrator.block_jacobi ? &w.blocks : nullptr,
+                         w.barrier_curvature, w.constraints, w.friction_eps, w.velocity, r, owned_,
+                         z);
+  } else if (!case_.integrator.block_jacobi) {
     mass_precondition(implicit_system(), r, owned_, z);
     if (friction_inside())
       friction_precondition(implicit_system(), w.constraints, w.friction_eps, w.velocity, r, owned_,
@@ -138,7 +148,7 @@ bool ClothSolver::step_along_free_motion(const ImplicitSystem& system, Product& 
                                          Update& update) {
   ImplicitWork& w = implicit_;
   free_motion_change(system, *velocity_, w.velocity, owned_, *w.direction);
-  if (has_colliders()) filter(w.constraints, owned_, *w.direction);
+  if (held_contact()) filter(w.constraints, owned_, *w.direction);
   product(*w.direction, w.free_product);
   w.free_curvature = global_dot(*w.direction, w.free_product);
   if (!(w.free_curvature > 0)) return false;
@@ -177,7 +187,7 @@ bool ClothSolver::solve_implicit(bool may_fail) {
   long settled = 0;  // the iteration at which the landing rows last changed
   for (;; ++iteration) {
     rz = preconditioned_residual();
-    while (!(rz > tolerance * tolerance * first) && settle_landings()) {
+    while (!(rz > tolerance * tolerance * first) && (settle_landings() || lag_barrier_friction())) {
       rz = preconditioned_residual();
       settled = iteration;
     }
@@ -238,7 +248,9 @@ double ClothSolver::begin_implicit_step() {
   const ImplicitSystem system = implicit_system();
   implicit_rhs(system, *velocity_, gradient_, owned_, w.rhs);  // implicit_gradient's, at the end
   apron::fill(w.velocity.begin(), w.velocity.end(), Vector3<double>{0, 0, 0});
-  if (has_colliders()) {
+  if (barrier_contact()) {
+    begin_barrier_step();
+  } else if (has_colliders()) {
     const double on_surface = kOnSurface * motion_.thickness;
     contact_constraints(system, *position_, gradient_, colliders_, motion_.thickness, on_surface,
                         owned_, w.constraints);
@@ -286,6 +298,78 @@ double ClothSolver::begin_implicit_step() {
     scale += kFrictionScale * kFrictionScale * global_dot(w.friction, w.friction);
   }
   return scale;
+}
+
+// The contact barrier's reach, its terms at x0 (the iterate's start: at rest, so that every row
+// starts where the last step left it, outside the barrier's singular surface), and the friction's
+// rows lagged there; the rows with friction start at rest on their collider (friction_start).
+void ClothSolver::begin_barrier_step() {
+  ImplicitWork& w = implicit_;
+  const double configured = case_.integrator.dt;  // not a halved step's: one potential throughout
+  w.barrier = {projection_thickness(), motion_.thickness - projection_thickness(),
+               case_.integrator.barrier_stiffness / (configured * configured)};
+  w.barrier_impulse.resize(store_.size());
+  w.barrier_curvature.resize(owned_);
+  w.barrier_energy.resize(owned_);
+  w.trial_barrier.resize(owned_);
+  w.constraints.resize(owned_);
+  w.lagged.resize(owned_);
+  w.changed.resize(owned_);
+  w.friction.resize(store_.size());
+  w.friction_lags = 0;
+  update_barrier_terms(*position_);
+  barrier_friction_at(*position_, false, w.constraints);
+  w.friction_eps = std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
+  friction_start(w.constraints, owned_, w.velocity);
+  refresh_ghost_rows(w.velocity);
+}
+
+// The friction's rows lagged at `points`: x0 (the colliders at the step's start) or a solution's
+// end points (at its end), from every collider.
+void ClothSolver::barrier_friction_at(const Vectors& points, bool at_end,
+                                      DeviceVector<ContactConstraint>& out) {
+  const ImplicitSystem system = implicit_system();
+  barrier_friction_rows(system, implicit_.barrier, points, colliders_, owned_, out);
+  for (const auto& collider : mesh_colliders_) {
+    const MeshColliderStep step = mesh_step(*collider, step_start_, motion_.dt);
+    add_mesh_barrier_friction_rows(system, implicit_.barrier, points, step,
+                                   at_end ? step.after : step.before, owned_, out);
+  }
+}
+
+// At a solution with the barrier: the friction's rows taken again at its end points (IPC's lagged
+// friction iterated); if any changed, Newton goes on with them (at most kFrictionLags a step). At
+// the step's start they miss the rows that first touch within the step, which then slide
+// frictionless through it.
+bool ClothSolver::lag_barrier_friction() {
+  ImplicitWork& w = implicit_;
+  if (!barrier_contact() || w.friction_lags == kFrictionLags) return false;
+  barrier_friction_at(w.point, true, w.lagged);
+  compare_friction_rows(w.constraints, w.lagged, kFrictionLagChange, owned_, w.changed);
+  if (global_sum(ranks_.comm, changed_rows(w.changed, owned_)) == 0) return false;
+  std::swap(w.constraints, w.lagged);
+  ++w.friction_lags;
+  ++w.friction_lags_run;
+  return true;
+}
+
+// The barrier's impulse and Hessian blocks at the end points `end`, from every collider.
+void ClothSolver::update_barrier_terms(const Vectors& end) {
+  ImplicitWork& w = implicit_;
+  const ImplicitSystem system = implicit_system();
+  barrier_terms(system, w.barrier, end, colliders_, owned_, w.barrier_impulse, w.barrier_curvature);
+  for (const auto& collider : mesh_colliders_)
+    add_mesh_barrier_terms(system, w.barrier, end, mesh_step(*collider, step_start_, motion_.dt),
+                           owned_, w.barrier_impulse, w.barrier_curvature);
+}
+
+// Each row's barrier energy at the end points `end`, from every collider.
+void ClothSolver::barrier_energies_at(const Vectors& end, DeviceVector<double>& out) const {
+  const ImplicitSystem system = implicit_system();
+  cloth::barrier_energies(system, implicit_.barrier, end, colliders_, owned_, out);
+  for (const auto& collider : mesh_colliders_)
+    add_mesh_barrier_energies(system, implicit_.barrier, end,
+                              mesh_step(*collider, step_start_, motion_.dt), owned_, out);
 }
 
 long ClothSolver::add_landings(const Vectors& end) {
@@ -491,6 +575,10 @@ void ClothSolver::newton_residual() {
     friction_force(w.constraints, w.friction_eps, w.velocity, owned_, w.friction);
     axpy(1, w.friction, w.newton, owned_);
   }
+  if (barrier_contact()) {
+    update_barrier_terms(w.point);
+    axpy(1, w.barrier_impulse, w.newton, owned_);
+  }
 }
 
 // Conjugate gradients (decomposition/conjugate_gradient.hpp) on (M' + dt^2 H(x_k)) s = R(v_k)
@@ -570,8 +658,11 @@ ClothSolver::LineSearch ClothSolver::line_search() {
   const double slope = -global_dot(w.step, w.newton);
   const bool friction = friction_inside();
   // The inertia's linear term: -s.R less the elastic's and the friction's parts of s.grad Phi.
+  const bool barrier = barrier_contact();
   const double linear = slope - dt * global_dot(w.step, w.elastic) +
-                        (friction ? global_dot(w.step, w.friction) : 0.0);
+                        (friction ? global_dot(w.step, w.friction) : 0.0) +
+                        (barrier ? global_dot(w.step, w.barrier_impulse) : 0.0);
+  if (barrier) barrier_energies_at(w.point, w.barrier_energy);
   if (friction)
     friction_potential(w.constraints, w.friction_eps, w.velocity, 0, w.step, owned_,
                        w.friction_energy);
@@ -600,6 +691,13 @@ ClothSolver::LineSearch ClothSolver::line_search() {
       elastic += reproducible_sum(
           difference_largest(w.trial_friction, w.friction_energy, owned_), [&](double scale) {
             return difference_fixed(w.trial_friction, w.friction_energy, owned_, scale);
+          });
+    }
+    if (barrier) {
+      barrier_energies_at(w.shifted, w.trial_barrier);
+      elastic += reproducible_sum(
+          difference_largest(w.trial_barrier, w.barrier_energy, owned_), [&](double scale) {
+            return difference_fixed(w.trial_barrier, w.barrier_energy, owned_, scale);
           });
     }
     const double change = alpha * linear + 0.5 * alpha * alpha * quadratic + elastic;

@@ -299,12 +299,15 @@ void ClothSolver::build_mesh_colliders() {
 MeshColliderStep ClothSolver::mesh_step(const MeshCollider& collider, double start,
                                         double dt) const {
   const PrescribedMotion& motion = collider.config->motion;
-  return {collider.surface.view(),
-          body_pose(motion.at(start)),
-          body_pose(motion.at(start + dt)),
-          collider.config->friction,
-          case_.thickness,
-          dt};
+  return {collider.surface.view(),   body_pose(motion.at(start)), body_pose(motion.at(start + dt)),
+          collider.config->friction, projection_thickness(),      dt};
+}
+
+// The barrier acts over the outer half of the thickness: a sheet at rest on a collider sits
+// inside that band, where the barrier's push carries its weight, and the inner half keeps the
+// impact of a fall of several millimetres a step away from the singular surface.
+double ClothSolver::projection_thickness() const {
+  return barrier_contact() ? 0.5 * motion_.thickness : motion_.thickness;
 }
 
 void ClothSolver::collide_with_meshes(double start, double dt) {
@@ -533,8 +536,10 @@ bool ClothSolver::advance_motion(double start, double dt, bool may_fail) {
   }
   {
     auto t = timers_.scope("integrate");
+    MotionParams motion = motion_;
+    motion.thickness = projection_thickness();
     advance_vertices({&*position_, &*velocity_, &gradient_, &mass_, &pinned_, &first_bad_step_},
-                     owned_, motion_, colliders_);
+                     owned_, motion, colliders_);
   }
   if (!mesh_colliders_.empty()) {
     auto t = timers_.scope("mesh colliders");
@@ -754,6 +759,8 @@ void ClothSolver::report_fields(Json& json) const {
       if (std::isfinite(coarse_.smallest_ratio))  // (no build yet: none)
         json.value("cg_two_level_ratio_smallest", coarse_.smallest_ratio);
     }
+    if (barrier_contact())
+      json.value("newton_friction_lags", static_cast<long long>(implicit_.friction_lags_run));
     if (speculative_contact()) {
       json.value("newton_landing_rows", static_cast<long long>(implicit_.landings));
       json.value("newton_landings_released", static_cast<long long>(implicit_.landings_released));

@@ -19,6 +19,7 @@
 #include "decomposition/mesh_halo.hpp"
 #include "decomposition/transport.hpp"
 #include "engine/stepping_workload.hpp"
+#include "kernels/cloth/barrier.hpp"
 #include "kernels/cloth/coarse.hpp"
 #include "kernels/cloth/energy.hpp"
 #include "kernels/cloth/implicit.hpp"
@@ -94,6 +95,16 @@ class ClothSolver final : public SteppingWorkload {
   bool speculative_contact() const {
     return newton_with_colliders() && case_.integrator.speculative_contact;
   }
+  // cloth.implicit.contact: barrier: the colliders are a barrier in Newton's potential
+  // (kernels/cloth/barrier.hpp) instead of constraints; no row is held.
+  bool barrier_contact() const {
+    return newton_with_colliders() && case_.integrator.barrier_contact;
+  }
+  // Whether rows are held on the colliders in the implicit step (filtered from its directions).
+  bool held_contact() const { return has_colliders() && !barrier_contact(); }
+  // How far the projection after a step keeps vertices outside the colliders: with the barrier,
+  // its singular surface, which the step itself does not pass.
+  double projection_thickness() const;
   bool newton_with_colliders() const {
     return case_.integrator.implicit && !case_.integrator.vbd && has_colliders();
   }
@@ -121,9 +132,15 @@ class ClothSolver final : public SteppingWorkload {
   // implicit_.step, by conjugate gradients until r.z <= tolerance^2 x its first or enough^2 / 4.
   void newton_step(bool first, double enough);
   enum class LineSearch { moved, negligible, stalled };
-  LineSearch line_search();               // v += alpha step where Phi falls
-  void vertex_line_search(int colour);    // v += alpha_i step_i, each vertex's share falling
-  void soften_contact_start();            // cloth.implicit.contact_start
+  LineSearch line_search();             // v += alpha step where Phi falls
+  void vertex_line_search(int colour);  // v += alpha_i step_i, each vertex's share falling
+  void soften_contact_start();          // cloth.implicit.contact_start
+  void begin_barrier_step();            // cloth.implicit.contact: barrier
+  void update_barrier_terms(const Vectors& end);  // the barrier's impulse and blocks there
+  void barrier_friction_at(const Vectors& points, bool at_end,
+                           DeviceVector<ContactConstraint>& out);
+  bool lag_barrier_friction();  // between Newton's solutions; true: the friction's rows changed
+  void barrier_energies_at(const Vectors& end, DeviceVector<double>& out) const;
   long add_landings(const Vectors& end);  // landing rows for these end points; collective count
   bool settle_landings();                 // between Newton's solutions; true: the set changed
   // cloth.implicit.coarse (cloth_coarse.cpp): the lattice, and one correction of the iterate.
@@ -227,6 +244,16 @@ class ClothSolver final : public SteppingWorkload {
     DeviceVector<std::uint8_t> changed;
     int landing_updates = 0;
     long landings = 0, landings_released = 0, landing_updates_run = 0;
+    // The contact barrier (barrier_contact): its reach, each row's impulse and Hessian block at
+    // the iterate, and each row's energy there and at the line search's trial.
+    ContactBarrier barrier;
+    Vectors barrier_impulse;
+    DeviceVector<Block3> barrier_curvature;
+    DeviceVector<double> barrier_energy, trial_barrier;
+    // The friction's rows taken again at a solution, this step's and the run's such updates.
+    DeviceVector<ContactConstraint> lagged;
+    int friction_lags = 0;
+    long friction_lags_run = 0;
     VertexSearch search;  // vbd's line search per vertex (cloth.implicit.line_search: vertex)
     long search_rounds = 0, stalled_vertices = 0;  // its backtracking rounds, rows left at alpha 0
     long steps = 0, iterations = 0, most_iterations = 0, curvature_stops = 0;

@@ -58,7 +58,7 @@ void ClothSolver::cg_precondition(const Vectors& r, Vectors& z) {
   Vectors& rows = k.rows;
   rows.resize(owned_);
   apron::copy(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(owned_), rows.begin());
-  if (has_colliders()) filter(w.constraints, owned_, rows);
+  if (held_contact()) filter(w.constraints, owned_, rows);
   // P^T F r on the device, in fixed point (restrict_to_coarse's integers); only the lattice's
   // sums and solution cross to the host and back.
   const double scale = restriction_scale(largest_component(rows, owned_));
@@ -72,7 +72,7 @@ void ClothSolver::cg_precondition(const Vectors& r, Vectors& z) {
   if (!solve_coarse(c)) return;  // every rank has the same c: all skip it alike
   to_device(c, k.solution);
   prolong_rows(k.corners, k.solution, owned_, rows);
-  if (has_colliders()) filter(w.constraints, owned_, rows);
+  if (held_contact()) filter(w.constraints, owned_, rows);
   axpy(1, rows, z, owned_);
 }
 
@@ -133,7 +133,7 @@ double ClothSolver::held_part(const Vectors& z) {
   Vectors& held = coarse_.rows;
   held.resize(owned_);
   apron::fill(held.begin(), held.end(), Vector3<double>{0, 0, 0});
-  if (has_colliders()) {  // z - F z
+  if (held_contact()) {  // z - F z
     apron::copy(z.begin(), z.begin() + static_cast<std::ptrdiff_t>(owned_), held.begin());
     filter(w.constraints, owned_, held);
     axpy(-1, z, held, owned_);

@@ -93,6 +93,13 @@ The drape (inputs/cloth_drape.yaml):
                 (measured 1.04x); held only at the step's start it exceeds that (1.48x; 3.7x on
                 64x64 cells, where the speculative run was 1.01x); on 2 ranks every diagnostics
                 row equals 1 rank's.
+  implicit_barrier  implicit_landing's window with the colliders as a barrier in Newton's
+                potential (cloth.implicit.contact: barrier): no row held or released, the largest
+                strain within 1.25x the explicit run's, the total energy (kinetic, potential,
+                elastic) never up by more than 0.1% between steps, no vertex past the barrier's
+                singular surface (half the thickness), 2 ranks' diagnostics rows equal to 1 rank's.
+  implicit_barrier_drape  implicit_drape with the barrier: at rest within 1% of the largest
+                displacement of the explicit run's rest shape, never past half the thickness.
   implicit_mesh_sphere  mesh_sphere with the implicit integrator at 1/240 s (16x the explicit
                 limit) to t = 0.5 s, the mesh sphere held inside each solve: within one thickness of
                 the analytic sphere's implicit drape, never inside. (Acting only after the solve,
@@ -392,11 +399,12 @@ def scenario_implicit_rest(r, work):
           "the implicit rest state is the explicit one's (1e-6 m)")
 
 
-def scenario_implicit_drape(r, work):
+def scenario_implicit_drape(r, work, *contact, inner=1.0):
+    """inner: the fraction of the thickness no vertex may pass (the barrier's: a half)."""
     drape = ["--set", "cloth.material.damping=1", "--set", "time.end=3", "--set", "output.every=0.5",
              *RESOLVED_FOLDS]
     explicit = r.run(1, f"{work}/drape_explicit", *drape)
-    implicit = r.run(1, f"{work}/drape_implicit", *drape, *IMPLICIT,
+    implicit = r.run(1, f"{work}/drape_implicit", *drape, *IMPLICIT, *contact,
                      f"--set=cloth.implicit.dt={1 / 240!r}", "--set", "cloth.implicit.max_iterations=300")
     table = rows(implicit)
     swing = max(row["kinetic"] for row in table)
@@ -408,7 +416,8 @@ def scenario_implicit_drape(r, work):
     nearest = min(min(np.min(np.linalg.norm(x - centre, axis=1)) - radius, np.min(x[:, 2]))
                   for _, x in all_positions(implicit))
     print(f"      nearest the sphere or the floor at any output: {nearest:.6f} m (thickness {thickness})")
-    check(nearest > thickness * (1 - 1e-3), "never inside the sphere or the floor grown by the thickness")
+    check(nearest > inner * thickness * (1 - 1e-3),
+          f"never inside the sphere or the floor grown by {inner} x the thickness")
     largest, difference = rest_shape_difference(explicit, implicit)
     print(f"      rest shapes: largest displacement {largest:.4f} m, implicit from explicit "
           f"{difference:.4f} m ({100 * difference / largest:.2f}%)")
@@ -450,6 +459,42 @@ def scenario_implicit_landing(r, work):
     two_ranks = rows(r.run(2, f"{work}/speculative_np2", *newton))
     check(two_ranks == rows(speculative_out),
           "2 ranks: every diagnostics row equals 1 rank's to every printed digit")
+
+
+BARRIER = ["--set", "cloth.implicit.contact=barrier"]
+
+
+def scenario_implicit_barrier(r, work):
+    # The first contact as implicit_landing's, with the colliders a barrier in Newton's potential.
+    cells, end = LANDING_CELLS, LANDING_END
+    window = ["--set", f"cloth.grid.cells=[{cells}, {cells}, 0]", "--set", f"time.end={end}",
+              "--set", "output.every=0.005", "--set", "output.diagnostics_every=1", *RESOLVED_FOLDS]
+    explicit = largest_strain(r.run(1, f"{work}/explicit", *window, "--set", "output.every=0"), end)
+    newton = [*window, *IMPLICIT, *BARRIER, f"--set=cloth.implicit.dt={1 / 240!r}",
+              "--set", "cloth.implicit.max_iterations=300"]
+    barrier_out = r.run(1, f"{work}/barrier", *newton)
+    barrier = largest_strain(barrier_out, end)
+    implicit_report(barrier_out)
+    print(f"      {cells}x{cells} cells to t = {end} s: largest strain explicit {explicit:.3g}, "
+          f"Newton at 1/240 s with the barrier {barrier:.3g}")
+    check(barrier < LANDING_STRAIN_FACTOR * explicit,
+          f"the first contact's strain within {LANDING_STRAIN_FACTOR}x the explicit run's")
+    table = rows(barrier_out)
+    rise = max((b["kinetic"] + b["potential"] + b["elastic"]) / (a["kinetic"] + a["potential"] + a["elastic"])
+               for a, b in zip(table, table[1:])) - 1
+    print(f"      largest rise of the total energy between steps: {100 * rise:.3g}%")
+    check(rise < 1e-3, "the total energy never rises by more than 0.1% between steps")
+    centre, radius, thickness = np.array([0, 0, 0.2]), 0.25, 0.01
+    nearest = min(min(np.min(np.linalg.norm(x - centre, axis=1)) - radius, np.min(x[:, 2]))
+                  for _, x in all_positions(barrier_out))
+    print(f"      nearest the sphere or the floor at any output: {nearest:.6f} m (thickness {thickness})")
+    check(nearest > 0.5 * thickness, "never past the barrier's singular surface (half the thickness)")
+    two_ranks = rows(r.run(2, f"{work}/barrier_np2", *newton))
+    check(two_ranks == table, "2 ranks: every diagnostics row equals 1 rank's to every printed digit")
+
+
+def scenario_implicit_barrier_drape(r, work):
+    scenario_implicit_drape(r, work, *BARRIER, inner=0.5)
 
 
 def scenario_implicit_mesh_sphere(r, work):
@@ -881,7 +926,8 @@ def main():
                                              "implicit_mesh_sphere", "implicit_moving_table", "implicit_block_jacobi",
                                              "implicit_two_level", "implicit_two_level_drape",
                                              "body_drape", "vbd", "vbd_accept", "vbd_coarse",
-                                             "vbd_halvings", "newton_halvings", "implicit_landing"])
+                                             "vbd_halvings", "newton_halvings", "implicit_landing",
+                                             "implicit_barrier", "implicit_barrier_drape"])
     parser.add_argument("--apron", required=True)
     parser.add_argument("--case", required=True)
     parser.add_argument("--work", required=True)
