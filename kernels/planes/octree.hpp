@@ -101,7 +101,7 @@ class NodeMoments {
   static constexpr std::size_t kFillThreads = std::size_t{1} << 19;  // an H200 about twice over
   static std::uint32_t lanes_for(std::size_t tiles);
 
-  // Below warp_node_limit, where the nodes hold kGroupLanes tiles or fewer on average, a warp
+  // Below warp_node_limit, where the nodes hold kGroupLanes / 2 tiles or fewer on average, a warp
   // takes 32 / kGroupLanes nodes (a group of lanes each) instead of one: the nodes' fits
   // (a float64 eigen-decomposition by one lane per node, the kernel's registers) then run in a
   // few warps, not one warp each. A node of more tiles is summed by the whole warp as before, so
