@@ -36,18 +36,10 @@ __global__ void __launch_bounds__(kCountScanThreads)
   const std::size_t begin = threadIdx.x * per;
   T v[kCountScanItems];
   T run = 0;
-  // Every f(i) unconditionally, past the end at the last index, zeroed after: the reads behind
-  // them carry no branch, so a thread's loads are in flight together instead of one latency each
-  // (a scan of 10k values took ~3x one of a hundred).
 #pragma unroll
   for (int k = 0; k < kCountScanItems; ++k) {
     const std::size_t i = begin + static_cast<std::size_t>(k);
-    v[k] = static_cast<T>(f(i < n ? i : n - 1));
-  }
-#pragma unroll
-  for (int k = 0; k < kCountScanItems; ++k) {
-    const std::size_t i = begin + static_cast<std::size_t>(k);
-    if (static_cast<std::size_t>(k) >= per || i >= n) v[k] = T{0};
+    v[k] = static_cast<std::size_t>(k) < per && i < n ? static_cast<T>(f(i)) : T{0};
     run = static_cast<T>(run + v[k]);
   }
   T before;
