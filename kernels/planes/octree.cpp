@@ -130,24 +130,41 @@ APRON_HD inline void relative_to(const Vec4& p, const Vec4& r, double d[3]) {
   d[2] = static_cast<double>(p.z) - r.z;
 }
 
+// The segment of tile t (< tile_first[segments]): the last s with tile_first[s] <= t.
+APRON_HD inline std::uint32_t search_segment(const std::uint32_t* tile_first,
+                                             std::uint32_t segments, std::uint32_t t) {
+  std::uint32_t lo = 0, hi = segments;
+  while (hi - lo > 1) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (tile_first[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// Each planned tile's segment, found once per plan: every pass over the tiles then reads it with
+// one load instead of a search of log2(segments) dependent loads (the start of each lane's chain).
+struct TileSegments {
+  const std::uint32_t* tile_first;
+  std::uint32_t segments;
+  std::uint32_t* segment;
+  APRON_HD void operator()(std::size_t t) const {
+    if (t < tile_first[segments])
+      segment[t] = search_segment(tile_first, segments, static_cast<std::uint32_t>(t));
+  }
+};
+
 // A planned pass's tiles: tile t of segment s covers the segment's active points [begin, end).
 struct TileSpan {
-  const std::uint32_t* starts;      // segments + 1
-  const std::uint32_t* tile_first;  // segments + 1
+  const std::uint32_t* starts;        // segments + 1
+  const std::uint32_t* tile_first;    // segments + 1
+  const std::uint32_t* tile_segment;  // per tile (TileSegments)
   std::uint32_t segments, tile_points;
   APRON_HD std::uint32_t count() const { return tile_first[segments]; }
-  // The segment of tile t (< count()): the last s with tile_first[s] <= t.
-  APRON_HD std::uint32_t segment_of(std::uint32_t t) const {
-    std::uint32_t lo = 0, hi = segments;
-    while (hi - lo > 1) {
-      const std::uint32_t mid = lo + (hi - lo) / 2;
-      if (tile_first[mid] <= t)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    return lo;
-  }
+  // The segment of tile t (< count()).
+  APRON_HD std::uint32_t segment_of(std::uint32_t t) const { return tile_segment[t]; }
   APRON_HD void range(std::uint32_t t, std::uint32_t s, std::uint32_t& begin,
                       std::uint32_t& end) const {
     begin = static_cast<std::uint32_t>(starts[s] + std::uint64_t{t - tile_first[s]} * tile_points);
@@ -195,6 +212,7 @@ struct NodeTotals {
   const std::uint32_t* tile_first;
   Moments* sums;
   NodeMoments::NextFit next;
+  APRON_HD std::uint32_t tiles(std::uint32_t s) const { return tile_first[s + 1] - tile_first[s]; }
   APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
     for (std::uint32_t t = tile_first[s] + lane; t < tile_first[s + 1]; t += lanes)
@@ -259,6 +277,7 @@ struct OctantTotals {
   const std::uint32_t* octant_starts;
   SeedsNode seeds;
   double* candidates;  // kSeedCandidates planes per node
+  APRON_HD std::uint32_t tiles(std::uint32_t q) const { return octant_sums.tiles(q); }
   APRON_HD void accumulate(std::uint32_t q, std::uint32_t lane, std::uint32_t lanes,
                            Moments& m) const {
     octant_sums.accumulate(q, lane, lanes, m);
@@ -350,6 +369,7 @@ struct SeedTotals {
   SeedsNode seeds;
   const double* candidates;
   double* fit;
+  APRON_HD std::uint32_t tiles(std::uint32_t s) const { return tile_first[s + 1] - tile_first[s]; }
   APRON_HD void accumulate(std::uint32_t s, std::uint32_t lane, std::uint32_t lanes,
                            SeedCounts& c) const {
     if (!seeds(s)) return;
@@ -453,6 +473,39 @@ __global__ void __launch_bounds__(kBlockThreads) totals_kernel(std::size_t nodes
   if (lane == 0) totals.finish(static_cast<std::uint32_t>(warp), m);
 }
 
+// kGroupLanes lanes per node, so that the lanes that compute the nodes' fits (finish) share
+// warps. A node of at most kGroupLanes tiles holds one tile per lane of its group, as it would of
+// a warp (whose other lanes add zeros, which change no bits), so its butterfly over the group
+// adds in totals_kernel's order; the warp's nodes of more tiles are summed by the whole warp,
+// one after another, as totals_kernel does.
+template <class Totals>
+__global__ void __launch_bounds__(kBlockThreads)
+    grouped_totals_kernel(std::size_t nodes, Totals totals) {
+  constexpr std::uint32_t kGroup = NodeMoments::kGroupLanes;
+  const std::size_t thread = blockIdx.x * std::size_t{kBlockThreads} + threadIdx.x;
+  const std::size_t first = thread / kWarp * (kWarp / kGroup);
+  if (first >= nodes) return;  // the whole warp: the shuffles below need all its lanes
+  const auto lane = static_cast<std::uint32_t>(threadIdx.x % kWarp);
+  const std::uint32_t sub = lane % kGroup;
+  const auto node = static_cast<std::uint32_t>(thread / kGroup);
+  const bool here = node < nodes;
+  const bool few = here && totals.tiles(node) <= kGroup;
+  typename Totals::Sum m;
+  if (few) totals.accumulate(node, sub, kGroup, m);
+  group_sum<kGroup>(m);
+  unsigned many = __ballot_sync(0xffffffffu, here && !few && sub == 0);
+  while (many != 0) {
+    const unsigned leader = static_cast<unsigned>(__ffs(static_cast<int>(many)) - 1);
+    many &= many - 1;
+    const auto big = static_cast<std::uint32_t>(first + leader / kGroup);
+    typename Totals::Sum b;
+    totals.accumulate(big, lane, kWarp, b);
+    group_sum<kWarp>(b);
+    if (lane / kGroup == leader / kGroup) m = b;
+  }
+  if (here && sub == 0) totals.finish(node, m);
+}
+
 template <int Lanes, class Tiles>
 void launch_tile_kernel(std::size_t bound, const Tiles& tiles, typename Tiles::Sum* partial) {
   const std::size_t blocks = (bound * Lanes + kBlockThreads - 1) / kBlockThreads;
@@ -490,11 +543,19 @@ void run_tiles([[maybe_unused]] std::uint32_t lanes, std::size_t bound, const Ti
 #endif
 }
 
-// Stage 2 for `nodes` nodes: a warp per node below warp_node_limit on the GPU, else a thread.
+// Stage 2 for `nodes` nodes: below warp_node_limit on the GPU a warp per node, or per
+// 32 / kGroupLanes nodes where grouped (NodeMoments::GroupedTotals); else a thread per node.
 template <class Totals>
 void run_totals(std::size_t nodes, [[maybe_unused]] std::size_t warp_node_limit,
-                const Totals& totals) {
+                [[maybe_unused]] bool grouped, const Totals& totals) {
 #if defined(__CUDACC__)
+  if (nodes < warp_node_limit && grouped) {
+    constexpr std::size_t kNodesPerWarp = kWarp / NodeMoments::kGroupLanes;
+    grouped_totals_kernel<<<warp_blocks((nodes + kNodesPerWarp - 1) / kNodesPerWarp),
+                            kBlockThreads>>>(nodes, totals);
+    check_launch("grouped_totals_kernel");
+    return;
+  }
   if (nodes < warp_node_limit) {
     totals_kernel<<<warp_blocks(nodes), kBlockThreads>>>(nodes, totals);
     check_launch("totals_kernel");
@@ -941,7 +1002,24 @@ void NodeMoments::plan(const DeviceVector<std::uint32_t>& starts, std::size_t no
       nodes + 1, TileCounts{raw(starts), static_cast<std::uint32_t>(nodes), plan_tile_points_},
       raw(tile_first_));
   grow_to(partial_, max_tiles_);
+  grow_to(tile_segment_, max_tiles_);
+  for_each_index(max_tiles_, TileSegments{raw(tile_first_), static_cast<std::uint32_t>(nodes),
+                                          raw(tile_segment_)});
   lanes_ = tile_lanes_ != 0 ? tile_lanes_ : lanes_for(max_tiles_);
+}
+
+// At most kGroupLanes / 2 tiles a node on average (the plan's bound): most nodes then fit their
+// group, and few of a warp's take the whole warp in turn. Where nodes hold many tiles each (the
+// first levels of a large cloud), a warp per node.
+bool NodeMoments::grouped_totals() const {
+  switch (grouped_) {
+    case GroupedTotals::never:
+      return false;
+    case GroupedTotals::always:
+      return true;
+    default:
+      return max_tiles_ * 2 <= std::size_t{kGroupLanes} * nodes_;
+  }
 }
 
 std::uint32_t NodeMoments::lanes_for(std::size_t tiles) {
@@ -956,11 +1034,11 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
                          std::uint8_t* inlier, DeviceVector<Moments>& sums, const NextFit& next) {
   grow_to(sums, nodes_);
   if (nodes_ == 0) return;
-  const TileSpan span{raw(starts), raw(tile_first_), static_cast<std::uint32_t>(nodes_),
-                      plan_tile_points_};
+  const TileSpan span{raw(starts), raw(tile_first_), raw(tile_segment_),
+                      static_cast<std::uint32_t>(nodes_), plan_tile_points_};
   run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
             raw(partial_));
-  run_totals(nodes_, warp_node_limit_,
+  run_totals(nodes_, warp_node_limit_, grouped_totals(),
              NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
 
@@ -1067,12 +1145,13 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
   const SeedsNode seeds{raw(starts_), raw(noise_), params, band};
   moments_.plan(octant_starts_, octants, m);
   const TileSpan octant_span{raw(octant_starts_), raw(moments_.tile_first()),
-                             static_cast<std::uint32_t>(octants), moments_.tile_points()};
+                             raw(moments_.tile_segment()), static_cast<std::uint32_t>(octants),
+                             moments_.tile_points()};
   run_tiles(moments_.lanes(), moments_.tile_bound(),
             TileMoments{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
             raw(moments_.partial()));
   run_totals(
-      octants, moments_.warp_node_limit(),
+      octants, moments_.warp_node_limit(), moments_.grouped_totals(),
       OctantTotals{{raw(moments_.partial()), raw(moments_.tile_first()), raw(octant_sums_), {}},
                    raw(sorted),
                    raw(active_),
@@ -1084,13 +1163,13 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
                                         raw(seed_planes_), raw(seed_mask_)});
   moments_.plan(starts_, nodes, m);
   grow_to(seed_partial_, moments_.tile_bound());
-  const TileSpan span{raw(starts_), raw(moments_.tile_first()), static_cast<std::uint32_t>(nodes),
-                      moments_.tile_points()};
+  const TileSpan span{raw(starts_), raw(moments_.tile_first()), raw(moments_.tile_segment()),
+                      static_cast<std::uint32_t>(nodes), moments_.tile_points()};
   run_tiles(
       moments_.lanes(), moments_.tile_bound(),
       TileSeedCounts{raw(sorted), raw(active_), span, seeds, raw(seed_planes_), raw(seed_mask_)},
       raw(seed_partial_));
-  run_totals(nodes, moments_.warp_node_limit(),
+  run_totals(nodes, moments_.warp_node_limit(), moments_.grouped_totals(),
              SeedTotals{raw(seed_partial_), raw(moments_.tile_first()), seeds, raw(seed_planes_),
                         raw(node_fit_)});
 }

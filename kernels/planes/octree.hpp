@@ -101,13 +101,24 @@ class NodeMoments {
   static constexpr std::size_t kFillThreads = std::size_t{1} << 19;  // an H200 about twice over
   static std::uint32_t lanes_for(std::size_t tiles);
 
+  // Below warp_node_limit, where the nodes hold kGroupLanes / 2 tiles or fewer on average, a warp
+  // takes 32 / kGroupLanes nodes (a group of lanes each) instead of one: the nodes' fits
+  // (a float64 eigen-decomposition by one lane per node, the kernel's registers) then run in a
+  // few warps, not one warp each. A node of more tiles is summed by the whole warp as before, so
+  // either form adds in the same order, the same bits. where_few_tiles: so; never or always: the
+  // tests' choice.
+  static constexpr std::uint32_t kGroupLanes = 4;
+  enum class GroupedTotals { where_few_tiles, never, always };
+
   explicit NodeMoments(std::uint32_t tile_points = default_tile_points(),
                        std::size_t warp_node_limit = kWarpNodeLimit, std::uint32_t tile_lanes = 0,
-                       std::size_t small_level_points = default_small_level_points())
+                       std::size_t small_level_points = default_small_level_points(),
+                       GroupedTotals grouped = GroupedTotals::where_few_tiles)
       : tile_points_(tile_points),
         warp_node_limit_(warp_node_limit),
         tile_lanes_(tile_lanes),
-        small_level_points_(small_level_points) {}
+        small_level_points_(small_level_points),
+        grouped_(grouped) {}
 
   // The tiles of a level's nodes (starts: nodes + 1 offsets into the m active points).
   void plan(const DeviceVector<std::uint32_t>& starts, std::size_t nodes, std::size_t m);
@@ -124,10 +135,13 @@ class NodeMoments {
   // The planned tiles and their partials' buffer, for other passes over them (the octree's
   // octant seeds).
   const DeviceVector<std::uint32_t>& tile_first() const { return tile_first_; }
+  const DeviceVector<std::uint32_t>& tile_segment() const { return tile_segment_; }
   std::size_t tile_bound() const { return max_tiles_; }
   std::uint32_t tile_points() const { return plan_tile_points_; }  // the planned level's
   std::uint32_t lanes() const { return lanes_; }
   std::size_t warp_node_limit() const { return warp_node_limit_; }
+  // Whether the planned level's totals take kGroupLanes lanes a node (GroupedTotals).
+  bool grouped_totals() const;
   DeviceVector<Moments>& partial() { return partial_; }
 
   // The sums of the planned level's nodes (`sums`: one per node). fit: null for all points.
@@ -140,8 +154,10 @@ class NodeMoments {
   std::size_t warp_node_limit_;
   std::uint32_t tile_lanes_, lanes_ = kMaxTileLanes;
   std::size_t small_level_points_;
+  GroupedTotals grouped_;
   std::size_t nodes_ = 0, max_tiles_ = 0;
-  DeviceVector<std::uint32_t> tile_first_;  // nodes + 1: each node's first tile, then the total
+  DeviceVector<std::uint32_t> tile_first_;    // nodes + 1: each node's first tile, then the total
+  DeviceVector<std::uint32_t> tile_segment_;  // per tile: its node
   DeviceVector<Moments> partial_;
 };
 

@@ -492,6 +492,69 @@ TEST(Octree, TiledNodeMomentsEqualDirectSums) {
   }
 }
 
+// The nodes' totals by groups of lanes (NodeMoments::GroupedTotals) add in the order of a warp per
+// node: the same sums, inliers and next fits, bit for bit, for nodes of one tile to hundreds (a
+// warp's nodes of more tiles than its groups' lanes are summed by the whole warp).
+TEST(Octree, GroupedTotalsEqualWarpTotals) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> coord(-2, 2);
+  std::vector<std::uint32_t> starts = {0};
+  for (int s = 0; s < 2001; ++s)
+    starts.push_back(starts.back() + (s % 97 == 0 ? 300 + rng() % 3000 : 1 + rng() % 60));
+  const std::size_t m = starts.back(), nodes = starts.size() - 1;
+  std::vector<Vec4> sorted(m);
+  for (Vec4& p : sorted) p = {coord(rng), coord(rng), 0.02f * coord(rng), 0.f};
+  std::vector<std::uint32_t> active(m);
+  std::iota(active.begin(), active.end(), 0u);
+  std::vector<double> fit(7 * nodes);
+  for (std::size_t s = 0; s < nodes; ++s) {
+    const double plane[7] = {0.0, 0.1, std::sqrt(0.99), 0.1, 0.0, 0.0, 0.01 + 0.002 * (s % 7)};
+    std::copy(plane, plane + 7, fit.begin() + static_cast<std::ptrdiff_t>(7 * s));
+  }
+  const DeviceVector<Vec4> d_sorted(sorted.begin(), sorted.end());
+  const DeviceVector<std::uint32_t> d_active(active.begin(), active.end());
+  const DeviceVector<std::uint32_t> d_starts(starts.begin(), starts.end());
+  const DeviceVector<double> d_fit(fit.begin(), fit.end());
+  using Grouped = NodeMoments::GroupedTotals;
+  for (const std::uint32_t tile : {7u, 32u, 128u}) {
+    SCOPED_TRACE("tiles of " + std::to_string(tile) + " points");
+    std::vector<Moments> plain[2], trimmed[2];
+    std::vector<double> next[2];
+    std::vector<std::uint8_t> inlier[2];
+    for (const Grouped grouped : {Grouped::never, Grouped::always}) {
+      const int k = grouped == Grouped::always ? 1 : 0;
+      NodeMoments moments(tile, NodeMoments::kWarpNodeLimit, 0, 0, grouped);
+      moments.plan(d_starts, nodes, m);
+      DeviceVector<Moments> d_sums;
+      DeviceVector<std::uint8_t> d_inlier(m, 2);
+      DeviceVector<double> d_next(7 * nodes, 0.0);
+      moments.reduce(d_sorted, d_active, d_starts, nullptr, nullptr, d_sums, {});
+      plain[k] = host(d_sums);
+      moments.reduce(d_sorted, d_active, d_starts, raw(d_fit), raw(d_inlier), d_sums,
+                     {raw(d_next), 0.02, true});
+      trimmed[k] = host(d_sums);
+      next[k] = host(d_next);
+      inlier[k] = host(d_inlier);
+    }
+    ASSERT_EQ(plain[0].size(), nodes);
+    ASSERT_EQ(trimmed[1].size(), nodes);
+    EXPECT_EQ(std::memcmp(plain[0].data(), plain[1].data(), nodes * sizeof(Moments)), 0);
+    EXPECT_EQ(std::memcmp(trimmed[0].data(), trimmed[1].data(), nodes * sizeof(Moments)), 0);
+    EXPECT_EQ(std::memcmp(next[0].data(), next[1].data(), next[0].size() * sizeof(double)), 0);
+    EXPECT_EQ(inlier[0], inlier[1]);
+    double counted = 0;
+    for (const Moments& t : trimmed[1]) counted += t.count;
+    EXPECT_GT(counted, 0.0);  // the band holds points: the trimmed sums are not all zeros
+  }
+  // The production choice: grouped where the nodes hold few tiles on average.
+  NodeMoments few(128, NodeMoments::kWarpNodeLimit, 0, 0);
+  few.plan(d_starts, nodes, m);
+  EXPECT_TRUE(few.grouped_totals());
+  NodeMoments many(7, NodeMoments::kWarpNodeLimit, 0, 0);
+  many.plan(d_starts, nodes, m);
+  EXPECT_FALSE(many.grouped_totals());
+}
+
 // A count per index from a hash of it (0..9), plus what out[i] held: the scans' functors may
 // read their own output (in-place scans).
 struct HashedCount {
