@@ -141,6 +141,7 @@ class ClothSolver final : public SteppingWorkload {
   void prepare_two_level(bool first_iteration, double target);
   void cg_precondition(const Vectors& r, Vectors& z);
   void check_two_level();
+  bool form_coarse_inverse();          // coarse_.inverse from the factor; false: not finite
   double held_part(const Vectors& z);  // z's largest row held, relative to its largest
   int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
   void check_coarse_operator(const std::vector<double>& matrix);  // into operator_error
@@ -265,12 +266,19 @@ class ClothSolver final : public SteppingWorkload {
     // solution there, scratch rows, and check_two_level's largest asymmetry of the whole
     // preconditioner and smallest ratio of its quadratic form to the blocks' alone (>= 1).
     CoarseCorners corners;
+    CoarseGather gather;  // the same corners by node, for the restriction
     DeviceVector<std::int64_t> sums;
     DeviceVector<double> solution;
     Vectors rows;
     // The operator's probe and its product (the CG's own vectors are live while it is built),
     // and check_two_level's images of them.
     Vectors probe, product, probe_image, product_image;
+    // two_level with coarse.solve dense (auto on a GPU): the factor on the device and Ac^-1
+    // formed from it at each build (form_coarse_inverse), the restricted sums there, and the
+    // dense product's scratch; inverse_ready where the last build's inverse is finite.
+    bool dense = false, inverse_ready = false;
+    long dense_builds = 0, applications = 0;  // builds with a finite inverse; coarse solves
+    DeviceVector<double> lower_rows, upper_rows, inverse, restricted, partial;
     bool stale = true;    // two_level: no operator probed yet in this (sub-)step
     bool active = false;  // two_level: the coarse part is on in this solve
     double preconditioner_asymmetry = 0, smallest_ratio = std::numeric_limits<double>::infinity();
