@@ -1,5 +1,6 @@
 #include "kernels/cloth/coarse.hpp"
 
+#include <atomic>
 #include <cmath>
 
 #include "kernels/common/algorithms.hpp"
@@ -69,6 +70,61 @@ struct ProlongRows {
       s = s + V3{h * c[n], h * c[n + 1], h * c[n + 2]};
     }
     out[i] = s;
+  }
+};
+
+// An integer add that concurrent threads may make to one sum; integers add associatively, so
+// the result is the same whatever order the threads' adds land in.
+APRON_HD inline void add_fixed(std::int64_t* at, std::int64_t v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(reinterpret_cast<unsigned long long*>(at), static_cast<unsigned long long>(v));
+#else
+  std::atomic_ref<std::int64_t>(*at).fetch_add(v, std::memory_order_relaxed);
+#endif
+}
+
+struct FillProbe {
+  const std::uint32_t* owner;
+  const double* share;
+  int axis;
+  V3* probe;
+  APRON_HD void operator()(std::size_t i) const {
+    const double s = owner[i] != kNoOwner && share[i] > 0 ? share[i] : 0.0;
+    probe[i] = V3{axis == 0 ? s : 0.0, axis == 1 ? s : 0.0, axis == 2 ? s : 0.0};
+  }
+};
+
+struct LargestOwned {
+  const std::uint32_t* owner;
+  const V3* y;
+  APRON_HD double operator()(std::size_t i) const {
+    return owner[i] == kNoOwner ? 0.0 : LargestComponent{y}(i);
+  }
+};
+
+// A row's terms of one probed column: one thread a row. The column's entries gather the rows
+// near one node (a few hundred adds each at 1M vertices), so the atomics contend little.
+struct AccumulateColumn {
+  const std::uint32_t *offsets, *node;
+  const double* weight;
+  const std::uint32_t* owner;
+  const V3* y;
+  int axis;
+  double scale;
+  std::size_t band;
+  std::int64_t* fixed;
+  APRON_HD void operator()(std::size_t i) const {
+    if (owner[i] == kNoOwner) return;
+    const std::size_t q = 3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(axis);
+    const std::size_t width = 2 * band + 1;
+    const double row[3] = {y[i].x, y[i].y, y[i].z};
+    for (std::uint32_t c = offsets[i]; c < offsets[i + 1]; ++c)
+      for (std::size_t a = 0; a < 3; ++a) {
+        const std::size_t p = 3 * static_cast<std::size_t>(node[c]) + a;
+        const std::size_t offset = q + band - p;        // q - p + band, >= 0 within the band
+        if (q + band < p || offset >= width) continue;  // beyond two lattice steps: none
+        add_fixed(fixed + p * width + offset, std::llround(weight[c] * row[a] * scale));
+      }
   }
 };
 
@@ -219,6 +275,28 @@ void multiply_symmetric(const DeviceVector<double>& matrix, std::size_t n,
   y.resize(n);
   for_each_index(chunks * n, ProductChunks{raw(matrix), raw(x), n, raw(partial)});
   for_each_index(n, SumChunks{raw(partial), n, chunks, raw(y)});
+}
+
+}  // namespace apron::cloth
+
+namespace apron::cloth {
+
+void fill_probe(const std::uint32_t* owner, const double* share, std::size_t count, int axis,
+                Vectors& probe) {
+  apron::fill(probe.begin(), probe.end(), V3{0, 0, 0});
+  for_each_index(count, FillProbe{owner, share, axis, raw(probe)});
+}
+
+double largest_owned_component(const std::uint32_t* owner, const Vectors& y, std::size_t count) {
+  return transform_reduce(count, LargestOwned{owner, raw(y)}, 0.0, Maximum{});
+}
+
+void accumulate_column(const CoarseCorners& corners, const std::uint32_t* owner, const Vectors& y,
+                       std::size_t count, int axis, double scale, std::size_t band,
+                       DeviceVector<std::int64_t>& fixed) {
+  for_each_index(
+      count, AccumulateColumn{raw(corners.offsets), raw(corners.node), raw(corners.weight), owner,
+                              raw(y), axis, scale, band, raw(fixed)});
 }
 
 }  // namespace apron::cloth

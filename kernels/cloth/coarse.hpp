@@ -48,6 +48,22 @@ void restrict_gather(CoarseGather& gather, const Vectors& y, double scale,
 void prolong_rows(const CoarseCorners& corners, const DeviceVector<double>& c, std::size_t count,
                   Vectors& out);
 
+// The coarse operator's probes on the device (ClothSolver::build_coarse_operator): one colour's
+// rows each own a node (owner, kNoOwner: none) and a hat weight there (share). probe = share
+// along `axis` on rows [0, count), zero on the rest of it.
+inline constexpr std::uint32_t kNoOwner = 0xffffffffu;
+void fill_probe(const std::uint32_t* owner, const double* share, std::size_t count, int axis,
+                Vectors& probe);
+// The largest |component| of the rows [0, count) that own a node.
+double largest_owned_component(const std::uint32_t* owner, const Vectors& y, std::size_t count);
+// The banded operator's column entries from the product y = A probe, in fixed point: for each
+// row i owning node o and each corner (node n, weight w) of it, entry (3 n + a, 3 o + axis) +=
+// round(w y_i[a] scale), stored at row p, column q at p * (2 band + 1) + q - p + band (none
+// beyond the band). Integers: the same sums in any order, as the host's loop made them.
+void accumulate_column(const CoarseCorners& corners, const std::uint32_t* owner, const Vectors& y,
+                       std::size_t count, int axis, double scale, std::size_t band,
+                       DeviceVector<std::int64_t>& fixed);
+
 // The coarse solve as one dense product, where a GPU would otherwise wait for the host's banded
 // triangular solves (two sequential sweeps over the unknowns, ~7 ms at 1M vertices against a
 // dense product's ~0.1 ms). The banded Cholesky factor of an n x n matrix A = L L^T (lower: row

@@ -134,6 +134,7 @@ class ClothSolver final : public SteppingWorkload {
   void store_upper_factor();                        // coarse_.upper from coarse_.lower
   std::vector<Vector3<double>> prolong(const std::vector<double>& c, std::size_t rows) const;
   std::vector<Vector3<double>> filtered_product(const std::vector<Vector3<double>>& q);
+  void filtered_product_on_device();  // coarse_.product = F A F coarse_.probe
   // cloth.implicit.preconditioner: two_level (cloth_two_level.cpp): the CG's preconditioner
   // (precondition's blocks plus the coarse lattice's correction), its operator made ready for a
   // Newton iteration, and its check.
@@ -265,6 +266,12 @@ class ClothSolver final : public SteppingWorkload {
     // two_level: the corners on the device, the restriction's integer sums and the coarse
     // solution there, scratch rows, and check_two_level's largest asymmetry of the whole
     // preconditioner and smallest ratio of its quadratic form to the blocks' alone (>= 1).
+    std::vector<std::uint8_t> colour_moves;              // per colour: this rank displaces a row
+    std::vector<std::vector<std::size_t>> colour_nodes;  // per colour: the nodes rows own
+    // On the device: the corners, owner and share, and the operator's band in fixed point.
+    DeviceVector<std::uint32_t> owner_rows;
+    DeviceVector<double> share_rows;
+    DeviceVector<std::int64_t> fixed_rows;
     CoarseCorners corners;
     CoarseGather gather;  // the same corners by node, for the restriction
     DeviceVector<std::int64_t> sums;

@@ -1596,5 +1596,70 @@ TEST(ClothCoarse, DenseInverseMatchesBandedSolves) {
   EXPECT_FALSE(invert_banded_factor(broken, device_upper, n, band, inverse));
 }
 
+// The coarse operator's probes on the device against the host loop they replace: the probe from
+// one colour's owners and shares, the largest owned component, and a column's fixed-point band
+// entries equal exactly (integer atomics add in any order).
+TEST(ClothCoarse, OperatorColumnMatchesTheHostLoop) {
+  constexpr std::size_t rows = 4000, nodes = 30, band = 8, width = 2 * band + 1;
+  std::uint64_t state = 4242;
+  const auto next = [&] {  // in [0, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) * 0x1p-53;
+  };
+  std::vector<std::uint32_t> offsets{0}, node, owner(rows);
+  std::vector<double> weight, share(rows);
+  std::vector<Vector3<double>> y(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const std::uint32_t home = static_cast<std::uint32_t>(next() * (nodes - 4));
+    const int corners = static_cast<int>(next() * 5);  // 0 (a pinned row) to 4
+    for (int c = 0; c < corners; ++c) {
+      node.push_back(home + static_cast<std::uint32_t>(next() * 4));
+      weight.push_back(next());
+    }
+    offsets.push_back(static_cast<std::uint32_t>(node.size()));
+    const bool owns = next() < 0.9;
+    owner[i] = owns ? home + static_cast<std::uint32_t>(next() * 4) : kNoOwner;
+    share[i] = owns && next() < 0.7 ? next() : 0.0;
+    y[i] = Vector3<double>{next() - 0.5, 1e-3 * (next() - 0.5), 1e3 * (next() - 0.5)};
+  }
+  CoarseCorners corners{DeviceVector<std::uint32_t>(offsets.begin(), offsets.end()),
+                        DeviceVector<std::uint32_t>(node.begin(), node.end()),
+                        DeviceVector<double>(weight.begin(), weight.end())};
+  DeviceVector<std::uint32_t> device_owner(owner.begin(), owner.end());
+  DeviceVector<double> device_share(share.begin(), share.end());
+  Vectors probe(rows + 7, Vector3<double>{1, 1, 1});  // ghost rows beyond: zeroed
+  fill_probe(raw(device_owner), raw(device_share), rows, 1, probe);
+  const std::vector<Vector3<double>> got_probe = to_host(probe);
+  int wrong = 0;
+  for (std::size_t i = 0; i < got_probe.size(); ++i) {
+    const double s = i < rows && owner[i] != kNoOwner ? share[i] : 0.0;
+    wrong += got_probe[i].x != 0 || got_probe[i].y != s || got_probe[i].z != 0;
+  }
+  EXPECT_EQ(wrong, 0);
+  Vectors device_y(y.begin(), y.end());
+  double largest = 0;
+  for (std::size_t i = 0; i < rows; ++i)
+    if (owner[i] != kNoOwner)
+      largest = std::max({largest, std::abs(y[i].x), std::abs(y[i].y), std::abs(y[i].z)});
+  EXPECT_EQ(largest_owned_component(raw(device_owner), device_y, rows), largest);
+  const double scale = std::ldexp(1.0, 62 - std::ilogb(largest * 8.0 * rows) - 1);
+  const std::size_t unknowns = 3 * nodes;
+  DeviceVector<std::int64_t> fixed(unknowns * width, 5);  // added to, as the host's band
+  accumulate_column(corners, raw(device_owner), device_y, rows, 2, scale, band, fixed);
+  std::vector<std::int64_t> expected(unknowns * width, 5);
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (owner[i] == kNoOwner) continue;
+    const std::size_t q = 3 * owner[i] + 2;
+    const double row[3] = {y[i].x, y[i].y, y[i].z};
+    for (std::uint32_t c = offsets[i]; c < offsets[i + 1]; ++c)
+      for (std::size_t a = 0; a < 3; ++a) {
+        const std::size_t p = 3 * node[c] + a;
+        if (q + band < p || q + band - p >= width) continue;
+        expected[p * width + q + band - p] += std::llround(weight[c] * row[a] * scale);
+      }
+  }
+  EXPECT_EQ(to_host(fixed), expected);
+}
+
 }  // namespace
 }  // namespace apron::cloth
