@@ -22,8 +22,8 @@
 // sheet (27 or 48), at every correction, since H changes with the iterate. The coarse matrix is
 // banded (nodes couple within two lattice steps) and factored on the host by a banded Cholesky
 // (shifted where H's compression makes it indefinite). Each rank assembles its owned rows' parts
-// in fixed point and the integers are summed over ranks, so every rank factors the same matrix
-// and N ranks correct as one does, bit for bit.
+// in fixed point on the device (only the band comes to the host) and the integers are summed over
+// ranks, so every rank factors the same matrix and N ranks correct as one does, bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
