@@ -22,8 +22,8 @@
 // sheet (27 or 48), at every correction, since H changes with the iterate. The coarse matrix is
 // banded (nodes couple within two lattice steps) and factored on the host by a banded Cholesky
 // (shifted where H's compression makes it indefinite). Each rank assembles its owned rows' parts
-// in fixed point and the integers are summed over ranks, so every rank factors the same matrix
-// and N ranks correct as one does, bit for bit.
+// in fixed point on the device (only the band comes to the host) and the integers are summed over
+// ranks, so every rank factors the same matrix and N ranks correct as one does, bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,7 +39,7 @@ namespace apron::cloth {
 
 namespace {
 
-constexpr std::uint32_t kNoNode = 0xffffffffu;
+constexpr std::uint32_t kNoNode = kNoOwner;
 
 // The hat function's weight along one axis at lattice coordinate u for node j.
 double hat(double u, int j) {
@@ -59,6 +59,27 @@ int nearest_of_residue(double u, int r, int p, int count) {
     }
   }
   return best >= 0 && best < count ? best : -1;
+}
+
+// Whether two_level applies Ac^-1 as a dense product on the device. auto: where the device is a
+// GPU (the host's banded solves are sequential and leave it waiting: ~7 ms an application at 1M
+// vertices against ~0.1 ms for the product) and the inverse's n^2 doubles fit in 8 GiB (n = 32768:
+// beyond it, forming the inverse at each build costs seconds).
+bool dense_coarse_solve(IntegratorConfig::CoarseSolve solve, std::size_t unknowns) {
+  switch (solve) {
+    case IntegratorConfig::CoarseSolve::banded:
+      return false;
+    case IntegratorConfig::CoarseSolve::dense:
+      return true;
+    case IntegratorConfig::CoarseSolve::automatic:
+      break;
+  }
+#if defined(APRON_DEVICE_CUDA)
+  return unknowns <= 32768;
+#else
+  (void)unknowns;
+  return false;
+#endif
 }
 
 }  // namespace
@@ -181,13 +202,32 @@ void ClothSolver::setup_coarse(const HostMesh& mesh) {
       k.share[base + i] = k.pinned[i] ? 0 : s;
     }
   }
+  // The operator's probes run on the device (both integrators), and two_level's transfers.
+  k.corners =
+      CoarseCorners{DeviceVector<std::uint32_t>(k.corner_offsets.begin(), k.corner_offsets.end()),
+                    DeviceVector<std::uint32_t>(k.corner_node.begin(), k.corner_node.end()),
+                    DeviceVector<double>(k.corner_weight.begin(), k.corner_weight.end())};
+  to_device(k.owner, k.owner_rows);
+  to_device(k.share, k.share_rows);
+  // Per colour: whether this rank displaces any row, and the nodes its rows own (the columns
+  // that colour's probes set).
+  k.colour_moves.assign(static_cast<std::size_t>(k.colours), 0);
+  k.colour_nodes.assign(static_cast<std::size_t>(k.colours), {});
+  for (int colour = 0; colour < k.colours; ++colour) {
+    const std::size_t base = static_cast<std::size_t>(colour) * owned_;
+    std::vector<std::uint8_t> owns(k.nodes, 0);
+    for (std::size_t i = 0; i < owned_; ++i) {
+      if (k.share[base + i] > 0) k.colour_moves[static_cast<std::size_t>(colour)] = 1;
+      if (k.owner[base + i] != kNoNode) owns[k.owner[base + i]] = 1;
+    }
+    for (std::size_t n = 0; n < k.nodes; ++n)
+      if (owns[n]) k.colour_nodes[static_cast<std::size_t>(colour)].push_back(n);
+  }
   if (case_.integrator.two_level) {  // its transfers run on the device; vbd's on the host
-    k.corners =
-        CoarseCorners{DeviceVector<std::uint32_t>(k.corner_offsets.begin(), k.corner_offsets.end()),
-                      DeviceVector<std::uint32_t>(k.corner_node.begin(), k.corner_node.end()),
-                      DeviceVector<double>(k.corner_weight.begin(), k.corner_weight.end())};
+    k.gather = gather_by_node(k.corner_offsets, k.corner_node, k.corner_weight, k.nodes);
     k.sums.resize(3 * k.nodes);
     k.solution.resize(3 * k.nodes);
+    k.dense = dense_coarse_solve(case_.integrator.coarse_solve, unknowns);
   }
   Log::info(
       "cloth: coarse lattice: %zu x %zu x %zu lattice (%zu nodes, %.3g m apart), %d probing "
@@ -237,51 +277,29 @@ bool ClothSolver::build_coarse_operator() {
   // rounded alone, the integers added exactly, over ranks too), so that any rank count assembles
   // the same matrix: a column's terms all come from one probe, whose largest |product| over the
   // sheet sets that column's power-of-two scale (restriction_scale, as for P^T y).
-  std::vector<Vector3<double>> probe(rows);
   const std::size_t band = k.band;
   ++k.builds;
-  std::vector<std::int64_t> fixed(unknowns * width,
-                                  0);  // row p, column q at p * width + q - p + band
+  k.fixed_rows.resize(unknowns * width);  // row p, column q at p * width + q - p + band
+  apron::fill(k.fixed_rows.begin(), k.fixed_rows.end(), std::int64_t{0});
   std::vector<double> column_scale(unknowns, 0.0);
-  // The operator: one colour and axis at a time.
+  k.probe.resize(rows);
+  // The operator: one colour and axis at a time, on the device.
   for (int colour = 0; colour < k.colours; ++colour) {
-    const std::uint32_t* owner = k.owner.data() + static_cast<std::size_t>(colour) * owned_;
-    const double* share = k.share.data() + static_cast<std::size_t>(colour) * owned_;
+    const std::uint32_t* owner = raw(k.owner_rows) + static_cast<std::size_t>(colour) * owned_;
+    const double* share = raw(k.share_rows) + static_cast<std::size_t>(colour) * owned_;
+    const std::int64_t moves = k.colour_moves[static_cast<std::size_t>(colour)];
+    if (global_sum(ranks_.comm, moves) == 0) continue;
     for (int b = 0; b < 3; ++b) {
-      std::fill(probe.begin(), probe.end(), Vector3<double>{0, 0, 0});
-      std::int64_t any = 0;
-      for (std::size_t i = 0; i < owned_; ++i)
-        if (share[i] > 0) {
-          double e[3] = {0, 0, 0};
-          e[b] = share[i];
-          probe[i] = Vector3<double>{e[0], e[1], e[2]};
-          any = 1;
-        }
-      if (global_sum(ranks_.comm, any) == 0) continue;
-      const std::vector<Vector3<double>> column = filtered_product(probe);
-      double largest = 0;
-      for (std::size_t i = 0; i < owned_; ++i)
-        if (owner[i] != kNoNode)
-          largest = std::max(
-              {largest, std::abs(column[i].x), std::abs(column[i].y), std::abs(column[i].z)});
-      const double scale = restriction_scale(largest);
+      fill_probe(owner, share, owned_, b, k.probe);
+      filtered_product_on_device();
+      const double scale = restriction_scale(largest_owned_component(owner, k.product, owned_));
       if (!(scale > 0)) continue;
-      for (std::size_t i = 0; i < owned_; ++i) {
-        if (owner[i] == kNoNode) continue;
-        const std::size_t q = 3 * static_cast<std::size_t>(owner[i]) + static_cast<std::size_t>(b);
-        column_scale[q] = scale;
-        const double y[3] = {column[i].x, column[i].y, column[i].z};
-        for (std::uint32_t c = k.corner_offsets[i]; c < k.corner_offsets[i + 1]; ++c)
-          for (int a = 0; a < 3; ++a) {
-            const std::size_t p =
-                3 * static_cast<std::size_t>(k.corner_node[c]) + static_cast<std::size_t>(a);
-            const std::size_t offset = q + k.band - p;        // q - p + band, >= 0 within the band
-            if (q + k.band < p || offset >= width) continue;  // beyond two lattice steps: none
-            fixed[p * width + offset] += std::llround(k.corner_weight[c] * y[a] * scale);
-          }
-      }
+      for (const std::size_t n : k.colour_nodes[static_cast<std::size_t>(colour)])
+        column_scale[3 * n + static_cast<std::size_t>(b)] = scale;
+      accumulate_column(k.corners, owner, k.product, owned_, b, scale, band, k.fixed_rows);
     }
   }
+  std::vector<std::int64_t> fixed = to_host(k.fixed_rows);
   global_sum(ranks_.comm, std::span<std::int64_t>(fixed));
   // (A column no rank reached has no scale: every rank sets it alike.)
   global_max(ranks_.comm, std::span<double>(column_scale));
@@ -295,6 +313,7 @@ bool ClothSolver::build_coarse_operator() {
         matrix[p * width + offset] = static_cast<double>(fixed[p * width + offset]) / scale;
     }
   check_coarse_operator(matrix);
+  auto factor_time = timers_.scope("coarse factor");
   // Its symmetric part's banded lower factor L (row p, column p - d at p * (band + 1) + d).
   std::vector<double>& lower = k.lower;
   lower.assign(unknowns * (band + 1), 0.0);
@@ -343,15 +362,20 @@ bool ClothSolver::build_coarse_operator() {
 // product back on the host: a column of the probed operator, or its check's product. Through the
 // coarse work's own vectors, as the CG's are live while the operator is built.
 std::vector<Vector3<double>> ClothSolver::filtered_product(const std::vector<Vector3<double>>& q) {
+  to_device(q, coarse_.probe);
+  filtered_product_on_device();
+  return to_host(coarse_.product, owned_);
+}
+
+// coarse_.product = F A F coarse_.probe (the probe's owned rows set; its ghosts refreshed here).
+void ClothSolver::filtered_product_on_device() {
   ImplicitWork& w = implicit_;
   CoarseWork& k = coarse_;
-  to_device(q, k.probe);
   k.product.resize(store_.size());
   if (held_contact()) filter(w.constraints, owned_, k.probe);
   refresh_ghost_rows(k.probe);
   implicit_product(k.probe, k.product);
   if (held_contact()) filter(w.constraints, owned_, k.product);
-  return to_host(k.product, owned_);
 }
 
 // L^T by rows (row p, column p + d at p * (band + 1) + d), so that the backward solve reads it in

@@ -102,6 +102,10 @@ void read_two_level_lattice(MapReader& r, IntegratorConfig& c) {
            "applies only with 'integrator: vbd' (the two-level preconditioner's coarse part acts "
            "at every conjugate-gradient iteration)");
   c.coarse_refresh_step = k.choice("refresh", {"newton", "step"}, "step") == "step";
+  const std::string solve = k.choice("solve", {"auto", "banded", "dense"}, "auto");
+  c.coarse_solve = solve == "banded"  ? IntegratorConfig::CoarseSolve::banded
+                   : solve == "dense" ? IntegratorConfig::CoarseSolve::dense
+                                      : IntegratorConfig::CoarseSolve::automatic;
   k.finish();
 }
 

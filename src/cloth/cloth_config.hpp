@@ -84,7 +84,10 @@ struct ColliderConfig {
 // `preconditioner: two_level` (implicit): Newton's conjugate gradients preconditioned by the
 // block-Jacobi blocks plus, added, the same lattice's Galerkin correction P Ac^-1 P^T
 // (src/cloth/cloth_two_level.cpp); `coarse: {factor, refresh: newton | step}` sets its lattice
-// and whether Ac is probed once a (sub-)step (the default) or at every Newton iteration.
+// and whether Ac is probed once a (sub-)step (the default) or at every Newton iteration;
+// `solve: auto | banded | dense` how Ac^-1 is applied: by the host's banded triangular solves, or
+// as one dense product on the device with Ac^-1 formed there at each build (auto: dense where the
+// device is a GPU, whose CG would otherwise wait for the host's sequential solves).
 struct IntegratorConfig {
   bool implicit = false;
   bool vbd = false;
@@ -101,6 +104,7 @@ struct IntegratorConfig {
   long max_iterations = 100;
   bool block_jacobi = false;  // the probed diagonal blocks (two_level's smoother too)
   bool two_level = false;     // blocks plus the coarse lattice's correction (coarse_factor)
+  enum class CoarseSolve { automatic, banded, dense } coarse_solve = CoarseSolve::automatic;
   double newton_tolerance = 1e-2;
   long newton_iterations = 8;
   bool friction_inside = true;      // implicit only: friction in the step's potential

@@ -752,6 +752,8 @@ void ClothSolver::report_fields(Json& json) const {
       json.value("cg_coarse_nodes", static_cast<long long>(coarse_.nodes));
       json.value("cg_coarse_builds", static_cast<long long>(coarse_.builds));
       json.value("cg_coarse_shifted", static_cast<long long>(coarse_.shifted));
+      json.value("cg_coarse_dense_builds", static_cast<long long>(coarse_.dense_builds));
+      json.value("cg_coarse_applications", static_cast<long long>(coarse_.applications));
       json.value("cg_coarse_operator_error", coarse_.operator_error);
       json.value("cg_coarse_asymmetry", coarse_.asymmetry);
       json.value("cg_two_level_asymmetry", coarse_.preconditioner_asymmetry);

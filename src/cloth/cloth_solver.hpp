@@ -151,6 +151,7 @@ class ClothSolver final : public SteppingWorkload {
   void store_upper_factor();                        // coarse_.upper from coarse_.lower
   std::vector<Vector3<double>> prolong(const std::vector<double>& c, std::size_t rows) const;
   std::vector<Vector3<double>> filtered_product(const std::vector<Vector3<double>>& q);
+  void filtered_product_on_device();  // coarse_.product = F A F coarse_.probe
   // cloth.implicit.preconditioner: two_level (cloth_two_level.cpp): the CG's preconditioner
   // (precondition's blocks plus the coarse lattice's correction), its operator made ready for a
   // Newton iteration, and its check.
@@ -158,6 +159,7 @@ class ClothSolver final : public SteppingWorkload {
   void prepare_two_level(bool first_iteration, double target);
   void cg_precondition(const Vectors& r, Vectors& z);
   void check_two_level();
+  bool form_coarse_inverse();          // coarse_.inverse from the factor; false: not finite
   double held_part(const Vectors& z);  // z's largest row held, relative to its largest
   int coarse_corners(std::size_t row, std::size_t* node, double* weight) const;
   void check_coarse_operator(const std::vector<double>& matrix);  // into operator_error
@@ -291,13 +293,26 @@ class ClothSolver final : public SteppingWorkload {
     // two_level: the corners on the device, the restriction's integer sums and the coarse
     // solution there, scratch rows, and check_two_level's largest asymmetry of the whole
     // preconditioner and smallest ratio of its quadratic form to the blocks' alone (>= 1).
+    std::vector<std::uint8_t> colour_moves;              // per colour: this rank displaces a row
+    std::vector<std::vector<std::size_t>> colour_nodes;  // per colour: the nodes rows own
+    // On the device: the corners, owner and share, and the operator's band in fixed point.
+    DeviceVector<std::uint32_t> owner_rows;
+    DeviceVector<double> share_rows;
+    DeviceVector<std::int64_t> fixed_rows;
     CoarseCorners corners;
+    CoarseGather gather;  // the same corners by node, for the restriction
     DeviceVector<std::int64_t> sums;
     DeviceVector<double> solution;
     Vectors rows;
     // The operator's probe and its product (the CG's own vectors are live while it is built),
     // and check_two_level's images of them.
     Vectors probe, product, probe_image, product_image;
+    // two_level with coarse.solve dense (auto on a GPU): the factor on the device and Ac^-1
+    // formed from it at each build (form_coarse_inverse), the restricted sums there, and the
+    // dense product's scratch; inverse_ready where the last build's inverse is finite.
+    bool dense = false, inverse_ready = false;
+    long dense_builds = 0, applications = 0;  // builds with a finite inverse; coarse solves
+    DeviceVector<double> lower_rows, upper_rows, inverse, restricted, partial;
     bool stale = true;    // two_level: no operator probed yet in this (sub-)step
     bool active = false;  // two_level: the coarse part is on in this solve
     double preconditioner_asymmetry = 0, smallest_ratio = std::numeric_limits<double>::infinity();

@@ -10,10 +10,12 @@
 // is (a shifted or stale Ac still gives a valid preconditioner, a worse one): the conjugate
 // gradients stay valid, and Ac may lag the iterate (refresh: step probes it once a (sub-)step).
 // F filters the held rows (pins, colliders' normals, landing rows), so every direction stays in
-// the free subspace. P^T F r is summed in fixed point over ranks (restrict_to_coarse), every rank
-// solves the same coarse system, and the prolongation is per row: N ranks give 1 rank's z bit for
-// bit. Newton's own residual measure (preconditioned_residual) stays the blocks' alone, so that
-// its tolerance means what it means with block_jacobi.
+// the free subspace. Ac^-1 is applied by the host's banded triangular solves, or on a GPU as one
+// dense product with Ac^-1 formed on the device at each build (coarse.solve). P^T F r is summed in
+// fixed point over ranks (restrict_to_coarse), every rank solves the same coarse system, and the
+// prolongation is per row: N ranks give 1 rank's z bit for bit. Newton's own residual measure
+// (preconditioned_residual) stays the blocks' alone, so that its tolerance means what it means with
+// block_jacobi.
 #include <algorithm>
 #include <cmath>
 #include <span>
@@ -40,7 +42,10 @@ void ClothSolver::prepare_two_level(bool first_iteration, double target) {
   if (k.stale || !case_.integrator.coarse_refresh_step || k.lower.empty()) {
     auto t = timers_.scope("coarse operator");
     k.stale = false;
+    k.inverse_ready = false;
     if (!build_coarse_operator()) return;
+    if (k.dense) k.inverse_ready = form_coarse_inverse();  // else (not finite) the banded solves
+    k.dense_builds += k.inverse_ready;
     k.active = true;
     check_two_level();
   }
@@ -64,16 +69,34 @@ void ClothSolver::cg_precondition(const Vectors& r, Vectors& z) {
   const double scale = restriction_scale(largest_component(rows, owned_));
   std::vector<double> c(3 * k.nodes, 0.0);
   if (scale > 0) {
-    restrict_fixed(k.corners, rows, owned_, scale, k.sums);
+    restrict_gather(k.gather, rows, scale, k.sums);
     std::vector<std::int64_t> sums = to_host(k.sums);
     global_sum(ranks_.comm, std::span<std::int64_t>(sums));
     for (std::size_t n = 0; n < sums.size(); ++n) c[n] = static_cast<double>(sums[n]) / scale;
   }
-  if (!solve_coarse(c)) return;  // every rank has the same c: all skip it alike
-  to_device(c, k.solution);
+  ++k.applications;
+  if (k.inverse_ready) {
+    to_device(c, k.restricted);
+    multiply_symmetric(k.inverse, c.size(), k.restricted, k.partial, k.solution);
+  } else {
+    if (!solve_coarse(c)) return;  // every rank has the same c: all skip it alike
+    to_device(c, k.solution);
+  }
   prolong_rows(k.corners, k.solution, owned_, rows);
   if (held_contact()) filter(w.constraints, owned_, rows);
   axpy(1, rows, z, owned_);
+}
+
+// Ac^-1 as a dense matrix on the device, from the banded factor of the build just made: each
+// application is then one product (n^2 doubles read at the device's bandwidth) instead of the
+// host's two sequential triangular solves. Every rank forms the same inverse from the same factor
+// in the same order, so N ranks still apply what one does.
+bool ClothSolver::form_coarse_inverse() {
+  auto t = timers_.scope("coarse inverse");
+  CoarseWork& k = coarse_;
+  to_device(k.lower, k.lower_rows);
+  to_device(k.upper, k.upper_rows);
+  return invert_banded_factor(k.lower_rows, k.upper_rows, 3 * k.nodes, k.band, k.inverse);
 }
 
 namespace {

@@ -62,9 +62,10 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 iterations, the same positions within 1e-6 m; the preconditioner symmetric and
                 positive definite on fixed vectors at every build, zero on pinned rows; 2 ranks
                 bit for bit.
-  implicit_two_level_drape  two_level through the drape's first contact at 1/240 s: the
-                preconditioner moves no held row (colliders', landing rows), stays symmetric and
-                positive definite.
+  implicit_two_level_drape  two_level through the drape's first contact at 1/240 s, its coarse
+                system solved banded and dense (coarse.solve): the preconditioner moves no held
+                row (colliders', landing rows), stays symmetric and positive definite; the two
+                solves' positions within 1e-6 m; the dense one on 2 ranks bit for bit.
   vbd_halvings  cloth.implicit.max_halvings 4 with one sweep a step at dt = 0.01 s (step 3 refused
                 without it), 6 steps: 4 subdivided (into 12 sub-steps), every one converged, none
                 accepted unconverged; the diagnostics rows on the dt grid; the log and the run
@@ -737,18 +738,31 @@ def scenario_implicit_two_level(r, work):
 
 
 def scenario_implicit_two_level_drape(r, work):
-    """two_level through the drape's first contact: the colliders' and landing rows stay held."""
-    out = r.run(1, f"{work}/drape", *IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}",
-                "--set", "time.end=0.11", "--set", "output.every=0.11",
-                "--set", "cloth.implicit.preconditioner=two_level", "--set", "cloth.implicit.max_iterations=300")
-    b = implicit_report(out)
-    print(f"      {b['newton_landing_rows']} landing rows; asymmetry {b['cg_two_level_asymmetry']:.3g}, "
-          f"ratio >= {b['cg_two_level_ratio_smallest']:.6g}, held part {b['cg_two_level_held_largest']:.3g}")
-    check(b["newton_landing_rows"] > 0, "the sheet lands within the run")
-    check(b["cg_two_level_held_largest"] < 1e-14,
-          "no direction moves a held row (pins, colliders, landings; to round-off)")
-    check(b["cg_two_level_asymmetry"] < 1e-10 and b["cg_two_level_ratio_smallest"] >= 1 - 1e-10,
-          "symmetric and positive definite with the colliders' rows filtered")
+    """two_level through the drape's first contact: the colliders' and landing rows stay held,
+    with the coarse system solved by the banded triangular solves and by the dense inverse."""
+    drape = [*IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}", "--set", "time.end=0.11",
+             "--set", "output.every=0.11", "--set", "cloth.implicit.preconditioner=two_level",
+             "--set", "cloth.implicit.max_iterations=300"]
+    outs = {solve: r.run(1, f"{work}/drape_{solve}", *drape, "--set", f"cloth.implicit.coarse.solve={solve}")
+            for solve in ("banded", "dense")}
+    for solve, out in outs.items():
+        b = implicit_report(out)
+        print(f"      {solve}: {b['newton_landing_rows']} landing rows, {b['cg_iterations_per_step']:.1f} CG "
+              f"iterations a step; asymmetry {b['cg_two_level_asymmetry']:.3g}, ratio >= "
+              f"{b['cg_two_level_ratio_smallest']:.6g}, held part {b['cg_two_level_held_largest']:.3g}")
+        check(b["newton_landing_rows"] > 0, "the sheet lands within the run")
+        check((b["cg_coarse_dense_builds"] > 0) == (solve == "dense"), f"the {solve} coarse solve ran")
+        check(b["cg_two_level_held_largest"] < 1e-14,
+              "no direction moves a held row (pins, colliders, landings; to round-off)")
+        check(b["cg_two_level_asymmetry"] < 1e-10 and b["cg_two_level_ratio_smallest"] >= 1 - 1e-10,
+              "symmetric and positive definite with the colliders' rows filtered")
+    _, ids, banded = final_positions(outs["banded"])
+    _, dense_ids, dense = final_positions(outs["dense"])
+    difference = float(np.max(np.linalg.norm(dense - banded, axis=1)))
+    print(f"      largest distance between the two solves' positions {difference:.3g} m")
+    check(np.array_equal(ids, dense_ids) and difference < 1e-6, "the dense solve's positions within 1e-6 m")
+    ranks_agree([outs["dense"], r.run(2, f"{work}/drape_dense_np2", *drape, "--set", "cloth.implicit.coarse.solve=dense")],
+                position_tolerance=0, energy_tolerance=0)
 
 
 def final_positions(out_dir):

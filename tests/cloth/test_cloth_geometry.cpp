@@ -1469,7 +1469,7 @@ TEST(ClothMath, CurvatureRowsAreAddRowsBitForBit) {
 }
 
 // The two-level preconditioner's grid transfers against a host loop: restriction's integer sums
-// equal exactly (integers add in any order; the device's atomics may land in any), and the
+// equal exactly (integers add in any order; the device's chunks sum theirs in another), and the
 // prolongation to round-off (bit for bit on the CPU; a GPU may contract into FMAs).
 TEST(ClothCoarse, TransfersMatchTheHostLoop) {
   constexpr std::size_t rows = 5000, nodes = 37;
@@ -1484,7 +1484,7 @@ TEST(ClothCoarse, TransfersMatchTheHostLoop) {
   for (std::size_t i = 0; i < rows; ++i) {
     const int corners = static_cast<int>(next() * 9);  // 0 (a pinned row) to 8
     for (int c = 0; c < corners; ++c) {
-      node.push_back(static_cast<std::uint32_t>(next() * nodes));
+      node.push_back(static_cast<std::uint32_t>(next() * (nodes - 2)));  // the last two: none
       weight.push_back(next());
     }
     offsets.push_back(static_cast<std::uint32_t>(node.size()));
@@ -1499,8 +1499,9 @@ TEST(ClothCoarse, TransfersMatchTheHostLoop) {
     largest = std::max({largest, std::abs(v.x), std::abs(v.y), std::abs(v.z)});
   EXPECT_EQ(largest_component(device_y, rows), largest);
   const double scale = std::ldexp(1.0, 62 - std::ilogb(largest * 8.0 * rows) - 1);
-  DeviceVector<std::int64_t> sums(3 * nodes, 7);  // restrict_fixed zeroes it first
-  restrict_fixed(corners, device_y, rows, scale, sums);
+  DeviceVector<std::int64_t> sums(3 * nodes, 7);  // every sum set, none added to
+  CoarseGather gather = gather_by_node(offsets, node, weight, nodes);
+  restrict_gather(gather, device_y, scale, sums);
   std::vector<std::int64_t> expected(3 * nodes, 0);
   for (std::size_t i = 0; i < rows; ++i)
     for (std::uint32_t e = offsets[i]; e < offsets[i + 1]; ++e) {
@@ -1529,6 +1530,135 @@ TEST(ClothCoarse, TransfersMatchTheHostLoop) {
     }
   }
   EXPECT_LT(worst, 1e-14);
+}
+
+// The dense coarse solve against the host's banded triangular solves: a banded SPD matrix (n not
+// a multiple of the warp or of the product's chunk), its banded Cholesky factor, the inverse
+// formed on the device, exactly symmetric, and its product with a vector within round-off of the
+// two triangular solves of that vector; a factor with a NaN is refused.
+TEST(ClothCoarse, DenseInverseMatchesBandedSolves) {
+  constexpr std::size_t n = 301, band = 23, width = band + 1;
+  std::uint64_t state = 777;
+  const auto next = [&] {  // in [0, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) * 0x1p-53;
+  };
+  // A = B + (band + 2) I for B symmetric with entries in [-0.5, 0.5) within the band: SPD.
+  std::vector<double> a(n * width, 0.0);  // row p, column p - d at p * width + d
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t d = 0; d <= band && d <= p; ++d) a[p * width + d] = next() - 0.5;
+  for (std::size_t p = 0; p < n; ++p) a[p * width] += band + 2.0;
+  std::vector<double> lower(n * width, 0.0), upper(n * width, 0.0);
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = p > band ? p - band : 0; q <= p; ++q) {
+      double sum = a[p * width + p - q];
+      for (std::size_t m = p > band ? p - band : 0; m < q; ++m)
+        if (q - m <= band) sum -= lower[p * width + p - m] * lower[q * width + q - m];
+      lower[p * width + p - q] = p == q ? std::sqrt(sum) : sum / lower[q * width];
+    }
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t d = 0; d <= band && p + d < n; ++d)
+      upper[p * width + d] = lower[(p + d) * width + d];
+  std::vector<double> x(n);
+  for (double& v : x) v = next() - 0.5;
+  std::vector<double> expected = x;  // L L^T expected = x, as ClothSolver::solve_coarse
+  for (std::size_t p = 0; p < n; ++p) {
+    for (std::size_t m = p > band ? p - band : 0; m < p; ++m)
+      expected[p] -= lower[p * width + p - m] * expected[m];
+    expected[p] /= lower[p * width];
+  }
+  for (std::size_t p = n; p-- > 0;) {
+    for (std::size_t m = p + 1; m < std::min(n, p + width); ++m)
+      expected[p] -= upper[p * width + m - p] * expected[m];
+    expected[p] /= upper[p * width];
+  }
+  DeviceVector<double> device_lower(lower.begin(), lower.end());
+  DeviceVector<double> device_upper(upper.begin(), upper.end());
+  DeviceVector<double> inverse, partial, y;
+  ASSERT_TRUE(invert_banded_factor(device_lower, device_upper, n, band, inverse));
+  const std::vector<double> host_inverse = to_host(inverse);
+  int asymmetric = 0;
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = 0; q < p; ++q)
+      asymmetric += host_inverse[p * n + q] != host_inverse[q * n + p];
+  EXPECT_EQ(asymmetric, 0);
+  DeviceVector<double> device_x(x.begin(), x.end());
+  multiply_symmetric(inverse, n, device_x, partial, y);
+  const std::vector<double> got = to_host(y);
+  double worst = 0, largest = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    worst = std::max(worst, std::abs(got[p] - expected[p]));
+    largest = std::max(largest, std::abs(expected[p]));
+  }
+  EXPECT_LT(worst, 1e-13 * largest);
+  lower[7 * width + 3] = std::numeric_limits<double>::quiet_NaN();
+  DeviceVector<double> broken(lower.begin(), lower.end());
+  EXPECT_FALSE(invert_banded_factor(broken, device_upper, n, band, inverse));
+}
+
+// The coarse operator's probes on the device against the host loop they replace: the probe from
+// one colour's owners and shares, the largest owned component, and a column's fixed-point band
+// entries equal exactly (integer atomics add in any order).
+TEST(ClothCoarse, OperatorColumnMatchesTheHostLoop) {
+  constexpr std::size_t rows = 4000, nodes = 30, band = 8, width = 2 * band + 1;
+  std::uint64_t state = 4242;
+  const auto next = [&] {  // in [0, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) * 0x1p-53;
+  };
+  std::vector<std::uint32_t> offsets{0}, node, owner(rows);
+  std::vector<double> weight, share(rows);
+  std::vector<Vector3<double>> y(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const std::uint32_t home = static_cast<std::uint32_t>(next() * (nodes - 4));
+    const int corners = static_cast<int>(next() * 5);  // 0 (a pinned row) to 4
+    for (int c = 0; c < corners; ++c) {
+      node.push_back(home + static_cast<std::uint32_t>(next() * 4));
+      weight.push_back(next());
+    }
+    offsets.push_back(static_cast<std::uint32_t>(node.size()));
+    const bool owns = next() < 0.9;
+    owner[i] = owns ? home + static_cast<std::uint32_t>(next() * 4) : kNoOwner;
+    share[i] = owns && next() < 0.7 ? next() : 0.0;
+    y[i] = Vector3<double>{next() - 0.5, 1e-3 * (next() - 0.5), 1e3 * (next() - 0.5)};
+  }
+  CoarseCorners corners{DeviceVector<std::uint32_t>(offsets.begin(), offsets.end()),
+                        DeviceVector<std::uint32_t>(node.begin(), node.end()),
+                        DeviceVector<double>(weight.begin(), weight.end())};
+  DeviceVector<std::uint32_t> device_owner(owner.begin(), owner.end());
+  DeviceVector<double> device_share(share.begin(), share.end());
+  Vectors probe(rows + 7, Vector3<double>{1, 1, 1});  // ghost rows beyond: zeroed
+  fill_probe(raw(device_owner), raw(device_share), rows, 1, probe);
+  const std::vector<Vector3<double>> got_probe = to_host(probe);
+  int wrong = 0;
+  for (std::size_t i = 0; i < got_probe.size(); ++i) {
+    const double s = i < rows && owner[i] != kNoOwner ? share[i] : 0.0;
+    wrong += got_probe[i].x != 0 || got_probe[i].y != s || got_probe[i].z != 0;
+  }
+  EXPECT_EQ(wrong, 0);
+  Vectors device_y(y.begin(), y.end());
+  double largest = 0;
+  for (std::size_t i = 0; i < rows; ++i)
+    if (owner[i] != kNoOwner)
+      largest = std::max({largest, std::abs(y[i].x), std::abs(y[i].y), std::abs(y[i].z)});
+  EXPECT_EQ(largest_owned_component(raw(device_owner), device_y, rows), largest);
+  const double scale = std::ldexp(1.0, 62 - std::ilogb(largest * 8.0 * rows) - 1);
+  const std::size_t unknowns = 3 * nodes;
+  DeviceVector<std::int64_t> fixed(unknowns * width, 5);  // added to, as the host's band
+  accumulate_column(corners, raw(device_owner), device_y, rows, 2, scale, band, fixed);
+  std::vector<std::int64_t> expected(unknowns * width, 5);
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (owner[i] == kNoOwner) continue;
+    const std::size_t q = 3 * owner[i] + 2;
+    const double row[3] = {y[i].x, y[i].y, y[i].z};
+    for (std::uint32_t c = offsets[i]; c < offsets[i + 1]; ++c)
+      for (std::size_t a = 0; a < 3; ++a) {
+        const std::size_t p = 3 * node[c] + a;
+        if (q + band < p || q + band - p >= width) continue;
+        expected[p * width + q + band - p] += std::llround(weight[c] * row[a] * scale);
+      }
+  }
+  EXPECT_EQ(to_host(fixed), expected);
 }
 
 }  // namespace
