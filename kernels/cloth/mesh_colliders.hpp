@@ -61,6 +61,7 @@ struct MeshColliderStep {
 struct MeshContact {
   Contact contact;
   Vector3<double> body_point{0, 0, 0};
+  int triangle = -1;  // the closest point's (-1: x not within reach)
 };
 
 // The squared distance from q to the grid's box (0 inside it): points farther from it than the
@@ -93,6 +94,7 @@ APRON_HD inline MeshContact mesh_contact(const surface::SurfaceView& surface, co
   const double distance = hit.point.w;
   if (hit.triangle < 0 || !(distance < thickness)) return m;
   m.body_point = {hit.point.x, hit.point.y, hit.point.z};
+  m.triangle = hit.triangle;
   const Vector3<double> away = body - m.body_point;
   const double length = norm(away);
   // On a face the (float) closest point's round-off would tilt the direction; the face's own

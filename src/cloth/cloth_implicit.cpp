@@ -176,7 +176,10 @@ bool ClothSolver::step_along_free_motion(const ImplicitSystem& system, Product& 
 // there from the start (the iterate then starts from the free motion), then, at each solution,
 // those it ends inside a collider, less those the collider would have to pull (settle_landings);
 // each change of the set gives Newton its newton_iterations again. Such a change moves the iterate
-// (its rows' normal velocities) outside the line search, so across it Phi may rise.
+// (its rows' normal velocities) outside the line search, so across it Phi may rise. With the
+// contact barrier (cloth.implicit.contact: barrier) nothing is held: the colliders are a term of
+// Phi (kernels/cloth/barrier.hpp), and only the friction's lag changes between solutions
+// (lag_barrier_friction), which moves no row.
 bool ClothSolver::solve_implicit(bool may_fail) {
   ImplicitWork& w = implicit_;
   const double first = begin_implicit_step();
@@ -657,7 +660,8 @@ ClothSolver::LineSearch ClothSolver::line_search() {
   const double dt = motion_.dt;
   const double slope = -global_dot(w.step, w.newton);
   const bool friction = friction_inside();
-  // The inertia's linear term: -s.R less the elastic's and the friction's parts of s.grad Phi.
+  // The inertia's linear term: -s.R less the elastic's, the friction's and the barrier's parts
+  // of s.grad Phi.
   const bool barrier = barrier_contact();
   const double linear = slope - dt * global_dot(w.step, w.elastic) +
                         (friction ? global_dot(w.step, w.friction) : 0.0) +
