@@ -55,75 +55,94 @@ APRON_HD inline void add_terms(double kappa, double dt, const Gap& g, double ban
     for (int c = 0; c < 3; ++c) curvature.m[3 * a + c] += k * n[a] * n[c];
 }
 
-struct AnalyticTerms {
+// The colliders a kernel visits at a point: each one whose band holds it, with its Coulomb
+// coefficient.
+struct AnalyticColliders {
+  const Collider* colliders;
+  int count;
+  template <class Visit>
+  APRON_HD void each(const V3& x, const ContactBarrier& b, Visit&& visit) const {
+    for (int k = 0; k < count; ++k) {
+      const Gap g = analytic_gap(colliders[k], x, b);
+      if (g.near) visit(g, colliders[k].friction);
+    }
+  }
+};
+
+struct OneMesh {
+  MeshColliderStep step;
+  BodyPose pose;
+  template <class Visit>
+  APRON_HD void each(const V3& x, const ContactBarrier& b, Visit&& visit) const {
+    const Gap g = mesh_gap(step, pose, x, b);
+    if (g.near) visit(g, step.friction);
+  }
+};
+
+// Each kernel overwrites its rows (add = false: the analytic colliders, first) or adds to them
+// (a mesh collider's); pinned rows get nothing.
+struct RowsAt {
   const std::uint8_t* pinned;
   const double* mass;
   double dt;
   ContactBarrier b;
-  const V3* end;
-  const Collider* colliders;
-  int collider_count;
+  const V3* x;
+  bool add;
+};
+
+template <class Colliders>
+struct Terms {
+  RowsAt rows;
+  Colliders colliders;
   V3* impulse;
   Block3* curvature;
   APRON_HD void operator()(std::size_t i) const {
-    V3 sum{0, 0, 0};
-    Block3 block;
-    if (!pinned[i])
-      for (int k = 0; k < collider_count; ++k) {
-        const Gap g = analytic_gap(colliders[k], end[i], b);
-        if (g.near) add_terms(b.stiffness * mass[i], dt, g, b.band, sum, block);
-      }
+    V3 sum = rows.add ? impulse[i] : V3{0, 0, 0};
+    Block3 block = rows.add ? curvature[i] : Block3{};
+    const double kappa = rows.b.stiffness * rows.mass[i];
+    if (!rows.pinned[i])
+      colliders.each(rows.x[i], rows.b, [&](const Gap& g, double) {
+        add_terms(kappa, rows.dt, g, rows.b.band, sum, block);
+      });
     impulse[i] = sum;
     curvature[i] = block;
   }
 };
 
-struct MeshTerms {
-  const std::uint8_t* pinned;
-  const double* mass;
-  double dt;
-  ContactBarrier b;
-  const V3* end;
-  MeshColliderStep step;
-  V3* impulse;
-  Block3* curvature;
+template <class Colliders>
+struct Energies {
+  RowsAt rows;
+  Colliders colliders;
+  double* out;
   APRON_HD void operator()(std::size_t i) const {
-    if (pinned[i]) return;
-    const Gap g = mesh_gap(step, step.after, end[i], b);
-    if (g.near) add_terms(b.stiffness * mass[i], dt, g, b.band, impulse[i], curvature[i]);
+    double sum = rows.add ? out[i] : 0.0;
+    const double kappa = rows.b.stiffness * rows.mass[i];
+    if (!rows.pinned[i])
+      colliders.each(rows.x[i], rows.b, [&](const Gap& g, double) {
+        sum += kappa * barrier_value(g.s, rows.b.band).value;
+      });
+    out[i] = sum;
   }
 };
 
-struct AnalyticEnergies {
-  const std::uint8_t* pinned;
-  const double* mass;
-  ContactBarrier b;
-  const V3* end;
-  const Collider* colliders;
-  int collider_count;
-  double* out;
+// Each row's friction from the collider that pushes it hardest: its impulse over the step
+// dt kappa |b'(s)|.
+template <class Colliders>
+struct FrictionRows {
+  RowsAt rows;
+  Colliders colliders;
+  ContactConstraint* out;
   APRON_HD void operator()(std::size_t i) const {
-    double sum = 0;
-    if (!pinned[i])
-      for (int k = 0; k < collider_count; ++k) {
-        const Gap g = analytic_gap(colliders[k], end[i], b);
-        if (g.near) sum += barrier_value(g.s, b.band).value;
-      }
-    out[i] = b.stiffness * mass[i] * sum;
-  }
-};
-
-struct MeshEnergies {
-  const std::uint8_t* pinned;
-  const double* mass;
-  ContactBarrier b;
-  const V3* end;
-  MeshColliderStep step;
-  double* out;
-  APRON_HD void operator()(std::size_t i) const {
-    if (pinned[i]) return;
-    const Gap g = mesh_gap(step, step.after, end[i], b);
-    if (g.near) out[i] += b.stiffness * mass[i] * barrier_value(g.s, b.band).value;
+    ContactConstraint row = rows.add ? out[i] : ContactConstraint{};
+    const double kappa = rows.b.stiffness * rows.mass[i];
+    if (!rows.pinned[i])
+      colliders.each(rows.x[i], rows.b, [&](const Gap& g, double friction) {
+        const double impulse = -rows.dt * kappa * barrier_value(g.s, rows.b.band).slope;
+        if (!(impulse > row.impulse)) return;
+        row = ContactConstraint{g.normal, friction, g.wall};
+        row.impulse = impulse;
+      });
+    out[i] = row;
   }
 };
 
@@ -139,58 +158,6 @@ struct BarrierProduct {
   }
 };
 
-// The friction row of a collider at gap g: its impulse over the step dt kappa |b'(s)|.
-APRON_HD inline ContactConstraint friction_row(double kappa, double dt, const Gap& g, double band,
-                                               double friction) {
-  ContactConstraint c;
-  c.normal = g.normal;
-  c.friction = friction;
-  c.wall_velocity = g.wall;
-  c.impulse = -dt * kappa * barrier_value(g.s, band).slope;
-  return c;
-}
-
-struct AnalyticFrictionRows {
-  const std::uint8_t* pinned;
-  const double* mass;
-  double dt;
-  ContactBarrier b;
-  const V3* x;
-  const Collider* colliders;
-  int collider_count;
-  ContactConstraint* out;
-  APRON_HD void operator()(std::size_t i) const {
-    ContactConstraint row;
-    if (!pinned[i])
-      for (int k = 0; k < collider_count; ++k) {
-        const Gap g = analytic_gap(colliders[k], x[i], b);
-        if (!g.near) continue;
-        const ContactConstraint c =
-            friction_row(b.stiffness * mass[i], dt, g, b.band, colliders[k].friction);
-        if (c.impulse > row.impulse) row = c;
-      }
-    out[i] = row;
-  }
-};
-
-struct MeshFrictionRows {
-  const std::uint8_t* pinned;
-  const double* mass;
-  double dt;
-  ContactBarrier b;
-  const V3* x;
-  MeshColliderStep step;
-  BodyPose pose;
-  ContactConstraint* out;
-  APRON_HD void operator()(std::size_t i) const {
-    if (pinned[i]) return;
-    const Gap g = mesh_gap(step, pose, x[i], b);
-    if (!g.near) return;
-    const ContactConstraint c = friction_row(b.stiffness * mass[i], dt, g, b.band, step.friction);
-    if (c.impulse > out[i].impulse) out[i] = c;
-  }
-};
-
 struct CompareFrictionRows {
   const ContactConstraint* before;
   const ContactConstraint* after;
@@ -203,35 +170,44 @@ struct CompareFrictionRows {
   }
 };
 
+RowsAt rows_of(const ImplicitSystem& s, const ContactBarrier& b, const Vectors& x, bool add) {
+  return {raw(*s.pinned), raw(*s.mass), s.dt, b, raw(x), add};
+}
+
+AnalyticColliders analytic(const DeviceVector<Collider>& colliders) {
+  return {raw(colliders), static_cast<int>(colliders.size())};
+}
+
 }  // namespace
 
 void barrier_terms(const ImplicitSystem& s, const ContactBarrier& b, const Vectors& end,
                    const DeviceVector<Collider>& colliders, std::size_t count, Vectors& impulse,
                    DeviceVector<Block3>& curvature) {
-  for_each_index(count,
-                 AnalyticTerms{raw(*s.pinned), raw(*s.mass), s.dt, b, raw(end), raw(colliders),
-                               static_cast<int>(colliders.size()), raw(impulse), raw(curvature)});
+  for_each_index(count, Terms<AnalyticColliders>{rows_of(s, b, end, false), analytic(colliders),
+                                                 raw(impulse), raw(curvature)});
 }
 
 void add_mesh_barrier_terms(const ImplicitSystem& s, const ContactBarrier& b, const Vectors& end,
                             const MeshColliderStep& collider, std::size_t count, Vectors& impulse,
                             DeviceVector<Block3>& curvature) {
-  for_each_index(count, MeshTerms{raw(*s.pinned), raw(*s.mass), s.dt, b, raw(end), collider,
-                                  raw(impulse), raw(curvature)});
+  for_each_index(
+      count,
+      Terms<OneMesh>{
+          rows_of(s, b, end, true), {collider, collider.after}, raw(impulse), raw(curvature)});
 }
 
 void barrier_energies(const ImplicitSystem& s, const ContactBarrier& b, const Vectors& end,
                       const DeviceVector<Collider>& colliders, std::size_t count,
                       DeviceVector<double>& out) {
-  for_each_index(count, AnalyticEnergies{raw(*s.pinned), raw(*s.mass), b, raw(end), raw(colliders),
-                                         static_cast<int>(colliders.size()), raw(out)});
+  for_each_index(
+      count, Energies<AnalyticColliders>{rows_of(s, b, end, false), analytic(colliders), raw(out)});
 }
 
 void add_mesh_barrier_energies(const ImplicitSystem& s, const ContactBarrier& b, const Vectors& end,
                                const MeshColliderStep& collider, std::size_t count,
                                DeviceVector<double>& out) {
   for_each_index(count,
-                 MeshEnergies{raw(*s.pinned), raw(*s.mass), b, raw(end), collider, raw(out)});
+                 Energies<OneMesh>{rows_of(s, b, end, true), {collider, collider.after}, raw(out)});
 }
 
 void add_barrier_product(const DeviceVector<Block3>& curvature, const Vectors& q, std::size_t count,
@@ -242,17 +218,16 @@ void add_barrier_product(const DeviceVector<Block3>& curvature, const Vectors& q
 void barrier_friction_rows(const ImplicitSystem& s, const ContactBarrier& b, const Vectors& points,
                            const DeviceVector<Collider>& colliders, std::size_t count,
                            DeviceVector<ContactConstraint>& out) {
-  for_each_index(
-      count, AnalyticFrictionRows{raw(*s.pinned), raw(*s.mass), s.dt, b, raw(points),
-                                  raw(colliders), static_cast<int>(colliders.size()), raw(out)});
+  for_each_index(count, FrictionRows<AnalyticColliders>{rows_of(s, b, points, false),
+                                                        analytic(colliders), raw(out)});
 }
 
 void add_mesh_barrier_friction_rows(const ImplicitSystem& s, const ContactBarrier& b,
                                     const Vectors& points, const MeshColliderStep& collider,
                                     const BodyPose& pose, std::size_t count,
                                     DeviceVector<ContactConstraint>& out) {
-  for_each_index(count, MeshFrictionRows{raw(*s.pinned), raw(*s.mass), s.dt, b, raw(points),
-                                         collider, pose, raw(out)});
+  for_each_index(count,
+                 FrictionRows<OneMesh>{rows_of(s, b, points, true), {collider, pose}, raw(out)});
 }
 
 void compare_friction_rows(const DeviceVector<ContactConstraint>& before,
