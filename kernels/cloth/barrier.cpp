@@ -164,7 +164,9 @@ struct CompareFrictionRows {
   double tolerance;
   std::uint8_t* changed;
   APRON_HD void operator()(std::size_t i) const {
-    const double a = before[i].impulse, b = after[i].impulse;
+    // The bound friction may take, mu p: with mu = 0 a row's impulse does not matter.
+    const double a = before[i].friction * before[i].impulse;
+    const double b = after[i].friction * after[i].impulse;
     const double difference = a > b ? a - b : b - a;
     changed[i] = (a > 0) != (b > 0) || difference > tolerance * (a > b ? a : b) ? 1 : 0;
   }

@@ -93,7 +93,8 @@ void add_mesh_barrier_friction_rows(const ImplicitSystem& s, const ContactBarrie
                                     DeviceVector<ContactConstraint>& out);
 // IPC's lagged friction, iterated: after a solution the rows are taken again at its end points
 // (the impulses the barrier gave in the step, where it touched). changed_i = 1 where a row gained
-// or lost friction or its impulse moved by more than `tolerance` of itself (every flag written).
+// or lost friction or its Coulomb bound mu p moved by more than `tolerance` of itself (every flag
+// written).
 void compare_friction_rows(const DeviceVector<ContactConstraint>& before,
                            const DeviceVector<ContactConstraint>& after, double tolerance,
                            std::size_t count, DeviceVector<std::uint8_t>& changed);

@@ -153,6 +153,28 @@ TEST(ClothBarrier, FrictionRowsTakeTheHardestPush) {
   EXPECT_EQ(got[1].normal.z, 0);
 }
 
+// A lag changes a row where its Coulomb bound mu p appears, vanishes or moves by more than the
+// tolerance; an impulse without friction (mu = 0) never does.
+TEST(ClothBarrier, FrictionLagsCompareTheCoulombBound) {
+  const auto row = [](double friction, double impulse) {
+    ContactConstraint c;
+    c.normal = {0, 0, 1};
+    c.friction = friction;
+    c.impulse = impulse;
+    return c;
+  };
+  const std::vector<ContactConstraint> before{row(0, 1), row(0.5, 1), row(0.5, 1), row(0.5, 0),
+                                              row(0.5, 1)};
+  const std::vector<ContactConstraint> after{row(0, 3), row(0.5, 1.05), row(0.5, 1.2), row(0.5, 1),
+                                             row(0.5, 0)};
+  DeviceVector<ContactConstraint> a, b;
+  to_device(before, a);
+  to_device(after, b);
+  DeviceVector<std::uint8_t> changed(before.size());
+  compare_friction_rows(a, b, 0.1, before.size(), changed);
+  EXPECT_EQ(to_host(changed), (std::vector<std::uint8_t>{0, 0, 1, 1, 1}));
+}
+
 // z = (A + C + F)^-1 r: with C = 0 the mass and friction preconditioner's z and the block-Jacobi
 // one's; with C, A z + C z = r row by row.
 TEST(ClothBarrier, PreconditionerSolvesEachRowsBlock) {
