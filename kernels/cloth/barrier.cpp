@@ -150,12 +150,7 @@ struct BarrierProduct {
   const Block3* curvature;
   const V3* q;
   V3* out;
-  APRON_HD void operator()(std::size_t i) const {
-    const double* m = curvature[i].m;
-    const V3 x = q[i];
-    out[i] += V3{m[0] * x.x + m[1] * x.y + m[2] * x.z, m[3] * x.x + m[4] * x.y + m[5] * x.z,
-                 m[6] * x.x + m[7] * x.y + m[8] * x.z};
-  }
+  APRON_HD void operator()(std::size_t i) const { out[i] += times(curvature[i], q[i]); }
 };
 
 struct CompareFrictionRows {

@@ -179,12 +179,6 @@ struct InvertBlock {
   }
 };
 
-APRON_HD inline V3 times(const Block3& b, const V3& q) {
-  const double* m = b.m;
-  return {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
-          m[6] * q.x + m[7] * q.y + m[8] * q.z};
-}
-
 struct BlockPrecondition {
   const Block3* inverse;
   const V3* r;

@@ -83,6 +83,11 @@ void mass_precondition(const ImplicitSystem& s, const Vectors& r, std::size_t co
 struct Block3 {
   double m[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};  // row-major
 };
+APRON_HD inline Vector3<double> times(const Block3& b, const Vector3<double>& q) {
+  const double* m = b.m;
+  return {m[0] * q.x + m[1] * q.y + m[2] * q.z, m[3] * q.x + m[4] * q.y + m[5] * q.z,
+          m[6] * q.x + m[7] * q.y + m[8] * q.z};
+}
 // out_i = x_i + h e_axis where colour_i = c, x_i elsewhere; every row of x.
 void displaced_colour(const Vectors& x, double h, int axis,
                       const DeviceVector<std::uint8_t>& colour, int c, Vectors& out);

@@ -278,10 +278,7 @@ double ClothSolver::begin_implicit_step() {
     if (friction_inside()) {
       w.friction.resize(rows);
       friction_impulses(system, *velocity_, gradient_, owned_, w.constraints);
-      // The smoothing speed: a thousandth of what gravity adds in one step (a held vertex creeps
-      // below half of it, 2e-5 m/s at 1/240 s; the friction's stiffness, mu p / eps ~ 300 mu M',
-      // the same at any dt).
-      w.friction_eps = std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
+      w.friction_eps = friction_smoothing();
       friction_start(w.constraints, owned_, w.velocity);
       refresh_ghost_rows(w.velocity);
     }
@@ -322,7 +319,7 @@ void ClothSolver::begin_barrier_step() {
   w.friction_lags = 0;
   update_barrier_terms(*position_);
   barrier_friction_at(*position_, false, w.constraints);
-  w.friction_eps = std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
+  w.friction_eps = friction_smoothing();
   friction_start(w.constraints, owned_, w.velocity);
   refresh_ghost_rows(w.velocity);
 }
@@ -373,6 +370,13 @@ void ClothSolver::barrier_energies_at(const Vectors& end, DeviceVector<double>& 
   for (const auto& collider : mesh_colliders_)
     add_mesh_barrier_energies(system, implicit_.barrier, end,
                               mesh_step(*collider, step_start_, motion_.dt), owned_, out);
+}
+
+// The friction's smoothing speed: a thousandth of what gravity adds in one step (a held vertex
+// creeps below half of it, 2e-5 m/s at 1/240 s; the friction's stiffness, mu p / eps ~ 300 mu M',
+// the same at any dt).
+double ClothSolver::friction_smoothing() const {
+  return std::max(kStickSpeed * norm(motion_.gravity) * motion_.dt, 1e-12);
 }
 
 long ClothSolver::add_landings(const Vectors& end) {

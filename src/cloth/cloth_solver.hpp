@@ -136,6 +136,7 @@ class ClothSolver final : public SteppingWorkload {
   void vertex_line_search(int colour);  // v += alpha_i step_i, each vertex's share falling
   void soften_contact_start();          // cloth.implicit.contact_start
   void begin_barrier_step();            // cloth.implicit.contact: barrier
+  double friction_smoothing() const;    // friction inside Newton's step: eps [m/s]
   void update_barrier_terms(const Vectors& end);  // the barrier's impulse and blocks there
   void barrier_friction_at(const Vectors& points, bool at_end,
                            DeviceVector<ContactConstraint>& out);

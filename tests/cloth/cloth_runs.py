@@ -405,6 +405,16 @@ def scenario_implicit_rest(r, work):
           "the implicit rest state is the explicit one's (1e-6 m)")
 
 
+def nearest_drape_collider(out_dir):
+    """The drape case's (sphere and floor): the nearest any vertex came to them at any output, and
+    the case's thickness."""
+    centre, radius, thickness = np.array([0, 0, 0.2]), 0.25, 0.01
+    nearest = min(min(np.min(np.linalg.norm(x - centre, axis=1)) - radius, np.min(x[:, 2]))
+                  for _, x in all_positions(out_dir))
+    print(f"      nearest the sphere or the floor at any output: {nearest:.6f} m (thickness {thickness})")
+    return nearest, thickness
+
+
 def scenario_implicit_drape(r, work, *contact, inner=1.0):
     """inner: the fraction of the thickness no vertex may pass (the barrier's: a half)."""
     drape = ["--set", "cloth.material.damping=1", "--set", "time.end=3", "--set", "output.every=0.5",
@@ -418,10 +428,7 @@ def scenario_implicit_drape(r, work, *contact, inner=1.0):
           f"at t = {table[-1]['time']:.3g} s")
     check(table[-1]["time"] > 2.99 and table[-1]["kinetic"] < 1e-5 * swing,
           "the drape stepped at 1/240 s comes to rest (kinetic energy below 1e-5 of its largest)")
-    centre, radius, thickness = np.array([0, 0, 0.2]), 0.25, 0.01
-    nearest = min(min(np.min(np.linalg.norm(x - centre, axis=1)) - radius, np.min(x[:, 2]))
-                  for _, x in all_positions(implicit))
-    print(f"      nearest the sphere or the floor at any output: {nearest:.6f} m (thickness {thickness})")
+    nearest, thickness = nearest_drape_collider(implicit)
     check(nearest > inner * thickness * (1 - 1e-3),
           f"never inside the sphere or the floor grown by {inner} x the thickness")
     largest, difference = rest_shape_difference(explicit, implicit)
@@ -490,10 +497,7 @@ def scenario_implicit_barrier(r, work):
                for a, b in zip(table, table[1:])) - 1
     print(f"      largest rise of the total energy between steps: {100 * rise:.3g}%")
     check(rise < 1e-3, "the total energy never rises by more than 0.1% between steps")
-    centre, radius, thickness = np.array([0, 0, 0.2]), 0.25, 0.01
-    nearest = min(min(np.min(np.linalg.norm(x - centre, axis=1)) - radius, np.min(x[:, 2]))
-                  for _, x in all_positions(barrier_out))
-    print(f"      nearest the sphere or the floor at any output: {nearest:.6f} m (thickness {thickness})")
+    nearest, thickness = nearest_drape_collider(barrier_out)
     check(nearest > 0.5 * thickness, "never past the barrier's singular surface (half the thickness)")
     two_ranks = rows(r.run(2, f"{work}/barrier_np2", *newton))
     check(two_ranks == table, "2 ranks: every diagnostics row equals 1 rank's to every printed digit")
