@@ -425,7 +425,7 @@ APRON_HD inline Slide slide_of(const ContactConstraint& c, double eps, const V3&
     s.across = 1 / y;
     s.along = 0;
   }
-  if (c.secant > 0) s.along = s.across;  // friction_predict
+  if (c.secant > 0) s.along = c.secant;  // friction_predict
   return s;
 }
 
@@ -514,7 +514,10 @@ struct FrictionPredict {
     if (rows.pinned[i] || !has_friction(c[i])) return;
     const V3 u = tangential(v[i] - c[i].wall_velocity, c[i].normal);
     const double speed = norm(u);
-    c[i].secant = speed >= eps && dot(r[i], u) < -rows.damped_mass(i) * speed * speed ? 1.0 : 0.0;
+    const double inertia = rows.damped_mass(i);
+    const double back = speed >= eps ? -dot(r[i], u) / speed : 0.0;  // -R.t
+    c[i].secant =
+        back > inertia * speed ? (back / speed - inertia) / (c[i].friction * c[i].impulse) : 0.0;
   }
 };
 

@@ -165,7 +165,7 @@ IntegratorConfig read_integrator(MapReader& cloth) {
       r.fail("newton_iterations", "must be between 1 and 1000");
     c.friction_inside = r.choice("friction", {"after", "inside"}, "inside") == "inside";
     const std::string contact =
-        r.choice("contact", {"speculative", "at_start", "barrier"}, "speculative");
+        r.choice("contact", {"barrier", "speculative", "at_start"}, "barrier");
     c.speculative_contact = contact == "speculative";
     c.barrier_contact = contact == "barrier";
     if (r.has("barrier_stiffness") && !c.barrier_contact)
@@ -173,8 +173,8 @@ IntegratorConfig read_integrator(MapReader& cloth) {
     c.barrier_stiffness = r.in_range("barrier_stiffness", 1, 1e8, c.barrier_stiffness);
     if (c.barrier_contact && !c.friction_inside)
       r.fail("friction",
-             "must be 'inside' with 'contact: barrier' (the barrier's friction is a potential "
-             "in Newton's step, lagged at the step's start)");
+             "must be 'inside' with 'contact: barrier' (the default: the barrier's friction is "
+             "a potential in Newton's step); 'after' needs 'contact: speculative' or 'at_start'");
     for (const char* key : {"sweeps", "unconverged", "line_search", "contact_start", "coarse"})
       if (r.has(key) && !(c.two_level && std::string(key) == "coarse"))
         r.fail(key, std::string("applies only with 'integrator: vbd'") +

@@ -69,8 +69,8 @@ struct ColliderConfig {
 // dt grid.
 // `friction` (implicit only): "inside" (the default) puts the colliders' Coulomb friction in the
 // step's potential (kernels/cloth/implicit.hpp's friction_force: smoothed Coulomb, the normal
-// impulse lagged from the step's start, friction_predict's secant for the rows Newton's step
-// would carry through their cone's apex), so that the solve sees which rows stick; "after" takes
+// impulse lagged from the step's start, friction_predict's stiffness to the apex for the rows
+// Newton's step would carry through it), so that the solve sees which rows stick; "after" takes
 // it from the impulse that held each row after the frictionless solve.
 // `line_search` (vbd only): "vertex" backtracks each vertex's move on its own share of the
 // potential (its inertia and the energies of its 2-ring, which no other vertex of its colour
@@ -106,11 +106,11 @@ struct IntegratorConfig {
   bool two_level = false;     // blocks plus the coarse lattice's correction (coarse_factor)
   enum class CoarseSolve { automatic, banded, dense } coarse_solve = CoarseSolve::automatic;
   double newton_tolerance = 1e-2;
-  long newton_iterations = 8;
-  bool friction_inside = true;      // implicit only: friction in the step's potential
-  bool speculative_contact = true;  // implicit only: rows reaching a collider within the step held
-  bool barrier_contact = false;     // implicit only: contact as a barrier in the step's potential
-  double barrier_stiffness = 1e4;   // with barrier_contact: kappa_i dt^2 / m_i (dt configured)
+  long newton_iterations = 20;
+  bool friction_inside = true;       // implicit only: friction in the step's potential
+  bool barrier_contact = true;       // implicit only: contact as a barrier in the step's potential
+  bool speculative_contact = false;  // implicit only: rows reaching a collider within the step held
+  double barrier_stiffness = 1e4;    // with barrier_contact: kappa_i dt^2 / m_i (dt configured)
 };
 
 // The sheet against itself (kernels/cloth/self_contact.hpp): non-adjacent primitives closer than

@@ -29,8 +29,8 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
   implicit_drape  the drape (sphere and floor, friction 0.3), damped, stepped implicitly at
                 1/240 s (16x the explicit limit), the colliders inside each solve: it comes to
                 rest (it blew up at step 56 with the colliders after the solve), never inside the
-                sphere or the floor, with the friction inside the step (cloth.implicit.friction:
-                inside, the default; the default 8 Newton iterations), within 1% of the largest
+                sphere or the floor grown by the thickness (speculative contact), with the
+                friction inside the step (cloth.implicit.friction: inside), within 1% of the largest
                 displacement of the explicit run's rest shape (the frictional skirt remembers the
                 path: 0.94% at 1/240 s, 0.59% at 1/480 s; friction after the solve, 2.39% at
                 1/240 s; bench/NOTES.md).
@@ -62,7 +62,8 @@ Scenarios with the hanging sheet (held at two corners, made small with --set):
                 iterations, the same positions within 1e-6 m; the preconditioner symmetric and
                 positive definite on fixed vectors at every build, zero on pinned rows; 2 ranks
                 bit for bit.
-  implicit_two_level_drape  two_level through the drape's first contact at 1/240 s, its coarse
+  implicit_two_level_drape  two_level through the drape's first contact at 1/240 s (speculative
+                contact, whose held rows the preconditioner must filter), its coarse
                 system solved banded and dense (coarse.solve): the preconditioner moves no held
                 row (colliders', landing rows), stays symmetric and positive definite; the two
                 solves' positions within 1e-6 m; the dense one on 2 ranks bit for bit.
@@ -89,13 +90,13 @@ The drape (inputs/cloth_drape.yaml):
                 with friction 0 it stays within 1 mm; never below the table's top + thickness.
   implicit_landing  the drape's first contact on 40x40 cells, folds resolved, to t = 0.11 s: Newton
                 at 1/240 s (about a step's fall in 0.9 m/s at impact: 3.7 mm against 25 mm
-                edges) with speculative contact (cloth.implicit.contact: speculative, the default)
+                edges) with speculative contact (cloth.implicit.contact: speculative)
                 holds rows landing, and its largest strain stays within 1.25x the explicit run's
                 (measured 1.04x); held only at the step's start it exceeds that (1.48x; 3.7x on
                 64x64 cells, where the speculative run was 1.01x); on 2 ranks every diagnostics
                 row equals 1 rank's.
   implicit_barrier  implicit_landing's window with the colliders as a barrier in Newton's
-                potential (cloth.implicit.contact: barrier): no row held or released, the largest
+                potential (cloth.implicit.contact: barrier, the default): no row held or released, the largest
                 strain within 1.25x the explicit run's, the total energy (kinetic, potential,
                 elastic) never up by more than 0.1% between steps, no vertex past the barrier's
                 singular surface (half the thickness), 2 ranks' diagnostics rows equal to 1 rank's.
@@ -105,7 +106,8 @@ The drape (inputs/cloth_drape.yaml):
                 implicit_moving_table with the barrier (friction inside), no vertex past half the
                 thickness.
   implicit_mesh_sphere  mesh_sphere with the implicit integrator at 1/240 s (16x the explicit
-                limit) to t = 0.5 s, the mesh sphere held inside each solve: within one thickness of
+                limit) to t = 0.5 s, the mesh sphere held inside each solve (speculative contact,
+                friction after the solve): within one thickness of
                 the analytic sphere's implicit drape, never inside. (Acting only after the solve,
                 the mesh sphere made the run unstable at step 55.)
   implicit_moving_table  moving_table stepped implicitly at 1/240 s: the moving mesh's velocity
@@ -368,6 +370,8 @@ def scenario_body_drape(r, work):
 
 
 IMPLICIT = ["--set", "cloth.integrator=implicit"]
+# The colliders held as constraints in Newton's step (the barrier is the default).
+SPECULATIVE = ["--set", "cloth.implicit.contact=speculative"]
 # implicit_landing: the drape's first contact (t = 0.09 s) on LANDING_CELLS cells, to LANDING_END.
 LANDING_CELLS, LANDING_END, LANDING_STRAIN_FACTOR = 40, 0.11, 1.25
 # vbd_accept: the sheet, heavily damped (it sags to its rest shape without swinging), at
@@ -415,7 +419,11 @@ def nearest_drape_collider(out_dir):
     return nearest, thickness
 
 
-def scenario_implicit_drape(r, work, *contact, inner=1.0):
+def scenario_implicit_drape(r, work):
+    implicit_drape_at_rest(r, work, SPECULATIVE, inner=1.0)
+
+
+def implicit_drape_at_rest(r, work, contact, inner):
     """inner: the fraction of the thickness no vertex may pass (the barrier's: a half)."""
     drape = ["--set", "cloth.material.damping=1", "--set", "time.end=3", "--set", "output.every=0.5",
              *RESOLVED_FOLDS]
@@ -455,10 +463,11 @@ def scenario_implicit_landing(r, work):
     explicit = largest_strain(r.run(1, f"{work}/explicit", *window), end)
     newton = [*window, *IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}",
               "--set", "cloth.implicit.max_iterations=300"]
-    speculative_out = r.run(1, f"{work}/speculative", *newton)
-    speculative = largest_strain(speculative_out, end)
     at_start = largest_strain(r.run(1, f"{work}/at_start", *newton,
                                     "--set", "cloth.implicit.contact=at_start"), end)
+    newton += SPECULATIVE
+    speculative_out = r.run(1, f"{work}/speculative", *newton)
+    speculative = largest_strain(speculative_out, end)
     cloth = implicit_report(speculative_out)
     print(f"      {cells}x{cells} cells to t = {end} s: largest strain explicit {explicit:.3g}, "
           f"Newton at 1/240 s {speculative:.3g} with speculative contact ({cloth['newton_landing_rows']} "
@@ -504,7 +513,7 @@ def scenario_implicit_barrier(r, work):
 
 
 def scenario_implicit_barrier_drape(r, work):
-    scenario_implicit_drape(r, work, *BARRIER, inner=0.5)
+    implicit_drape_at_rest(r, work, BARRIER, inner=0.5)
 
 
 def scenario_implicit_barrier_mesh_sphere(r, work):
@@ -527,11 +536,11 @@ def scenario_implicit_mesh_sphere(r, work):
     implicit_report(scenario_mesh_sphere(
         r, work, "--set", "cloth.material.damping=1", *IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}",
         "--set", "cloth.implicit.max_iterations=300", "--set", "cloth.implicit.friction=after",
-        end=0.5, every=0.125))
+        *SPECULATIVE, end=0.5, every=0.125))
 
 
 def scenario_implicit_moving_table(r, work):
-    scenario_moving_table(r, work, *IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}")
+    scenario_moving_table(r, work, *IMPLICIT, *SPECULATIVE, f"--set=cloth.implicit.dt={1 / 240!r}")
 
 
 def scenario_implicit_free_fall(r, work):
@@ -763,7 +772,7 @@ def scenario_implicit_two_level_drape(r, work):
     with the coarse system solved by the banded triangular solves and by the dense inverse."""
     drape = [*IMPLICIT, f"--set=cloth.implicit.dt={1 / 240!r}", "--set", "time.end=0.11",
              "--set", "output.every=0.11", "--set", "cloth.implicit.preconditioner=two_level",
-             "--set", "cloth.implicit.max_iterations=300"]
+             "--set", "cloth.implicit.max_iterations=300", *SPECULATIVE]
     outs = {solve: r.run(1, f"{work}/drape_{solve}", *drape, "--set", f"cloth.implicit.coarse.solve={solve}")
             for solve in ("banded", "dense")}
     for solve, out in outs.items():

@@ -671,44 +671,48 @@ TEST(ImplicitContact, FrictionStartAndScale) {
 }
 
 // friction_predict: a sliding row whose own inertia's step (R.t / M') would carry it through the
-// apex takes the secant f1 / u along its slide (the product then isotropic in the tangent plane,
-// mu p / |u| q_t); one the step slows short of the apex, one in the band, one without friction
-// and a pinned one keep f1' (0 along the slide outside the band).
-TEST(ImplicitContact, FrictionPredictTakesTheSecantThroughTheApex) {
+// apex takes, along its slide, the stiffness k with which that step ends at the apex: (M' + k) |u|
+// = -R.t. One the step slows short of the apex, one in the band, one without friction and a
+// pinned one keep f1' (0 along the slide outside the band).
+TEST(ImplicitContact, FrictionPredictStopsTheSlideAtTheApex) {
   ImplicitRows rows;  // dt 0.01, no damping: M' = M
   to_device(std::vector<double>{2, 2, 2, 2, 2}, rows.mass);
   to_device(std::vector<std::uint8_t>{0, 0, 0, 0, 1}, rows.pinned);
-  const double eps = 1e-3, mu = 0.4, p = 2.5;
+  const double eps = 1e-3, mu = 0.4, p = 2.5, speed = 0.1;
   std::vector<ContactConstraint> c(5, ContactConstraint{V3{0, 0, 1}, mu, V3{}, 0, p});
   c[3].friction = 0;
   DeviceVector<ContactConstraint> held;
   to_device(c, held);
-  // Rows 0, 1, 4 slide at 0.1 m/s along x; the residual along -x is 0.3 (row 0: 0.3 / 2 > 0.1,
+  // Rows 0, 1, 4 slide at 0.1 m/s along x; the residual along -x is 0.5 (row 0: 0.5 / 2 > 0.1,
   // through the apex) or 0.1 (row 1: 0.05 < 0.1, it slows); row 2 creeps inside the band.
-  const std::vector<V3> v{{0.1, 0, 0}, {0.1, 0, 0}, {0.5e-3, 0, 0}, {0.1, 0, 0}, {0.1, 0, 0}};
-  const std::vector<V3> r{{-0.3, 0, 0}, {-0.1, 0, 0}, {-0.3, 0, 0}, {-0.3, 0, 0}, {-0.3, 0, 0}};
+  const std::vector<V3> v{
+      {speed, 0, 0}, {speed, 0, 0}, {0.5e-3, 0, 0}, {speed, 0, 0}, {speed, 0, 0}};
+  const std::vector<V3> r{{-0.5, 0, 0}, {-0.1, 0, 0}, {-0.5, 0, 0}, {-0.5, 0, 0}, {-0.5, 0, 0}};
   DeviceVector<V3> velocity, residual, q, product;
   to_device(v, velocity);
   to_device(r, residual);
   friction_predict(rows.system(), held, eps, velocity, residual, 5);
   const std::vector<ContactConstraint> predicted = to_host(held);
-  EXPECT_EQ(predicted[0].secant, 1);
+  const double along = 0.5 / speed - 2;  // k: (2 + k) 0.1 = 0.5
+  EXPECT_NEAR(predicted[0].secant * mu * p, along, 1e-12);
   for (int i = 1; i < 5; ++i) EXPECT_EQ(predicted[i].secant, 0) << "row " << i;
-  // The product along the slide: mu p / |u| on row 0 (the secant), 0 on row 1 (f1' outside the
-  // band); across it mu p / |u| on both.
+  // The product along the slide: k on row 0, 0 on row 1 (f1' outside the band); across it
+  // mu p / |u| on both.
   to_device(std::vector<V3>(5, V3{1, 1, 0}), q);
   to_device(std::vector<V3>(5, V3{0, 0, 0}), product);
   add_friction_product(held, eps, velocity, q, 5, product);
   const std::vector<V3> out = to_host(product);
-  EXPECT_NEAR(out[0].x, mu * p / 0.1, 1e-12);
-  EXPECT_NEAR(out[0].y, mu * p / 0.1, 1e-12);
+  EXPECT_NEAR(out[0].x, along, 1e-12);
+  EXPECT_NEAR(out[0].y, mu * p / speed, 1e-12);
   EXPECT_NEAR(out[1].x, 0, 1e-12);
-  EXPECT_NEAR(out[1].y, mu * p / 0.1, 1e-12);
-  // The preconditioner inverts M' + that block on row 0: z = q / (M' + mu p / |u|) in the plane.
+  EXPECT_NEAR(out[1].y, mu * p / speed, 1e-12);
+  // The preconditioner inverts M' + that block on row 0: along the slide the row's own step
+  // -R.t / (M' + k) is its whole speed.
   DeviceVector<V3> z(5);
   friction_precondition(rows.system(), held, eps, velocity, q, 5, z);
   const std::vector<V3> zs = to_host(z);
-  EXPECT_NEAR(zs[0].x, 1 / (2 + mu * p / 0.1), 1e-15);
+  EXPECT_NEAR(0.5 * zs[0].x, speed, 1e-15);
+  EXPECT_NEAR(zs[0].y, 1 / (2 + mu * p / speed), 1e-15);
   EXPECT_NEAR(zs[1].x, 1 / 2.0, 1e-15);
 }
 
