@@ -221,6 +221,12 @@ class OctreeBuilder {
   // points, which a tested level drops as well) not run at all: the same clusters, one wait and
   // four launches fewer a level; stats then hold 0 nodes and points for them.
   void skip_untested(bool skip) { skip_untested_ = skip; }
+  // Each parent's sibling halves tested by 8 lanes at once (its six halves and coplanar seeds
+  // side by side) instead of one thread: the same groups, bit for bit. By default on the GPU,
+  // where one thread's six float64 eigen-decompositions in turn made the kernel's time; the
+  // tests choose either.
+  static bool default_halves_by_lanes();
+  void halves_by_lanes(bool on) { halves_by_lanes_ = on; }
 
   DeviceVector<Cluster> clusters;
   DeviceVector<std::uint32_t> order;
@@ -294,6 +300,7 @@ class OctreeBuilder {
   std::size_t clusters_bound_ = 0;
   int depth_ = 0;
   bool skip_untested_ = false;
+  bool halves_by_lanes_ = default_halves_by_lanes();
 };
 
 }  // namespace apron::planes

@@ -692,6 +692,48 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
   }
 }
 
+// The sibling halves tested by 8 lanes a parent (OctreeBuilder::halves_by_lanes: each half and
+// coplanar seed by a lane of its own, the choices made after) against one thread a parent: the
+// same clusters and labels, bit for bit, with the parents numbered first or not. On the CPU the
+// lanes' phases run in turn, the same code as the GPU's lanes between their barriers.
+TEST(Octree, SiblingHalvesByLanesEqualOneThreadAParent) {
+  for (const char* kind : {"room", "staircase"}) {
+    SCOPED_TRACE(kind);
+    const auto points = scene_points(kind, 60000, 0.2);
+    OctreeFrame frame;
+    double half = 0;
+    for (const Vec4& p : points)
+      half =
+          std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
+    frame.size = 2 * half * 1.000001;
+    for (double& o : frame.origin) o = -frame.size / 2;
+    OctreeParams params;
+    params.seed_octants = params.coplanar_children = true;
+    const DeviceVector<Vec4> device(points.begin(), points.end());
+    // Without the halves: the clusters differ, so that the halves do pass here.
+    OctreeParams no_halves = params;
+    no_halves.sibling_halves = false;
+    OctreeBuilder plain;
+    plain.build(device, points.size(), frame, no_halves);
+    for (const std::size_t limit : {OctreeBuilder::kHalvesPerNodeLimit, std::size_t{0}}) {
+      SCOPED_TRACE("halves_per_node_limit " + std::to_string(limit));
+      OctreeBuilder thread(NodeMoments::default_tile_points(), limit);
+      OctreeBuilder lanes(NodeMoments::default_tile_points(), limit);
+      thread.halves_by_lanes(false);
+      lanes.halves_by_lanes(true);
+      thread.build(device, points.size(), frame, params);
+      lanes.build(device, points.size(), frame, params);
+      const auto a = host(thread.clusters), b = host(lanes.clusters);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_GT(a.size(), 50u);
+      for (std::size_t c = 0; c < a.size(); ++c)
+        EXPECT_EQ(std::memcmp(&a[c], &b[c], sizeof(Cluster)), 0) << "cluster " << c;
+      EXPECT_EQ(host(thread.sorted_cluster), host(lanes.sorted_cluster));
+      EXPECT_NE(host(plain.sorted_cluster), host(lanes.sorted_cluster));
+    }
+  }
+}
+
 // The levels above first_level only drop nodes of too few points, which the first tested level
 // drops as well: skipping them (the residual round's octree) gives the same clusters and labels,
 // bit for bit.
