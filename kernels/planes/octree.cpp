@@ -743,10 +743,9 @@ struct MergeSiblingHalves {
   }
 
   // A group that passed: its children become cluster nodes of its leader's group (the first
-  // member's), whose cluster holds the group's sums. node and ref: by octant. One compiled copy
-  // (APRON_PLANES_ONE_COPY) for the thread and the lanes.
-  APRON_PLANES_ONE_COPY APRON_HD void store_group(const SiblingGroup& g, const std::uint32_t* node,
-                                                  const double (*ref)[3]) const {
+  // member's), whose cluster holds the group's sums. node and ref: by octant.
+  APRON_HD void store_group(const SiblingGroup& g, const std::uint32_t* node,
+                            const double (*ref)[3]) const {
     const std::uint32_t leader = node[g.ref];
     std::uint32_t lo = 0xffffffffu, hi = 0;
     for (int o = 0; o < 8; ++o) {
@@ -762,12 +761,13 @@ struct MergeSiblingHalves {
         g.m, ref[g.ref], g.e, keys[active[starts[leader]]] >> shift, level, lo, hi - lo + 1);
   }
 
-  // ---- The same test by 8 lanes a parent (HalvesByLanes) --------------------------------------
+  // ---- The same test by 8 lanes a parent (OctreeBuilder::halves_by_lanes) --------------------
   // One thread tests a parent's six halves and coplanar groups in turn (each a float64
   // eigen-decomposition); the lanes test them at once: lane k loads child k, lanes 0-5 test the
   // halves (axis k / 2, side k % 2), lane k grows and tests coplanar_children's seed k. The
-  // choices are sibling_groups' own, made in its order from the lanes' results, so the same
-  // groups pass with the same sums, bit for bit. Between two phases the parent's lanes wait for
+  // choices are sibling_groups' own, made in its order from the lanes' results: the same
+  // arithmetic in the same order (the GPU's compiler may still fuse its products and sums into
+  // FMAs elsewhere than in the one-thread kernel). Between two phases the parent's lanes wait for
   // one another (a warp's barrier on the GPU; elsewhere each phase runs for every lane in turn).
 
   // What each lane keeps (the same in every lane but g and child).
@@ -867,15 +867,30 @@ struct MergeSiblingHalves {
       l.order[k] = o;
     }
     if (l.n < 2) return false;
-    if (lane < l.n)
-      x.shifted[lane] = shifted_to(x.m[l.order[lane]], x.ref[l.order[lane]], x.ref[l.order[0]]);
+    if (lane < l.n) {
+      const int o = l.order[lane], o0 = l.order[0];
+      const double delta[3] = {x.ref[o][0] - x.ref[o0][0], x.ref[o][1] - x.ref[o0][1],
+                               x.ref[o][2] - x.ref[o0][2]};
+      x.shifted[lane] = x.m[o].shifted(delta);
+    }
     return true;
   }
 
   // Phase 4: lane k grows seed k's group (coplanar_children's growth).
   APRON_HD void grow_seed(int lane, const Lane& l, HalvesScratch& x) const {
-    if (lane < l.n)
-      x.members[lane] = grow_coplanar(x.shifted, l.order, l.n, lane, l.limits.max_lmin);
+    if (lane >= l.n) return;
+    unsigned members = 1u << l.order[lane];
+    Moments grown = x.shifted[lane];
+    for (int k = 0; k < l.n; ++k) {
+      if (k == lane) continue;
+      Moments trial = grown;
+      trial.merge(x.shifted[k]);
+      double mean[3];
+      if (!smallest_eigenvalue_at_most(trial.covariance(mean), l.limits.max_lmin)) continue;
+      members |= 1u << l.order[k];
+      grown = trial;
+    }
+    x.members[lane] = members;
   }
 
   // The seeds coplanar_children tests: in order, those that grew and are not in a group grown
@@ -1435,7 +1450,7 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
     grow_to(first_child_, nodes + 1);
     for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
   }
-  run_sibling_halves(nodes, halves_by_lanes_,
+  run_sibling_halves(nodes, halves_by_lanes_ && nodes <= kHalvesLanesNodeLimit,
                      MergeSiblingHalves{raw(sorted),
                                         key_view(),
                                         raw(active_),

@@ -289,22 +289,11 @@ APRON_HD inline GroupSums group_sums(const Moments* sums, const double (*ref)[3]
   return g;
 }
 
-// One compiled copy on the GPU for all callers. The compiler fuses a product and a sum into one
-// rounding (an FMA) or not depending on the code around an inlined call, so two kernels that
-// inline the same arithmetic may round it apart; the sibling halves' two forms (a thread or 8
-// lanes a parent, OctreeBuilder::halves_by_lanes) call these to give the same bits.
-#if defined(__CUDACC__)
-#define APRON_PLANES_ONE_COPY __noinline__
-#else
-#define APRON_PLANES_ONE_COPY
-#endif
-
 // The children's trimmed sums (each relative to its own reference point ref[k]) and point counts
 // of the octants in `members`, added and tested as one node at `level`; true: a cluster (g set).
-APRON_PLANES_ONE_COPY APRON_HD inline bool test_group(const OctreeParams& p, int level,
-                                                      const Moments* sums, const double (*ref)[3],
-                                                      const double* count, unsigned members,
-                                                      const HalfLimits& limits, SiblingGroup& g) {
+APRON_HD inline bool test_group(const OctreeParams& p, int level, const Moments* sums,
+                                const double (*ref)[3], const double* count, unsigned members,
+                                const HalfLimits& limits, SiblingGroup& g) {
   const GroupSums sum = group_sums(sums, ref, count, members);
   Moments m = sum.m;
   const double points = sum.points;
@@ -363,14 +352,6 @@ APRON_HD inline int sibling_halves(const OctreeParams& p, int level, unsigned el
   return chosen;
 }
 
-// coplanar_children's sums of a child (m, reference point ref) relative to the reference point
-// `first` of the child of most inliers.
-APRON_PLANES_ONE_COPY APRON_HD inline Moments shifted_to(const Moments& m, const double* ref,
-                                                         const double* first) {
-  const double delta[3] = {ref[0] - first[0], ref[1] - first[1], ref[2] - first[2]};
-  return m.shifted(delta);
-}
-
 // Whether a symmetric matrix's smallest eigenvalue is at most t: C - t I is then not positive
 // definite, i.e. (Sylvester's criterion) not all its leading principal minors are positive. A
 // few products instead of an eigen-decomposition.
@@ -379,26 +360,6 @@ APRON_HD inline bool smallest_eigenvalue_at_most(const Sym3& c, double t) {
   const double minor2 = a * d - b * b;
   const double det = a * (d * g - f * f) - b * (b * g - f * e) + e * (b * f - d * e);
   return !(a > 0 && minor2 > 0 && det > 0);
-}
-
-// coplanar_children's group grown from the children's k-th (seed): the others join, most
-// inliers first, while its smallest eigenvalue stays at most max_lmin. shifted: the n children's
-// sums relative to one reference point, in `order` (their octants). Returns the octant bits.
-APRON_PLANES_ONE_COPY APRON_HD inline unsigned grow_coplanar(const Moments* shifted,
-                                                             const int* order, int n, int seed,
-                                                             double max_lmin) {
-  unsigned members = 1u << order[seed];
-  Moments grown = shifted[seed];
-  for (int k = 0; k < n; ++k) {
-    if (k == seed) continue;
-    Moments trial = grown;
-    trial.merge(shifted[k]);
-    double mean[3];
-    if (!smallest_eigenvalue_at_most(trial.covariance(mean), max_lmin)) continue;
-    members |= 1u << order[k];
-    grown = trial;
-  }
-  return members;
 }
 
 // Of the children in `eligible`, those whose trimmed planes are one plane, whatever their
@@ -422,12 +383,27 @@ APRON_HD inline bool coplanar_children(const OctreeParams& p, int level, unsigne
   }
   if (n < 2) return false;
   Moments shifted[8];
-  for (int k = 0; k < n; ++k) shifted[k] = shifted_to(sums[order[k]], ref[order[k]], ref[order[0]]);
+  for (int k = 0; k < n; ++k) {
+    const int o = order[k];
+    const double delta[3] = {ref[o][0] - ref[order[0]][0], ref[o][1] - ref[order[0]][1],
+                             ref[o][2] - ref[order[0]][2]};
+    shifted[k] = sums[o].shifted(delta);
+  }
   unsigned covered = 0;
   bool found = false;
   for (int seed = 0; seed < n; ++seed) {
     if ((covered >> order[seed]) & 1u) continue;
-    const unsigned members = grow_coplanar(shifted, order, n, seed, limits.max_lmin);
+    unsigned members = 1u << order[seed];
+    Moments grown = shifted[seed];
+    for (int k = 0; k < n; ++k) {
+      if (k == seed) continue;
+      Moments trial = grown;
+      trial.merge(shifted[k]);
+      double mean[3];
+      if (!smallest_eigenvalue_at_most(trial.covariance(mean), limits.max_lmin)) continue;
+      members |= 1u << order[k];
+      grown = trial;
+    }
     if (members == (1u << order[seed])) continue;
     covered |= members;
     SiblingGroup trial;
