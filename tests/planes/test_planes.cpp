@@ -745,7 +745,9 @@ TEST(Octree, SiblingHalvesByLanesEqualOneThreadAParent) {
         const auto* y = reinterpret_cast<const double*>(&b[c]);
         for (std::size_t k = 0; k < kDoubles; ++k)
           EXPECT_NEAR(x[k], y[k], 1e-9 * (1 + std::fabs(x[k]))) << "cluster " << c << ", " << k;
-        if (same_bits) EXPECT_EQ(std::memcmp(&a[c], &b[c], sizeof(Cluster)), 0) << "cluster " << c;
+        if (same_bits) {
+          EXPECT_EQ(std::memcmp(&a[c], &b[c], sizeof(Cluster)), 0) << "cluster " << c;
+        }
       }
       EXPECT_EQ(host(thread.sorted_cluster), host(lanes.sorted_cluster));
       EXPECT_NE(host(plain.sorted_cluster), host(lanes.sorted_cluster));
