@@ -660,6 +660,22 @@ struct NoiseSoFar {
   APRON_HD double operator[](int k) const { return before[k] + level[k]; }
 };
 
+// What a parent's lanes share while they test its halves (MergeSiblingHalves' phases): its
+// children by octant (those not clusters: sums, reference point, point count; all: node), and
+// per lane what it found.
+constexpr int kHalvesLanes = 8;
+struct HalvesScratch {
+  Moments m[8];
+  double ref[8][3];
+  double count[8];
+  std::uint32_t node[8];
+  unsigned lane_bit[kHalvesLanes];  // its child's octant bit where that child is not a cluster
+  Moments shifted[kHalvesLanes];    // coplanar_children's k-th sums, relative to the first's point
+  unsigned members[kHalvesLanes];   // its seed's grown group
+  bool passed[kHalvesLanes];        // its half (or seed group) passed test_group,
+  double inliers[kHalvesLanes];     // with these inliers
+};
+
 // Per parent: its children that are not clusters, tested by halves (sibling_halves); the children
 // of a half that passes become cluster nodes of one group, whose cluster is kept at its first
 // member (the octant its sums are relative to). With the parents numbered (first_child), a thread
@@ -723,24 +739,259 @@ struct MergeSiblingHalves {
     }
     SiblingGroup g[3];
     const int groups = sibling_groups(params, level, eligible, m, ref, count, limits, g);
-    for (int k = 0; k < groups; ++k) {
-      const std::uint32_t leader = node[g[k].ref];
-      std::uint32_t lo = 0xffffffffu, hi = 0;
-      for (int o = 0; o < 8; ++o) {
-        if (((g[k].members >> o) & 1u) == 0) continue;
-        const std::uint32_t s = node[o];
-        state[s] = kCluster;
-        group[s] = leader;
-        lo = active[starts[s]] < lo ? active[starts[s]] : lo;
-        hi = active[starts[s + 1] - 1] > hi ? active[starts[s + 1] - 1] : hi;
-      }
-      is_cluster[leader] = 1;
-      level_clusters[leader] =
-          make_cluster(g[k].m, ref[g[k].ref], g[k].e, keys[active[starts[leader]]] >> shift, level,
-                       lo, hi - lo + 1);
+    for (int k = 0; k < groups; ++k) store_group(g[k], node, ref);
+  }
+
+  // A group that passed: its children become cluster nodes of its leader's group (the first
+  // member's), whose cluster holds the group's sums. node and ref: by octant.
+  APRON_HD void store_group(const SiblingGroup& g, const std::uint32_t* node,
+                            const double (*ref)[3]) const {
+    const std::uint32_t leader = node[g.ref];
+    std::uint32_t lo = 0xffffffffu, hi = 0;
+    for (int o = 0; o < 8; ++o) {
+      if (((g.members >> o) & 1u) == 0) continue;
+      const std::uint32_t s = node[o];
+      state[s] = kCluster;
+      group[s] = leader;
+      lo = active[starts[s]] < lo ? active[starts[s]] : lo;
+      hi = active[starts[s + 1] - 1] > hi ? active[starts[s + 1] - 1] : hi;
     }
+    is_cluster[leader] = 1;
+    level_clusters[leader] = make_cluster(
+        g.m, ref[g.ref], g.e, keys[active[starts[leader]]] >> shift, level, lo, hi - lo + 1);
+  }
+
+  // ---- The same test by 8 lanes a parent (OctreeBuilder::halves_by_lanes) --------------------
+  // One thread tests a parent's six halves and coplanar groups in turn (each a float64
+  // eigen-decomposition); the lanes test them at once: lane k loads child k, lanes 0-5 test the
+  // halves (axis k / 2, side k % 2), lane k grows and tests coplanar_children's seed k. The
+  // choices are sibling_groups' own, made in its order from the lanes' results: the same
+  // arithmetic in the same order (the GPU's compiler may still fuse its products and sums into
+  // FMAs elsewhere than in the one-thread kernel). Between two phases the parent's lanes wait for
+  // one another (a warp's barrier on the GPU; elsewhere each phase runs for every lane in turn).
+
+  // What each lane keeps (the same in every lane but g and child).
+  struct Lane {
+    std::uint32_t child = 0;  // the node this lane loads; valid where has_child
+    bool has_child = false;
+    HalfLimits limits;
+    unsigned eligible = 0, left = 0;  // the children not clusters; of them those no half took
+    int order[8] = {};                // coplanar_children's: the left children, most inliers first
+    int n = 0;
+    SiblingGroup g;  // this lane's half or seed group
+  };
+
+  // False where the parent tests nothing (the same in every lane of the parent).
+  APRON_HD bool begin(std::size_t p, int lane, Lane& l) const {
+    if (!(noise[2] > 0)) return false;
+    if (parent_rank != nullptr) {
+      if (p >= parent_rank[nodes]) return false;
+      l.child = first_child[p] + static_cast<std::uint32_t>(lane);
+      l.has_child = l.child < first_child[p + 1];
+    } else {
+      // A parent's children are a run of at most 8 nodes from its first: lane k's node is one of
+      // them where it has the same parent.
+      const ParentHeads heads{keys, active, starts, nodes, shift};
+      if (heads(p) == 0) return false;
+      l.child = static_cast<std::uint32_t>(p) + static_cast<std::uint32_t>(lane);
+      l.has_child = l.child < nodes && heads.parent(l.child) == heads.parent(p);
+    }
+    const double lmin = noise[0] / noise[2];
+    if (!halves_can_pass(params, band * params.trim_divisor, lmin)) return false;
+    l.limits = {params.halves_noise * lmin, params.halves_density * noise[1] / noise[2],
+                lmin > 0 ? std::erf(band / std::sqrt(2 * lmin)) : 1.0};
+    return true;
+  }
+
+  // Phase 1: lane k's child into the shared arrays by its octant.
+  APRON_HD void load(int lane, const Lane& l, HalvesScratch& x) const {
+    x.lane_bit[lane] = 0;
+    if (!l.has_child) return;
+    const std::uint32_t s = l.child;
+    const std::uint32_t first = active[starts[s]];
+    const auto o = static_cast<int>((keys[first] >> shift) & 7u);
+    x.node[o] = s;
+    if (state[s] == kCluster) return;
+    x.lane_bit[lane] = 1u << o;
+    x.m[o] = sums[s];
+    const Vec4 r = sorted[first];
+    x.ref[o][0] = r.x, x.ref[o][1] = r.y, x.ref[o][2] = r.z;
+    x.count[o] = static_cast<double>(starts[s + 1] - starts[s]);
+  }
+
+  // The octants of axis `axis` on side `side` (sibling_halves').
+  APRON_HD static unsigned half_members(int axis, int side) {
+    unsigned members = 0;
+    for (int o = 0; o < 8; ++o)
+      if (((o >> axis) & 1) == side) members |= 1u << o;
+    return members;
+  }
+
+  // Phase 2: lanes 0-5 test a half each.
+  APRON_HD void test_half(int lane, Lane& l, HalvesScratch& x) const {
+    l.eligible = 0;
+    for (int k = 0; k < kHalvesLanes; ++k) l.eligible |= x.lane_bit[k];
+    if (lane >= 6) return;
+    const unsigned members = half_members(lane / 2, lane % 2) & l.eligible;
+    x.passed[lane] = test_group(params, level, x.m, x.ref, x.count, members, l.limits, l.g);
+    x.inliers[lane] = x.passed[lane] ? l.g.m.count : 0;
+  }
+
+  // Phase 3: sibling_halves' choice (the axis whose passing halves hold the most inliers), stored
+  // by the lanes that tested its halves; then coplanar_children's order of the children left and
+  // their sums relative to the first one's reference point, lane k the k-th's. False where no
+  // coplanar group is sought (the same in every lane).
+  APRON_HD bool take_halves(int lane, Lane& l, HalvesScratch& x) const {
+    int chosen = -1;
+    double most = 0;
+    for (int axis = 0; axis < 3; ++axis) {
+      int n = 0;
+      double inliers = 0;
+      for (int side = 0; side < 2; ++side)
+        if (x.passed[2 * axis + side]) inliers += x.inliers[2 * axis + side], ++n;
+      if (n > 0 && inliers > most) most = inliers, chosen = axis;
+    }
+    l.left = l.eligible;
+    for (int side = 0; chosen >= 0 && side < 2; ++side) {
+      const int k = 2 * chosen + side;
+      if (!x.passed[k]) continue;
+      l.left &= ~(half_members(chosen, side) & l.eligible);
+      if (lane == k) store_group(l.g, x.node, x.ref);
+    }
+    if (!params.coplanar_children) return false;
+    l.n = 0;
+    for (int o = 0; o < 8; ++o) {
+      if (((l.left >> o) & 1u) == 0 || x.m[o].count < 3) continue;
+      int k = l.n++;
+      for (; k > 0 && x.m[l.order[k - 1]].count < x.m[o].count; --k) l.order[k] = l.order[k - 1];
+      l.order[k] = o;
+    }
+    if (l.n < 2) return false;
+    if (lane < l.n) {
+      const int o = l.order[lane], o0 = l.order[0];
+      const double delta[3] = {x.ref[o][0] - x.ref[o0][0], x.ref[o][1] - x.ref[o0][1],
+                               x.ref[o][2] - x.ref[o0][2]};
+      x.shifted[lane] = x.m[o].shifted(delta);
+    }
+    return true;
+  }
+
+  // Phase 4: lane k grows seed k's group (coplanar_children's growth).
+  APRON_HD void grow_seed(int lane, const Lane& l, HalvesScratch& x) const {
+    if (lane >= l.n) return;
+    unsigned members = 1u << l.order[lane];
+    Moments grown = x.shifted[lane];
+    for (int k = 0; k < l.n; ++k) {
+      if (k == lane) continue;
+      Moments trial = grown;
+      trial.merge(x.shifted[k]);
+      double mean[3];
+      if (!smallest_eigenvalue_at_most(trial.covariance(mean), l.limits.max_lmin)) continue;
+      members |= 1u << l.order[k];
+      grown = trial;
+    }
+    x.members[lane] = members;
+  }
+
+  // The seeds coplanar_children tests: in order, those that grew and are not in a group grown
+  // before.
+  APRON_HD static unsigned tested_seeds(const Lane& l, const HalvesScratch& x) {
+    unsigned covered = 0, tested = 0;
+    for (int seed = 0; seed < l.n; ++seed) {
+      if ((covered >> l.order[seed]) & 1u) continue;
+      if (x.members[seed] == (1u << l.order[seed])) continue;
+      covered |= x.members[seed];
+      tested |= 1u << seed;
+    }
+    return tested;
+  }
+
+  // Phase 5: lane k tests seed k's group where coplanar_children would.
+  APRON_HD void test_seed(int lane, Lane& l, HalvesScratch& x) const {
+    if (lane >= l.n) return;
+    x.passed[lane] = ((tested_seeds(l, x) >> lane) & 1u) != 0 &&
+                     test_group(params, level, x.m, x.ref, x.count, x.members[lane], l.limits, l.g);
+    x.inliers[lane] = x.passed[lane] ? l.g.m.count : 0;
+  }
+
+  // Phase 6: coplanar_children's choice (the first of the most inliers), stored by its lane.
+  APRON_HD void take_seed(int lane, const Lane& l, const HalvesScratch& x) const {
+    int best = -1;
+    for (int seed = 0; seed < l.n; ++seed)
+      if (x.passed[seed] && (best < 0 || x.inliers[seed] > x.inliers[best])) best = seed;
+    if (lane == best) store_group(l.g, x.node, x.ref);
   }
 };
+
+#if !defined(__CUDACC__)
+// Every phase of MergeSiblingHalves' lanes for one parent, lane after lane (off the GPU: the
+// tests' check of the phases on the CPU).
+struct HalvesByLanesSerial {
+  MergeSiblingHalves f;
+  APRON_HD void operator()(std::size_t p) const {
+    using Lane = MergeSiblingHalves::Lane;
+    Lane l[kHalvesLanes];
+    for (int k = 0; k < kHalvesLanes; ++k)
+      if (!f.begin(p, k, l[k])) return;
+    HalvesScratch x;
+    for (int k = 0; k < kHalvesLanes; ++k) f.load(k, l[k], x);
+    for (int k = 0; k < kHalvesLanes; ++k) f.test_half(k, l[k], x);
+    bool coplanar = false;
+    for (int k = 0; k < kHalvesLanes; ++k) coplanar = f.take_halves(k, l[k], x);
+    if (!coplanar) return;
+    for (int k = 0; k < kHalvesLanes; ++k) f.grow_seed(k, l[k], x);
+    for (int k = 0; k < kHalvesLanes; ++k) f.test_seed(k, l[k], x);
+    for (int k = 0; k < kHalvesLanes; ++k) f.take_seed(k, l[k], x);
+  }
+};
+#else
+constexpr int kHalvesBlockThreads = 128;
+
+// kHalvesLanes lanes a parent (thread p * kHalvesLanes + k: lane k of parent p), the parent's
+// scratch in shared memory; a warp's barrier over the parent's lanes between the phases.
+__global__ void __launch_bounds__(kHalvesBlockThreads)
+    halves_lanes_kernel(std::size_t parents, MergeSiblingHalves f) {
+  constexpr int kParents = kHalvesBlockThreads / kHalvesLanes;
+  // Raw storage: a __shared__ array of a type with member initialisers may not be declared.
+  __shared__ alignas(HalvesScratch) unsigned char storage[kParents * sizeof(HalvesScratch)];
+  const std::size_t p =
+      (blockIdx.x * std::size_t{kHalvesBlockThreads} + threadIdx.x) / kHalvesLanes;
+  const int lane = static_cast<int>(threadIdx.x % kHalvesLanes);
+  auto& x = reinterpret_cast<HalvesScratch*>(storage)[threadIdx.x / kHalvesLanes];
+  const unsigned mask = 0xffu << (threadIdx.x % 32 / kHalvesLanes * kHalvesLanes);
+  MergeSiblingHalves::Lane l;
+  if (p >= parents || !f.begin(p, lane, l)) return;  // the parent's lanes alike
+  f.load(lane, l, x);
+  __syncwarp(mask);
+  f.test_half(lane, l, x);
+  __syncwarp(mask);
+  const bool coplanar = f.take_halves(lane, l, x);
+  if (!coplanar) return;
+  __syncwarp(mask);
+  f.grow_seed(lane, l, x);
+  __syncwarp(mask);
+  f.test_seed(lane, l, x);
+  __syncwarp(mask);
+  f.take_seed(lane, l, x);
+}
+#endif
+
+// A level's sibling halves: parents [0, bound) (threads past their count return), one thread or
+// kHalvesLanes lanes each (by_lanes).
+void run_sibling_halves(std::size_t bound, bool by_lanes, const MergeSiblingHalves& f) {
+  if (!by_lanes) {
+    for_each_index(bound, f);
+    return;
+  }
+#if defined(__CUDACC__)
+  if (bound == 0) return;
+  const std::size_t blocks = (bound * kHalvesLanes + kHalvesBlockThreads - 1) / kHalvesBlockThreads;
+  halves_lanes_kernel<<<static_cast<unsigned>(blocks), kHalvesBlockThreads>>>(bound, f);
+  check_launch("halves_lanes_kernel");
+#else
+  for_each_index(bound, HalvesByLanesSerial{f});
+#endif
+}
 
 // The level's clusters flagged, or 0 past the last node: their exclusive scan ends with the total.
 struct FlagOrZero {
@@ -1199,23 +1450,32 @@ void OctreeBuilder::merge_sibling_halves(int level, std::size_t nodes, double fi
     grow_to(first_child_, nodes + 1);
     for_each_index(nodes + 1, ParentFirstChildren{heads, raw(parent_rank_), raw(first_child_)});
   }
-  for_each_index(nodes, MergeSiblingHalves{raw(sorted),
-                                           key_view(),
-                                           raw(active_),
-                                           raw(starts_),
-                                           nodes,
-                                           by_parent ? raw(parent_rank_) : nullptr,
-                                           raw(first_child_),
-                                           raw(sums_),
-                                           {raw(noise_), raw(level_noise_)},
-                                           first_band,
-                                           params,
-                                           level,
-                                           shift,
-                                           raw(state_),
-                                           raw(cluster_flag_),
-                                           raw(group_),
-                                           raw(level_clusters_)});
+  run_sibling_halves(nodes, halves_by_lanes_ && nodes <= kHalvesLanesNodeLimit,
+                     MergeSiblingHalves{raw(sorted),
+                                        key_view(),
+                                        raw(active_),
+                                        raw(starts_),
+                                        nodes,
+                                        by_parent ? raw(parent_rank_) : nullptr,
+                                        raw(first_child_),
+                                        raw(sums_),
+                                        {raw(noise_), raw(level_noise_)},
+                                        first_band,
+                                        params,
+                                        level,
+                                        shift,
+                                        raw(state_),
+                                        raw(cluster_flag_),
+                                        raw(group_),
+                                        raw(level_clusters_)});
+}
+
+bool OctreeBuilder::default_halves_by_lanes() {
+#if defined(__CUDACC__)
+  return true;
+#else
+  return false;
+#endif
 }
 
 void OctreeBuilder::untested_level(std::size_t m, std::size_t nodes, const OctreeParams& params) {

@@ -221,6 +221,16 @@ class OctreeBuilder {
   // points, which a tested level drops as well) not run at all: the same clusters, one wait and
   // four launches fewer a level; stats then hold 0 nodes and points for them.
   void skip_untested(bool skip) { skip_untested_ = skip; }
+  // Each parent's sibling halves tested by 8 lanes at once (its six halves and coplanar seeds
+  // side by side) instead of one thread, at levels of at most kHalvesLanesNodeLimit nodes: there
+  // too few parents fill the GPU, and one thread's loads and six float64 eigen-decompositions in
+  // turn made the kernel's time; at larger levels the parents fill it, and a thread each costs
+  // less (20M points: 0.35 ms less a run). The same groups in the same order; on the CPU bit for
+  // bit, on the GPU to the last bits of their sums (the compiler places its FMAs by the code
+  // around them). By default on the GPU; the tests choose either.
+  static constexpr std::size_t kHalvesLanesNodeLimit = 65536;
+  static bool default_halves_by_lanes();
+  void halves_by_lanes(bool on) { halves_by_lanes_ = on; }
 
   DeviceVector<Cluster> clusters;
   DeviceVector<std::uint32_t> order;
@@ -294,6 +304,7 @@ class OctreeBuilder {
   std::size_t clusters_bound_ = 0;
   int depth_ = 0;
   bool skip_untested_ = false;
+  bool halves_by_lanes_ = default_halves_by_lanes();
 };
 
 }  // namespace apron::planes
