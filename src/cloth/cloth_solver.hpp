@@ -179,8 +179,12 @@ class ClothSolver final : public SteppingWorkload {
                                        double reached, double tolerance,
                                        const char* tolerance_key) const;
   ImplicitSystem implicit_system() const;  // at this step's dt
-  // A q at the Newton iterate (implicit_.point); q valid on ghost rows too.
+  // A q at the Newton iterate (implicit_.point); q valid on ghost rows too. implicit_product
+  // by central differences of the elastic gradient (the coarse operator's probes and its checks),
+  // newton_product by forward ones from the gradient there (implicit_.elastic: Newton's CG).
   void implicit_product(const Vectors& q, Vectors& out);
+  void newton_product(const Vectors& q, Vectors& out);
+  void add_contact_products(const Vectors& q, Vectors& out);
   template <class Fixed>
   double reproducible_sum(double largest, const Fixed& fixed) const;
   std::size_t device_bytes() const;

@@ -116,6 +116,7 @@ double probe_entry(std::int64_t id, int axis, int which) {
 // semidefinite term: the ratio is >= 1 but for round-off, and u.Mu > 0); the largest asymmetry
 // and smallest ratio into the run report, and u's held part (held_part).
 void ClothSolver::check_two_level() {
+  auto t = timers_.scope("coarse checks");
   const auto& ids = halo_.global_ids();
   const std::size_t rows = store_.size();
   const auto fixed_vector = [&](int which, Vectors& out) {
