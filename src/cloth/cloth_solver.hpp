@@ -312,6 +312,9 @@ class ClothSolver final : public SteppingWorkload {
     // The operator's probe and its product (the CG's own vectors are live while it is built),
     // and check_two_level's images of them.
     Vectors probe, product, probe_image, product_image;
+    // check_two_level's two fixed vectors, made at its first call: they depend on the global ids
+    // alone, and their six sines a row on the host were made again at every build.
+    Vectors fixed_u, fixed_v;
     // two_level with coarse.solve dense (auto on a GPU): the factor on the device and Ac^-1
     // formed from it at each build (form_coarse_inverse), the restricted sums there, and the
     // dense product's scratch; inverse_ready where the last build's inverse is finite.

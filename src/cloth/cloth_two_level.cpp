@@ -127,12 +127,14 @@ void ClothSolver::check_two_level() {
     to_device(host, out);
   };
   CoarseWork& k = coarse_;
-  Vectors& u = k.probe;
-  Vectors& v = k.product;
+  Vectors& u = k.fixed_u;
+  Vectors& v = k.fixed_v;
   Vectors& mu = k.probe_image;
   Vectors& mv = k.product_image;
-  fixed_vector(0, u);
-  fixed_vector(1, v);
+  if (u.size() != rows) {  // the rows and their ids are fixed for the run
+    fixed_vector(0, u);
+    fixed_vector(1, v);
+  }
   mu.resize(rows);
   mv.resize(rows);
   precondition(u, mu);
