@@ -29,12 +29,13 @@ constexpr double kProbe = 1e-5;
 
 // Newton's CG probes once a product, forward from the gradient at the iterate (newton_product):
 // half the gradients of central differences, which were 70% of a CG iteration at 1M vertices
-// (bench/NOTES.md). With the same probe: forward differences err by ~5 probe relative on a rough
-// q, and the gradients' round-off, which grows as 1 / probe, weighs most on a smooth q, whose H q
-// is small against the gradient's terms (ClothImplicit.ForwardDifferenceProductsErrByAboutTheProbe:
-// a smooth q's product erred 30-100x more at 1e-7 than at 1e-5, and with 1e-7 the 1M drape's
-// CG took 7% more iterations than with central differences).
-constexpr double kForwardProbe = kProbe;
+// (bench/NOTES.md). Forward differences err by ~5 probe relative on a rough q, and the gradients'
+// round-off, which grows as 1 / probe, by more on a smooth q, whose H q is small against the
+// gradient's terms (ClothImplicit.ForwardDifferenceProductsErrByAboutTheProbe). At 1e-5 the
+// rough error (5e-5) and the operator's asymmetry with it broke the CG at tolerance 1e-8 on the
+// stiff 32 x 32 sheet (cloth_implicit_two_level); at 1e-7 a sheet-wide q's product on the 1M
+// sheet may err by ~1e-3, and there the CG took 7% more iterations than with central differences.
+constexpr double kForwardProbe = 1e-7;
 
 // A vertex this near its collider's offset surface (a fraction of the thickness) counts as on it:
 // the projection after each step leaves resting vertices on it to round-off, and a constrained
