@@ -102,8 +102,8 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   add_contact_products(q, out);
 }
 
-// The same from w.elastic, which newton_residual left as the gradient at w.point: valid from
-// there until the line search moves the iterate, i.e. throughout newton_step.
+// A q by forward differences from w.elastic, which newton_residual left as the gradient at
+// w.point: valid from there until the line search moves the iterate, i.e. throughout newton_step.
 void ClothSolver::newton_product(const Vectors& q, Vectors& out) {
   ImplicitWork& w = implicit_;
   const double largest = global_max(ranks_.comm, max_norm(q, owned_));
