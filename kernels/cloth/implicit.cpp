@@ -224,7 +224,7 @@ struct Product {
   const V3* q;
   const V3* plus;
   const V3* minus;
-  double scale;  // dt^2 / (2 h)
+  double scale;  // dt^2 / (2 h), or dt^2 / h for forward differences
   V3* out;
   APRON_HD void operator()(std::size_t i) const {
     out[i] =
@@ -907,6 +907,12 @@ void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& 
                       const Vectors& gradient_minus, double h, std::size_t count, Vectors& out) {
   for_each_index(count, Product{Rows(s), raw(q), raw(gradient_plus), raw(gradient_minus),
                                 s.dt * s.dt / (2 * h), raw(out)});
+}
+
+void forward_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,
+                     const Vectors& gradient, double h, std::size_t count, Vectors& out) {
+  for_each_index(count, Product{Rows(s), raw(q), raw(gradient_plus), raw(gradient), s.dt * s.dt / h,
+                                raw(out)});
 }
 
 void implicit_gradient(const ImplicitSystem& s, const Vectors& rhs, const Vectors& velocity,

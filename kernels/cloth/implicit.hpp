@@ -123,6 +123,11 @@ void newton_residual(const ImplicitSystem& s, const Vectors& velocity0, const Ve
 void implicit_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,
                       const Vectors& gradient_minus, double h, std::size_t count, Vectors& out);
 
+// The same by forward differences from the gradient at x itself:
+// out = M (1 + dt gamma / mu) q + dt^2 (grad(x + h q) - grad(x)) / h, zero where held.
+void forward_product(const ImplicitSystem& s, const Vectors& q, const Vectors& gradient_plus,
+                     const Vectors& gradient, double h, std::size_t count, Vectors& out);
+
 // Colliders inside the solve (conjugate gradients filtered as in Baraff and Witkin's): a free
 // vertex on a collider's offset surface (within `tolerance` of it, or inside) that the forces at
 // x0 push into it keeps its velocity along the surface's normal at the collider's own through the

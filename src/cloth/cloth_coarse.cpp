@@ -502,6 +502,7 @@ double ClothSolver::restriction_scale(double local_largest) const {
 // (0.46 with the period forced to 2), a stale or unrefreshed buffer, or a device gradient that
 // differs from the portable one would show as far more. One product a build (of 3 p^2).
 void ClothSolver::check_coarse_operator(const std::vector<double>& matrix) {
+  auto t = timers_.scope("coarse checks");
   CoarseWork& k = coarse_;
   const std::size_t unknowns = 3 * k.nodes, band = k.band, width = 2 * band + 1;
   std::vector<double> c(unknowns);

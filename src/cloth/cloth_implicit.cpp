@@ -27,6 +27,16 @@ namespace {
 // last bits then made 1 and 2 ranks differ by 1e-6 relative after 50 steps; float64: 0.)
 constexpr double kProbe = 1e-5;
 
+// Newton's CG probes once a product, forward from the gradient at the iterate (newton_product):
+// half the gradients of central differences, which were 70% of a CG iteration at 1M vertices
+// (bench/NOTES.md). Forward differences err by ~5 probe relative on a rough q, and the gradients'
+// round-off, which grows as 1 / probe, by more on a smooth q, whose H q is small against the
+// gradient's terms (ClothImplicit.ForwardDifferenceProductsErrByAboutTheProbe). At 1e-5 the
+// rough error (5e-5) and the operator's asymmetry with it broke the CG at tolerance 1e-8 on the
+// stiff 32 x 32 sheet (cloth_implicit_two_level); at 1e-7 a sheet-wide q's product on the 1M
+// sheet may err by ~1e-3, and there the CG took 7% more iterations than with central differences.
+constexpr double kForwardProbe = 1e-7;
+
 // A vertex this near its collider's offset surface (a fraction of the thickness) counts as on it:
 // the projection after each step leaves resting vertices on it to round-off, and a constrained
 // step moving along a curved collider leaves it by its sagitta.
@@ -89,6 +99,28 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
   displaced(w.point, -h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
   cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
+  add_contact_products(q, out);
+}
+
+// A q by forward differences from w.elastic, which newton_residual left as the gradient at
+// w.point: valid from there until the line search moves the iterate, i.e. throughout newton_step.
+void ClothSolver::newton_product(const Vectors& q, Vectors& out) {
+  ImplicitWork& w = implicit_;
+  const double largest = global_max(ranks_.comm, max_norm(q, owned_));
+  if (!(largest > 0)) {
+    apron::fill(out.begin(), out.end(), Vector3<double>{0, 0, 0});
+    return;
+  }
+  const double h = kForwardProbe * shortest_.length / largest;
+  displaced(w.point, h, q, w.shifted);
+  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
+  forward_product(implicit_system(), q, w.gradient_plus, w.elastic, h, owned_, out);
+  add_contact_products(q, out);
+}
+
+// The contact terms' parts of A q: friction inside the step, self-contact, the barrier.
+void ClothSolver::add_contact_products(const Vectors& q, Vectors& out) {
+  ImplicitWork& w = implicit_;
   if (friction_inside())
     add_friction_product(w.constraints, w.friction_eps, w.velocity, q, owned_, out);
   if (self_contact_) self_contact_->add_product(q, motion_.dt * motion_.dt, out);
@@ -605,7 +637,7 @@ void ClothSolver::newton_step(bool first, double enough) {
   const FieldRef direction[] = {w.direction};
   const auto product = [&](const Vectors& d, Vectors& q) {
     halo_.gather(store_, direction);
-    implicit_product(d, q);
+    newton_product(d, q);
   };
   const auto update = [&](double alpha, const Vectors& d, const Vectors& q, Vectors& x,
                           Vectors& r) {

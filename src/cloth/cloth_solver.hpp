@@ -179,8 +179,12 @@ class ClothSolver final : public SteppingWorkload {
                                        double reached, double tolerance,
                                        const char* tolerance_key) const;
   ImplicitSystem implicit_system() const;  // at this step's dt
-  // A q at the Newton iterate (implicit_.point); q valid on ghost rows too.
+  // A q at the Newton iterate (implicit_.point); q valid on ghost rows too. implicit_product
+  // by central differences of the elastic gradient (the coarse operator's probes and its checks),
+  // newton_product by forward ones from the gradient there (implicit_.elastic: Newton's CG).
   void implicit_product(const Vectors& q, Vectors& out);
+  void newton_product(const Vectors& q, Vectors& out);
+  void add_contact_products(const Vectors& q, Vectors& out);
   template <class Fixed>
   double reproducible_sum(double largest, const Fixed& fixed) const;
   std::size_t device_bytes() const;
@@ -308,6 +312,9 @@ class ClothSolver final : public SteppingWorkload {
     // The operator's probe and its product (the CG's own vectors are live while it is built),
     // and check_two_level's images of them.
     Vectors probe, product, probe_image, product_image;
+    // check_two_level's two fixed vectors, made at its first call: they depend on the global ids
+    // alone, and their six sines a row on the host were made again at every build.
+    Vectors fixed_u, fixed_v;
     // two_level with coarse.solve dense (auto on a GPU): the factor on the device and Ac^-1
     // formed from it at each build (form_coarse_inverse), the restricted sums there, and the
     // dense product's scratch; inverse_ready where the last build's inverse is finite.

@@ -116,6 +116,7 @@ double probe_entry(std::int64_t id, int axis, int which) {
 // semidefinite term: the ratio is >= 1 but for round-off, and u.Mu > 0); the largest asymmetry
 // and smallest ratio into the run report, and u's held part (held_part).
 void ClothSolver::check_two_level() {
+  auto t = timers_.scope("coarse checks");
   const auto& ids = halo_.global_ids();
   const std::size_t rows = store_.size();
   const auto fixed_vector = [&](int which, Vectors& out) {
@@ -126,12 +127,14 @@ void ClothSolver::check_two_level() {
     to_device(host, out);
   };
   CoarseWork& k = coarse_;
-  Vectors& u = k.probe;
-  Vectors& v = k.product;
+  Vectors& u = k.fixed_u;
+  Vectors& v = k.fixed_v;
   Vectors& mu = k.probe_image;
   Vectors& mv = k.product_image;
-  fixed_vector(0, u);
-  fixed_vector(1, v);
+  if (u.size() != rows) {  // the rows and their ids are fixed for the run
+    fixed_vector(0, u);
+    fixed_vector(1, v);
+  }
   mu.resize(rows);
   mv.resize(rows);
   precondition(u, mu);

@@ -1661,5 +1661,72 @@ TEST(ClothCoarse, OperatorColumnMatchesTheHostLoop) {
   EXPECT_EQ(to_host(fixed), expected);
 }
 
+// Newton's CG takes A q by forward differences of the gradient from the iterate's (probe 1e-7 of
+// the shortest edge), the coarse operator's probes by central ones (1e-5; cloth_implicit.cpp). Both
+// against a Richardson-extrapolated central difference on a stretched, rolled and jittered sheet:
+// for a rough q, where the forward difference's truncation (~5 probe) shows, and for smooth ones in
+// and out of the plane, whose H q is small against the gradient's terms, so that the gradients'
+// round-off (~1 / probe) shows. (The sweep printed: a smaller probe trades the one for the other;
+// on a larger sheet a smooth q's H q is smaller still.)
+TEST(ClothImplicit, ForwardDifferenceProductsErrByAboutTheProbe) {
+  const int cells = 64;
+  const GridSpec spec{.size_x = 1, .size_y = 1, .nx = cells, .ny = cells};
+  const HostMesh rest = grid_mesh(spec);
+  const EnergySetup setup(rest, kMaterial);
+  std::vector<Point> x = mapped(rest, [](const Point& p) {
+                           return on_cylinder({1.02 * p[0], 1.01 * p[1], p[2]}, 1.2);
+                         }).positions;
+  x = jittered(x, 0.002 / cells, 9);
+  const double edge = 1.0 / cells;
+  const auto gradient_at = [&](const std::vector<Vector3<double>>& q, double h) {
+    std::vector<Point> y = x;
+    for (std::size_t v = 0; v < y.size(); ++v) {
+      y[v][0] += h * q[v].x;
+      y[v][1] += h * q[v].y;
+      y[v][2] += h * q[v].z;
+    }
+    return setup.gradient(y);
+  };
+  const std::vector<Vector3<double>> base = setup.gradient(x);
+  const auto central = [&](const std::vector<Vector3<double>>& q, double probe) {
+    const double h = probe * edge;  // |q|max = 1
+    const auto plus = gradient_at(q, h), minus = gradient_at(q, -h);
+    std::vector<Vector3<double>> out(q.size());
+    for (std::size_t v = 0; v < q.size(); ++v) out[v] = (0.5 / h) * (plus[v] - minus[v]);
+    return out;
+  };
+  const auto forward = [&](const std::vector<Vector3<double>>& q, double probe) {
+    const double h = probe * edge;
+    const auto plus = gradient_at(q, h);
+    std::vector<Vector3<double>> out(q.size());
+    for (std::size_t v = 0; v < q.size(); ++v) out[v] = (1 / h) * (plus[v] - base[v]);
+    return out;
+  };
+  const std::size_t n = x.size();
+  std::vector<Vector3<double>> rough(n), in_plane(n), normal(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    const double u = rest.positions[v][0], w = rest.positions[v][1];
+    rough[v] = {noise(5, 3 * v), noise(5, 3 * v + 1), noise(5, 3 * v + 2)};
+    const double hat = std::sin(3.14159265358979 * u) * std::sin(3.14159265358979 * w);
+    in_plane[v] = {hat, 0, 0};
+    normal[v] = {0, 0, hat};
+  }
+  for (const auto* q : {&rough, &in_plane, &normal}) {
+    const auto coarse = central(*q, 2e-4), fine = central(*q, 1e-4);
+    std::vector<Vector3<double>> reference(n);
+    for (std::size_t v = 0; v < n; ++v) reference[v] = (4.0 / 3) * fine[v] - (1.0 / 3) * coarse[v];
+    EXPECT_LT(difference(forward(*q, 1e-7), reference).relative(), 2e-4);
+    EXPECT_LT(difference(central(*q, 1e-5), reference).relative(), 2e-6);
+    std::printf(
+        "  |Hq| %.3e: central 1e-5 %.2e; forward 1e-5 %.2e, 1e-6 %.2e, 1e-7 %.2e, 1e-8 %.2e\n",
+        difference(reference, reference).largest,
+        difference(central(*q, 1e-5), reference).relative(),
+        difference(forward(*q, 1e-5), reference).relative(),
+        difference(forward(*q, 1e-6), reference).relative(),
+        difference(forward(*q, 1e-7), reference).relative(),
+        difference(forward(*q, 1e-8), reference).relative());
+  }
+}
+
 }  // namespace
 }  // namespace apron::cloth
