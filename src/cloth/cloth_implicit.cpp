@@ -35,7 +35,11 @@ constexpr double kProbe = 1e-5;
 // rough error (5e-5) and the operator's asymmetry with it broke the CG at tolerance 1e-8 on the
 // stiff 32 x 32 sheet (cloth_implicit_two_level); at 1e-7 a sheet-wide q's product on the 1M
 // sheet may err by ~1e-3, and there the CG took 7% more iterations than with central differences.
+// So a solve asked for more than kForwardTolerance (CG's or Newton's tolerance) takes central
+// differences: Newton to 1e-8 with its CG to 1e-10 on the swinging sheet (cloth_vbd's reference)
+// broke down with forward ones.
 constexpr double kForwardProbe = 1e-7;
+constexpr double kForwardTolerance = 1e-6;
 
 // A vertex this near its collider's offset surface (a fraction of the thickness) counts as on it:
 // the projection after each step leaves resting vertices on it to round-off, and a constrained
@@ -103,9 +107,13 @@ void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
 }
 
 // A q by forward differences from w.elastic, which newton_residual left as the gradient at
-// w.point: valid from there until the line search moves the iterate, i.e. throughout newton_step.
+// w.point: valid from there until the line search moves the iterate, i.e. throughout newton_step
+// (by central differences where the solve asks for more than kForwardTolerance).
 void ClothSolver::newton_product(const Vectors& q, Vectors& out) {
   ImplicitWork& w = implicit_;
+  if (case_.integrator.tolerance < kForwardTolerance ||
+      case_.integrator.newton_tolerance < kForwardTolerance)
+    return implicit_product(q, out);
   const double largest = global_max(ranks_.comm, max_norm(q, owned_));
   if (!(largest > 0)) {
     apron::fill(out.begin(), out.end(), Vector3<double>{0, 0, 0});

@@ -181,7 +181,8 @@ class ClothSolver final : public SteppingWorkload {
   ImplicitSystem implicit_system() const;  // at this step's dt
   // A q at the Newton iterate (implicit_.point); q valid on ghost rows too. implicit_product
   // by central differences of the elastic gradient (the coarse operator's probes and its checks),
-  // newton_product by forward ones from the gradient there (implicit_.elastic: Newton's CG).
+  // newton_product by forward ones from the gradient there (implicit_.elastic: Newton's CG, unless
+  // its tolerances are tight).
   void implicit_product(const Vectors& q, Vectors& out);
   void newton_product(const Vectors& q, Vectors& out);
   void add_contact_products(const Vectors& q, Vectors& out);
