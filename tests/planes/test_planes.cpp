@@ -395,6 +395,14 @@ struct CloudBounds {
   }
 };
 
+// The octree's cube centred at the origin, just holding every point.
+OctreeFrame centred_frame(const std::vector<Vec4>& points) {
+  OctreeFrame frame;
+  frame.size = 2 * CloudBounds(points).half * 1.000001;
+  for (double& o : frame.origin) o = -frame.size / 2;
+  return frame;
+}
+
 // The tiled node sums (NodeMoments) against each node's points added one by one, with and
 // without a trimming fit, for tiles from one point to whole nodes: nodes of 1 to 5000 points,
 // the active points a subset of the sorted ones.
@@ -617,13 +625,7 @@ TEST(Octree, LevelByLevelEqualsPerNodeReference) {
     SCOPED_TRACE(std::string(kind) + ", tiles of " + std::to_string(tile) + ", depth " +
                  std::to_string(depth));
     const auto points = scene_points(kind, 60000, 0.2);
-    OctreeFrame frame;
-    double half = 0;
-    for (const Vec4& p : points)
-      half =
-          std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-    frame.size = 2 * half * 1.000001;
-    for (double& o : frame.origin) o = -frame.size / 2;
+    const OctreeFrame frame = centred_frame(points);
     OctreeParams params;
     params.seed_octants = params.coplanar_children = true;  // every path the builder has
     params.max_depth = depth;
@@ -709,13 +711,7 @@ TEST(Octree, SiblingHalvesByLanesEqualOneThreadAParent) {
   for (const char* kind : {"room", "staircase"}) {
     SCOPED_TRACE(kind);
     const auto points = scene_points(kind, 60000, 0.2);
-    OctreeFrame frame;
-    double half = 0;
-    for (const Vec4& p : points)
-      half =
-          std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-    frame.size = 2 * half * 1.000001;
-    for (double& o : frame.origin) o = -frame.size / 2;
+    const OctreeFrame frame = centred_frame(points);
     OctreeParams params;
     params.seed_octants = params.coplanar_children = true;
     const DeviceVector<Vec4> device(points.begin(), points.end());
@@ -760,12 +756,7 @@ TEST(Octree, SiblingHalvesByLanesEqualOneThreadAParent) {
 // bit for bit.
 TEST(Octree, SkippedUntestedLevelsGiveTheSameClusters) {
   const auto points = scene_points("room", 60000, 0.2);
-  OctreeFrame frame;
-  double half = 0;
-  for (const Vec4& p : points)
-    half = std::max({half, std::fabs(double(p.x)), std::fabs(double(p.y)), std::fabs(double(p.z))});
-  frame.size = 2 * half * 1.000001;
-  for (double& o : frame.origin) o = -frame.size / 2;
+  const OctreeFrame frame = centred_frame(points);
   const DeviceVector<Vec4> device(points.begin(), points.end());
   for (const int first : {2, 3}) {
     SCOPED_TRACE("first_level " + std::to_string(first));
