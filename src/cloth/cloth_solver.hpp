@@ -95,8 +95,8 @@ class ClothSolver final : public SteppingWorkload {
   bool speculative_contact() const {
     return newton_with_colliders() && case_.integrator.speculative_contact;
   }
-  // cloth.implicit.contact: barrier: the colliders are a barrier in Newton's potential
-  // (kernels/cloth/barrier.hpp) instead of constraints; no row is held.
+  // cloth.implicit.contact: barrier (the default): the colliders are a barrier in Newton's
+  // potential (kernels/cloth/barrier.hpp) instead of constraints; no row is held.
   bool barrier_contact() const {
     return newton_with_colliders() && case_.integrator.barrier_contact;
   }
