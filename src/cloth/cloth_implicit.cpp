@@ -91,38 +91,37 @@ ImplicitSystem ClothSolver::implicit_system() const {
 }
 
 void ClothSolver::implicit_product(const Vectors& q, Vectors& out) {
-  ImplicitWork& w = implicit_;
-  const double largest = global_max(ranks_.comm, max_norm(q, owned_));
-  if (!(largest > 0)) {
-    apron::fill(out.begin(), out.end(), Vector3<double>{0, 0, 0});
-    return;
-  }
-  const double h = kProbe * shortest_.length / largest;
-  displaced(w.point, h, q, w.shifted);
-  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
-  displaced(w.point, -h, q, w.shifted);
-  energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
-  cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_, out);
-  add_contact_products(q, out);
+  product_by_differences(q, false, out);
 }
 
-// A q by forward differences from w.elastic, which newton_residual left as the gradient at
-// w.point: valid from there until the line search moves the iterate, i.e. throughout newton_step
-// (by central differences where the solve asks for more than kForwardTolerance).
+// Newton's CG takes forward differences from w.elastic, which newton_residual left as the
+// gradient at w.point: valid from there until the line search moves the iterate, i.e. throughout
+// newton_step (central ones where the solve asks for more than kForwardTolerance).
 void ClothSolver::newton_product(const Vectors& q, Vectors& out) {
+  product_by_differences(q,
+                         case_.integrator.tolerance >= kForwardTolerance &&
+                             case_.integrator.newton_tolerance >= kForwardTolerance,
+                         out);
+}
+
+void ClothSolver::product_by_differences(const Vectors& q, bool forward, Vectors& out) {
   ImplicitWork& w = implicit_;
-  if (case_.integrator.tolerance < kForwardTolerance ||
-      case_.integrator.newton_tolerance < kForwardTolerance)
-    return implicit_product(q, out);
   const double largest = global_max(ranks_.comm, max_norm(q, owned_));
   if (!(largest > 0)) {
     apron::fill(out.begin(), out.end(), Vector3<double>{0, 0, 0});
     return;
   }
-  const double h = kForwardProbe * shortest_.length / largest;
+  const double h = (forward ? kForwardProbe : kProbe) * shortest_.length / largest;
   displaced(w.point, h, q, w.shifted);
   energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_plus);
-  forward_product(implicit_system(), q, w.gradient_plus, w.elastic, h, owned_, out);
+  if (forward) {
+    forward_product(implicit_system(), q, w.gradient_plus, w.elastic, h, owned_, out);
+  } else {
+    displaced(w.point, -h, q, w.shifted);
+    energy_gradient(mesh_, w.shifted, reference_, model_, w.gradient_minus);
+    cloth::implicit_product(implicit_system(), q, w.gradient_plus, w.gradient_minus, h, owned_,
+                            out);
+  }
   add_contact_products(q, out);
 }
 

@@ -185,6 +185,7 @@ class ClothSolver final : public SteppingWorkload {
   // its tolerances are tight).
   void implicit_product(const Vectors& q, Vectors& out);
   void newton_product(const Vectors& q, Vectors& out);
+  void product_by_differences(const Vectors& q, bool forward, Vectors& out);
   void add_contact_products(const Vectors& q, Vectors& out);
   template <class Fixed>
   double reproducible_sum(double largest, const Fixed& fixed) const;
