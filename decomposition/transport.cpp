@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if defined(APRON_DEVICE_CUDA)
@@ -221,26 +222,36 @@ void Transport::exchange_nccl([[maybe_unused]] const std::vector<int>& peers,
 }
 
 void Transport::sum_in_place(float* values, std::size_t count) {
+  sum_values(values, count);
+}
+void Transport::sum_in_place(double* values, std::size_t count) {
+  sum_values(values, count);
+}
+
+template <class T>
+void Transport::sum_values(T* values, std::size_t count) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   const auto start = std::chrono::steady_clock::now();
 #if defined(APRON_HAVE_NCCL)
   if (nccl_) {
-    check(
-        ncclAllReduce(values, values, count, ncclFloat, ncclSum, static_cast<ncclComm_t>(nccl_), 0),
-        "ncclAllReduce");
+    const ncclDataType_t type = std::is_same_v<T, float> ? ncclFloat : ncclDouble;
+    check(ncclAllReduce(values, values, count, type, ncclSum, static_cast<ncclComm_t>(nccl_), 0),
+          "ncclAllReduce");
     stats_.seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return;
   }
 #endif
-  float* host = values;
+  T* host = values;
 #if defined(APRON_DEVICE_CUDA)
-  pinned_send_.reserve(count * sizeof(float));
-  host = reinterpret_cast<float*>(pinned_send_.data());
-  check(cudaMemcpy(host, values, count * sizeof(float), cudaMemcpyDeviceToHost), "stage sum");
+  pinned_send_.reserve(count * sizeof(T));
+  host = reinterpret_cast<T*>(pinned_send_.data());
+  check(cudaMemcpy(host, values, count * sizeof(T), cudaMemcpyDeviceToHost), "stage sum");
 #endif
-  MPI_Allreduce(MPI_IN_PLACE, host, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_);
+  const MPI_Datatype type = std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+  MPI_Allreduce(MPI_IN_PLACE, host, static_cast<int>(count), type, MPI_SUM, comm_);
 #if defined(APRON_DEVICE_CUDA)
-  check(cudaMemcpy(values, host, count * sizeof(float), cudaMemcpyHostToDevice), "stage sum");
+  check(cudaMemcpy(values, host, count * sizeof(T), cudaMemcpyHostToDevice), "stage sum");
 #endif
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -50,6 +50,7 @@ class Transport {
   // in place. With NCCL on the device, queued on the default stream like the exchanges (no
   // host wait); otherwise through MPI (staged through pinned host memory with CUDA).
   void sum_in_place(float* values, std::size_t count);
+  void sum_in_place(double* values, std::size_t count);
   // Collective over the peers: sets up the links to those not connected yet, so that the first
   // halo of the step loop does not pay for it (NCCL connects each peer and channel on first use:
   // ~40 ms a channel on two H200). Nothing to do for MPI.
@@ -61,6 +62,8 @@ class Transport {
  private:
   std::vector<unsigned long long> exchange_sizes(const std::vector<int>& peers,
                                                  const std::vector<std::size_t>& send_offsets);
+  template <class T>
+  void sum_values(T* values, std::size_t count);
   void exchange_nccl(const std::vector<int>& peers, const ByteVector& send,
                      const std::vector<std::size_t>& send_offsets, ByteVector& recv,
                      const std::vector<std::size_t>& recv_offsets);

@@ -1089,7 +1089,7 @@ struct KeepPoints {
 }  // namespace
 
 void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
-                          const OctreeParams& params) {
+                          const OctreeParams& params, Order input) {
   if (params.max_depth < 1 || params.max_depth > 21)
     throw std::invalid_argument("octree depth must be between 1 and 21");
   if (n >= (std::size_t{1} << 32) - 1)
@@ -1106,10 +1106,13 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   }
   prepared_ = {};
   clock.lap("keys");
-  if (narrow_keys(depth_))
+  if (input == Order::given) {
+    // order is the identity already (MortonKeys or prepare_keys wrote it).
+  } else if (narrow_keys(depth_)) {
     sort_pairs(narrow_keys_, order, n, 3 * depth_);
-  else
+  } else {
     sort_pairs(keys_, order, n, 3 * depth_);
+  }
   clock.lap("sort");
   sorted.resize(n);
   grow_to(active_, n);
@@ -1139,9 +1142,10 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
     bound = size.points;
     if (size.points > 0) {
       level_pass(level, size, params);
-    } else if (global_sum_ && params.sibling_halves && level >= params.first_level) {
-      double sums[kNoiseTerms] = {0, 0, 0};  // the other ranks' sums still need this rank's part
-      global_sum_(sums, kNoiseTerms);
+    } else if (global_sum_ && tests_halves(level, params)) {
+      // The other ranks' sums still need this rank's part.
+      level_noise_.assign(zero, zero + kNoiseTerms);
+      global_sum_(raw(level_noise_), kNoiseTerms);
     } else if (!global_sum_) {
       break;
     }
@@ -1316,8 +1320,7 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
     clock.lap("keep");
     return;
   }
-  const bool trim =
-      params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
+  const bool trim = trims(level, params);
   const double edge = frame_.size / static_cast<double>(std::uint64_t{1} << level);
   const double first_band = trim ? edge / params.trim_divisor : 0;
   if (trim) {
@@ -1346,7 +1349,7 @@ void OctreeBuilder::level_pass(int level, const LevelSize& size, const OctreePar
   grow_to(cluster_flag_, nodes);
   grow_to(group_, nodes);
   grow_to(level_clusters_, nodes);
-  const bool halves = params.sibling_halves && trim;
+  const bool halves = tests_halves(level, params);
   if (halves) {
     grow_to(noise_terms_, kNoiseTerms * nodes);
     noise_bounds_.resize(kNoiseTerms + 1);
@@ -1429,11 +1432,18 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
 // rank where there are several, into level_noise_ (LevelClusters adds them to noise_).
 void OctreeBuilder::sum_level_noise() {
   segmented_reduce(noise_terms_, noise_bounds_, kNoiseTerms, Reduction::sum, level_noise_);
-  if (global_sum_) {  // one copy of the three sums each way (a wait), not one per sum
-    std::vector<double> sums = to_host(level_noise_, kNoiseTerms);
-    global_sum_(sums.data(), kNoiseTerms);
-    to_device(sums, level_noise_);
-  }
+  if (global_sum_) global_sum_(raw(level_noise_), kNoiseTerms);
+}
+
+// A tested level's fits are trimmed (OctreeParams::trim_passes); every rank decides alike.
+bool OctreeBuilder::trims(int level, const OctreeParams& params) {
+  return params.trim_passes > 0 && params.trim_divisor > 0 && level >= params.first_level;
+}
+
+// The level tests sibling halves, and so sums its noise over the ranks: every rank must take
+// part, its own points at the level or not.
+bool OctreeBuilder::tests_halves(int level, const OctreeParams& params) {
+  return params.sibling_halves && trims(level, params);
 }
 
 // Each parent's children (runs of equal prefix one level up among the level's nodes) tested by

@@ -203,8 +203,12 @@ class OctreeBuilder {
                          std::size_t halves_per_node_limit = kHalvesPerNodeLimit)
       : halves_per_node_limit_(halves_per_node_limit), moments_(tile_points) {}
 
+  // How build() puts the points in Morton order: by sorting their keys, or as given, where the
+  // caller knows them to be in that order already (a subsequence of an earlier build's `sorted`
+  // in the same frame and depth): a stable sort would leave them as they are.
+  enum class Order { sort, given };
   void build(const DeviceVector<Vec4>& points, std::size_t n, const OctreeFrame& frame,
-             const OctreeParams& params);
+             const OctreeParams& params, Order input = Order::sort);
   // The Morton keys of points [begin, end) of the n that the next build() takes, in `frame` to
   // `depth`, computed ahead of it: a caller that uploads the points in chunks gives each chunk
   // its keys while the later chunks are still on their way. Where every point's keys were
@@ -213,9 +217,10 @@ class OctreeBuilder {
   void prepare_keys(const DeviceVector<Vec4>& points, std::size_t n, std::size_t begin,
                     std::size_t end, const OctreeFrame& frame, int depth);
 
-  // On several ranks: sums n doubles over the ranks (the noise and density estimates of
-  // sibling_halves), so that every rank tests halves alike; build then calls it at every tested
-  // level.
+  // On several ranks: sums n doubles of device memory over the ranks, in place (the noise and
+  // density estimates of sibling_halves), so that every rank tests halves alike; build then
+  // calls it at every level that tests halves. On the device the sum can be queued behind the
+  // level's kernels, so the host need not wait for them.
   void set_global_sum(std::function<void(double*, int)> sum) { global_sum_ = std::move(sum); }
   // The levels above first_level (untested: they only drop the nodes of fewer than min_points
   // points, which a tested level drops as well) not run at all: the same clusters, one wait and
@@ -253,6 +258,8 @@ class OctreeBuilder {
   void seeded_first_fits(std::size_t nodes, std::size_t m, int shift, double band,
                          const OctreeParams& params);
   void sum_level_noise();
+  static bool trims(int level, const OctreeParams& params);
+  static bool tests_halves(int level, const OctreeParams& params);
   void reserve_clusters(int level, std::size_t nodes);
 
   bool keys_prepared(std::size_t n, const OctreeFrame& frame, int depth) const;

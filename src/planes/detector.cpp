@@ -719,12 +719,13 @@ struct PlaneDetector::UploadStream {
 
 PlaneDetector::~PlaneDetector() = default;
 
-PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params) : comm_(comm), params_(params) {
+PlaneDetector::PlaneDetector(MPI_Comm comm, DetectorParams params)
+    : comm_(comm), transport_(comm), params_(params) {
   int ranks = 1;
   MPI_Comm_size(comm_, &ranks);
   if (ranks > 1) {
-    const auto sum = [comm](double* sums, int n) {
-      global_sum(comm, std::span<double>(sums, static_cast<std::size_t>(n)));
+    const auto sum = [this](double* sums, int n) {
+      transport_.sum_in_place(sums, static_cast<std::size_t>(n));
     };
     octree_.set_global_sum(sum);
     residual_octree_.set_global_sum(sum);
@@ -1607,19 +1608,11 @@ std::vector<Plane> PlaneDetector::fit_planes(const DeviceVector<Cluster>& cluste
   return planes;
 }
 
-// The votes of every rank (on one rank they are all here: no round trip through the host).
+// The votes of every rank (on one rank they are all here).
 void PlaneDetector::sum_votes() {
   int ranks = 1;
   MPI_Comm_size(comm_, &ranks);
-  if (ranks < 2) return;
-  // Through page-locked memory kept between analyses (a pageable copy each way is staged by the
-  // driver: a few times slower for the accumulator's ~1 MB).
-  const std::size_t cells = accumulator_->cells();
-  vote_staging_.reserve(cells * sizeof(double));
-  auto* votes = reinterpret_cast<double*>(vote_staging_.data());
-  apron::copy(accumulator_->votes.begin(), accumulator_->votes.end(), votes);
-  global_sum(comm_, std::span<double>(votes, cells));
-  apron::copy(votes, votes + cells, accumulator_->votes.begin());
+  if (ranks > 1) transport_.sum_in_place(raw(accumulator_->votes), accumulator_->cells());
 }
 
 // The second round (DetectorParams::residual) over the points the first left off every plane;
@@ -1644,8 +1637,9 @@ void PlaneDetector::residual_round(std::vector<Plane>& planes, const OctreeFrame
   tree.first_level =
       std::min(tree.max_depth, std::max(tree.first_level, params_.residual.first_level));
   if (params_.residual.trim_passes >= 0) tree.trim_passes = params_.residual.trim_passes;
-  residual_octree_.build(sample < points ? residual_sample_ : residual_points_, sample, frame,
-                         tree);
+  // The residual points keep the first octree's order, in the same frame and depth.
+  residual_octree_.build(sample < points ? residual_sample_ : residual_points_, sample, frame, tree,
+                         OctreeBuilder::Order::given);
   clock.lap("octree");
   const std::size_t voting = vote_thin_clusters(limit);
   clock.note("clusters", residual_octree_.clusters.size());

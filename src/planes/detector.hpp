@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "decomposition/transport.hpp"
 #include "kernels/common/backend.hpp"
 #include "kernels/common/vec.hpp"
 #include "kernels/planes/accumulator.hpp"
@@ -179,6 +180,9 @@ class PlaneDetector {
   void to_cloud_coordinates(std::vector<Plane>& planes, const std::array<double, 3>& centre);
 
   MPI_Comm comm_;
+  // The sums over ranks of device arrays (the votes, the octrees' level noise): GPU to GPU where
+  // each rank has one, queued behind the kernels that made them, so the host does not wait.
+  Transport transport_;
   DetectorParams params_;
   OctreeBuilder octree_, residual_octree_;
   std::unique_ptr<Accumulator> accumulator_;
@@ -215,7 +219,6 @@ class PlaneDetector {
   DeviceVector<Moments> group_moments_;
   DeviceVector<Tally> group_tallies_;
   PinnedBuffer cluster_staging_;   // the clusters on the host (fit_planes)
-  PinnedBuffer vote_staging_;      // the votes on the host, summed over ranks (sum_votes)
   DeviceVector<int> extent_keys_;  // the atomics path's minima and maxima, order-preserving
   bool sorted_extents_ = false;
   std::vector<std::uint32_t> peaks_;

@@ -777,6 +777,31 @@ TEST(Octree, SkippedUntestedLevelsGiveTheSameClusters) {
   }
 }
 
+// A subsequence of a build's Morton order (the residual round's points) is in that order
+// already: built as given, without the sort, it gives the sorted build's clusters bit for bit.
+TEST(Octree, PointsGivenInMortonOrderGiveTheSortedClusters) {
+  const auto points = scene_points("room", 60000, 0.2);
+  const OctreeFrame frame = centred_frame(points);
+  const DeviceVector<Vec4> device(points.begin(), points.end());
+  const OctreeParams params;
+  OctreeBuilder first;
+  first.build(device, points.size(), frame, params);
+  std::vector<Vec4> every_third;
+  const auto sorted = host(first.sorted);
+  for (std::size_t i = 0; i < sorted.size(); i += 3) every_third.push_back(sorted[i]);
+  const DeviceVector<Vec4> subset(every_third.begin(), every_third.end());
+  OctreeBuilder sorting, given;
+  sorting.build(subset, every_third.size(), frame, params);
+  given.build(subset, every_third.size(), frame, params, OctreeBuilder::Order::given);
+  const auto a = host(sorting.clusters), b = host(given.clusters);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_GT(a.size(), 10u);
+  for (std::size_t c = 0; c < a.size(); ++c)
+    EXPECT_EQ(std::memcmp(&a[c], &b[c], sizeof(Cluster)), 0) << "cluster " << c;
+  EXPECT_EQ(host(sorting.order), host(given.order));
+  EXPECT_EQ(host(sorting.sorted_cluster), host(given.sorted_cluster));
+}
+
 // ---- accumulator ------------------------------------------------------------------------------
 
 TEST(Accumulator, NeighbourRelationIsSymmetric) {
