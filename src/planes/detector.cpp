@@ -1029,51 +1029,62 @@ class PlaneFitter {
   // stopped short of the peak's cell), else none (a cluster of another surface that only voted
   // nearby).
   std::vector<int> match_clusters() {
+    std::vector<int> peak_root(peaks_.size());  // found once: find_root compresses paths
+    for (std::size_t p = 0; p < peaks_.size(); ++p)
+      peak_root[p] = find_root(parent_, static_cast<int>(p));
     std::vector<int> root(clusters_.size(), -1);
     const FitsByAxis by_axis(fits_, has_fit_);
-    std::vector<char> near(fits_.size());
-    for (std::size_t c = 0; c < clusters_.size(); ++c) {
-      const Cluster& k = clusters_[c];
-      // Its centroid on the plane and its normal along the plane's (near(), one way): offsets
-      // compared at the origin would let a cluster tilted by a degree or two, far from the
-      // origin, join a parallel plane 0.1 m away (a box top onto a stair tread). Without
-      // verify_planes: the paper's comparison of offsets.
-      const double own =
-          k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
-      // The cluster's own limit (a cosine), computed once and only for a plane it lies on at more
-      // than merge_angle.
-      double limit = 2;
-      auto own_limit = [&] {
-        if (limit > 1) limit = tilt_cosine(tilt_variance(k));
-        return limit;
-      };
-      auto fits = [&](int r) {
-        if (!has_fit_[r]) return false;
-        if (!params_.verify_planes) return agree(fits_[r], k.normal, own);
-        const double a = alignment(fits_[r], k.normal, k.mean);
-        return a >= cos_merge_ || (a >= cos_widest_ && a >= own_limit() && beside(fits_[r], k));
-      };
-      auto distance = [&](int r) {
-        double d = -fits_[r].offset;
-        for (int a = 0; a < 3; ++a) d += fits_[r].normal[a] * k.mean[a];
-        return std::fabs(d);
-      };
-      const int own_root = cluster_peak_[c] >= 0 ? find_root(parent_, cluster_peak_[c]) : -1;
-      if (own_root >= 0 && fits(own_root)) {
-        root[c] = own_root;
-        continue;
+    const auto n = static_cast<std::ptrdiff_t>(clusters_.size());
+    // Each cluster on its own, so on the host's cores (tens of thousands of plane tests at 20M
+    // points); a few hundred clusters are not worth waking them.
+#pragma omp parallel if (n > kParallelClusters)
+    {
+      std::vector<char> near(fits_.size());
+#pragma omp for schedule(static)
+      for (std::ptrdiff_t c = 0; c < n; ++c) {
+        const int own = cluster_peak_[c];
+        root[c] = match_cluster(clusters_[c], own >= 0 ? peak_root[own] : -1, by_axis, near);
       }
-      // Most planes lie farther than merge_distance from the centroid: rejected for all planes
-      // at once (verify_planes; the other test compares offsets at the origin).
-      if (params_.verify_planes) by_axis.near(k.mean, params_.merge_distance, near.data());
-      int best = -1;
-      for (int r = 0; r < static_cast<int>(peaks_.size()); ++r)
-        if ((!params_.verify_planes || near[r]) && fits(r) &&
-            (best < 0 || distance(r) < distance(best)))
-          best = r;
-      root[c] = best;
     }
     return root;
+  }
+
+  // A cluster's plane (match_clusters): its own peak's root if it fits, else the nearest it fits.
+  int match_cluster(const Cluster& k, int own_root, const FitsByAxis& by_axis,
+                    std::vector<char>& near) const {
+    // Its centroid on the plane and its normal along the plane's (near(), one way): offsets
+    // compared at the origin would let a cluster tilted by a degree or two, far from the
+    // origin, join a parallel plane 0.1 m away (a box top onto a stair tread). Without
+    // verify_planes: the paper's comparison of offsets.
+    const double own = k.normal[0] * k.mean[0] + k.normal[1] * k.mean[1] + k.normal[2] * k.mean[2];
+    // The cluster's own limit (a cosine), computed once and only for a plane it lies on at more
+    // than merge_angle.
+    double limit = 2;
+    auto own_limit = [&] {
+      if (limit > 1) limit = tilt_cosine(tilt_variance(k));
+      return limit;
+    };
+    auto fits = [&](int r) {
+      if (!has_fit_[r]) return false;
+      if (!params_.verify_planes) return agree(fits_[r], k.normal, own);
+      const double a = alignment(fits_[r], k.normal, k.mean);
+      return a >= cos_merge_ || (a >= cos_widest_ && a >= own_limit() && beside(fits_[r], k));
+    };
+    auto distance = [&](int r) {
+      double d = -fits_[r].offset;
+      for (int a = 0; a < 3; ++a) d += fits_[r].normal[a] * k.mean[a];
+      return std::fabs(d);
+    };
+    if (own_root >= 0 && fits(own_root)) return own_root;
+    // Most planes lie farther than merge_distance from the centroid: rejected for all planes
+    // at once (verify_planes; the other test compares offsets at the origin).
+    if (params_.verify_planes) by_axis.near(k.mean, params_.merge_distance, near.data());
+    int best = -1;
+    for (int r = 0; r < static_cast<int>(peaks_.size()); ++r)
+      if ((!params_.verify_planes || near[r]) && fits(r) &&
+          (best < 0 || distance(r) < distance(best)))
+        best = r;
+    return best;
   }
 
   // 3b. Clusters that no plane took, grouped among themselves. A small surface near a
@@ -1202,6 +1213,7 @@ class PlaneFitter {
 
  private:
   static constexpr int kOrphan = 9;  // count, mean (3), normal (3), offset, tilt variance
+  static constexpr std::ptrdiff_t kParallelClusters = 1024;
 
   // The variance of a cluster's normal direction (radians squared), a line fit's slope variance:
   // the spread off its plane over (its points times its in-plane spread along the narrower axis).
