@@ -511,19 +511,44 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int k = threadIdx.x; k < 4 * planes; k += blockDim.x)
     local[k] = k % 2 == 0 ? std::numeric_limits<int>::max() : std::numeric_limits<int>::min();
   __syncthreads();
+  // Whole blocks step together (the loop's bound is the block's first index), so that every
+  // lane of a warp takes part in its reductions.
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
-    const std::int32_t l = labels[i];
-    if (l < 0) continue;
-    const double* f = frames + 9 * l;
-    const Vec4 q = points[i];
-    const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
-    const auto u = static_cast<float>(d[0] * f[3] + d[1] * f[4] + d[2] * f[5]);
-    const auto v = static_cast<float>(d[0] * f[6] + d[1] * f[7] + d[2] * f[8]);
-    atomicMin(&local[4 * l], ordered_int(u));
-    atomicMax(&local[4 * l + 1], ordered_int(u));
-    atomicMin(&local[4 * l + 2], ordered_int(v));
-    atomicMax(&local[4 * l + 3], ordered_int(v));
+  const auto lane = static_cast<int>(threadIdx.x % 32);
+  for (std::size_t first = blockIdx.x * std::size_t{blockDim.x}; first < n; first += stride) {
+    const std::size_t i = first + threadIdx.x;
+    const std::int32_t l = i < n ? labels[i] : -1;
+    int u = 0, v = 0;  // ordered_int of the projections
+    if (l >= 0) {
+      const double* f = frames + 9 * l;
+      const Vec4 q = points[i];
+      const double d[3] = {q.x - f[0], q.y - f[1], q.z - f[2]};
+      u = ordered_int(static_cast<float>(d[0] * f[3] + d[1] * f[4] + d[2] * f[5]));
+      v = ordered_int(static_cast<float>(d[0] * f[6] + d[1] * f[7] + d[2] * f[8]));
+    }
+    // A plane's points are runs of the Morton order, so a warp's lanes mostly share one or two
+    // planes: per plane of the warp, its lanes' extremes first, then one lane's four atomics
+    // (32 lanes' atomics on one shared address would queue one after another).
+    constexpr unsigned kAll = 0xffffffffu;
+    unsigned pending = __ballot_sync(kAll, l >= 0);
+    while (pending != 0) {
+      const int leader = __ffs(static_cast<int>(pending)) - 1;
+      const std::int32_t plane = __shfl_sync(kAll, l, leader);
+      const bool member = l == plane;
+      pending &= ~__ballot_sync(kAll, member);
+      constexpr int kMost = std::numeric_limits<int>::max(),
+                    kLeast = std::numeric_limits<int>::min();
+      const int u_min = __reduce_min_sync(kAll, member ? u : kMost);
+      const int u_max = __reduce_max_sync(kAll, member ? u : kLeast);
+      const int v_min = __reduce_min_sync(kAll, member ? v : kMost);
+      const int v_max = __reduce_max_sync(kAll, member ? v : kLeast);
+      if (lane == leader) {
+        atomicMin(&local[4 * plane], u_min);
+        atomicMax(&local[4 * plane + 1], u_max);
+        atomicMin(&local[4 * plane + 2], v_min);
+        atomicMax(&local[4 * plane + 3], v_max);
+      }
+    }
   }
   __syncthreads();
   for (int k = threadIdx.x; k < 4 * planes; k += blockDim.x) {
@@ -1036,15 +1061,21 @@ class PlaneFitter {
     const FitsByAxis by_axis(fits_, has_fit_);
     const auto n = static_cast<std::ptrdiff_t>(clusters_.size());
     // Each cluster on its own, so on the host's cores (tens of thousands of plane tests at 20M
-    // points); a few hundred clusters are not worth waking them.
-#pragma omp parallel if (n > kParallelClusters)
-    {
+    // points); a few hundred clusters are not worth waking them. The loop is shared among the
+    // threads of a parallel region and run whole outside one.
+    auto match_all = [&] {
       std::vector<char> near(fits_.size());
 #pragma omp for schedule(static)
       for (std::ptrdiff_t c = 0; c < n; ++c) {
         const int own = cluster_peak_[c];
         root[c] = match_cluster(clusters_[c], own >= 0 ? peak_root[own] : -1, by_axis, near);
       }
+    };
+    if (n > kParallelClusters) {
+#pragma omp parallel
+      match_all();
+    } else {
+      match_all();
     }
     return root;
   }
