@@ -107,6 +107,7 @@ struct Detection {
 
 class PlaneDetector {
  public:
+  // Collective over comm (its ranks set up their transport for the sums over ranks).
   PlaneDetector(MPI_Comm comm, DetectorParams params);
   ~PlaneDetector();
 
