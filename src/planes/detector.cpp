@@ -1054,28 +1054,12 @@ class PlaneFitter {
   // stopped short of the peak's cell), else none (a cluster of another surface that only voted
   // nearby).
   std::vector<int> match_clusters() {
-    std::vector<int> peak_root(peaks_.size());  // found once: find_root compresses paths
-    for (std::size_t p = 0; p < peaks_.size(); ++p)
-      peak_root[p] = find_root(parent_, static_cast<int>(p));
     std::vector<int> root(clusters_.size(), -1);
     const FitsByAxis by_axis(fits_, has_fit_);
-    const auto n = static_cast<std::ptrdiff_t>(clusters_.size());
-    // Each cluster on its own, so on the host's cores (tens of thousands of plane tests at 20M
-    // points); a few hundred clusters are not worth waking them. The loop is shared among the
-    // threads of a parallel region and run whole outside one.
-    auto match_all = [&] {
-      std::vector<char> near(fits_.size());
-#pragma omp for schedule(static)
-      for (std::ptrdiff_t c = 0; c < n; ++c) {
-        const int own = cluster_peak_[c];
-        root[c] = match_cluster(clusters_[c], own >= 0 ? peak_root[own] : -1, by_axis, near);
-      }
-    };
-    if (n > kParallelClusters) {
-#pragma omp parallel
-      match_all();
-    } else {
-      match_all();
+    std::vector<char> near(fits_.size());
+    for (std::size_t c = 0; c < clusters_.size(); ++c) {
+      const int own = cluster_peak_[c] >= 0 ? find_root(parent_, cluster_peak_[c]) : -1;
+      root[c] = match_cluster(clusters_[c], own, by_axis, near);
     }
     return root;
   }
@@ -1244,7 +1228,6 @@ class PlaneFitter {
 
  private:
   static constexpr int kOrphan = 9;  // count, mean (3), normal (3), offset, tilt variance
-  static constexpr std::ptrdiff_t kParallelClusters = 1024;
 
   // The variance of a cluster's normal direction (radians squared), a line fit's slope variance:
   // the spread off its plane over (its points times its in-plane spread along the narrower axis).
