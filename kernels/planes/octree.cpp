@@ -187,21 +187,39 @@ struct TileMoments {
     span.range(t, s, begin, end);
     const Vec4 r = sorted[active[span.starts[s]]];
     const double* f = fit != nullptr ? fit + kFit * s : nullptr;
+    // The lane's points in batches: every point of a batch loaded (index, then point) before
+    // any is added, so that its loads are in flight together; then added in the lane's order.
+    for (std::uint32_t first = begin + lane; first < end; first += kBatch * lanes) {
+      Vec4 p[kBatch];
 #if defined(__CUDA_ARCH__)
-#pragma unroll 4  // several points' loads in flight per lane
+#pragma unroll
 #endif
-    for (std::uint32_t i = begin + lane; i < end; i += lanes) {
-      double d[3];
-      relative_to(load(sorted + load(active + i)), r, d);
-      if (f != nullptr) {
-        const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
-        const bool in = along <= f[6] && along >= -f[6];
-        inlier[i] = in ? 1 : 0;
-        if (!in) continue;
-        m.add_distance(along);
+      for (std::uint32_t k = 0; k < kBatch; ++k) {
+        const std::uint32_t i = first + k * lanes;
+        if (i < end) p[k] = load(sorted + load(active + i));
       }
-      m.add(d[0], d[1], d[2]);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (std::uint32_t k = 0; k < kBatch; ++k) {
+        const std::uint32_t i = first + k * lanes;
+        if (i < end) add_point(p[k], r, f, i, m);
+      }
     }
+  }
+  static constexpr std::uint32_t kBatch = 8;
+  APRON_HD void add_point(const Vec4& p, const Vec4& r, const double* f, std::uint32_t i,
+                          Moments& m) const {
+    double d[3];
+    relative_to(p, r, d);
+    if (f != nullptr) {
+      const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
+      const bool in = along <= f[6] && along >= -f[6];
+      inlier[i] = in ? 1 : 0;
+      if (!in) return;
+      m.add_distance(along);
+    }
+    m.add(d[0], d[1], d[2]);
   }
 };
 
