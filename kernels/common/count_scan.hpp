@@ -4,7 +4,10 @@
 // block, without the general scan's second kernel, its scratch memory and its host-side dispatch,
 // which cost more than the sums there. Elsewhere (longer scans, the CPU, the kokkos backend,
 // whose launches go through Kokkos) the general scans (kernels/common/algorithms.hpp). As those,
-// f(i) may read out[i]: every value is read before any is written.
+// f(i) may read out[i]: every value is read before any is written. On the GPU a longer scan of
+// at most kCountScanStoredLimit values first stores every f(i) in out (a thread each), then scans
+// out: the general scan evaluated its threads' ~15 values one after another, each f a chain of
+// dependent loads (a node's key through its point's index), ~20 us however few the values.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +25,8 @@ namespace apron {
 inline constexpr int kCountScanThreads = 1024;
 inline constexpr int kCountScanItems = 16;  // per thread, consecutive
 inline constexpr std::size_t kCountScanOneLaunch = std::size_t{kCountScanThreads} * kCountScanItems;
+// Beyond this the general scan's blocks fill the GPU and hide their loads' latency themselves.
+inline constexpr std::size_t kCountScanStoredLimit = std::size_t{1} << 22;
 
 #if defined(__CUDACC__) && !defined(APRON_BACKEND_KOKKOS)
 namespace detail {
@@ -59,6 +64,19 @@ __global__ void __launch_bounds__(kCountScanThreads)
     }
   }
 }
+
+// out[i] = f(i), then the scans read out.
+template <class T, class F>
+struct StoreCount {
+  F f;
+  T* out;
+  APRON_HD void operator()(std::size_t i) const { out[i] = static_cast<T>(f(i)); }
+};
+template <class T>
+struct StoredCount {
+  const T* out;
+  APRON_HD T operator()(std::size_t i) const { return out[i]; }
+};
 }  // namespace detail
 #endif
 
@@ -71,6 +89,11 @@ void exclusive_count_scan(std::size_t n, F f, T* out, T init = T{}) {
     if (n == 0) return;
     detail::count_scan_kernel<false><<<1, kCountScanThreads>>>(n, f, out, init);
     check_launch("exclusive_count_scan");
+    return;
+  }
+  if (n <= kCountScanStoredLimit) {
+    for_each_index(n, detail::StoreCount<T, F>{f, out});
+    exclusive_scan(n, detail::StoredCount<T>{out}, out, init);
     return;
   }
 #endif
@@ -86,6 +109,11 @@ void inclusive_count_scan(std::size_t n, F f, T* out) {
     if (n == 0) return;
     detail::count_scan_kernel<true><<<1, kCountScanThreads>>>(n, f, out, T{0});
     check_launch("inclusive_count_scan");
+    return;
+  }
+  if (n <= kCountScanStoredLimit) {
+    for_each_index(n, detail::StoreCount<T, F>{f, out});
+    inclusive_scan(n, detail::StoredCount<T>{out}, out);
     return;
   }
 #endif

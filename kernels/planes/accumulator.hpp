@@ -302,6 +302,14 @@ class Accumulator {
   // smoothed value, highest first (ties by cell). Waits for the device.
   std::vector<std::uint32_t> peaks(double min_value);
 
+  // The last Voting::sort vote()'s pairs sorted by cell (stable): cell, the pair's index in the
+  // kernels' order (each kernel's cells in for_each_kernel_cell's order), its vote. For tests.
+  struct VotePairs {
+    std::vector<std::uint32_t> cells, ids;
+    std::vector<double> values;
+  };
+  VotePairs sorted_pairs() const;
+
   // The last vote()'s clusters' kernels: the first kernel_count (grown, never shrunk: both
   // rounds vote here).
   DeviceVector<VoteKernel> kernels;
@@ -318,6 +326,7 @@ class Accumulator {
   DeviceVector<std::uint32_t> vote_offset_, vote_cell_, vote_id_, run_start_, peak_cells_;
   DeviceVector<std::uint32_t> vote_cell_alt_, vote_id_alt_;  // the vote sort's double buffers
   DeviceVector<double> vote_value_, sorted_value_, run_sum_, peak_values_;
+  DeviceVector<std::uint8_t> peak_flag_;  // per cell: whether it is a peak
 
   void vote_sorted(std::size_t n, const BallLayout& b);
   void vote_atomic(std::size_t n, const BallLayout& b);
@@ -331,25 +340,34 @@ void assign_clusters(const DeviceVector<VoteKernel>& kernels, std::size_t count,
                      const BallLayout& layout, const DeviceVector<std::uint32_t>& peak_cells,
                      DeviceVector<std::int32_t>& cluster_peak);
 
-// The same decision for one kernel (host and device; the device loop calls it).
+// Whether the centre of peak cell `cell` lies within 2 sigma + one cell of kernel k's centre
+// along each axis; if so, its Mahalanobis distance q (nearest_peak's measure).
+APRON_HD inline bool peak_distance(const VoteKernel& k, const BallLayout& b, std::uint32_t cell,
+                                   double& q) {
+  double at[3];
+  b.centre(cell, at);
+  int ring, t, r;
+  b.decode(cell, ring, t, r);
+  const double d[3] = {wrap_angle(at[0] - k.centre[0]), at[1] - k.centre[1], at[2] - k.centre[2]};
+  const double reach[3] = {2 * k.sigma[0] + b.dtheta(ring), 2 * k.sigma[1] + b.dphi(),
+                           2 * k.sigma[2] + b.drho()};
+  bool inside = true;
+  for (int a = 0; a < 3; ++a) inside = inside && std::fabs(d[a]) <= reach[a];
+  if (!inside) return false;
+  const double* m = k.inverse;
+  q = m[0] * d[0] * d[0] + m[3] * d[1] * d[1] + m[5] * d[2] * d[2] +
+      2 * (m[1] * d[0] * d[1] + m[2] * d[0] * d[2] + m[4] * d[1] * d[2]);
+  return true;
+}
+
+// The same decision for one kernel (host and device; the portable loop calls it).
 APRON_HD inline int nearest_peak(const VoteKernel& k, const BallLayout& b,
                                  const std::uint32_t* peak_cells, int peaks) {
   int best = -1;
   double best_q = 0;
   for (int p = 0; p < peaks; ++p) {
-    double at[3];
-    b.centre(peak_cells[p], at);
-    int ring, t, r;
-    b.decode(peak_cells[p], ring, t, r);
-    const double d[3] = {wrap_angle(at[0] - k.centre[0]), at[1] - k.centre[1], at[2] - k.centre[2]};
-    const double reach[3] = {2 * k.sigma[0] + b.dtheta(ring), 2 * k.sigma[1] + b.dphi(),
-                             2 * k.sigma[2] + b.drho()};
-    bool inside = true;
-    for (int a = 0; a < 3; ++a) inside = inside && std::fabs(d[a]) <= reach[a];
-    if (!inside) continue;
-    const double* m = k.inverse;
-    const double q = m[0] * d[0] * d[0] + m[3] * d[1] * d[1] + m[5] * d[2] * d[2] +
-                     2 * (m[1] * d[0] * d[1] + m[2] * d[0] * d[2] + m[4] * d[1] * d[2]);
+    double q;
+    if (!peak_distance(k, b, peak_cells[p], q)) continue;
     if (best < 0 || q < best_q) best = p, best_q = q;
   }
   return best;

@@ -173,6 +173,13 @@ struct TileSpan {
 };
 
 // Stage 1 of NodeMoments::reduce: the sums of one tile's points (lane, lane + lanes, ...).
+// Batched (the plan's long tiles): each lane loads a batch of its points (index, then point)
+// before adding any, so that the batch's loads are in flight together, then adds them in its
+// order: the same sums as one point after another. Where tiles are short (a small level's), a
+// lane holds a few points, and the batch's registers cost more warps than its loads save.
+constexpr std::uint32_t kTileBatch = 8;  // points a lane loads before adding them (Batched)
+
+template <bool Batched>
 struct TileMoments {
   using Sum = Moments;
   const Vec4* sorted;
@@ -187,21 +194,44 @@ struct TileMoments {
     span.range(t, s, begin, end);
     const Vec4 r = sorted[active[span.starts[s]]];
     const double* f = fit != nullptr ? fit + kFit * s : nullptr;
+    if constexpr (Batched) {
+      for (std::uint32_t first = begin + lane; first < end; first += kTileBatch * lanes) {
+        Vec4 p[kTileBatch];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+        for (std::uint32_t k = 0; k < kTileBatch; ++k) {
+          const std::uint32_t i = first + k * lanes;
+          if (i < end) p[k] = load(sorted + load(active + i));
+        }
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+        for (std::uint32_t k = 0; k < kTileBatch; ++k) {
+          const std::uint32_t i = first + k * lanes;
+          if (i < end) add_point(p[k], r, f, i, m);
+        }
+      }
+    } else {
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4  // several points' loads in flight per lane
 #endif
-    for (std::uint32_t i = begin + lane; i < end; i += lanes) {
-      double d[3];
-      relative_to(load(sorted + load(active + i)), r, d);
-      if (f != nullptr) {
-        const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
-        const bool in = along <= f[6] && along >= -f[6];
-        inlier[i] = in ? 1 : 0;
-        if (!in) continue;
-        m.add_distance(along);
-      }
-      m.add(d[0], d[1], d[2]);
+      for (std::uint32_t i = begin + lane; i < end; i += lanes)
+        add_point(load(sorted + load(active + i)), r, f, i, m);
     }
+  }
+  APRON_HD void add_point(const Vec4& p, const Vec4& r, const double* f, std::uint32_t i,
+                          Moments& m) const {
+    double d[3];
+    relative_to(p, r, d);
+    if (f != nullptr) {
+      const double along = f[0] * (d[0] - f[3]) + f[1] * (d[1] - f[4]) + f[2] * (d[2] - f[5]);
+      const bool in = along <= f[6] && along >= -f[6];
+      inlier[i] = in ? 1 : 0;
+      if (!in) return;
+      m.add_distance(along);
+    }
+    m.add(d[0], d[1], d[2]);
   }
 };
 
@@ -1291,8 +1321,12 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
   if (nodes_ == 0) return;
   const TileSpan span{raw(starts), raw(tile_first_), raw(tile_segment_),
                       static_cast<std::uint32_t>(nodes_), plan_tile_points_};
-  run_tiles(lanes_, max_tiles_, TileMoments{raw(sorted), raw(active), span, fit, inlier},
-            raw(partial_));
+  if (batched_loads())
+    run_tiles(lanes_, max_tiles_, TileMoments<true>{raw(sorted), raw(active), span, fit, inlier},
+              raw(partial_));
+  else
+    run_tiles(lanes_, max_tiles_, TileMoments<false>{raw(sorted), raw(active), span, fit, inlier},
+              raw(partial_));
   run_totals(nodes_, warp_node_limit_, grouped_totals(),
              NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
@@ -1401,9 +1435,14 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
   const TileSpan octant_span{raw(octant_starts_), raw(moments_.tile_first()),
                              raw(moments_.tile_segment()), static_cast<std::uint32_t>(octants),
                              moments_.tile_points()};
-  run_tiles(moments_.lanes(), moments_.tile_bound(),
-            TileMoments{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
-            raw(moments_.partial()));
+  if (moments_.batched_loads())
+    run_tiles(moments_.lanes(), moments_.tile_bound(),
+              TileMoments<true>{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
+              raw(moments_.partial()));
+  else
+    run_tiles(moments_.lanes(), moments_.tile_bound(),
+              TileMoments<false>{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
+              raw(moments_.partial()));
   run_totals(
       octants, moments_.warp_node_limit(), moments_.grouped_totals(),
       OctantTotals{{raw(moments_.partial()), raw(moments_.tile_first()), raw(octant_sums_), {}},

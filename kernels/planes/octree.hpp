@@ -138,6 +138,9 @@ class NodeMoments {
   const DeviceVector<std::uint32_t>& tile_segment() const { return tile_segment_; }
   std::size_t tile_bound() const { return max_tiles_; }
   std::uint32_t tile_points() const { return plan_tile_points_; }  // the planned level's
+  // Whether the planned tiles are long enough that each lane loads its points in batches
+  // (TileMoments): not a small level's short tiles.
+  bool batched_loads() const { return plan_tile_points_ > kSmallLevelTilePoints; }
   std::uint32_t lanes() const { return lanes_; }
   std::size_t warp_node_limit() const { return warp_node_limit_; }
   // Whether the planned level's totals take kGroupLanes lanes a node (GroupedTotals).

@@ -982,6 +982,64 @@ TEST(Accumulator, ParallelPeaksEqualSequentialPeaks) {
   EXPECT_EQ(peaks, expected);
 }
 
+// The pairs written a thread a pair (the kernel found among the offsets, the cell from its rank
+// in the kernel's box) against each kernel's cells listed in turn on the host, both stably sorted
+// by cell: the same cells and pair indices, and the same votes up to the device's contractions.
+TEST(Accumulator, VotePairsEqualEachKernelsCellsInOrder) {
+  const auto s = stages_of(scene_points("room", 100000, 0.2));
+  const Accumulator::VotePairs pairs = s->acc->sorted_pairs();
+  const BallLayout b = s->acc->host_layout();
+  const auto kernels = host(s->acc->kernels);
+  ASSERT_GE(kernels.size(), s->acc->kernel_count);
+  std::vector<std::uint32_t> cells, ids;
+  std::vector<double> values;
+  std::size_t widest = 0;
+  for (std::size_t c = 0; c < s->acc->kernel_count; ++c) {
+    const std::size_t before = cells.size();
+    for_each_kernel_cell(kernels[c], b, [&](std::uint32_t cell, double v) {
+      ids.push_back(static_cast<std::uint32_t>(cells.size()));
+      cells.push_back(cell);
+      values.push_back(v);
+    });
+    widest = std::max(widest, cells.size() - before);
+  }
+  EXPECT_GT(widest, 27u) << "some kernel should span several rings, thetas and rhos";
+  std::vector<std::uint32_t> order(cells.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t c) { return cells[a] < cells[c]; });
+  ASSERT_EQ(pairs.cells.size(), order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    ASSERT_EQ(pairs.cells[i], cells[order[i]]) << "pair " << i;
+    ASSERT_EQ(pairs.ids[i], ids[order[i]]) << "pair " << i;
+    ASSERT_NEAR(pairs.values[i], values[order[i]], 1e-12 * std::max(1.0, values[order[i]]))
+        << "pair " << i;
+  }
+}
+
+// The peaks assigned on the device (on the GPU a warp per kernel, a lane per peak) against
+// nearest_peak on the host, kernel by kernel.
+TEST(Accumulator, AssignedPeaksEqualNearestPeak) {
+  const auto s = stages_of(scene_points("room", 100000, 0.2));
+  s->acc->smooth();
+  const std::vector<std::uint32_t> peaks = s->acc->peaks(5);
+  ASSERT_GE(peaks.size(), 6u);
+  const DeviceVector<std::uint32_t> peak_cells(peaks.begin(), peaks.end());
+  DeviceVector<std::int32_t> assigned;
+  const std::size_t count = s->acc->kernel_count;
+  assign_clusters(s->acc->kernels, count, s->acc->layout(), peak_cells, assigned);
+  const auto got = host(assigned);
+  const auto kernels = host(s->acc->kernels);
+  const BallLayout b = s->acc->host_layout();
+  std::size_t matched = 0;
+  for (std::size_t c = 0; c < count; ++c) {
+    const int want = nearest_peak(kernels[c], b, peaks.data(), static_cast<int>(peaks.size()));
+    EXPECT_EQ(got[c], want) << "kernel " << c;
+    matched += want >= 0;
+  }
+  EXPECT_GT(matched, count / 4);
+}
+
 // ---- the split over ranks --------------------------------------------------------------------
 
 // The grid against a per-point reference: a floor (one plane: its cells pass the node test) and
