@@ -573,6 +573,19 @@ void run_tiles([[maybe_unused]] std::uint32_t lanes, std::size_t bound, const Ti
 #endif
 }
 
+// Stage 1 of the moments of the plan's tiles over `span` (each lane's loads batched where the
+// tiles are long: NodeMoments::batched_loads), into the plan's partials.
+void run_tile_moments(NodeMoments& plan, const TileSpan& span, const Vec4* sorted,
+                      const std::uint32_t* active, const double* fit, std::uint8_t* inlier) {
+  Moments* partial = raw(plan.partial());
+  if (plan.batched_loads())
+    run_tiles(plan.lanes(), plan.tile_bound(), TileMoments<true>{sorted, active, span, fit, inlier},
+              partial);
+  else
+    run_tiles(plan.lanes(), plan.tile_bound(),
+              TileMoments<false>{sorted, active, span, fit, inlier}, partial);
+}
+
 // Stage 2 for `nodes` nodes: below warp_node_limit on the GPU a warp per node, or per
 // 32 / kGroupLanes nodes where grouped (NodeMoments::GroupedTotals); else a thread per node.
 template <class Totals>
@@ -1321,12 +1334,7 @@ void NodeMoments::reduce(const DeviceVector<Vec4>& sorted,
   if (nodes_ == 0) return;
   const TileSpan span{raw(starts), raw(tile_first_), raw(tile_segment_),
                       static_cast<std::uint32_t>(nodes_), plan_tile_points_};
-  if (batched_loads())
-    run_tiles(lanes_, max_tiles_, TileMoments<true>{raw(sorted), raw(active), span, fit, inlier},
-              raw(partial_));
-  else
-    run_tiles(lanes_, max_tiles_, TileMoments<false>{raw(sorted), raw(active), span, fit, inlier},
-              raw(partial_));
+  run_tile_moments(*this, span, raw(sorted), raw(active), fit, inlier);
   run_totals(nodes_, warp_node_limit_, grouped_totals(),
              NodeTotals{raw(partial_), raw(tile_first_), raw(sums), next});
 }
@@ -1435,14 +1443,7 @@ void OctreeBuilder::seeded_first_fits(std::size_t nodes, std::size_t m, int shif
   const TileSpan octant_span{raw(octant_starts_), raw(moments_.tile_first()),
                              raw(moments_.tile_segment()), static_cast<std::uint32_t>(octants),
                              moments_.tile_points()};
-  if (moments_.batched_loads())
-    run_tiles(moments_.lanes(), moments_.tile_bound(),
-              TileMoments<true>{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
-              raw(moments_.partial()));
-  else
-    run_tiles(moments_.lanes(), moments_.tile_bound(),
-              TileMoments<false>{raw(sorted), raw(active_), octant_span, nullptr, nullptr},
-              raw(moments_.partial()));
+  run_tile_moments(moments_, octant_span, raw(sorted), raw(active_), nullptr, nullptr);
   run_totals(
       octants, moments_.warp_node_limit(), moments_.grouped_totals(),
       OctantTotals{{raw(moments_.partial()), raw(moments_.tile_first()), raw(octant_sums_), {}},
