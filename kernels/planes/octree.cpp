@@ -1149,13 +1149,11 @@ void OctreeBuilder::build(const DeviceVector<Vec4>& points, std::size_t n, const
   }
   prepared_ = {};
   clock.lap("keys");
-  if (input == Order::given) {
-    // order is the identity already (MortonKeys or prepare_keys wrote it).
-  } else if (narrow_keys(depth_)) {
+  // Given in order, `order` stays the identity that MortonKeys or prepare_keys wrote.
+  if (input == Order::sort && narrow_keys(depth_))
     sort_pairs(narrow_keys_, order, n, 3 * depth_);
-  } else {
+  else if (input == Order::sort)
     sort_pairs(keys_, order, n, 3 * depth_);
-  }
   clock.lap("sort");
   sorted.resize(n);
   grow_to(active_, n);
