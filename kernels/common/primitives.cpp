@@ -183,11 +183,6 @@ struct Widen {
   APRON_HD std::uint64_t operator()(std::size_t i) const { return in[i]; }
 };
 
-struct FlagSet {
-  const std::uint8_t* flags;
-  APRON_HD bool operator()(std::uint32_t i) const { return flags[i] != 0; }
-};
-
 template <class T>
 std::size_t compact_values(const DeviceVector<T>& values, const DeviceVector<std::uint8_t>& flags,
                            std::size_t n, DeviceVector<T>& out) {
@@ -349,7 +344,7 @@ std::uint64_t reduce_sum(const DeviceVector<std::uint32_t>& in, std::size_t n) {
 std::size_t select_indices(const DeviceVector<std::uint8_t>& flags, std::size_t n,
                            DeviceVector<std::uint32_t>& indices) {
   indices.resize(n);
-  const std::size_t count = copy_indices_if(n, raw(indices), FlagSet{raw(flags)});
+  const std::size_t count = copy_flagged_indices(raw(flags), n, raw(indices));
   indices.resize(count);
   return count;
 }

@@ -78,6 +78,19 @@ std::size_t select_indices_if(std::size_t n, Pred pred, DeviceVector<std::uint32
   return count;
 }
 
+// The indices i < n with flags[i] != 0, in increasing order, written from out on (room for n);
+// returns their count. For an output kept at its largest size between calls, which
+// select_indices would shrink to the count (and a later grow value-initialise again).
+template <class Flag>
+struct FlagIsSet {
+  const Flag* flags;
+  APRON_HD bool operator()(std::uint32_t i) const { return flags[i] != 0; }
+};
+template <class Flag>
+std::size_t copy_flagged_indices(const Flag* flags, std::size_t n, std::uint32_t* out) {
+  return copy_indices_if(n, out, FlagIsSet<Flag>{flags});
+}
+
 // The values[i], i < n, with flags[i] != 0, in order, in `out`; returns their count.
 std::size_t compact(const DeviceVector<std::uint32_t>& values,
                     const DeviceVector<std::uint8_t>& flags, std::size_t n,

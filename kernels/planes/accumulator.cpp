@@ -192,11 +192,6 @@ struct MarkPeaks {
   }
 };
 
-struct Flagged {
-  const std::uint8_t* flag;
-  APRON_HD bool operator()(std::uint32_t c) const { return flag[c] != 0; }
-};
-
 struct GatherPeakValues {
   const std::uint32_t* cells;
   const double* smoothed;
@@ -330,8 +325,7 @@ std::vector<std::uint32_t> Accumulator::peaks(double min_value) {
   grow_to(peak_flag_, votes.size());
   for_each_index(votes.size(), MarkPeaks{IsPeak{layout(), raw(votes), raw(smoothed), min_value},
                                          raw(peak_flag_)});
-  const std::size_t count =
-      copy_indices_if(votes.size(), raw(peak_cells_), Flagged{raw(peak_flag_)});
+  const std::size_t count = copy_flagged_indices(raw(peak_flag_), votes.size(), raw(peak_cells_));
   // Only the peaks' values come to the host (the accumulator may hold millions of cells).
   grow_to(peak_values_, count);
   for_each_index(count, GatherPeakValues{raw(peak_cells_), raw(smoothed), raw(peak_values_)});

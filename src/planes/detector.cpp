@@ -304,12 +304,6 @@ struct ListedCandidate {
   static constexpr std::size_t kNoGroup = ~std::size_t{0};
 };
 
-// Whether a flag is set.
-struct Flagged {
-  const std::uint8_t* flags;
-  APRON_HD bool operator()(std::uint32_t i) const { return flags[i] != 0; }
-};
-
 // Whether an eligible point went to a candidate.
 struct HasCandidate {
   const std::int32_t* candidate;
@@ -1814,7 +1808,7 @@ void PlaneDetector::label_candidates(const std::vector<Plane>& found, double lea
   for_each_index(e, f);
   if (visit == Visit::all_marking_near) {
     near_index_.resize(e);
-    near_points_ = e ? copy_indices_if(e, raw(near_index_), Flagged{raw(near_)}) : 0;
+    near_points_ = e ? copy_flagged_indices(raw(near_), e, raw(near_index_)) : 0;
   }
 }
 
